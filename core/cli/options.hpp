@@ -1,0 +1,33 @@
+// Option layering shared by every subcommand: command line > EMMY_* environment > config file.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+
+namespace emmy::cli {
+
+namespace po = boost::program_options;
+
+// Parses a subcommand's arguments. `section` names its INI section ("tune", "eval", ...); keys
+// outside any section apply to all. Environment variables EMMY_<OPTION> (upper case, '-' -> '_')
+// fill options not given on the command line. Throws po::error on bad usage.
+po::variables_map parse_layered(const GlobalOptions& g, const std::string& section,
+                                const po::options_description& desc,
+                                const po::positional_options_description& pos,
+                                const std::vector<std::string>& args);
+
+// Prints "usage: emmy <cmd> ...", the description, and returns 0; used for --help everywhere.
+void print_help(const std::string& usage, const po::options_description& desc,
+                const std::string& epilogue = "");
+
+// Exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitBusy = 3;
+inline constexpr int kExitInterrupted = 130;
+
+}  // namespace emmy::cli

@@ -1,0 +1,178 @@
+# emmy_add_plugin(): the one function that makes an Emmy plugin (modelled on Halide's
+# autoscheduler CMake). It builds a MODULE library with hidden visibility, so that only the
+# entry point `emmy_plugin_info` (marked EMMY_EXPORT) is exported, and generates the plugin's
+# FlatBuffers manifest with flatc next to it.
+#
+#   emmy_add_plugin(NAME <name> KIND <frontend|pass|backend|prior> [VERSION <x.y.z>]
+#                   SOURCES <src>...
+#                   [DESCRIPTION <text>]
+#                   [FORKS <kind>:<fork-name>[:<knob>,<knob>...] ...]   kind = structural|in_place
+#                   [KNOBS <knob-name>[=<v1>,<v2>,...] ...]
+#                   [OPTIONS <name>=<default>[:<help>] ...]
+#                   [AFTER <pass>...] [BEFORE <pass>...]
+#                   [LINK <target>...]
+#                   [OUTPUT_DIRECTORY <dir>])
+#
+# Creates target emmy_plugin_<name>; library lib emmy_<name>.so and <name>.emmy-manifest land in
+# OUTPUT_DIRECTORY (default: EMMY_PLUGIN_OUTPUT_DIRECTORY, else ${CMAKE_BINARY_DIR}/lib/emmy/plugins)
+# and are installed to ${CMAKE_INSTALL_LIBDIR}/emmy/plugins when EMMY_PLUGIN_INSTALL is not OFF.
+include_guard(GLOBAL)
+
+if(NOT EMMY_FLATC)
+  find_program(EMMY_FLATC NAMES flatc HINTS ${EMMY_FLATC_HINTS})
+endif()
+if(NOT EMMY_FLATC)
+  message(FATAL_ERROR "emmy_add_plugin needs flatc (Debian: flatbuffers-compiler) to write manifests; "
+                      "set EMMY_FLATC to its path")
+endif()
+
+function(_emmy_json_string out value)
+  string(REPLACE "\\" "\\\\" value "${value}")
+  string(REPLACE "\"" "\\\"" value "${value}")
+  set(${out} "\"${value}\"" PARENT_SCOPE)
+endfunction()
+
+function(_emmy_json_list out)
+  set(items "")
+  foreach(v IN LISTS ARGN)
+    _emmy_json_string(q "${v}")
+    list(APPEND items "${q}")
+  endforeach()
+  list(JOIN items ", " joined)
+  set(${out} "[${joined}]" PARENT_SCOPE)
+endfunction()
+
+function(emmy_add_plugin)
+  cmake_parse_arguments(P "" "NAME;KIND;VERSION;DESCRIPTION;OUTPUT_DIRECTORY"
+                        "SOURCES;FORKS;KNOBS;OPTIONS;AFTER;BEFORE;LINK" ${ARGN})
+  if(NOT P_NAME OR NOT P_KIND OR NOT P_SOURCES)
+    message(FATAL_ERROR "emmy_add_plugin: NAME, KIND and SOURCES are required")
+  endif()
+  if(NOT P_KIND MATCHES "^(frontend|pass|backend|prior)$")
+    message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): KIND must be frontend, pass, backend or prior, not '${P_KIND}'")
+  endif()
+  if(NOT P_NAME MATCHES "^[a-z][a-z0-9_]*$")
+    message(FATAL_ERROR "emmy_add_plugin: NAME '${P_NAME}' must match [a-z][a-z0-9_]*")
+  endif()
+  if(NOT P_VERSION)
+    set(P_VERSION "0.1.0")
+  endif()
+  if(NOT P_OUTPUT_DIRECTORY)
+    if(EMMY_PLUGIN_OUTPUT_DIRECTORY)
+      set(P_OUTPUT_DIRECTORY "${EMMY_PLUGIN_OUTPUT_DIRECTORY}")
+    else()
+      set(P_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/lib/emmy/plugins")
+    endif()
+  endif()
+
+  set(target emmy_plugin_${P_NAME})
+  add_library(${target} MODULE ${P_SOURCES})
+  target_link_libraries(${target} PRIVATE EmmySDK::sdk ${P_LINK})
+  target_compile_features(${target} PRIVATE cxx_std_20)
+  target_compile_definitions(${target} PRIVATE EMMY_PLUGIN_NAME="${P_NAME}"
+                                               EMMY_PLUGIN_VERSION="${P_VERSION}")
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME emmy_${P_NAME}
+    PREFIX "lib"
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    LIBRARY_OUTPUT_DIRECTORY "${P_OUTPUT_DIRECTORY}"
+    BUILD_RPATH_USE_ORIGIN ON
+    INSTALL_RPATH "$ORIGIN/../..")
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    # Anything a plugin forgets to hide stays out of the dynamic symbol table anyway.
+    target_link_options(${target} PRIVATE "LINKER:--exclude-libs,ALL")
+  endif()
+
+  # ---- the manifest: JSON from the arguments, then flatc -b against the SDK's schema ----
+  _emmy_json_string(j_name "${P_NAME}")
+  _emmy_json_string(j_kind "${P_KIND}")
+  _emmy_json_string(j_version "${P_VERSION}")
+  _emmy_json_string(j_desc "${P_DESCRIPTION}")
+  _emmy_json_string(j_lib "libemmy_${P_NAME}.so")
+  set(forks "")
+  foreach(f IN LISTS P_FORKS)
+    string(REPLACE ":" ";" parts "${f}")
+    list(LENGTH parts n)
+    if(n LESS 2)
+      message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): FORKS entry '${f}' is not <kind>:<name>[:knobs]")
+    endif()
+    list(GET parts 0 fkind)
+    list(GET parts 1 fname)
+    if(NOT fkind MATCHES "^(structural|in_place)$")
+      message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): fork kind '${fkind}' must be structural or in_place")
+    endif()
+    set(fknobs "")
+    if(n GREATER 2)
+      list(GET parts 2 kn)
+      string(REPLACE "," ";" fknobs "${kn}")
+    endif()
+    _emmy_json_string(qn "${fname}")
+    _emmy_json_list(qk ${fknobs})
+    list(APPEND forks "{\"name\": ${qn}, \"kind\": \"${fkind}\", \"knobs\": ${qk}}")
+  endforeach()
+  list(JOIN forks ", " forks)
+  set(knobs "")
+  foreach(k IN LISTS P_KNOBS)
+    string(FIND "${k}" "=" eq)
+    if(eq EQUAL -1)
+      set(kname "${k}")
+      set(kvals "")
+    else()
+      string(SUBSTRING "${k}" 0 ${eq} kname)
+      math(EXPR after "${eq} + 1")
+      string(SUBSTRING "${k}" ${after} -1 kvals)
+    endif()
+    _emmy_json_string(qn "${kname}")
+    list(APPEND knobs "{\"name\": ${qn}, \"values\": [${kvals}]}")
+  endforeach()
+  list(JOIN knobs ", " knobs)
+  set(opts "")
+  foreach(o IN LISTS P_OPTIONS)
+    if(NOT o MATCHES "^([^=]+)=([^:]*)(:(.*))?$")
+      message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): OPTIONS entry '${o}' is not <name>=<default>[:<help>]")
+    endif()
+    _emmy_json_string(on "${CMAKE_MATCH_1}")
+    _emmy_json_string(od "${CMAKE_MATCH_2}")
+    _emmy_json_string(oh "${CMAKE_MATCH_4}")
+    list(APPEND opts "{\"name\": ${on}, \"default_value\": ${od}, \"help\": ${oh}}")
+  endforeach()
+  list(JOIN opts ", " opts)
+  _emmy_json_list(j_after ${P_AFTER})
+  _emmy_json_list(j_before ${P_BEFORE})
+
+  set(json_dir "${CMAKE_CURRENT_BINARY_DIR}/emmy_manifest_${P_NAME}")
+  set(json "${json_dir}/${P_NAME}.json")
+  file(MAKE_DIRECTORY "${json_dir}")
+  file(WRITE "${json}.in" "{
+  \"name\": ${j_name},
+  \"kind\": ${j_kind},
+  \"version\": ${j_version},
+  \"abi_version\": ${EMMY_SDK_ABI_VERSION},
+  \"entry_symbol\": \"emmy_plugin_info\",
+  \"library\": ${j_lib},
+  \"description\": ${j_desc},
+  \"forks\": [${forks}],
+  \"knobs\": [${knobs}],
+  \"options\": [${opts}],
+  \"after\": ${j_after},
+  \"before\": ${j_before}
+}
+")
+  configure_file("${json}.in" "${json}" COPYONLY)
+  set(manifest "${P_OUTPUT_DIRECTORY}/${P_NAME}.emmy-manifest")
+  add_custom_command(
+    OUTPUT "${manifest}"
+    COMMAND "${EMMY_FLATC}" -b -o "${P_OUTPUT_DIRECTORY}" "${EMMY_MANIFEST_SCHEMA}" "${json}"
+    DEPENDS "${json}" "${EMMY_MANIFEST_SCHEMA}"
+    COMMENT "Writing manifest of Emmy plugin ${P_NAME}"
+    VERBATIM)
+  add_custom_target(${target}_manifest DEPENDS "${manifest}")
+  add_dependencies(${target} ${target}_manifest)
+
+  if(NOT DEFINED EMMY_PLUGIN_INSTALL OR EMMY_PLUGIN_INSTALL)
+    include(GNUInstallDirs)
+    install(TARGETS ${target} LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}/emmy/plugins")
+    install(FILES "${manifest}" DESTINATION "${CMAKE_INSTALL_LIBDIR}/emmy/plugins")
+  endif()
+endfunction()

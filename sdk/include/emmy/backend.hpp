@@ -1,0 +1,87 @@
+// Backends: generate source for a slice and a configuration, build it for a regime, and measure
+// it on a device (DESIGN.md, Backends and measurement).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "emmy/ir.hpp"
+#include "emmy/status.hpp"
+
+namespace emmy {
+
+enum class Regime : unsigned char { rank, deploy };
+inline const char* to_string(Regime r) { return r == Regime::rank ? "rank" : "deploy"; }
+
+// A knob the backend supports for a kernel template, with the values it accepts.
+// The first value is the untuned default.
+struct KnobSpec {
+  std::string name;  // e.g. "tile_m"
+  std::vector<double> values;
+};
+
+// What a backend can build: for each kernel template, the knobs and their option sets.
+// Lowering passes read this to declare their forks.
+struct BackendCaps {
+  std::string backend;                                    // "cpu", "cuda"
+  std::map<std::string, std::vector<KnobSpec>> templates;  // template name -> knobs
+};
+
+// A built candidate. `handle` is backend-defined (a path to a shared object or cubin).
+struct Artifact {
+  std::string handle;
+  std::string source;  // the generated source, kept for failure reports
+};
+
+// Host buffers for one kernel invocation, in the order of the slice's boundary.
+struct Buffers {
+  std::vector<std::vector<unsigned char>> tensors;
+};
+
+enum class FailureKind : unsigned char { none, build_error, runtime_fault, timeout, wrong_result };
+inline const char* to_string(FailureKind f) {
+  switch (f) {
+    case FailureKind::none: return "ok";
+    case FailureKind::build_error: return "build_error";
+    case FailureKind::runtime_fault: return "runtime_fault";
+    case FailureKind::timeout: return "timeout";
+    case FailureKind::wrong_result: return "wrong_result";
+  }
+  return "?";
+}
+
+struct MeasureRequest {
+  Buffers inputs;           // one per slice input (graph `input` nodes, in order)
+  int warmup = 3;
+  int samples = 15;
+  double timeout_s = 20;    // per invocation of the worker
+};
+
+struct MeasureResult {
+  FailureKind failure = FailureKind::none;
+  std::string message;       // the failure's message (compiler output, signal, ...)
+  double median_us = 0;
+  std::vector<double> samples_us;
+  Buffers outputs;           // one per slice output (graph outputs, in order)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual BackendCaps capabilities() const = 0;
+  // Backend, device name, driver/toolkit or compiler version: prefixes every measurement key.
+  virtual std::string environment_fingerprint() const = 0;
+  // Generates and builds. A compile error is not a Status error: it returns Ok with
+  // result.failure = build_error and the compiler's message, so it becomes a failure row.
+  virtual Status build(const ir::Slice& slice, Regime regime, Artifact& artifact,
+                       MeasureResult& failure) noexcept = 0;
+  // Runs the artifact on the request's inputs in an isolated worker; fills timings and outputs.
+  virtual Status measure(const ir::Slice& slice, const Artifact& artifact,
+                         const MeasureRequest& request, MeasureResult& result) noexcept = 0;
+};
+
+}  // namespace emmy

@@ -1,0 +1,43 @@
+// Forks: the decision points a pass asks the search to answer (DESIGN.md, The search).
+// A pass calls `resolver.choose(site)` and gets an option index back; it keeps no state of its
+// own between calls, because the pipeline is re-run from the start for every descent.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace emmy {
+
+enum class ForkKind : unsigned char {
+  structural,  // changes which kernels exist (fusion, splitting, attention fusion)
+  in_place,    // changes how one kernel computes (tile sizes, threads, unroll, ...)
+};
+
+struct ForkOption {
+  std::string label;                    // shown in -v lines and reports
+  std::map<std::string, double> knobs;  // knob name -> value this option contributes
+};
+
+struct ForkSite {
+  std::string name;  // stable name, e.g. "cpu.matmul.tile_m" or "fusion.epilogue@k3"
+  std::vector<ForkOption> options;
+  ForkKind kind = ForkKind::in_place;
+};
+
+// Answers forks. The search implements it; so do tests and the "default" resolver that always
+// answers option 0 (the untuned configuration).
+class Resolver {
+ public:
+  virtual ~Resolver() = default;
+  // Returns an index into site.options. Never called with an empty option list.
+  virtual size_t choose(const ForkSite& site) = 0;
+};
+
+class DefaultResolver final : public Resolver {
+ public:
+  size_t choose(const ForkSite&) override { return 0; }
+};
+
+}  // namespace emmy

@@ -1,0 +1,151 @@
+// The plugin entry point (modelled on LLVM's llvmGetPassPluginInfo): one extern "C" function,
+// `emmy_plugin_info`, returning a versioned struct. The host reads `abi_version` first and
+// touches nothing else on a mismatch. Objects a plugin creates are destroyed by that plugin
+// (`destroy`), and no exception crosses the boundary (`create` catches and reports).
+//
+// A plugin defines its entry with EMMY_PLUGIN(ClassName). emmy_add_plugin() passes the name and
+// version from CMake as EMMY_PLUGIN_NAME / EMMY_PLUGIN_VERSION, the same values it writes into
+// the manifest, so library and manifest agree by construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <new>
+#include <string>
+#include <type_traits>
+
+#include "emmy/backend.hpp"
+#include "emmy/frontend.hpp"
+#include "emmy/pass.hpp"
+#include "emmy/prior.hpp"
+
+// Bumped on any change to the entry struct or to a plugin interface's layout or virtual table.
+#define EMMY_SDK_ABI_VERSION 1u
+#define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
+
+extern "C" {
+
+enum EmmyPluginKind : uint32_t {
+  EMMY_KIND_FRONTEND = 1,
+  EMMY_KIND_PASS = 2,
+  EMMY_KIND_BACKEND = 3,
+  EMMY_KIND_PRIOR = 4,
+};
+
+struct EmmyPluginInfo {
+  uint32_t abi_version;  // always first; EMMY_SDK_ABI_VERSION of the SDK the plugin was built with
+  uint32_t kind;         // EmmyPluginKind
+  const char* name;
+  const char* version;
+  // Creates the plugin's object: an emmy::Frontend*, Pass*, Backend* or Prior* (per `kind`),
+  // returned as void*. `options` holds "key=value" lines. On failure returns nullptr and writes a
+  // NUL-terminated message into `error` (capacity `error_size`).
+  void* (*create)(const char* options, char* error, size_t error_size);
+  // Destroys an object returned by `create`.
+  void (*destroy)(void* object);
+};
+
+typedef const EmmyPluginInfo* (*EmmyPluginInfoFn)(void);
+}
+
+namespace emmy {
+
+using PluginOptions = std::map<std::string, std::string>;
+
+// "a=1\nb=two\n" -> {a:1, b:two}
+inline PluginOptions parse_plugin_options(const char* text) {
+  PluginOptions out;
+  std::string s = text ? text : "";
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find('\n', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string line = s.substr(pos, end - pos);
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+    pos = end + 1;
+  }
+  return out;
+}
+
+inline std::string format_plugin_options(const PluginOptions& options) {
+  std::string s;
+  for (const auto& [k, v] : options) s += k + "=" + v + "\n";
+  return s;
+}
+
+namespace detail {
+
+template <typename T>
+constexpr uint32_t kind_of() {
+  if constexpr (std::is_base_of_v<Frontend, T>) return EMMY_KIND_FRONTEND;
+  else if constexpr (std::is_base_of_v<Pass, T>) return EMMY_KIND_PASS;
+  else if constexpr (std::is_base_of_v<Backend, T>) return EMMY_KIND_BACKEND;
+  else if constexpr (std::is_base_of_v<Prior, T>) return EMMY_KIND_PRIOR;
+  else return 0;
+}
+
+template <typename T>
+using interface_of = std::conditional_t<
+    std::is_base_of_v<Frontend, T>, Frontend,
+    std::conditional_t<std::is_base_of_v<Pass, T>, Pass,
+                       std::conditional_t<std::is_base_of_v<Backend, T>, Backend, Prior>>>;
+
+inline void write_error(char* error, size_t size, const char* message) {
+  if (!error || size == 0) return;
+  std::strncpy(error, message, size - 1);
+  error[size - 1] = '\0';
+}
+
+// The object handed across is the interface pointer (not T*), so the host can static_cast the
+// void* back to the interface without knowing T.
+template <typename T>
+void* create(const char* options, char* error, size_t error_size) noexcept {
+  try {
+    using I = interface_of<T>;
+    I* object = new T(parse_plugin_options(options));
+    return static_cast<void*>(object);
+  } catch (const std::exception& e) {
+    write_error(error, error_size, e.what());
+  } catch (...) {
+    write_error(error, error_size, "unknown exception in plugin constructor");
+  }
+  return nullptr;
+}
+
+template <typename T>
+void destroy(void* object) noexcept {
+  delete static_cast<interface_of<T>*>(object);
+}
+
+}  // namespace detail
+}  // namespace emmy
+
+#if defined(_WIN32)
+#define EMMY_EXPORT __declspec(dllexport)
+#else
+#define EMMY_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifndef EMMY_PLUGIN_NAME
+#error "EMMY_PLUGIN_NAME is not defined: build plugins with emmy_add_plugin() from EmmySDK"
+#endif
+#ifndef EMMY_PLUGIN_VERSION
+#error "EMMY_PLUGIN_VERSION is not defined: build plugins with emmy_add_plugin() from EmmySDK"
+#endif
+
+// Defines the entry point for plugin class CLASS (constructible from emmy::PluginOptions).
+#define EMMY_PLUGIN(CLASS)                                                              \
+  static_assert(::emmy::detail::kind_of<CLASS>() != 0,                                  \
+                #CLASS " must derive from emmy::Frontend, Pass, Backend or Prior");     \
+  extern "C" EMMY_EXPORT const EmmyPluginInfo* emmy_plugin_info(void) {                 \
+    static const EmmyPluginInfo info = {EMMY_SDK_ABI_VERSION,                           \
+                                        ::emmy::detail::kind_of<CLASS>(),               \
+                                        EMMY_PLUGIN_NAME,                               \
+                                        EMMY_PLUGIN_VERSION,                            \
+                                        &::emmy::detail::create<CLASS>,                 \
+                                        &::emmy::detail::destroy<CLASS>};               \
+    return &info;                                                                       \
+  }

@@ -1,0 +1,2 @@
+// Anchors libemmy_sdk's status helpers (header-only today).
+#include "emmy/status.hpp"
