@@ -24,7 +24,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_trace(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_eval(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_plugins(const GlobalOptions& g, const std::vector<std::string>& args);
-
-// Parses `args` against `desc` (and positional `pos`), layering the environment (EMMY_<NAME>,
-// upper-case, '-' -> '_') and the [section] of the INI config file under it.
+// `emmy eval prior` lives beside the priors' support code (cmd_eval_prior.cpp); run_eval
+// dispatches to it.
+int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args);
 }  // namespace emmy::cli
