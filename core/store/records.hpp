@@ -1,0 +1,95 @@
+// The records the tuning database holds (DESIGN.md, Stores). Plain structs; their stored form
+// (versioned, checksummed JSON) is record_json.hpp + record_codec.hpp's business.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "emmy/backend.hpp"
+
+namespace emmy::store {
+
+// One built-and-timed (or failed) candidate. `regime` decides where it lives: rank ->
+// the measurements table, deploy -> the search-tree table (never the measurements table).
+struct MeasurementRecord {
+  std::string env;             // Backend::environment_fingerprint(): prefixes the key
+  std::string structural_key;  // what the kernel computes (identical kernels share it)
+  std::string kernel_name;     // human name ("matmul", "rmsnorm"): the by-name index
+  std::string templ;           // kernel template the knobs belong to
+  std::string config_key;      // config_key(templ, knobs); filled in by put_measurement if empty
+  std::map<std::string, double> knobs;
+  emmy::Regime regime = emmy::Regime::rank;
+  emmy::FailureKind failure = emmy::FailureKind::none;
+  std::string message;         // failure message (compiler output, signal, ...)
+  double median_us = 0;
+  std::vector<double> samples_us;
+  std::string run_id;
+  int64_t unix_time = 0;
+
+  bool ok() const { return failure == emmy::FailureKind::none; }
+};
+
+// What a structural key computes, for `emmy eval` (the kernels table).
+struct KernelRecord {
+  std::string structural_key;
+  std::string kernel_name;
+  std::string description;  // e.g. ops, shapes and dtypes in the IR's text form
+};
+
+// One `emmy tune` invocation (the runs table; key = run_id).
+struct RunRecord {
+  std::string run_id;
+  int64_t unix_time = 0;
+  std::string source;      // model id, file or --code expression
+  std::string backend;     // "cpu", "cuda"
+  std::string env;         // environment fingerprint
+  int kernels = 0;         // kernels in the best grouping (each occurrence counted)
+  int distinct_kernels = 0;
+  double best_total_us = 0;     // sum of the isolated best deploy times of the best grouping
+  double assembled_us = 0;      // the assembled graph, benchmarked once for real
+  double validation_gap_pct = 0;  // (assembled - total) / total * 100
+  std::string status;      // "ok", "interrupted", "failed: ..."
+};
+
+// One kernel of a plan: which configuration the deployment runs.
+struct PlanKernel {
+  std::string structural_key;
+  std::string kernel_name;
+  std::string templ;
+  std::string config_key;
+  std::map<std::string, double> knobs;
+  int count = 1;           // occurrences of this kernel in the graph
+  double time_us = 0;      // best deploy time of one occurrence
+};
+
+// The best grouping and configurations per graph (the plans table; key = env + graph_key).
+struct PlanRecord {
+  std::string env;
+  std::string graph_key;   // fingerprint of the whole graph
+  std::string run_id;
+  int64_t unix_time = 0;
+  double total_us = 0;
+  std::vector<PlanKernel> kernels;
+  std::string grouping;    // the structural answers, opaque to the store (e.g. JSON text)
+};
+
+// Statistics of one node of a search tree (the search-tree table, beside deploy measurements).
+struct TreeNodeRecord {
+  std::string env;
+  std::string tree;        // whose tree: a structural key (inner search) or graph key (outer)
+  std::string path;        // the sequence of answers leading to the node, as text
+  int64_t visits = 0;
+  double value_sum = 0;
+  double best_us = 0;      // 0 = nothing measured below yet
+};
+
+// A stored value that failed its checks on read; it was skipped.
+struct CorruptRecord {
+  std::string column_family;
+  std::string key;         // printable (non-printing bytes escaped as \xHH)
+  std::string reason;
+};
+
+}  // namespace emmy::store
