@@ -1,11 +1,203 @@
-// Placeholder until the tune command lands.
+// `emmy tune`: the command that creates knowledge (seed, "Inside a Tuning Run").
+#include <algorithm>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "emmy/templates.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "store/tuning_store.hpp"
+#include "tune/interrupt.hpp"
+#include "tune/tuner.hpp"
+
+#ifndef EMMY_INSTALL_PLUGIN_DIR
+#define EMMY_INSTALL_PLUGIN_DIR ""
+#endif
 
 namespace emmy::cli {
-int run_tune(const GlobalOptions&, const std::vector<std::string>&) {
-  std::cerr << "emmy tune: not built yet\n";
-  return 1;
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, sep)) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
 }
+
+// --passes: an explicit list ("fusion_reduction,lower_fallback"; "default" expands to the
+// default pipeline), or edits of the default pipeline ("+hello_pass,-fusion_pointwise").
+std::vector<std::string> resolve_passes(const std::string& spec) {
+  std::vector<std::string> items = split(spec, ',');
+  bool edits = !items.empty();
+  for (const auto& i : items) edits = edits && (i[0] == '+' || i[0] == '-');
+  std::vector<std::string> out;
+  if (edits) {
+    out = default_pass_pipeline();
+    for (const auto& i : items) {
+      std::string name = i.substr(1);
+      if (i[0] == '-') {
+        auto it = std::find(out.begin(), out.end(), name);
+        if (it == out.end())
+          throw po::error("--passes: '" + name + "' is not in the default pipeline");
+        out.erase(it);
+      } else {
+        // Added passes go before the lowering of leftovers, so their kernels still get lowered.
+        auto it = std::find(out.begin(), out.end(), "lower_fallback");
+        out.insert(it, name);
+      }
+    }
+    return out;
+  }
+  for (const auto& i : items) {
+    if (i == "default") {
+      auto d = default_pass_pipeline();
+      out.insert(out.end(), d.begin(), d.end());
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+constexpr const char* kEpilogue = R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B), a TorchScript file (.pt),
+or nothing with --code EXPR (an inline PyTorch expression whose torch.randn/rand/zeros/ones/empty
+calls with constant sizes become the graph's inputs).
+
+Every configuration is looked up in the tuning database before anything is built: a re-run of
+an identical run walks the same path and launches nothing. Measurements within 15 % of the best
+so far are re-measured at the deploy setting. The assembled graph is measured once at the end and
+compared with the sum of its kernels (the validation gap).
+
+Examples:
+  emmy tune --backend cpu --code "torch.matmul(torch.randn(256,256), torch.randn(256,256))" --patience 10
+  emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --seq 32 --backend cpu --patience 5
+  emmy tune model.pt --input-shape 1x128x64:f32 --json report.json
+
+Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin),
+3 the database is in use by another emmy tune, 130 interrupted (what was measured is kept).
+Global options (--db, --plugin-path, --config, -v) are listed by emmy --help.)TXT";
+
+}  // namespace
+
+int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
+  tune::TuneOptions o;
+  std::string passes, frontend_opts, backend_opts, devices;
+  int gpus = 0;
+  po::options_description desc("emmy tune options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this text")
+    ("source", po::value<std::string>(&o.source), "model id or file (positional)")
+    ("code", po::value<std::string>(&o.code), "inline PyTorch expression to tune")
+    ("layer", po::value<std::string>(), "keep only decoder layer N (model ids)")
+    ("batch", po::value<std::string>(), "batch size for model ids (default 1)")
+    ("seq", po::value<std::string>(), "sequence length for model ids (default 128)")
+    ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
+    ("model-config", po::value<std::string>(), "config.json to use for a model id")
+    ("input-shape", po::value<std::string>(), "input shapes of a .pt file, e.g. 1x128x64:f32,1x128:i64")
+    ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
+    ("backend", po::value<std::string>(&o.backend)->default_value("cpu"), "backend plugin: cpu or cuda")
+    ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable)")
+    ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp when $EMMY_HOME/priors/mlp.ckpt exists, else roofline)")
+    ("passes", po::value<std::string>(&passes), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
+    ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
+    ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
+    ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")
+    ("warmup", po::value<int>(&o.warmup)->default_value(3), "untimed repetitions before measuring")
+    ("timeout", po::value<double>(&o.timeout_s)->default_value(20), "seconds before a candidate counts as hung")
+    ("gpus", po::value<int>(&gpus), "cuda: use the first N devices")
+    ("devices", po::value<std::string>(&devices), "cuda: device list, e.g. 0,2")
+    ("no-validate", "skip measuring the assembled graph at the end")
+    ("no-progress", "no live progress bar (plain lines)")
+    ("json", po::value<std::string>(&o.json_path), "write a JSON report to FILE");
+  // clang-format on
+  po::positional_options_description pos;
+  pos.add("source", 1);
+  po::variables_map vm = parse_layered(g, "tune", desc, pos, args);
+  if (vm.count("help")) {
+    print_help("emmy tune [SOURCE] [--code EXPR] [options]", desc, kEpilogue);
+    return kExitOk;
+  }
+  if (o.source.empty() && o.code.empty()) {
+    std::cerr << "emmy tune: give a SOURCE (model id or .pt file) or --code EXPR (see emmy tune --help)\n";
+    return kExitUsage;
+  }
+  if (!o.source.empty() && !o.code.empty()) {
+    std::cerr << "emmy tune: give either a SOURCE or --code, not both\n";
+    return kExitUsage;
+  }
+  if (o.patience < 1) {
+    std::cerr << "emmy tune: --patience must be at least 1\n";
+    return kExitUsage;
+  }
+  if (o.samples < 1 || o.warmup < 0 || o.timeout_s <= 0) {
+    std::cerr << "emmy tune: --samples must be >= 1, --warmup >= 0, --timeout > 0\n";
+    return kExitUsage;
+  }
+  for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
+    if (vm.count(key)) o.frontend_options[key] = vm[key].as<std::string>();
+  if (vm.count("model-config")) o.frontend_options["config"] = vm["model-config"].as<std::string>();
+  if (vm.count("backend-option")) {
+    for (const auto& kv : vm["backend-option"].as<std::vector<std::string>>()) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::cerr << "emmy tune: --backend-option '" << kv << "' is not KEY=VALUE\n";
+        return kExitUsage;
+      }
+      o.backend_options[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
+  if (gpus > 0) o.backend_options["gpus"] = std::to_string(gpus);
+  if (!devices.empty()) o.backend_options["devices"] = devices;
+  if (!passes.empty()) o.passes = resolve_passes(passes);
+  o.validate = !vm.count("no-validate");
+  o.progress_bar = !vm.count("no-progress");
+  o.db = g.db;
+  o.home = g.home;
+  o.verbose = g.verbose;
+  o.plugin_paths = default_plugin_paths(g.argv0, EMMY_INSTALL_PLUGIN_DIR, g.plugin_paths);
+
+  PluginHost host;
+  host.discover(o.plugin_paths);
+  tune::Progress progress(o.verbose, o.progress_bar);
+  tune::TuneReport report;
+  tune::install_interrupt_handler();
+  int code = kExitOk;
+  try {
+    tune::run_tuning(o, host, progress, report);
+  } catch (const store::DatabaseBusy& e) {
+    std::cerr << "emmy tune: " << e.what() << "\n";
+    return kExitBusy;
+  } catch (const tune::Interrupted&) {
+    std::cerr << "emmy tune: interrupted; everything measured so far is in " << o.db
+              << " and the next run goes on from there\n";
+    code = kExitInterrupted;
+  } catch (const tune::BadInput& e) {
+    std::cerr << "emmy tune: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (code == kExitOk) {
+    std::cout << "run " << report.run_id << " (" << report.backend << ", prior " << report.prior
+              << ", " << report.groupings_tried << " groupings tried, " << report.wall_s
+              << " s)\n"
+              << report.table();
+  }
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << report.to_json().dump(2) << "\n";
+    if (!out) {
+      std::cerr << "emmy tune: cannot write the JSON report to " << o.json_path << "\n";
+      return kExitFailure;
+    }
+  }
+  return code;
+}
+
 }  // namespace emmy::cli

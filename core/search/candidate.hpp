@@ -1,0 +1,77 @@
+// What one descent of a search produces and what evaluating it says (shared by both levels).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "emmy/ir.hpp"
+
+namespace emmy::search {
+
+// A fully decided configuration: the answers of one descent and the program they produced.
+struct Candidate {
+  std::vector<size_t> path;             // answers to the searched forks, in the order asked (the tree key)
+  std::vector<std::string> forks;       // those forks' names
+  std::vector<std::string> labels;      // the chosen options' labels
+  std::map<std::string, double> knobs;  // knobs of every answered fork (searched or defaulted)
+  ir::Program program;                  // the program after the pipeline
+};
+
+// The outcome of building and timing a candidate. ok = false (build error, fault, timeout, wrong
+// result) scores nothing and is never a best. `cached` = served from the database, nothing ran.
+struct Evaluation {
+  bool ok = false;
+  double time_us = 0;
+  bool cached = false;
+  std::string message;  // why it failed, for -v lines
+};
+
+using Evaluate = std::function<Evaluation(const Candidate&)>;
+
+// One step of a search, for -v lines and tests. `replayed` = the descent reached a candidate that
+// was already evaluated in this search (possible only when passes answer differently on replay);
+// it was not evaluated again and `evaluation` is its earlier result.
+struct StepInfo {
+  int step = 0;              // 0-based descent index
+  const Candidate& candidate;
+  const Evaluation& evaluation;
+  bool replayed = false;
+  bool new_best = false;
+  double best_us = 0;        // best time so far (0 while nothing succeeded)
+  int since_best = 0;        // patience counter after this step
+  int evaluations = 0;       // candidates evaluated so far (cached ones included)
+};
+using StepCallback = std::function<void(const StepInfo&)>;
+
+// Knobs of one search, both levels.
+struct SearchOptions {
+  // The search ends when more than `patience` candidates in a row were evaluated without a new
+  // best (cached and failed candidates count: a re-run must walk the same path).
+  int patience = 50;
+  uint64_t seed = 0;        // breaks ties between equally valued children
+  int max_steps = 100000;   // hard cap on descents
+  double exploration = 0.25;  // weight of the "little tried" term against measured quality (0..1 scale)
+  double best_weight = 0.5;   // quality of a subtree: this much its best time, the rest its mean (log space)
+};
+
+// How a search ended.
+struct SearchResult {
+  bool found = false;       // some candidate succeeded
+  Candidate best;           // valid when found
+  double best_us = 0;
+  int steps = 0;            // descents
+  int evaluations = 0;      // candidates evaluated (each path at most once)
+  int benchmarks = 0;       // evaluations that were not served from the database
+  int cached = 0;           // evaluations served from the database
+  int failures = 0;         // evaluations with ok = false
+  int replays = 0;          // descents that reached an already evaluated candidate
+  bool exhausted = false;   // every path of the tree was evaluated
+  bool out_of_patience = false;
+  std::string prior_error;  // first error the prior reported while learning (search went on)
+};
+
+}  // namespace emmy::search

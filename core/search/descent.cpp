@@ -1,0 +1,37 @@
+#include "search/descent.hpp"
+
+#include "emmy/status.hpp"
+
+namespace emmy::search {
+
+TreeResolver::TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor)
+    : tree_(tree), searched_(searched), predictor_(std::move(predictor)) {}
+
+size_t TreeResolver::choose(const ForkSite& site) {
+  if (site.options.empty()) throw Error("fork '" + site.name + "' was asked with no options");
+  if (site.kind != searched_) {
+    // Not this level's decision: the untuned default, outside the tree.
+    for (const auto& [k, v] : site.options[0].knobs) knobs_[k] = v;
+    return 0;
+  }
+  tree_.set_site(node_, site);
+  SearchTree::Predict predict;
+  if (predictor_)
+    predict = [&](size_t option) { return predictor_(knobs_, site, option); };
+  const size_t answer = tree_.select(node_, predict);
+  path_.push_back(answer);
+  forks_.push_back(site.name);
+  labels_.push_back(site.options[answer].label);
+  for (const auto& [k, v] : site.options[answer].knobs) knobs_[k] = v;
+  node_ = tree_.child(node_, answer);
+  return answer;
+}
+
+void TreeResolver::fill(Candidate& c) const {
+  c.path = path_;
+  c.forks = forks_;
+  c.labels = labels_;
+  c.knobs = knobs_;
+}
+
+}  // namespace emmy::search

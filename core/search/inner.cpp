@@ -1,0 +1,96 @@
+#include "search/inner.hpp"
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "search/pipeline.hpp"
+#include "search/search_loop.hpp"
+
+namespace emmy::search {
+namespace {
+
+// The knobs this search knows of, so that partial assignments can name what is still missing.
+class KnobUniverse {
+ public:
+  explicit KnobUniverse(const BackendCaps& caps) : caps_(caps) {}
+
+  void learn(const ForkSite& site) {
+    for (const ForkOption& o : site.options)
+      for (const auto& kv : o.knobs) names_.insert(kv.first);
+    // Fork names follow "<templ>.<knob>" (or "<backend>.<templ>.<knob>"): any component naming
+    // a template brings that template's knobs, so the first fork already knows the later ones.
+    std::string_view rest = site.name;
+    while (!rest.empty()) {
+      const size_t dot = rest.find('.');
+      const std::string part(rest.substr(0, dot));
+      auto it = caps_.templates.find(part);
+      if (it != caps_.templates.end())
+        for (const KnobSpec& spec : it->second) names_.insert(spec.name);
+      if (dot == std::string_view::npos) break;
+      rest.remove_prefix(dot + 1);
+    }
+  }
+
+  KnobAssignment assignment(std::map<std::string, double> values) const {
+    KnobAssignment a;
+    for (const std::string& n : names_)
+      if (!values.count(n)) a.missing.push_back(n);
+    a.values = std::move(values);
+    return a;
+  }
+
+ private:
+  const BackendCaps& caps_;
+  std::set<std::string> names_;
+};
+
+std::optional<double> usable(const Estimate& e) {
+  if (std::isfinite(e.mean_us) && e.mean_us > 0) return e.mean_us;
+  return std::nullopt;
+}
+
+}  // namespace
+
+InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& passes,
+                         const BackendCaps& caps, Prior* prior, const KernelFeatures& features,
+                         const Evaluate& evaluate, const InnerOptions& options,
+                         const StepCallback& on_step) {
+  KnobUniverse universe(caps);
+  std::string prior_error;
+
+  LoopHooks hooks;
+  hooks.descend = [&](Resolver& resolver) {
+    ir::Program p = slice;
+    run_pipeline(p, passes, resolver, caps, PipelineOptions{PassFilter::in_place_only, true});
+    return p;
+  };
+  hooks.evaluate = evaluate;
+  hooks.on_step = on_step;
+  if (prior != nullptr) {
+    hooks.predict = [&](const std::map<std::string, double>& decided, const ForkSite& site,
+                        size_t option) -> std::optional<double> {
+      universe.learn(site);
+      std::map<std::string, double> values = decided;
+      for (const auto& [k, v] : site.options[option].knobs) values[k] = v;
+      return usable(prior->predict(features, universe.assignment(std::move(values))));
+    };
+    hooks.predict_candidate = [&](const Candidate& c) {
+      return usable(prior->predict(features, universe.assignment(c.knobs)));
+    };
+    if (options.learn)
+      hooks.observed = [&](const Candidate& c, const Evaluation& e) {
+        if (!e.ok) return;
+        PriorRow row{features, c.knobs, e.time_us, Regime::rank};
+        Status s = prior->observe({row});
+        if (!s.ok() && prior_error.empty()) prior_error = s.message();
+      };
+  }
+
+  InnerResult r = run_search(ForkKind::in_place, options, hooks);
+  r.prior_error = prior_error;
+  return r;
+}
+
+}  // namespace emmy::search

@@ -1,0 +1,36 @@
+// The inner search: tunes one kernel by MCTS over the in-place forks its lowering passes ask
+// on the kernel's slice, with the whole patience budget (seed, "Two levels, not one").
+#pragma once
+
+#include <vector>
+
+#include "emmy/backend.hpp"
+#include "emmy/ir.hpp"
+#include "emmy/pass.hpp"
+#include "emmy/prior.hpp"
+#include "search/candidate.hpp"
+
+namespace emmy::search {
+
+struct InnerOptions : SearchOptions {
+  // Teach `prior` every successful measurement (PriorRow at Regime::rank) as it arrives, so the
+  // rest of this search is steered by it. Give each kernel its own copy of the run's snapshot
+  // (PriorSnapshot) so that kernels do not see each other's rows.
+  bool learn = true;
+};
+
+using InnerResult = SearchResult;
+
+// Runs the in-place passes of `passes` (structural ones are skipped) on a copy of `slice` for
+// every descent, answering in-place forks from the tree (any structural fork gets option 0), and
+// evaluates each new endpoint once with `evaluate`. Untried children are valued by
+// `prior->predict(features, {decided knobs + the option's knobs, missing knobs})`; `prior` may be
+// null (flat prior). `missing` lists the knobs seen so far in this search, plus those the
+// backend declares for any template named in the fork's name ("<templ>.<knob>"), not yet decided.
+// Throws emmy::Error when a pass fails or an in-place pass changes the program's structure.
+InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& passes,
+                         const BackendCaps& caps, Prior* prior, const KernelFeatures& features,
+                         const Evaluate& evaluate, const InnerOptions& options = {},
+                         const StepCallback& on_step = {});
+
+}  // namespace emmy::search

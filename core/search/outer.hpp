@@ -1,0 +1,47 @@
+// The outer search: which kernels exist. MCTS over the structural forks only; each descent runs
+// the structural passes and stops when they are done (its endpoint is a grouping), scored by the
+// sum over its kernels of their best tuned times (seed, "Two levels, not one").
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "emmy/backend.hpp"
+#include "emmy/ir.hpp"
+#include "emmy/pass.hpp"
+#include "search/candidate.hpp"
+
+namespace emmy::search {
+
+// Tunes one kernel of a grouping (typically: cut its slice, run inner_search) and returns its
+// best time in µs; a non-finite or non-positive value means no configuration of it worked.
+using TuneKernel =
+    std::function<double(const ir::Graph& graph, const ir::Kernel& kernel, const std::string& key)>;
+using KernelKey = std::function<std::string(const ir::Graph& graph, const ir::Kernel& kernel)>;
+
+struct OuterOptions : SearchOptions {
+  KernelKey kernel_key;  // empty: ir::structural_key
+};
+
+struct OuterResult {
+  // search.best.program is the best grouping (structural passes applied, nothing lowered),
+  // search.best_us its total time; search.evaluations counts the groupings scored.
+  SearchResult search;
+  std::vector<std::string> best_kernel_keys;    // key of each kernel of the best grouping
+  std::map<std::string, double> kernel_best_us;  // every key tuned -> best µs (+inf: failed)
+  std::vector<std::string> tuned_keys;           // keys in the order tune_kernel was called
+};
+
+// Runs the structural passes of `passes` (in-place ones are skipped) on a copy of `program` per
+// descent, answering structural forks from the tree (any in-place fork gets option 0). A grouping
+// scores 1 / Σ over its kernels (each counted as often as it occurs) of tune_kernel's time; a
+// kernel that failed to tune makes the grouping a failure. tune_kernel is called once per
+// distinct key per call of outer_search: kernels shared by groupings are tuned once.
+// Throws emmy::Error when a pass fails or leaves an invalid program.
+OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& passes,
+                         const BackendCaps& caps, const TuneKernel& tune_kernel,
+                         const OuterOptions& options = {}, const StepCallback& on_step = {});
+
+}  // namespace emmy::search

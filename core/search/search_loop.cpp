@@ -1,0 +1,64 @@
+#include "search/search_loop.hpp"
+
+#include <cmath>
+#include <map>
+
+namespace emmy::search {
+
+SearchResult run_search(ForkKind searched, const SearchOptions& options, const LoopHooks& hooks) {
+  SearchTree tree(TreeOptions{options.seed, options.exploration, options.best_weight});
+  SearchResult r;
+  std::map<int, Evaluation> results;  // endpoint node -> its evaluation, for replays
+  int since_best = 0;
+
+  for (int step = 0; step < options.max_steps && !tree.exhausted(); ++step) {
+    TreeResolver resolver(tree, searched, hooks.predict);
+    Candidate cand;
+    cand.program = hooks.descend(resolver);
+    resolver.fill(cand);
+    const int leaf = resolver.endpoint();
+    ++r.steps;
+
+    if (tree.node(leaf).evaluated) {
+      // Same answers as an earlier descent: never evaluated twice. Marking it exhausted makes
+      // the next descent go elsewhere, so this cannot loop.
+      tree.mark_exhausted(leaf);
+      ++r.replays;
+      if (hooks.on_step)
+        hooks.on_step(StepInfo{step, cand, results[leaf], true, false, r.best_us, since_best,
+                               r.evaluations});
+      continue;
+    }
+
+    std::optional<double> predicted;
+    if (hooks.predict_candidate) predicted = hooks.predict_candidate(cand);
+    Evaluation e = hooks.evaluate(cand);
+    if (!(std::isfinite(e.time_us) && e.time_us > 0)) e.ok = false;
+    tree.record(leaf, e.ok, e.time_us, predicted);
+    results[leaf] = e;
+
+    ++r.evaluations;
+    if (e.cached) ++r.cached; else ++r.benchmarks;
+    if (!e.ok) ++r.failures;
+    const bool new_best = e.ok && (!r.found || e.time_us < r.best_us);
+    if (new_best) {
+      r.found = true;
+      r.best = cand;
+      r.best_us = e.time_us;
+      since_best = 0;
+    } else {
+      ++since_best;
+    }
+    if (hooks.observed) hooks.observed(cand, e);
+    if (hooks.on_step)
+      hooks.on_step(StepInfo{step, cand, e, false, new_best, r.best_us, since_best, r.evaluations});
+    if (since_best > options.patience) {
+      r.out_of_patience = true;
+      break;
+    }
+  }
+  r.exhausted = tree.exhausted();
+  return r;
+}
+
+}  // namespace emmy::search

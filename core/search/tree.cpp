@@ -1,0 +1,196 @@
+#include "search/tree.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace emmy::search {
+namespace {
+
+bool same_site(const SearchTree::Node& n, const ForkSite& site) {
+  if (n.site_name != site.name || n.site_kind != site.kind) return false;
+  if (n.options.size() != site.options.size()) return false;
+  for (size_t i = 0; i < site.options.size(); ++i)
+    if (n.options[i].knobs != site.options[i].knobs || n.options[i].label != site.options[i].label)
+      return false;
+  return true;
+}
+
+bool usable_time(double us) { return std::isfinite(us) && us > 0; }
+
+// splitmix64: a fixed, portable mixing function, so tie-breaking never depends on the standard
+// library's random engines or on iteration order.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+SearchTree::SearchTree(const TreeOptions& options) : opt_(options) { nodes_.emplace_back(); }
+
+void SearchTree::set_site(int id, const ForkSite& site) {
+  Node& n = nodes_.at(static_cast<size_t>(id));
+  if (n.has_site && same_site(n, site)) return;
+  // A fork seen for the first time, or one that changed since (a pass answering differently on
+  // replay): keep the subtrees of options that are still offered (same label and knobs), start
+  // the others afresh; the subtrees of options gone are left unreachable.
+  std::vector<int> children(site.options.size(), -1);
+  if (n.has_site && n.site_name == site.name && n.site_kind == site.kind)
+    for (size_t i = 0; i < site.options.size(); ++i)
+      for (size_t j = 0; j < n.options.size(); ++j)
+        if (n.children[j] >= 0 && n.options[j].label == site.options[i].label &&
+            n.options[j].knobs == site.options[i].knobs) {
+          children[i] = n.children[j];
+          break;
+        }
+  const bool was_exhausted = n.exhausted;
+  n.has_site = true;
+  n.site_name = site.name;
+  n.site_kind = site.kind;
+  n.options = site.options;
+  n.children = std::move(children);
+  n.evaluated = false;
+  n.exhausted = false;
+  if (was_exhausted)  // ancestors counted this node as done; it may not be any more
+    for (int p = n.parent; p >= 0; p = nodes_[static_cast<size_t>(p)].parent)
+      nodes_[static_cast<size_t>(p)].exhausted = false;
+  propagate_exhaustion(id);
+}
+
+int SearchTree::child(int id, size_t option) {
+  int existing = nodes_.at(static_cast<size_t>(id)).children.at(option);
+  if (existing >= 0) return existing;
+  Node fresh;
+  fresh.parent = id;
+  fresh.answer = option;
+  nodes_.push_back(std::move(fresh));
+  const int created = static_cast<int>(nodes_.size() - 1);
+  nodes_[static_cast<size_t>(id)].children[option] = created;
+  return created;
+}
+
+double SearchTree::subtree_log_estimate(const Node& n) const {
+  const double mean_log = n.sum_log_us / n.successes;
+  return opt_.best_weight * std::log(n.best_us) + (1 - opt_.best_weight) * mean_log;
+}
+
+// Quality in (0, 1] relative to the best time of the whole search (log_ref), scaled down by the
+// share of failed evaluations below: a subtree that only fails is worth nothing.
+double SearchTree::measured_value(const Node& n, double log_ref) const {
+  if (n.successes == 0) return 0;
+  const double success_rate = static_cast<double>(n.successes) / n.visits;
+  return success_rate * std::exp(log_ref - subtree_log_estimate(n));
+}
+
+uint64_t SearchTree::tie_hash(int id, size_t option) const {
+  return mix(mix(opt_.seed ^ mix(static_cast<uint64_t>(id))) ^ static_cast<uint64_t>(option));
+}
+
+size_t SearchTree::select(int id, const Predict& predict) const {
+  const Node& n = node(id);
+  const size_t k = n.options.size();
+
+  std::vector<std::optional<double>> pred(k);
+  if (predict)
+    for (size_t i = 0; i < k; ++i) {
+      std::optional<double> p = predict(i);
+      if (p && usable_time(*p)) pred[i] = p;
+    }
+
+  // The prior's scale need not match measurements: calibrate it (in log space) against the
+  // measured siblings, else against every evaluated endpoint, so only its ranking matters.
+  double cal_sum = 0;
+  int cal_n = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const int c = n.children[i];
+    if (c < 0 || !pred[i] || node(c).successes == 0) continue;
+    cal_sum += subtree_log_estimate(node(c)) - std::log(*pred[i]);
+    ++cal_n;
+  }
+  const double cal = cal_n > 0 ? cal_sum / cal_n : (calib_count_ > 0 ? calib_sum_ / calib_count_ : 0);
+
+  double log_ref = 0;
+  if (has_best()) {
+    log_ref = std::log(best_us_);
+  } else {
+    bool any = false;
+    for (size_t i = 0; i < k; ++i)
+      if (pred[i]) {
+        const double l = std::log(*pred[i]) + cal;
+        log_ref = any ? std::min(log_ref, l) : l;
+        any = true;
+      }
+  }
+  // Flat prior: an untried child is assumed as good as its parent has been so far.
+  const double neutral = n.successes > 0 ? measured_value(n, log_ref) : 1.0;
+
+  bool have = false;
+  size_t chosen = 0;
+  double chosen_score = 0;
+  uint64_t chosen_hash = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const int c = n.children[i];
+    if (c >= 0 && node(c).exhausted) continue;
+    const int visits = c >= 0 ? node(c).visits : 0;
+    double value;
+    if (visits > 0)
+      value = measured_value(node(c), log_ref);
+    else if (pred[i])
+      value = std::exp(log_ref - (std::log(*pred[i]) + cal));
+    else
+      value = neutral;
+    const double bonus = opt_.exploration * std::sqrt(std::log(n.visits + 1.0) / (visits + 1.0));
+    const double score = value + bonus;
+    const uint64_t h = tie_hash(id, i);
+    const double tol = 1e-12 * std::max(1.0, std::fabs(score));
+    if (!have || score > chosen_score + tol ||
+        (std::fabs(score - chosen_score) <= tol && h > chosen_hash)) {
+      have = true;
+      chosen = i;
+      chosen_score = score;
+      chosen_hash = h;
+    }
+  }
+  return chosen;  // every child exhausted cannot happen below a live node; 0 is a safe answer
+}
+
+void SearchTree::record(int leaf, bool ok, double time_us, std::optional<double> predicted_us) {
+  ok = ok && usable_time(time_us);
+  for (int id = leaf; id >= 0; id = nodes_[static_cast<size_t>(id)].parent) {
+    Node& n = nodes_[static_cast<size_t>(id)];
+    ++n.visits;
+    if (ok) {
+      ++n.successes;
+      n.sum_log_us += std::log(time_us);
+      n.best_us = std::min(n.best_us, time_us);
+    }
+  }
+  if (ok) {
+    best_us_ = std::min(best_us_, time_us);
+    if (predicted_us && usable_time(*predicted_us)) {
+      calib_sum_ += std::log(time_us) - std::log(*predicted_us);
+      ++calib_count_;
+    }
+  }
+  nodes_.at(static_cast<size_t>(leaf)).evaluated = true;
+  mark_exhausted(leaf);
+}
+
+void SearchTree::mark_exhausted(int leaf) {
+  nodes_.at(static_cast<size_t>(leaf)).exhausted = true;
+  propagate_exhaustion(nodes_[static_cast<size_t>(leaf)].parent);
+}
+
+void SearchTree::propagate_exhaustion(int id) {
+  while (id >= 0) {
+    Node& n = nodes_[static_cast<size_t>(id)];
+    for (int c : n.children)
+      if (c < 0 || !nodes_[static_cast<size_t>(c)].exhausted) return;
+    n.exhausted = true;
+    id = n.parent;
+  }
+}
+
+}  // namespace emmy::search

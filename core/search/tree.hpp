@@ -1,0 +1,93 @@
+// The search tree: one node per fork reached, keyed by the sequence of answers from the root
+// (so passes keep no state), with the statistics of every evaluation that passed through it, and
+// the selection rule that picks which answer to give next (DESIGN.md, The search).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "emmy/fork.hpp"
+
+namespace emmy::search {
+
+struct TreeOptions {
+  uint64_t seed = 0;
+  double exploration = 0.25;
+  double best_weight = 0.5;
+};
+
+class SearchTree {
+ public:
+  struct Node {
+    int parent = -1;
+    size_t answer = 0;              // this node's option index at its parent
+    bool has_site = false;          // a fork was asked here (else: an endpoint so far)
+    std::string site_name;
+    ForkKind site_kind = ForkKind::in_place;
+    std::vector<ForkOption> options;
+    std::vector<int> children;      // per option: node index, -1 while never descended
+    // Every evaluation whose path passes through this node.
+    int visits = 0;
+    int successes = 0;
+    double sum_log_us = 0;          // over successes
+    double best_us = std::numeric_limits<double>::infinity();
+    bool evaluated = false;         // an endpoint that was evaluated
+    bool exhausted = false;         // nothing below is left to evaluate
+  };
+
+  // Predicted time (µs) of the subtree under option i of the node being selected at, or nullopt
+  // when there is no prior (flat). Only relative values matter: the tree calibrates the scale
+  // against measured siblings.
+  using Predict = std::function<std::optional<double>(size_t option)>;
+
+  explicit SearchTree(const TreeOptions& options);
+
+  static constexpr int root() { return 0; }
+  const Node& node(int id) const { return nodes_.at(static_cast<size_t>(id)); }
+  size_t size() const { return nodes_.size(); }
+
+  // Records that `site` was asked at `id`. When the node recorded a different site before (a pass
+  // that answers differently on replay), the subtrees of options still offered (same label and
+  // knobs) are kept and the rest start afresh, so nothing stale is followed and nothing crashes.
+  void set_site(int id, const ForkSite& site);
+
+  // The node under option `option` of `id`, created on first use.
+  int child(int id, size_t option);
+
+  // Picks the option to descend into at `id` (which has a site): the best mix of the measured
+  // quality below each child and how little it was tried. A child never tried is valued from
+  // `predict` alone (or neutrally without a prior); nothing forces a visit to every sibling.
+  // Exhausted children are skipped. Deterministic: ties go by a hash of (seed, node, option).
+  size_t select(int id, const Predict& predict) const;
+
+  // Records the evaluation of endpoint `leaf`: statistics along its path, then `leaf` is
+  // exhausted (a path is evaluated once) and exhaustion propagates up. `predicted_us`, the prior's
+  // estimate for the full candidate, calibrates predictions where no sibling was measured.
+  void record(int leaf, bool ok, double time_us, std::optional<double> predicted_us = {});
+
+  // Marks an endpoint reached again without evaluation (a replay) as exhausted.
+  void mark_exhausted(int leaf);
+
+  bool exhausted() const { return node(root()).exhausted; }
+  bool has_best() const { return best_us_ < std::numeric_limits<double>::infinity(); }
+  double best_us() const { return best_us_; }
+
+ private:
+  double subtree_log_estimate(const Node& n) const;  // log of its time estimate (successes > 0)
+  double measured_value(const Node& n, double log_ref) const;
+  uint64_t tie_hash(int id, size_t option) const;
+  void propagate_exhaustion(int id);
+
+  TreeOptions opt_;
+  std::vector<Node> nodes_;
+  double best_us_ = std::numeric_limits<double>::infinity();
+  double calib_sum_ = 0;  // sum of log(measured / predicted) over evaluated endpoints
+  int calib_count_ = 0;
+};
+
+}  // namespace emmy::search

@@ -1,0 +1,233 @@
+#include "tune/kernel_tuning.hpp"
+
+#include <chrono>
+#include <limits>
+
+#include "emmy/templates.hpp"
+#include "search/inner.hpp"
+#include "search/prior_snapshot.hpp"
+#include "store/keys.hpp"
+#include "tune/interrupt.hpp"
+
+namespace emmy::tune {
+namespace {
+
+// Measurements within this fraction of the best so far are re-measured at `deploy` (seed,
+// "Finishing at the deployable setting").
+constexpr double kDeployBand = 1.15;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+KernelFeatures kernel_features(const ir::Graph& graph, const ir::Kernel& kernel,
+                               const std::string& templ) {
+  KernelFeatures f;
+  f.op_class = templ.empty() ? best_template(graph, kernel) : templ;
+  ir::KernelStats stats = ir::kernel_stats(graph, kernel);
+  f.flops = stats.flops;
+  f.bytes = stats.bytes;
+  ir::KernelBoundary b = ir::boundary(graph, kernel);
+  if (!b.outputs.empty()) {
+    const ir::TensorType& t = graph.type(b.outputs.front());
+    f.shape = t.shape;
+    f.dtype = std::string(ir::to_string(t.dtype));
+  }
+  return f;
+}
+
+std::string program_config_key(const ir::Program& program) {
+  std::string key;
+  for (const ir::Kernel& k : program.grouping.kernels) {
+    if (!key.empty()) key += " + ";
+    key += store::config_key(k.templ.empty() ? "untemplated" : k.templ, k.knobs);
+  }
+  return key;
+}
+
+Buffers to_buffers(const std::vector<ir::HostTensor>& tensors) {
+  Buffers b;
+  b.tensors.reserve(tensors.size());
+  for (const auto& t : tensors) b.tensors.push_back(t.data);
+  return b;
+}
+
+store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
+                                           Regime regime,
+                                           const std::vector<ir::HostTensor>& inputs,
+                                           const std::vector<ir::HostTensor>& expected) {
+  store::MeasurementRecord rec;
+  rec.regime = regime;
+  rec.env = run.env;
+  rec.run_id = run.run_id;
+  rec.unix_time = unix_now();
+
+  ir::Slice slice;
+  slice.graph = program.graph;
+  slice.grouping = program.grouping;
+  Artifact artifact;
+  MeasureResult built;
+  Status st = run.backend.build(slice, regime, artifact, built);
+  ++run.counters.built;
+  if (!st.ok()) {
+    rec.failure = FailureKind::build_error;
+    rec.message = "backend '" + run.backend.name() + "' failed to build: " + st.message();
+    return rec;
+  }
+  if (built.failure != FailureKind::none) {
+    rec.failure = built.failure;
+    rec.message = built.message;
+    return rec;
+  }
+
+  MeasureRequest request;
+  request.inputs = to_buffers(inputs);
+  request.warmup = run.options.warmup;
+  request.samples = run.options.samples;
+  request.timeout_s = run.options.timeout_s;
+  MeasureResult result;
+  st = run.backend.measure(slice, artifact, request, result);
+  ++run.counters.launches;
+  if (!st.ok()) {
+    rec.failure = FailureKind::runtime_fault;
+    rec.message = "backend '" + run.backend.name() + "' failed to measure: " + st.message();
+    return rec;
+  }
+  if (result.failure != FailureKind::none) {
+    rec.failure = result.failure;
+    rec.message = result.message;
+    return rec;
+  }
+  // Every candidate is checked against the reference before its time counts.
+  if (result.outputs.tensors.size() != expected.size()) {
+    rec.failure = FailureKind::wrong_result;
+    rec.message = "returned " + std::to_string(result.outputs.tensors.size()) +
+                  " outputs, the reference has " + std::to_string(expected.size());
+    return rec;
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ir::HostTensor actual{expected[i].type, result.outputs.tensors[i]};
+    std::string diff = actual.data.size() == expected[i].data.size()
+                           ? ir::compare(expected[i], actual)
+                           : "size " + std::to_string(actual.data.size()) + " bytes, expected " +
+                                 std::to_string(expected[i].data.size());
+    if (!diff.empty()) {
+      rec.failure = FailureKind::wrong_result;
+      rec.message = "output " + std::to_string(i) + ": " + diff;
+      return rec;
+    }
+  }
+  rec.median_us = result.median_us;
+  rec.samples_us = result.samples_us;
+  return rec;
+}
+
+KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Kernel& kernel,
+                          const ir::Kernel* producer, const std::string& key) {
+  KernelOutcome out;
+  out.key = key;
+  out.name = ir::kernel_name(graph, kernel);
+
+  ir::Slice slice = ir::make_slice(graph, kernel, producer);
+  ir::Program program{slice.graph, slice.grouping};
+  if (!run.store.kernel(key)) run.store.put_kernel({key, out.name, ir::print(slice.graph)});
+  run.progress.kernel_started(out.name, key);
+
+  std::shared_ptr<Prior> prior = run.fresh_prior ? run.fresh_prior() : nullptr;
+  KernelFeatures features = kernel_features(graph, kernel, "");
+
+  // The reference is computed only when something has to be measured: a fully cached re-run
+  // never runs the interpreter.
+  std::optional<std::pair<std::vector<ir::HostTensor>, std::vector<ir::HostTensor>>> reference;
+  auto ensure_reference = [&]() -> const auto& {
+    if (!reference) {
+      auto inputs = ir::random_inputs(program.graph, search::kernel_seed(run.options.seed, key));
+      auto expected = ir::evaluate(program.graph, inputs);
+      reference.emplace(std::move(inputs), std::move(expected));
+    }
+    return *reference;
+  };
+
+  auto add_row = [&](const store::MeasurementRecord& rec, const ir::Kernel& k) {
+    PriorRow row;
+    row.features = kernel_features(program.graph, k, k.templ);
+    row.knobs = rec.knobs;
+    row.time_us = rec.median_us;
+    row.regime = rec.regime;
+    std::lock_guard<std::mutex> lock(run.rows_mutex);
+    run.new_rows.push_back(std::move(row));
+  };
+
+  // Looks the configuration up at `regime`; measures and stores it when absent.
+  auto measured = [&](const search::Candidate& c, Regime regime, bool& cached) {
+    const ir::Kernel& k = c.program.grouping.kernels.back();
+    std::string config = program_config_key(c.program);
+    if (auto hit = run.store.lookup(run.env, key, config, regime)) {
+      cached = true;
+      ++run.counters.cache_hits;
+      return *hit;
+    }
+    cached = false;
+    const auto& ref = ensure_reference();
+    store::MeasurementRecord rec = build_and_measure(run, c.program, regime, ref.first, ref.second);
+    rec.structural_key = key;
+    rec.kernel_name = out.name;
+    rec.templ = k.templ;
+    rec.config_key = config;
+    rec.knobs = k.knobs;
+    run.store.put_measurement(rec);
+    if (regime == Regime::rank) ++run.counters.measured;
+    if (regime == Regime::deploy) ++run.counters.deploy;
+    if (!rec.ok()) ++run.counters.failures;
+    if (rec.ok()) add_row(rec, k);
+    return rec;
+  };
+
+  double best_rank = 0;
+  search::Evaluate evaluate = [&](const search::Candidate& c) -> search::Evaluation {
+    check_interrupt();
+    search::Evaluation e;
+    store::MeasurementRecord rank = measured(c, Regime::rank, e.cached);
+    ++out.evaluations;
+    if (!rank.ok()) {
+      ++out.failures;
+      e.ok = false;
+      e.message = std::string(to_string(rank.failure)) + ": " + first_line(rank.message);
+      return e;
+    }
+    e.ok = true;
+    e.time_us = rank.median_us;
+    if (best_rank == 0 || rank.median_us <= best_rank * kDeployBand) {
+      bool deploy_cached = false;
+      store::MeasurementRecord deploy = measured(c, Regime::deploy, deploy_cached);
+      if (deploy.ok() && (out.best_deploy_us == 0 || deploy.median_us < out.best_deploy_us)) {
+        out.best_deploy_us = deploy.median_us;
+        out.templ = deploy.templ;
+        out.knobs = deploy.knobs;
+      }
+    }
+    if (best_rank == 0 || rank.median_us < best_rank) best_rank = rank.median_us;
+    return e;
+  };
+
+  search::InnerOptions options;
+  options.patience = run.options.patience;
+  options.seed = search::kernel_seed(run.options.seed, key);
+  auto on_step = [&](const search::StepInfo& info) {
+    run.progress.step(out.name, info, info.evaluation.cached ? "cached" : "measured");
+  };
+  search::InnerResult result = search::inner_search(program, run.passes, run.caps, prior.get(),
+                                                    features, evaluate, options, on_step);
+  out.best_rank_us = result.found ? result.best_us : 0;
+  out.ok = result.found && out.best_deploy_us > 0;
+  run.progress.kernel_finished(out.name, key, out.best_deploy_us, out.evaluations);
+  return out;
+}
+
+}  // namespace emmy::tune

@@ -1,0 +1,85 @@
+// Tuning one distinct kernel: the inner search on its slice, with every candidate served from
+// the database when it was measured before, else built, measured and checked (DESIGN.md, Data
+// flow, step 4).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "emmy/backend.hpp"
+#include "emmy/pass.hpp"
+#include "emmy/prior.hpp"
+#include "ir/interpreter.hpp"
+#include "store/tuning_store.hpp"
+#include "tune/progress.hpp"
+#include "tune/tune_options.hpp"
+
+namespace emmy::tune {
+
+struct Counters {
+  std::atomic<long> built{0};
+  std::atomic<long> measured{0};
+  std::atomic<long> cache_hits{0};
+  std::atomic<long> launches{0};
+  std::atomic<long> deploy{0};
+  std::atomic<long> failures{0};
+};
+
+// Everything the kernels of one run share.
+struct RunContext {
+  const TuneOptions& options;
+  store::TuningStore& store;
+  Backend& backend;
+  BackendCaps caps;
+  std::string env;
+  std::string run_id;
+  std::vector<Pass*> passes;
+  // A fresh prior restored from the run's start snapshot (nullptr: flat prior).
+  std::function<std::shared_ptr<Prior>()> fresh_prior;
+  Progress& progress;
+  Counters counters;
+  std::mutex rows_mutex;
+  std::vector<PriorRow> new_rows;  // rows measured (launched) in this run, for the checkpoint
+};
+
+// The outcome for one structural key.
+struct KernelOutcome {
+  std::string key;
+  std::string name;
+  bool ok = false;
+  double best_rank_us = 0;
+  double best_deploy_us = 0;  // the time the grouping is scored with
+  std::string templ;          // of the best deploy configuration
+  std::map<std::string, double> knobs;
+  int evaluations = 0;
+  int failures = 0;
+};
+
+// Features the prior sees for a kernel (op class = its lowered template or dominant op).
+KernelFeatures kernel_features(const ir::Graph& graph, const ir::Kernel& kernel,
+                               const std::string& templ);
+
+// The configuration key of a (lowered) slice program: templ + knobs of each kernel.
+std::string program_config_key(const ir::Program& program);
+
+// Host buffers <-> tensors of the reference interpreter.
+Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
+
+// Builds and measures `program` (a lowered slice) at `regime` and checks its outputs against
+// `expected`; returns the measurement record (failure rows included), not yet stored.
+store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
+                                           Regime regime,
+                                           const std::vector<ir::HostTensor>& inputs,
+                                           const std::vector<ir::HostTensor>& expected);
+
+// Runs the inner search for `kernel` of `graph` (optionally carrying its producer kernel).
+KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Kernel& kernel,
+                          const ir::Kernel* producer, const std::string& key);
+
+}  // namespace emmy::tune

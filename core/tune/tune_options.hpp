@@ -1,0 +1,44 @@
+// What one `emmy tune` invocation was asked to do, after the command line, the environment and
+// the config file were layered (core/cli/cmd_tune.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace emmy::tune {
+
+struct TuneOptions {
+  std::string source;                                // model id or file (may be empty with code)
+  std::string code;                                  // --code EXPR
+  std::string frontend;                              // "" = the first frontend that accepts
+  std::map<std::string, std::string> frontend_options;  // layer, batch, seq, dtype, config, ...
+  std::string backend = "cpu";
+  std::map<std::string, std::string> backend_options;
+  std::string prior;                                 // "" = mlp if its checkpoint exists, else roofline
+  std::vector<std::string> passes;                   // pass plugin names; empty = the default pipeline
+  int patience = 50;
+  uint64_t seed = 0;
+  int samples = 15;                                  // timed repetitions per measurement
+  int warmup = 3;
+  double timeout_s = 20;                             // per measurement
+  bool validate = true;                              // benchmark the assembled graph once at the end
+  std::string db;                                    // tuning database path
+  std::string home;                                  // EMMY_HOME (priors' checkpoints live here)
+  std::vector<std::string> plugin_paths;             // discovery path, complete
+  bool verbose = false;                              // one line per search step
+  bool progress_bar = true;                          // a live bar (only when stderr is a terminal)
+  std::string json_path;                             // --json FILE
+};
+
+}  // namespace emmy::tune
+
+#include "emmy/status.hpp"
+
+namespace emmy::tune {
+// The user's input is at fault (unknown plugin, unreadable model, unsupported op): exit code 2.
+class BadInput : public emmy::Error {
+  using emmy::Error::Error;
+};
+}  // namespace emmy::tune

@@ -1,0 +1,77 @@
+#include "tune/tune_report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+namespace emmy::tune {
+
+nlohmann::json TuneReport::to_json() const {
+  nlohmann::json j;
+  j["run_id"] = run_id;
+  j["status"] = status;
+  j["source"] = source;
+  j["backend"] = backend;
+  j["env"] = env;
+  j["prior"] = prior;
+  j["kernels_total"] = kernels_total;
+  j["kernels_distinct"] = kernels_distinct;
+  j["groupings_tried"] = groupings_tried;
+  j["candidates_built"] = candidates_built;
+  j["candidates_measured"] = candidates_measured;
+  j["cache_hits"] = cache_hits;
+  j["launches"] = launches;
+  j["deploy_measurements"] = deploy_measurements;
+  j["failures"] = failures;
+  j["best_total_us"] = best_total_us;
+  j["assembled_us"] = assembled_us;
+  j["validation_gap_pct"] = validation_gap_pct;
+  if (!validation_note.empty()) j["validation_note"] = validation_note;
+  j["wall_s"] = wall_s;
+  nlohmann::json ks = nlohmann::json::array();
+  for (const auto& k : kernels) {
+    ks.push_back({{"key", k.key},
+                  {"name", k.name},
+                  {"template", k.templ},
+                  {"config", k.config},
+                  {"occurrences", k.occurrences},
+                  {"best_rank_us", k.best_rank_us},
+                  {"best_deploy_us", k.best_deploy_us},
+                  {"evaluations", k.evaluations},
+                  {"failures", k.failures}});
+  }
+  j["kernels"] = ks;
+  return j;
+}
+
+std::string TuneReport::table() const {
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-14s %-10s %-10s %5s %12s %12s %7s  %s\n", "kernel", "key",
+                "template", "count", "rank us", "deploy us", "share", "best configuration");
+  out << line;
+  for (const auto& k : kernels) {
+    double t = k.best_deploy_us > 0 ? k.best_deploy_us : k.best_rank_us;
+    double share = best_total_us > 0 ? 100.0 * t * k.occurrences / best_total_us : 0;
+    std::snprintf(line, sizeof line, "%-14s %-10s %-10s %5d %12.2f %12.2f %6.1f%%  %s\n",
+                  k.name.c_str(), k.key.substr(0, 8).c_str(), k.templ.c_str(), k.occurrences,
+                  k.best_rank_us, k.best_deploy_us, share, k.config.c_str());
+    out << line;
+  }
+  std::snprintf(line, sizeof line,
+                "total %.2f us over %d kernels (%d distinct); %ld built, %ld measured, %ld cache "
+                "hits, %ld launches, %ld deploy re-measurements, %ld failures\n",
+                best_total_us, kernels_total, kernels_distinct, candidates_built,
+                candidates_measured, cache_hits, launches, deploy_measurements, failures);
+  out << line;
+  if (assembled_us > 0) {
+    std::snprintf(line, sizeof line,
+                  "assembled graph measured once: %.2f us; gap to the sum of kernels %+.1f%%\n",
+                  assembled_us, validation_gap_pct);
+    out << line;
+  } else if (!validation_note.empty()) {
+    out << "assembled graph not measured: " << validation_note << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace emmy::tune

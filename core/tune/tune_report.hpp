@@ -1,0 +1,51 @@
+// What a tuning run reports: the final table, the --json file and the run record.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace emmy::tune {
+
+struct KernelReport {
+  std::string key;            // structural key
+  std::string name;           // kernel name ("matmul", ...)
+  std::string templ;          // template of its best configuration
+  std::string config;         // best configuration's knob values, "tile_m=64 tile_n=128"
+  int occurrences = 0;        // in the best grouping
+  double best_rank_us = 0;    // 0 = none
+  double best_deploy_us = 0;  // 0 = none
+  int evaluations = 0;        // candidates the inner search evaluated
+  int failures = 0;
+};
+
+struct TuneReport {
+  std::string run_id;
+  std::string status = "ok";  // "ok", "interrupted", "failed: ..."
+  std::string source;
+  std::string backend;
+  std::string env;
+  std::string prior;
+  int kernels_total = 0;      // kernels of the best grouping, each occurrence counted
+  int kernels_distinct = 0;
+  int groupings_tried = 0;
+  long candidates_built = 0;
+  long candidates_measured = 0;
+  long cache_hits = 0;
+  long launches = 0;          // measurements run on the device (rank and deploy)
+  long deploy_measurements = 0;
+  long failures = 0;
+  double best_total_us = 0;   // Σ over the best grouping's kernels of their best deploy time
+  double assembled_us = 0;    // the assembled graph, measured once (0 = not measured)
+  double validation_gap_pct = 0;
+  std::string validation_note;  // why the assembled graph was not measured, if it was not
+  double wall_s = 0;
+  std::vector<KernelReport> kernels;
+
+  nlohmann::json to_json() const;
+  // The final table (kernel, occurrences, best time at each regime, share of total).
+  std::string table() const;
+};
+
+}  // namespace emmy::tune

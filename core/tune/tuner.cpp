@@ -1,0 +1,350 @@
+#include "tune/tuner.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "emmy/prior_reservoir.hpp"
+#include "emmy/templates.hpp"
+#include "ir/interpreter.hpp"
+#include "search/outer.hpp"
+#include "search/pipeline.hpp"
+#include "search/prior_snapshot.hpp"
+#include "store/checkpoint.hpp"
+#include "store/keys.hpp"
+#include "store/tuning_store.hpp"
+#include "tune/interrupt.hpp"
+#include "tune/kernel_tuning.hpp"
+
+namespace emmy::tune {
+namespace {
+
+// Rows the prior's checkpoint keeps (a uniform sample of everything measured).
+constexpr size_t kReservoirCapacity = 20000;
+
+std::string make_run_id() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", std::gmtime(&t));
+  std::random_device rd;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "-%04x", rd() & 0xffff);
+  return std::string(stamp) + suffix;
+}
+
+std::string describe_source(const TuneOptions& o) {
+  return o.code.empty() ? o.source : "--code " + o.code;
+}
+
+// A fingerprint of the whole graph (the plans table's key): the structural key of one kernel
+// holding every compute node.
+std::string graph_key(const ir::Graph& g) {
+  ir::Kernel all;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    ir::Op op = g.nodes[i].op;
+    if (op != ir::Op::input && op != ir::Op::constant) all.nodes.push_back(static_cast<ir::ValueId>(i));
+  }
+  return ir::structural_key(g, all);
+}
+
+// The distinct kernels of the grouping the structural passes make with every fork at option 0:
+// the progress bar's first estimate of the work.
+int estimate_distinct(const ir::Program& program, const std::vector<Pass*>& passes,
+                      const BackendCaps& caps) {
+  ir::Program p = program;
+  DefaultResolver resolver;
+  search::PipelineOptions po;
+  po.filter = search::PassFilter::structural_only;
+  search::run_pipeline(p, passes, resolver, caps, po);
+  std::set<std::string> keys;
+  for (const auto& k : p.grouping.kernels) keys.insert(ir::structural_key(p.graph, k));
+  return static_cast<int>(keys.size());
+}
+
+}  // namespace
+
+std::string pick_frontend(const TuneOptions& options, PluginHost& host) {
+  if (!options.frontend.empty()) return options.frontend;
+  FrontendRequest request{options.source, options.code, options.frontend_options};
+  std::vector<std::string> tried;
+  for (const PluginRecord* rec : host.of_kind("frontend")) {
+    auto frontend = host.make_frontend(rec->name);
+    if (frontend->accepts(request)) return rec->name;
+    tried.push_back(rec->name);
+  }
+  std::string list;
+  for (const auto& t : tried) list += (list.empty() ? "" : ", ") + t;
+  throw BadInput("no frontend accepts '" + describe_source(options) + "' (tried: " +
+              (list.empty() ? "none found; see emmy plugins" : list) + ")");
+}
+
+std::string pick_prior(const TuneOptions& options, const PluginHost& host) {
+  if (!options.prior.empty()) return options.prior;
+  const PluginRecord* mlp = host.find("mlp", "prior");
+  if (mlp && mlp->ok && std::filesystem::exists(options.home + "/priors/mlp.ckpt")) return "mlp";
+  return "roofline";
+}
+
+void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress,
+                TuneReport& report) {
+  const auto started = std::chrono::steady_clock::now();
+  report.source = describe_source(options);
+  report.backend = options.backend;
+  report.run_id = make_run_id();
+
+  // The database first: a second tune on it must fail at once, before any work.
+  auto store = store::TuningStore::open_writer(options.db);
+  store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
+
+  // 1. Plugins.
+  std::string frontend_name;
+  std::shared_ptr<Frontend> frontend;
+  std::shared_ptr<Backend> backend;
+  try {
+    frontend_name = pick_frontend(options, host);
+    frontend = host.make_frontend(frontend_name);
+    backend = host.make_backend(options.backend, options.backend_options);
+  } catch (const BadInput&) {
+    throw;
+  } catch (const Error& e) {
+    throw BadInput(e.what());
+  }
+  std::vector<std::string> pass_names =
+      options.passes.empty() ? default_pass_pipeline() : options.passes;
+  std::vector<std::shared_ptr<Pass>> pass_objects;
+  std::vector<Pass*> passes;
+  for (const auto& name : pass_names) {
+    try {
+      pass_objects.push_back(host.make_pass(name));
+    } catch (const Error& e) {
+      throw BadInput(std::string(e.what()) + " (in --passes)");
+    }
+    passes.push_back(pass_objects.back().get());
+  }
+  std::string prior_name = pick_prior(options, host);
+  report.prior = prior_name;
+  std::shared_ptr<Prior> prior = host.make_prior(prior_name);
+  const std::string checkpoint_path = options.home + "/priors/" + prior_name + ".ckpt";
+  std::vector<PriorRow> reservoir_rows;
+  {
+    std::string warning;
+    auto ckpt = store::load_checkpoint_or_set_aside(checkpoint_path, &warning);
+    if (!warning.empty()) progress.message("warning: " + warning);
+    if (ckpt) {
+      Status st = prior->load(ckpt->prior_state);
+      if (!st.ok())
+        progress.message("warning: prior '" + prior_name + "' could not load " +
+                         checkpoint_path + " (" + st.message() + "); starting it fresh");
+      reservoir_rows = std::move(ckpt->reservoir);
+    }
+  }
+  const search::PriorSnapshot snapshot(*prior);
+
+  // 2. The graph.
+  FrontendRequest request{options.source, options.code, options.frontend_options};
+  ir::Graph graph;
+  Status st = frontend->load(request, graph);
+  if (!st.ok()) throw BadInput("frontend '" + frontend_name + "': " + st.message());
+  if (std::string bad = ir::verify(graph); !bad.empty())
+    throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
+
+  RunContext run{options, *store, *backend, backend->capabilities(),
+                 backend->environment_fingerprint(), report.run_id, passes,
+                 [&]() -> std::shared_ptr<Prior> {
+                   auto fresh = host.make_prior(prior_name);
+                   snapshot.restore(*fresh);
+                   return fresh;
+                 },
+                 progress,
+                 {},
+                 {},
+                 {}};
+  report.env = run.env;
+
+  ir::Program program{graph, ir::singleton_grouping(graph)};
+  progress.set_total(estimate_distinct(program, passes, run.caps));
+
+  // 3-5. Outer search over groupings; each new kernel tuned once by the inner search.
+  std::map<std::string, KernelOutcome> outcomes;
+  search::TuneKernel tune = [&](const ir::Graph& g, const ir::Kernel& k,
+                                const std::string& key) -> double {
+    KernelOutcome o = tune_kernel(run, g, k, nullptr, key);
+    double t = o.ok ? o.best_deploy_us : std::numeric_limits<double>::infinity();
+    outcomes[key] = std::move(o);
+    return t;
+  };
+  search::OuterOptions outer_options;
+  outer_options.patience = options.patience;
+  outer_options.seed = options.seed;
+  auto on_grouping = [&](const search::StepInfo& info) {
+    if (!options.verbose) return;
+    std::ostringstream line;
+    line << "grouping " << info.step << ": " << info.candidate.program.grouping.kernels.size()
+         << " kernels";
+    for (size_t i = 0; i < info.candidate.labels.size(); ++i)
+      line << (i ? ", " : " (") << info.candidate.forks[i] << "=" << info.candidate.labels[i]
+           << (i + 1 == info.candidate.labels.size() ? ")" : "");
+    if (info.evaluation.ok) line << "  total " << info.evaluation.time_us << " us";
+    progress.message(line.str());
+  };
+
+  auto finish = [&](const std::string& status) {
+    report.status = status;
+    report.candidates_built = run.counters.built;
+    report.candidates_measured = run.counters.measured;
+    report.cache_hits = run.counters.cache_hits;
+    report.launches = run.counters.launches;
+    report.deploy_measurements = run.counters.deploy;
+    report.failures = run.counters.failures;
+    // The run's rows into the prior and its checkpoint (everything measured is kept).
+    if (!run.new_rows.empty()) {
+      if (Status s = prior->observe(run.new_rows); !s.ok())
+        progress.message("warning: prior '" + prior_name + "' could not learn: " + s.message());
+      Reservoir<PriorRow> reservoir(kReservoirCapacity, reservoir_rows.size() + 1);
+      for (auto& row : reservoir_rows) reservoir.offer(std::move(row));
+      for (const auto& row : run.new_rows) reservoir.offer(row);
+      std::string state;
+      if (Status s = prior->save(state); s.ok())
+        store::write_checkpoint(checkpoint_path, state, reservoir.items());
+      else
+        progress.message("warning: prior '" + prior_name + "' could not save: " + s.message());
+    }
+    report.wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    store::RunRecord rr;
+    rr.run_id = report.run_id;
+    rr.unix_time = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+    rr.source = report.source;
+    rr.backend = report.backend;
+    rr.env = report.env;
+    rr.kernels = report.kernels_total;
+    rr.distinct_kernels = report.kernels_distinct;
+    rr.best_total_us = report.best_total_us;
+    rr.assembled_us = report.assembled_us;
+    rr.validation_gap_pct = report.validation_gap_pct;
+    rr.status = status;
+    store->put_run(rr);
+  };
+
+  search::OuterResult result;
+  try {
+    result = search::outer_search(program, passes, run.caps, tune, outer_options, on_grouping);
+  } catch (const Interrupted&) {
+    progress.finish();
+    finish("interrupted");
+    throw;
+  }
+  report.groupings_tried = result.search.evaluations;
+  if (!result.search.found) {
+    progress.finish();
+    std::string why = "no grouping could be built and measured";
+    for (const auto& [key, o] : outcomes)
+      if (!o.ok) why += "; kernel " + o.name + " [" + key.substr(0, 8) + "] had no working configuration";
+    finish("failed: " + why);
+    throw Error(why + " (see emmy eval failures)");
+  }
+
+  // The best grouping, every kernel at its best deploy configuration.
+  ir::Program best = result.search.best.program;
+  std::map<std::string, KernelReport> per_key;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < best.grouping.kernels.size(); ++i) {
+    const std::string& key = result.best_kernel_keys.at(i);
+    const KernelOutcome& o = outcomes.at(key);
+    ir::Kernel& k = best.grouping.kernels[i];
+    k.templ = o.templ;
+    k.knobs = o.knobs;
+    auto [it, inserted] = per_key.try_emplace(key);
+    KernelReport& kr = it->second;
+    if (inserted) {
+      order.push_back(key);
+      kr.key = key;
+      kr.name = o.name;
+      kr.templ = o.templ;
+      kr.config = format_knobs(o.knobs);
+      kr.best_rank_us = o.best_rank_us;
+      kr.best_deploy_us = o.best_deploy_us;
+      kr.evaluations = o.evaluations;
+      kr.failures = o.failures;
+    }
+    ++kr.occurrences;
+    report.best_total_us += o.best_deploy_us;
+  }
+  report.kernels_total = static_cast<int>(best.grouping.kernels.size());
+  report.kernels_distinct = static_cast<int>(per_key.size());
+  for (const auto& key : order) report.kernels.push_back(per_key[key]);
+
+  // Validation: the assembled graph measured once (cached like any measurement).
+  const std::string gkey = graph_key(graph);
+  if (options.validate) {
+    search::Candidate assembled;
+    assembled.program = best;
+    std::string config = program_config_key(best);
+    auto rec = store->lookup(run.env, gkey, config, Regime::deploy);
+    if (rec) {
+      ++run.counters.cache_hits;
+    } else {
+      auto inputs = ir::random_inputs(graph, options.seed ^ 0x5eed);
+      auto expected = ir::evaluate(graph, inputs);
+      rec = build_and_measure(run, best, Regime::deploy, inputs, expected);
+      rec->structural_key = gkey;
+      rec->kernel_name = "assembled:" + (graph.name.empty() ? std::string("graph") : graph.name);
+      rec->templ = "assembled";
+      rec->config_key = config;
+      store->put_measurement(*rec);
+    }
+    if (rec->ok()) {
+      report.assembled_us = rec->median_us;
+      report.validation_gap_pct =
+          report.best_total_us > 0
+              ? 100.0 * (report.assembled_us - report.best_total_us) / report.best_total_us
+              : 0;
+    } else {
+      report.validation_note = std::string(to_string(rec->failure)) + ": " +
+                               rec->message.substr(0, rec->message.find('\n'));
+    }
+  } else {
+    report.validation_note = "disabled (--no-validate)";
+  }
+
+  // The best plan per graph.
+  store::PlanRecord plan;
+  plan.env = run.env;
+  plan.graph_key = gkey;
+  plan.run_id = report.run_id;
+  plan.unix_time = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  plan.total_us = report.best_total_us;
+  for (const auto& key : order) {
+    const KernelOutcome& o = outcomes.at(key);
+    store::PlanKernel pk;
+    pk.structural_key = key;
+    pk.kernel_name = o.name;
+    pk.templ = o.templ;
+    pk.config_key = store::config_key(o.templ, o.knobs);
+    pk.knobs = o.knobs;
+    pk.count = per_key[key].occurrences;
+    pk.time_us = o.best_deploy_us;
+    plan.kernels.push_back(pk);
+  }
+  {
+    std::ostringstream answers;
+    for (size_t i = 0; i < result.search.best.forks.size(); ++i)
+      answers << (i ? ";" : "") << result.search.best.forks[i] << "="
+              << result.search.best.labels[i];
+    plan.grouping = answers.str();
+  }
+  store->put_plan(plan);
+  progress.finish();
+  finish("ok");
+}
+
+}  // namespace emmy::tune

@@ -1,0 +1,34 @@
+// The tuning run (DESIGN.md, "Data flow of emmy tune"; seed, "Inside a Tuning Run"):
+//  1. plugins chosen by the options (frontend, passes in order, backend, prior);
+//  2. the frontend turns the source into a graph;
+//  3. the outer search over structural forks; its endpoint is a grouping, scored by the sum of
+//     the best times of its kernels;
+//  4. the inner search per distinct structural key on the kernel's slice, every candidate looked
+//     up in the database before anything is built; built at `rank`, measured, checked against
+//     the reference interpreter, stored; within 15 % of the best so far re-built at `deploy` and
+//     measured again (search-tree table and the prior's reservoir, never the measurements table);
+//  5. the assembled graph benchmarked once and compared with the sum of its kernels;
+//  6. the run's rows into the prior's checkpoint; the best plan and the run into the database.
+#pragma once
+
+#include "plugin_host/plugin_host.hpp"
+#include "tune/progress.hpp"
+#include "tune/tune_options.hpp"
+#include "tune/tune_report.hpp"
+
+namespace emmy::tune {
+
+// Runs the whole thing. Throws store::DatabaseBusy when another tune holds the database,
+// Interrupted after writing what it has when Ctrl-C was pressed (the report is then in
+// `report`), and emmy::Error for bad input (unknown plugin, frontend error) or a failed run.
+void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress,
+                TuneReport& report);
+
+// The frontend to use for a request: `options.frontend` if set, else the first accepting one.
+std::string pick_frontend(const TuneOptions& options, PluginHost& host);
+
+// The prior to use: `options.prior`, else mlp when its checkpoint exists and the plugin is
+// available, else roofline.
+std::string pick_prior(const TuneOptions& options, const PluginHost& host);
+
+}  // namespace emmy::tune

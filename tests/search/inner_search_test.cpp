@@ -1,0 +1,321 @@
+// inner_search: MCTS over one kernel's in-place forks on its slice, valued by a prior.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "search/inner.hpp"
+#include "search/step_line.hpp"
+#include "search_fixtures.hpp"
+
+namespace emmy::search {
+namespace {
+
+using testing::chain_program;
+using testing::informed_prior;
+using testing::KnobPass;
+using testing::Landscape;
+using testing::test_features;
+
+ir::Program one_kernel() { return chain_program({ir::Op::exp}); }
+
+InnerOptions with_patience(int patience, uint64_t seed = 0) {
+  InnerOptions o;
+  o.patience = patience;
+  o.seed = seed;
+  return o;
+}
+
+TEST(InnerSearch, FindsTheOptimumOfASeparableLandscapeEvaluatingEachPathOnce) {
+  const Landscape l = Landscape::random(11, 3, 4, 0.0);
+  KnobPass lower;
+  int calls = 0;
+  std::set<std::vector<size_t>> paths;
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+                               l.evaluator(&calls), with_patience(1000),
+                               [&](const StepInfo& s) { EXPECT_TRUE(paths.insert(s.candidate.path).second); });
+  ASSERT_TRUE(r.found);
+  EXPECT_DOUBLE_EQ(r.best_us, l.optimum());
+  EXPECT_TRUE(r.exhausted);  // patience never ran out: the tree did, and the search ended
+  EXPECT_EQ(r.evaluations, 64);
+  EXPECT_EQ(calls, 64);
+  EXPECT_EQ(r.replays, 0);
+  EXPECT_EQ(r.best.program.grouping.kernels[0].knobs, r.best.knobs);
+  EXPECT_EQ(r.best.labels.size(), 3u);
+}
+
+TEST(InnerSearch, PatienceCountsCandidatesSinceTheLastNewBest) {
+  const Landscape l = Landscape::random(5, 4, 5, 0.05);
+  KnobPass lower;
+  int last_best_at = -1, evaluated = 0;
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+                               l.evaluator(), with_patience(7), [&](const StepInfo& s) {
+                                 ++evaluated;
+                                 if (s.new_best) last_best_at = evaluated;
+                               });
+  EXPECT_TRUE(r.out_of_patience);
+  EXPECT_FALSE(r.exhausted);
+  EXPECT_EQ(r.evaluations - last_best_at, 8);  // "past" patience: the 8th without a new best stops it
+  EXPECT_LT(r.evaluations, 625);
+}
+
+TEST(InnerSearch, FailedCandidatesAreNeverBest) {
+  const Landscape l = Landscape::random(3, 2, 4, 0.0);
+  KnobPass lower;
+  // Every configuration with a == optimum's a fails to build: the best must come from elsewhere.
+  Evaluate eval = [&](const Candidate& c) {
+    Evaluation e = l.evaluator()(c);
+    if (c.knobs.at("a") == 0) e = Evaluation{false, 1e-3, false, "build_error"};
+    return e;
+  };
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(), eval,
+                               with_patience(1000));
+  ASSERT_TRUE(r.found);
+  EXPECT_NE(r.best.knobs.at("a"), 0);
+  EXPECT_EQ(r.failures, 4);
+  double best_ok = INFINITY;
+  for (size_t i = 0; i < l.size(); ++i)
+    if (l.point(i)[0] != 0) best_ok = std::min(best_ok, l.time(l.point(i)));
+  EXPECT_DOUBLE_EQ(r.best_us, best_ok);
+}
+
+TEST(InnerSearch, AllFailuresFindNothingAndEnd) {
+  const Landscape l = Landscape::random(3, 2, 3, 0.0);
+  KnobPass lower;
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+                               [](const Candidate&) { return Evaluation{}; }, with_patience(1000));
+  EXPECT_FALSE(r.found);
+  EXPECT_EQ(r.evaluations, 9);
+  EXPECT_EQ(r.failures, 9);
+  EXPECT_TRUE(r.exhausted);
+}
+
+TEST(InnerSearch, AKernelWithoutForksIsEvaluatedOnce) {
+  BackendCaps caps;  // no "test" template: the lowering pass asks nothing
+  KnobPass lower;
+  int calls = 0;
+  InnerResult r = inner_search(one_kernel(), {&lower}, caps, nullptr, test_features(),
+                               [&](const Candidate&) { ++calls; return Evaluation{true, 5, false, ""}; },
+                               with_patience(50));
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(r.found);
+  EXPECT_TRUE(r.best.path.empty());
+}
+
+// The paths of a whole search, in order.
+std::vector<std::vector<size_t>> walk(const Landscape& l, Prior* prior, const Evaluate& eval,
+                                      const InnerOptions& o, InnerResult* out = nullptr) {
+  KnobPass lower;
+  std::vector<std::vector<size_t>> paths;
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), prior, test_features(), eval, o,
+                               [&](const StepInfo& s) { paths.push_back(s.candidate.path); });
+  if (out) *out = r;
+  return paths;
+}
+
+TEST(InnerSearch, AnIdenticalReRunWalksTheSamePathFromTheCache) {
+  const Landscape l = Landscape::random(21, 4, 5, 0.05);
+  std::map<std::map<std::string, double>, double> db;  // the "tuning database"
+  Evaluate measure_and_store = [&](const Candidate& c) {
+    Evaluation e = l.evaluator()(c);
+    db[c.knobs] = e.time_us;
+    return e;
+  };
+  Evaluate from_db = [&](const Candidate& c) {
+    auto it = db.find(c.knobs);
+    if (it == db.end()) return l.evaluator()(c);  // would be a new benchmark
+    return Evaluation{true, it->second, true, ""};
+  };
+  for (bool with_prior : {false, true}) {
+    db.clear();
+    auto p1 = informed_prior(l, 0.1, 3);
+    auto p2 = informed_prior(l, 0.1, 3);
+    InnerResult first, second;
+    auto a = walk(l, with_prior ? p1.get() : nullptr, measure_and_store, with_patience(20, 9), &first);
+    auto b = walk(l, with_prior ? p2.get() : nullptr, from_db, with_patience(20, 9), &second);
+    EXPECT_EQ(a, b);
+    EXPECT_GT(first.benchmarks, 0);
+    EXPECT_EQ(second.benchmarks, 0);  // nothing launched
+    EXPECT_EQ(second.cached, first.evaluations);
+    EXPECT_EQ(first.best_us, second.best_us);
+  }
+}
+
+TEST(InnerSearch, TheSeedOnlyBreaksTies) {
+  const Landscape l = Landscape::random(21, 3, 5, 0.05);
+  auto paths0 = walk(l, nullptr, l.evaluator(), with_patience(10, 0));
+  auto paths1 = walk(l, nullptr, l.evaluator(), with_patience(10, 12345));
+  EXPECT_NE(paths0, paths1);  // the flat prior ties every untried child
+  EXPECT_EQ(paths0, walk(l, nullptr, l.evaluator(), with_patience(10, 0)));
+}
+
+TEST(InnerSearch, UntriedChildrenAreValuedByThePriorOnPartialAssignments) {
+  const Landscape l = Landscape::random(2, 3, 4, 0.0);
+  auto prior = informed_prior(l, 0.0, 1);
+  KnobPass lower;
+  bool checked_first = false;
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), prior.get(), test_features(),
+                               [&](const Candidate& c) {
+                                 if (!checked_first) {
+                                   // The last prediction before the first candidate: at fork c,
+                                   // everything decided, nothing missing.
+                                   EXPECT_EQ(prior->last.values.size(), 3u);
+                                   EXPECT_TRUE(prior->last.missing.empty());
+                                   checked_first = true;
+                                 }
+                                 return l.evaluator()(c);
+                               },
+                               with_patience(0));
+  EXPECT_GT(prior->predictions, 0);
+  // A perfect prior leads straight to the optimum: the first candidate is the best.
+  EXPECT_DOUBLE_EQ(r.best_us, l.optimum());
+  EXPECT_EQ(r.evaluations, 2);  // the optimum, then one more past patience 0
+  EXPECT_EQ(prior->observed, 2);  // it learned from its own measurements
+}
+
+// Records the partial assignments asked at the first fork of the first descent.
+class RecordingPrior final : public Prior {
+ public:
+  std::string name() const override { return "recording"; }
+  Estimate predict(const KernelFeatures&, const KnobAssignment& k) const noexcept override {
+    asked.push_back(k);
+    return Estimate{100, 1};
+  }
+  Status observe(const std::vector<PriorRow>&) noexcept override { return Status::Ok(); }
+  Status save(std::string&) const noexcept override { return Status::Ok(); }
+  Status load(const std::string&) noexcept override { return Status::Ok(); }
+  mutable std::vector<KnobAssignment> asked;
+};
+
+TEST(InnerSearch, APartialAssignmentNamesTheKnobsNotYetDecided) {
+  const Landscape l = Landscape::random(2, 3, 4, 0.0);
+  RecordingPrior prior;
+  KnobPass lower;
+  inner_search(one_kernel(), {&lower}, l.caps(), &prior, test_features(), l.evaluator(),
+               with_patience(0));
+  ASSERT_GE(prior.asked.size(), 4u);
+  // First fork "test.a", option 0: a decided; b and c (known from the caps' "test" template) missing.
+  EXPECT_EQ(prior.asked[0].values, (std::map<std::string, double>{{"a", 0}}));
+  EXPECT_EQ(prior.asked[0].missing, (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(prior.asked[3].values, (std::map<std::string, double>{{"a", 3}}));
+  // Second fork "test.b": the answer given to a, plus b's option; only c missing.
+  ASSERT_GE(prior.asked.size(), 8u);
+  EXPECT_EQ(prior.asked[4].values.size(), 2u);
+  EXPECT_EQ(prior.asked[4].values.count("b"), 1u);
+  EXPECT_EQ(prior.asked[4].missing, (std::vector<std::string>{"c"}));
+}
+
+TEST(InnerSearch, AChildThePriorRatesSlowSinks) {
+  // Knob a's value 4 is 10x slower, truly and according to the prior: with patience 10 the
+  // search never spends a benchmark there, although nothing else forbids it.
+  Landscape l = Landscape::random(8, 3, 5, 0.05);
+  for (double& f : l.factor[0]) f = std::min(f, 1.5);
+  l.factor[0][4] = 15;
+  auto prior = informed_prior(l, 0.1, 4);
+  int slow_visits = 0;
+  InnerResult r;
+  auto paths = walk(l, prior.get(), l.evaluator(), with_patience(10), &r);
+  for (const auto& p : paths) slow_visits += p[0] == 4;
+  EXPECT_GT(r.evaluations, 10);
+  EXPECT_EQ(slow_visits, 0);
+  // Without a prior the same budget does go there: the prior is what keeps it away.
+  int flat_slow_visits = 0;
+  for (uint64_t seed = 0; seed < 4; ++seed)
+    for (const auto& p : walk(l, nullptr, l.evaluator(), with_patience(10, seed))) flat_slow_visits += p[0] == 4;
+  EXPECT_GT(flat_slow_visits, 0);
+}
+
+// Benchmarks until the first candidate within 3 % of the optimum (all of them if never).
+int benchmarks_to_near_optimum(const Landscape& l, Prior* prior, uint64_t seed) {
+  const double target = l.optimum() * 1.03;
+  int n = 0, reached = -1;
+  KnobPass lower;
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), prior, test_features(),
+                               l.evaluator(), with_patience(150, seed), [&](const StepInfo& s) {
+                                 ++n;
+                                 if (reached < 0 && s.evaluation.ok && s.evaluation.time_us <= target)
+                                   reached = n;
+                               });
+  return reached < 0 ? r.evaluations : reached;
+}
+
+TEST(InnerSearch, AnInformativePriorNeedsAtMostHalfTheBenchmarksOfAFlatOne) {
+  double flat = 0, informed = 0;
+  const int landscapes = 8;
+  for (uint64_t i = 0; i < landscapes; ++i) {
+    const Landscape l = Landscape::random(100 + i, 4, 5, 0.05);
+    auto prior = informed_prior(l, 0.15, 200 + i);
+    flat += benchmarks_to_near_optimum(l, nullptr, i);
+    informed += benchmarks_to_near_optimum(l, prior.get(), i);
+  }
+  flat /= landscapes;
+  informed /= landscapes;
+  RecordProperty("flat_mean_benchmarks", std::to_string(flat));
+  RecordProperty("informed_mean_benchmarks", std::to_string(informed));
+  std::cout << "benchmarks to within 3%: flat " << flat << ", informed " << informed << "\n";
+  EXPECT_LE(informed, flat / 2);
+}
+
+// A pass whose fork changes between descents (its option count grows): a pass breaking the
+// "no state" rule must not crash the search.
+class DriftingPass final : public Pass {
+ public:
+  std::string name() const override { return "test.drifting"; }
+  bool in_place() const override { return true; }
+  Status run(ir::Program& p, PassContext& ctx) noexcept override {
+    return guard([&] {
+      ++runs_;
+      ForkSite site{"drift", {}, ForkKind::in_place};
+      for (int i = 0; i < 2 + runs_ % 3; ++i) site.options.push_back(ForkOption{std::to_string(i), {{"d", i}}});
+      const size_t a = ctx.resolver.choose(site);
+      if (runs_ % 2 == 0) {  // sometimes a second fork appears, sometimes not
+        ForkSite more{"drift2", {ForkOption{"x", {{"e", 0}}}, ForkOption{"y", {{"e", 1}}}}, ForkKind::in_place};
+        ctx.resolver.choose(more);
+      }
+      p.grouping.kernels[0].knobs["d"] = static_cast<double>(a);
+    });
+  }
+
+ private:
+  int runs_ = 0;
+};
+
+TEST(InnerSearch, AForkThatChangesOnReplayDoesNotCrash) {
+  DriftingPass drift;
+  BackendCaps caps;
+  InnerOptions o = with_patience(1000);
+  o.max_steps = 200;
+  InnerResult r = inner_search(one_kernel(), {&drift}, caps, nullptr, test_features(),
+                               [](const Candidate& c) {
+                                 return Evaluation{true, 10 + c.knobs.at("d"), false, ""};
+                               },
+                               o);
+  EXPECT_TRUE(r.found);
+  EXPECT_DOUBLE_EQ(r.best_us, 10);
+  EXPECT_LE(r.steps, 200);
+}
+
+TEST(StepLine, SaysWhatWasTriedHowFastAndHowTheSearchStands) {
+  const Landscape l = Landscape::random(4, 2, 2, 0.0);
+  KnobPass lower;
+  std::vector<std::string> lines;
+  int n = 0;
+  Evaluate eval = [&](const Candidate& c) {
+    if (++n == 2) return Evaluation{false, 0, false, "build_error"};
+    Evaluation e = l.evaluator()(c);
+    e.cached = n == 3;
+    return e;
+  };
+  inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(), eval, with_patience(100),
+               [&](const StepInfo& s) { lines.push_back(format_step(s)); });
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0].rfind("step 0  a=", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(" b="), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("new best"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("FAILED (build_error)"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("1 since best"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("(cached)"), std::string::npos) << lines[2];
+}
+
+}  // namespace
+}  // namespace emmy::search
