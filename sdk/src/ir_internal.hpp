@@ -44,6 +44,9 @@ DType promote_types(DType a, DType b);
 
 bool is_integral(DType t);  // i32, i64 (not bool)
 
+// numel of a shape, or -1 when it has a negative dimension or overflows int64 (corrupt input).
+int64_t checked_numel(const Shape& s);
+
 // Compute nodes are everything except `input` and `constant`.
 inline bool is_compute(Op op) { return op != Op::input && op != Op::constant; }
 

@@ -38,16 +38,32 @@ struct TensorType {
 std::string to_string(const TensorType& t);  // e.g. "f32[512,512]"
 
 // The op set. Names (to_string) are the aten-like spelling used by the text form.
-// Attributes by op (all optional unless noted):
-//   input: role ("input"|"weight"); constant: value (double, required)
-//   linear: (x, w[, b]) with w [out,in] as torch; matmul, bmm: (a, b)
-//   add/sub: alpha (double); pow: (x, y); mean/sum/amax: dims (ints), keepdim (int)
-//   softmax: dim (int); cast: dtype (string, required)
-//   view/reshape: shape (ints, one -1 allowed); transpose: dim0, dim1; permute: dims
-//   unsqueeze/squeeze: dim (squeeze without dim removes all 1s); expand: shape
-//   slice: dim, start, end, step; cat: dim; embedding: (weight, indices)
-//   where: (cond, a, b); masked_fill: (x, mask) + value (double)
-//   gelu: approximate ("none"|"tanh")
+// Inputs and attributes by op (attributes optional unless marked required; dims may be
+// negative, counting from the back, as in Python):
+//   input: ()  role (string: "input" | "weight" | "mask" | "causal_mask"; default "input")
+//   constant: ()  value (double, required), dtype (string, default "f32"); rank 0. Constants are
+//       aten's wrapped numbers: they never promote a tensor's dtype within the same category
+//       (bf16 tensor * float constant -> bf16; i32 tensor + int constant -> i32).
+//   linear: (x[..., in], w[out, in][, b[out]]) -> [..., out]; matmul: (a, b) with torch.matmul's
+//       1-D and batch-broadcast rules; bmm: (a[b,n,k], b[b,k,m]). Operand dtypes must agree.
+//   add, sub: (a, b) alpha (double, default 1): a + alpha*b, broadcasting + type promotion
+//   mul: (a, b); pow: (x, y); div: (a, b) rounding_mode (string: "none" (true division, integers
+//       give f32) | "trunc" | "floor"; default "none")
+//   neg, exp, rsqrt, sqrt, tanh, sigmoid: (x) (exp..sigmoid turn integer inputs into f32);
+//   silu: (x); gelu: (x) approximate ("none"|"tanh") -- both need floating inputs
+//   mean, sum, amax: (x) dims (ints; absent or empty = all), keepdim (int 0/1); mean needs a
+//       floating input; sum of integers/bool gives i64
+//   softmax: (x) dim (int, required); cast: (x) dtype (string, required)
+//   view, reshape: (x) shape (ints, required, one -1 allowed); transpose: (x) dim0, dim1 (required);
+//   permute: (x) dims (required); contiguous: (x); unsqueeze: (x) dim (required);
+//   squeeze: (x) dim (without dim removes all size-1 dims; a dim whose size is not 1 is kept)
+//   expand: (x) shape (required; -1 keeps a size; new leading dims allowed)
+//   slice: (x) dim (default 0), start (default 0), end (default to the end), step (default 1,
+//       > 0); Python semantics: negative start/end count from the back, clamped to the size
+//   cat: (x0, x1, ...) dim (default 0), dtypes promoted; embedding: (weight[n, d], indices i32|i64)
+//       -> indices.shape + [d]
+//   where: (cond bool, a, b) broadcasting all three; masked_fill: (x, mask bool) value (double,
+//       required) -> broadcast shape, x's dtype
 enum class Op : uint16_t {
   input,
   constant,
@@ -159,12 +175,47 @@ class Builder {
   ValueId transpose(ValueId x, int64_t d0, int64_t d1) {
     return op(Op::transpose, {x}, {{"dim0", d0}, {"dim1", d1}});
   }
+  ValueId linear(ValueId x, ValueId w, ValueId bias) { return op(Op::linear, {x, w, bias}); }
+  ValueId pow(ValueId x, ValueId y) { return op(Op::pow, {x, y}); }
+  ValueId sum(ValueId x, std::vector<int64_t> dims, bool keepdim) {
+    return op(Op::sum, {x}, {{"dims", dims}, {"keepdim", int64_t(keepdim)}});
+  }
+  ValueId amax(ValueId x, std::vector<int64_t> dims, bool keepdim) {
+    return op(Op::amax, {x}, {{"dims", dims}, {"keepdim", int64_t(keepdim)}});
+  }
+  ValueId view(ValueId x, std::vector<int64_t> shape) { return op(Op::view, {x}, {{"shape", shape}}); }
+  ValueId permute(ValueId x, std::vector<int64_t> dims) {
+    return op(Op::permute, {x}, {{"dims", dims}});
+  }
+  ValueId unsqueeze(ValueId x, int64_t dim) { return op(Op::unsqueeze, {x}, {{"dim", dim}}); }
+  ValueId squeeze(ValueId x, int64_t dim) { return op(Op::squeeze, {x}, {{"dim", dim}}); }
+  ValueId expand(ValueId x, std::vector<int64_t> shape) {
+    return op(Op::expand, {x}, {{"shape", shape}});
+  }
+  ValueId slice(ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step = 1) {
+    return op(Op::slice, {x}, {{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
+  }
+  ValueId cat(std::vector<ValueId> xs, int64_t dim) { return op(Op::cat, std::move(xs), {{"dim", dim}}); }
+  ValueId embedding(ValueId weight, ValueId indices) { return op(Op::embedding, {weight, indices}); }
+  ValueId where(ValueId cond, ValueId a, ValueId b) { return op(Op::where, {cond, a, b}); }
+  ValueId masked_fill(ValueId x, ValueId mask, double value) {
+    return op(Op::masked_fill, {x, mask}, {{"value", value}});
+  }
 
   Graph& graph() { return g_; }
 
  private:
   Graph& g_;
 };
+
+// Scaled dot-product attention decomposed into primitives, so that its fusion can be searched:
+// scores = matmul(q, transpose(k, -2, -1)); scores * scale (a constant; scale <= 0 means torch's
+// default 1/sqrt(q.shape[-1])); when `causal`, where(causal_mask, scores, -inf) with a new bool
+// input [L, S] of role "causal_mask" (true where key index <= query index); when `mask` >= 0,
+// where(mask, scores, -inf) for a bool mask (true = attend, as torch) or scores + mask for a float
+// mask; softmax over the last dim; matmul with v. Returns the attention output's id.
+ValueId build_attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId mask, double scale,
+                        bool causal);
 
 // Checks every structural rule (topological order, arity, attributes, inferred types agree with
 // stored types, outputs exist). Returns an empty string when valid, else a message naming the
@@ -204,7 +255,10 @@ Grouping singleton_grouping(const Graph& g);
 
 // The structural key: a fingerprint of what a kernel computes (ops, attributes, shapes, dtypes,
 // dataflow), independent of names, value ids and position; stable across processes.
-// Rendered as 32 lowercase hex digits.
+// Rendered as 32 lowercase hex digits (a self-written 128-bit hash over a canonical byte string:
+// kernel nodes numbered by position, boundary inputs by first use with their types, constants
+// by value and dtype, attributes with defaults filled in and dims wrapped to non-negative, plus
+// which kernel values leave the kernel). `templ`, `knobs`, names and input roles are not in it.
 std::string structural_key(const Graph& g, const Kernel& k);
 
 // A short human name for a kernel: its dominant op ("matmul", "rmsnorm"-like names are up to
@@ -219,6 +273,12 @@ struct Slice {
   Grouping grouping;  // one kernel (or two, producer first) over `graph`
   std::vector<ValueId> origin;  // origin[i] = id in the source graph of slice node i (-1 if new)
 };
+// Layout of the slice graph: one `input` stand-in per boundary input of the kernel (with the
+// producer: of both kernels together), in ascending source value-id order, keeping the source's
+// type, name and input role; then the constants they use (copied); then the kernel's (and
+// producer's) nodes in source order. Outputs: the kernel's boundary outputs. Kernels keep their
+// templ and knobs. Throws emmy::Error when a kernel names a non-compute or missing node, the two
+// kernels overlap, or the producer feeds nothing into the kernel.
 Slice make_slice(const Graph& g, const Kernel& k, const Kernel* producer = nullptr);
 
 // What passes and backends work on: a graph and how its compute nodes are grouped.
@@ -230,8 +290,14 @@ struct Program {
 // ---- Text form -------------------------------------------------------------------------------
 // One line per node:  %3 = add(%1, %2) {alpha=1.0} : f32[4,8]  # name
 // Graph header: graph NAME {  ... outputs(%5, %7) }
+// Attribute values: integers (5), doubles (always with '.', 'e', inf or nan: 1.0, 1e-06, -inf;
+// shortest text that reads back to the same bits), strings ("..." with \" \\ \n escapes),
+// integer lists ([1,-1]). Attributes print sorted by key. A NAME that is not a plain identifier
+// is printed quoted; a node name runs to the end of the line (\n and \\ escaped). Lines that
+// start with '#' are comments. print(parse(print(g))) == print(g).
 std::string print(const Graph& g);
-// Parses the text form back; throws emmy::Error with the line number on bad input.
+// Parses the text form back, then runs verify(); throws emmy::Error with the line number on bad
+// input (or the verifier's message for a well-formed but invalid graph).
 Graph parse(std::string_view text);
 
 // Kernel features, used by priors and reports.

@@ -1,0 +1,661 @@
+// The reference interpreter. Values are held as doubles and rounded to each node's dtype after
+// the node runs; index arithmetic uses row-major strides.
+#include "ir/interpreter.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+
+#include "emmy/half.hpp"
+#include "emmy/status.hpp"
+
+namespace emmy::ir {
+namespace {
+
+struct Value {
+  TensorType type;
+  std::vector<double> v;
+};
+
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+// For every element of `out` (row-major), the flat index of the element of a tensor of shape
+// `in` that broadcasting maps onto it.
+std::vector<int64_t> broadcast_map(const Shape& in, const Shape& out) {
+  size_t lead = out.size() - in.size();
+  std::vector<int64_t> in_st = strides_of(in);
+  std::vector<int64_t> st(out.size(), 0);  // stride in `in` per output dim (0 = broadcast)
+  for (size_t i = 0; i < in.size(); ++i) st[lead + i] = in[i] == 1 ? 0 : in_st[i];
+  int64_t n = 1;
+  for (int64_t d : out) n *= d;
+  std::vector<int64_t> map(static_cast<size_t>(n));
+  std::vector<int64_t> idx(out.size(), 0);
+  int64_t off = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    map[static_cast<size_t>(e)] = off;
+    for (size_t d = out.size(); d-- > 0;) {  // odometer increment
+      ++idx[d];
+      off += st[d];
+      if (idx[d] < out[d]) break;
+      off -= st[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  return map;
+}
+
+int64_t to_int64(double x) {
+  if (std::isnan(x)) return 0;
+  x = std::trunc(x);
+  if (x >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+  if (x <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(x);
+}
+
+double gelu(double x, bool tanh_approx) {
+  if (tanh_approx) {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+
+class Interpreter {
+ public:
+  explicit Interpreter(const Graph& g) : g_(g), values_(g.nodes.size()) {}
+
+  std::vector<HostTensor> run(const std::vector<HostTensor>& inputs) {
+    auto ids = g_.inputs();
+    if (inputs.size() != ids.size())
+      throw Error("evaluate: graph '" + g_.name + "' has " + std::to_string(ids.size()) +
+                  " inputs, got " + std::to_string(inputs.size()));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const TensorType& want = g_.type(ids[i]);
+      if (inputs[i].type != want)
+        throw Error("evaluate: input " + std::to_string(i) + " ('" + g_.node(ids[i]).name +
+                    "') should be " + to_string(want) + ", got " + to_string(inputs[i].type));
+      values_[static_cast<size_t>(ids[i])] = {want, to_doubles(inputs[i])};
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (n.op == Op::input) continue;
+      Value out;
+      try {
+        out = eval(n);
+      } catch (const Error& e) {
+        std::string who = "node %" + std::to_string(i);
+        if (!n.name.empty()) who += " '" + n.name + "'";
+        throw Error("evaluate: " + who + " (" + std::string(to_string(n.op)) + "): " + e.what());
+      }
+      out.type = n.type;
+      for (double& x : out.v) x = round_to(n.type.dtype, x);
+      values_[i] = std::move(out);
+      release_dead(i);
+    }
+    std::vector<HostTensor> result;
+    for (ValueId v : g_.outputs) {
+      const Value& val = values_.at(static_cast<size_t>(v));
+      result.push_back(from_doubles(val.type, val.v));
+    }
+    return result;
+  }
+
+ private:
+  // Drops values no later node or output needs, so long graphs stay small in memory.
+  void release_dead(size_t i) {
+    if (last_use_.empty()) {
+      last_use_.assign(g_.nodes.size(), 0);
+      for (size_t k = 0; k < g_.nodes.size(); ++k) {
+        last_use_[k] = k;
+        for (ValueId v : g_.nodes[k].inputs) last_use_[static_cast<size_t>(v)] = k;
+      }
+      for (ValueId v : g_.outputs) last_use_[static_cast<size_t>(v)] = g_.nodes.size();
+    }
+    for (ValueId v : g_.nodes[i].inputs)
+      if (last_use_[static_cast<size_t>(v)] == i) values_[static_cast<size_t>(v)].v.clear();
+  }
+
+  const Value& in(const Node& n, size_t k) const {
+    return values_[static_cast<size_t>(n.inputs.at(k))];
+  }
+
+  template <typename F>
+  Value binary(const Node& n, F f) {
+    const Value& a = in(n, 0);
+    const Value& b = in(n, 1);
+    auto ma = broadcast_map(a.type.shape, n.type.shape);
+    auto mb = broadcast_map(b.type.shape, n.type.shape);
+    Value out{n.type, std::vector<double>(ma.size())};
+    for (size_t i = 0; i < ma.size(); ++i)
+      out.v[i] = f(a.v[static_cast<size_t>(ma[i])], b.v[static_cast<size_t>(mb[i])]);
+    return out;
+  }
+
+  template <typename F>
+  Value unary(const Node& n, F f) {
+    const Value& a = in(n, 0);
+    Value out{n.type, std::vector<double>(a.v.size())};
+    for (size_t i = 0; i < a.v.size(); ++i) out.v[i] = f(a.v[i]);
+    return out;
+  }
+
+  Value same_data(const Node& n) { return Value{n.type, in(n, 0).v}; }
+
+  // Gathers out[i] = x[map[i]].
+  static Value gather(const TensorType& t, const Value& x, const std::vector<int64_t>& map) {
+    Value out{t, std::vector<double>(map.size())};
+    for (size_t i = 0; i < map.size(); ++i) out.v[i] = x.v[static_cast<size_t>(map[i])];
+    return out;
+  }
+
+  // For each output element of a permutation of x's dims, the source flat index.
+  static std::vector<int64_t> permute_map(const Shape& in, const std::vector<size_t>& perm) {
+    Shape out(perm.size());
+    std::vector<int64_t> in_st = strides_of(in);
+    std::vector<int64_t> st(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      out[i] = in[perm[i]];
+      st[i] = in_st[perm[i]];
+    }
+    Shape fake = out;  // walk `out` with the strides of `in`
+    int64_t n = 1;
+    for (int64_t d : out) n *= d;
+    std::vector<int64_t> map(static_cast<size_t>(n));
+    std::vector<int64_t> idx(out.size(), 0);
+    int64_t off = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      map[static_cast<size_t>(e)] = off;
+      for (size_t d = out.size(); d-- > 0;) {
+        ++idx[d];
+        off += st[d];
+        if (idx[d] < fake[d]) break;
+        off -= st[d] * idx[d];
+        idx[d] = 0;
+      }
+    }
+    return map;
+  }
+
+  Value reduce(const Node& n) {
+    const Value& x = in(n, 0);
+    const Shape& s = x.type.shape;
+    std::vector<int64_t> dims = n.attr_ints("dims");
+    std::vector<bool> reduced(s.size(), dims.empty());
+    for (int64_t d : dims) {
+      int64_t r = static_cast<int64_t>(s.size());
+      if (r == 0) continue;
+      reduced[static_cast<size_t>(d < 0 ? d + r : d)] = true;
+    }
+    // Output index of each input element: drop reduced dims (keepdim only changes the shape).
+    Shape kept;
+    for (size_t i = 0; i < s.size(); ++i) kept.push_back(reduced[i] ? 1 : s[i]);
+    auto kept_st = strides_of(kept);
+    int64_t out_n = 1;
+    for (int64_t d : kept) out_n *= d;
+    std::vector<double> acc(static_cast<size_t>(out_n),
+                            n.op == Op::amax ? -std::numeric_limits<double>::infinity() : 0.0);
+    std::vector<int64_t> idx(s.size(), 0);
+    int64_t count = out_n == 0 ? 0 : static_cast<int64_t>(x.v.size()) / out_n;
+    for (size_t e = 0; e < x.v.size(); ++e) {
+      int64_t o = 0;
+      for (size_t d = 0; d < s.size(); ++d)
+        if (!reduced[d]) o += idx[d] * kept_st[d];
+      double& a = acc[static_cast<size_t>(o)];
+      double v = x.v[e];
+      if (n.op == Op::amax)
+        a = (std::isnan(v) || std::isnan(a)) ? std::numeric_limits<double>::quiet_NaN()
+                                            : std::max(a, v);
+      else
+        a += v;
+      for (size_t d = s.size(); d-- > 0;) {
+        if (++idx[d] < s[d]) break;
+        idx[d] = 0;
+      }
+    }
+    if (n.op == Op::mean)
+      for (double& a : acc) a /= static_cast<double>(count);
+    return Value{n.type, acc};
+  }
+
+  Value softmax(const Node& n) {
+    const Value& x = in(n, 0);
+    const Shape& s = x.type.shape;
+    int64_t r = static_cast<int64_t>(s.size());
+    int64_t dim = n.attr_int("dim", -1);
+    if (dim < 0) dim += std::max<int64_t>(r, 1);
+    int64_t len = r == 0 ? 1 : s[static_cast<size_t>(dim)];
+    int64_t inner = 1;
+    for (int64_t d = dim + 1; d < r; ++d) inner *= s[static_cast<size_t>(d)];
+    int64_t outer = len * inner == 0 ? 0 : static_cast<int64_t>(x.v.size()) / (len * inner);
+    Value out{n.type, std::vector<double>(x.v.size())};
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        auto at = [&](int64_t j) { return static_cast<size_t>((o * len + j) * inner + i); };
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < len; ++j) m = std::max(m, x.v[at(j)]);
+        double sum = 0;
+        for (int64_t j = 0; j < len; ++j) sum += std::exp(x.v[at(j)] - m);
+        for (int64_t j = 0; j < len; ++j) out.v[at(j)] = std::exp(x.v[at(j)] - m) / sum;
+      }
+    return out;
+  }
+
+  // Batched a[..., M, K] @ b[..., K, N] with broadcast batch dims (torch.matmul's rules).
+  Value matmul(const Node& n, const Value& a, const Value& b) {
+    Shape as = a.type.shape, bs = b.type.shape;
+    bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+    if (a_vec) as.insert(as.begin(), 1);
+    if (b_vec) bs.push_back(1);
+    int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+    Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+    Shape batch(std::max(ab.size(), bb.size()));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      int64_t da = i + ab.size() < batch.size() ? 1 : ab[i + ab.size() - batch.size()];
+      int64_t db = i + bb.size() < batch.size() ? 1 : bb[i + bb.size() - batch.size()];
+      batch[i] = std::max(da, db);
+    }
+    auto amap = broadcast_map(ab, batch);
+    auto bmap = broadcast_map(bb, batch);
+    Value out{n.type, std::vector<double>(amap.size() * static_cast<size_t>(M * N))};
+    for (size_t p = 0; p < amap.size(); ++p) {
+      const double* A = a.v.data() + amap[p] * M * K;
+      const double* B = b.v.data() + bmap[p] * K * N;
+      double* C = out.v.data() + static_cast<int64_t>(p) * M * N;
+      for (int64_t i = 0; i < M; ++i) {  // i-k-j order: rows of B are read contiguously
+        double* row = C + i * N;
+        for (int64_t k = 0; k < K; ++k) {
+          const double aik = A[i * K + k];
+          const double* brow = B + k * N;
+          for (int64_t j = 0; j < N; ++j) row[j] += aik * brow[j];
+        }
+      }
+    }
+    return out;
+  }
+
+  Value linear(const Node& n) {
+    const Value& x = in(n, 0);
+    const Value& w = in(n, 1);
+    int64_t out_f = w.type.shape[0], in_f = w.type.shape[1];
+    int64_t rows = in_f == 0 ? 0 : static_cast<int64_t>(x.v.size()) / in_f;
+    if (in_f == 0) rows = n.type.numel() / std::max<int64_t>(out_f, 1);
+    Value out{n.type, std::vector<double>(static_cast<size_t>(rows * out_f))};
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out_f; ++o) {
+        double acc = n.inputs.size() == 3 ? in(n, 2).v[static_cast<size_t>(o)] : 0.0;
+        for (int64_t k = 0; k < in_f; ++k)
+          acc += x.v[static_cast<size_t>(r * in_f + k)] * w.v[static_cast<size_t>(o * in_f + k)];
+        out.v[static_cast<size_t>(r * out_f + o)] = acc;
+      }
+    return out;
+  }
+
+  Value eval(const Node& n) {
+    const DType t = n.type.dtype;
+    const bool integral_out = !is_floating(t);
+    switch (n.op) {
+      case Op::input: break;
+      case Op::constant: return Value{n.type, {n.attr_double("value", 0.0)}};
+      case Op::linear: return linear(n);
+      case Op::matmul:
+      case Op::bmm: return matmul(n, in(n, 0), in(n, 1));
+      case Op::add: {
+        double alpha = n.attr_double("alpha", 1.0);
+        return binary(n, [&](double a, double b) { return a + alpha * b; });
+      }
+      case Op::sub: {
+        double alpha = n.attr_double("alpha", 1.0);
+        return binary(n, [&](double a, double b) { return a - alpha * b; });
+      }
+      case Op::mul: return binary(n, [](double a, double b) { return a * b; });
+      case Op::div: {
+        std::string mode = n.attr_string("rounding_mode", "none");
+        return binary(n, [&](double a, double b) {
+          if (integral_out && b == 0) throw Error("integer division by zero");
+          double q = a / b;
+          if (mode == "trunc") return std::trunc(q);
+          if (mode == "floor") return std::floor(q);
+          return q;
+        });
+      }
+      case Op::pow:
+        return binary(n, [&](double a, double b) {
+          if (integral_out && b < 0 && std::abs(a) != 1)
+            throw Error("integers to negative integer powers are not allowed");
+          return std::pow(a, b);
+        });
+      case Op::neg: return unary(n, [](double x) { return -x; });
+      case Op::exp: return unary(n, [](double x) { return std::exp(x); });
+      case Op::rsqrt: return unary(n, [](double x) { return 1.0 / std::sqrt(x); });
+      case Op::sqrt: return unary(n, [](double x) { return std::sqrt(x); });
+      case Op::tanh: return unary(n, [](double x) { return std::tanh(x); });
+      case Op::silu: return unary(n, [](double x) { return x / (1.0 + std::exp(-x)); });
+      case Op::sigmoid: return unary(n, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+      case Op::gelu: {
+        bool approx = n.attr_string("approximate", "none") == "tanh";
+        return unary(n, [&](double x) { return gelu(x, approx); });
+      }
+      case Op::mean:
+      case Op::sum:
+      case Op::amax: return reduce(n);
+      case Op::softmax: return softmax(n);
+      case Op::cast:
+      case Op::view:
+      case Op::reshape:
+      case Op::contiguous:
+      case Op::unsqueeze:
+      case Op::squeeze: return same_data(n);  // cast: the rounding after eval converts
+      case Op::transpose: {
+        const Value& x = in(n, 0);
+        size_t r = x.type.shape.size();
+        std::vector<size_t> perm(r);
+        for (size_t i = 0; i < r; ++i) perm[i] = i;
+        if (r > 0) {
+          auto wrap = [&](int64_t d) { return static_cast<size_t>(d < 0 ? d + int64_t(r) : d); };
+          std::swap(perm[wrap(n.attr_int("dim0", 0))], perm[wrap(n.attr_int("dim1", 0))]);
+        }
+        return gather(n.type, x, permute_map(x.type.shape, perm));
+      }
+      case Op::permute: {
+        const Value& x = in(n, 0);
+        auto r = static_cast<int64_t>(x.type.shape.size());
+        std::vector<size_t> perm;
+        for (int64_t d : n.attr_ints("dims")) perm.push_back(static_cast<size_t>(d < 0 ? d + r : d));
+        return gather(n.type, x, permute_map(x.type.shape, perm));
+      }
+      case Op::expand: {
+        const Value& x = in(n, 0);
+        return gather(n.type, x, broadcast_map(x.type.shape, n.type.shape));
+      }
+      case Op::slice: {
+        const Value& x = in(n, 0);
+        const Shape& s = x.type.shape;
+        auto r = static_cast<int64_t>(s.size());
+        int64_t dim = n.attr_int("dim", 0);
+        if (dim < 0) dim += r;
+        int64_t size = s[static_cast<size_t>(dim)];
+        int64_t start = n.attr_int("start", 0);
+        if (start < 0) start += size;
+        start = std::clamp<int64_t>(start, 0, size);
+        int64_t step = n.attr_int("step", 1);
+        int64_t inner = 1;
+        for (int64_t d = dim + 1; d < r; ++d) inner *= s[static_cast<size_t>(d)];
+        int64_t len = n.type.shape[static_cast<size_t>(dim)];
+        int64_t outer = n.type.numel() == 0 ? 0 : n.type.numel() / (len * inner);
+        std::vector<int64_t> map;
+        map.reserve(static_cast<size_t>(n.type.numel()));
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t j = 0; j < len; ++j)
+            for (int64_t i = 0; i < inner; ++i)
+              map.push_back((o * size + start + j * step) * inner + i);
+        return gather(n.type, x, map);
+      }
+      case Op::cat: {
+        const Shape& os = n.type.shape;
+        auto r = static_cast<int64_t>(os.size());
+        int64_t dim = n.attr_int("dim", 0);
+        if (dim < 0) dim += r;
+        int64_t inner = 1;
+        for (int64_t d = dim + 1; d < r; ++d) inner *= os[static_cast<size_t>(d)];
+        int64_t total = os[static_cast<size_t>(dim)];
+        int64_t outer = 1;
+        for (int64_t d = 0; d < dim; ++d) outer *= os[static_cast<size_t>(d)];
+        Value out{n.type, std::vector<double>(static_cast<size_t>(n.type.numel()))};
+        int64_t offset = 0;
+        for (size_t k = 0; k < n.inputs.size(); ++k) {
+          const Value& x = in(n, k);
+          int64_t len = x.type.shape[static_cast<size_t>(dim)];
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t j = 0; j < len * inner; ++j)
+              out.v[static_cast<size_t>((o * total + offset) * inner + j)] =
+                  x.v[static_cast<size_t>(o * len * inner + j)];
+          offset += len;
+        }
+        return out;
+      }
+      case Op::embedding: {
+        const Value& w = in(n, 0);
+        const Value& idx = in(n, 1);
+        int64_t rows = w.type.shape[0], d = w.type.shape[1];
+        Value out{n.type, std::vector<double>(static_cast<size_t>(n.type.numel()))};
+        for (size_t i = 0; i < idx.v.size(); ++i) {
+          auto row = static_cast<int64_t>(idx.v[i]);
+          if (row < 0 || row >= rows)
+            throw Error("embedding index " + std::to_string(row) + " out of range [0, " +
+                        std::to_string(rows) + ")");
+          for (int64_t k = 0; k < d; ++k)
+            out.v[i * static_cast<size_t>(d) + static_cast<size_t>(k)] =
+                w.v[static_cast<size_t>(row * d + k)];
+        }
+        return out;
+      }
+      case Op::where: {
+        const Value& c = in(n, 0);
+        const Value& a = in(n, 1);
+        const Value& b = in(n, 2);
+        auto mc = broadcast_map(c.type.shape, n.type.shape);
+        auto ma = broadcast_map(a.type.shape, n.type.shape);
+        auto mb = broadcast_map(b.type.shape, n.type.shape);
+        Value out{n.type, std::vector<double>(mc.size())};
+        for (size_t i = 0; i < mc.size(); ++i)
+          out.v[i] = c.v[static_cast<size_t>(mc[i])] != 0 ? a.v[static_cast<size_t>(ma[i])]
+                                                          : b.v[static_cast<size_t>(mb[i])];
+        return out;
+      }
+      case Op::masked_fill: {
+        double value = n.attr_double("value", 0.0);
+        return binary(n, [&](double x, double m) { return m != 0 ? value : x; });
+      }
+    }
+    throw Error("the interpreter has no rule for op " + std::string(to_string(n.op)));
+  }
+
+  const Graph& g_;
+  std::vector<Value> values_;
+  std::vector<size_t> last_use_;
+};
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, 1) from the top 53 bits.
+double unit(uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
+
+struct Tolerance {
+  double atol, rtol;
+};
+Tolerance tolerance(DType t) {
+  switch (t) {
+    case DType::f32: return {1e-4, 1e-4};
+    case DType::f16: return {5e-3, 5e-3};
+    case DType::bf16: return {2e-2, 2e-2};
+    case DType::f64: return {1e-9, 1e-9};
+    default: return {0, 0};
+  }
+}
+
+std::string index_string(const Shape& s, int64_t flat) {
+  std::string out = "[";
+  auto st = strides_of(s);
+  for (size_t d = 0; d < s.size(); ++d) {
+    out += (d ? "," : "") + std::to_string(flat / st[d]);
+    flat %= st[d];
+  }
+  return out + "]";
+}
+
+std::string number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+// x as an f32 rounded to odd (truncate, then set the last bit when inexact). Rounding that
+// float to bf16/f16 (far fewer bits) then gives the correctly rounded result; rounding x to f32
+// to nearest first could create a false tie (1 + 2^-8 + 2^-40 would become 1 + 2^-8).
+float round_to_odd_f32(double x) {
+  float f = static_cast<float>(x);
+  if (std::isnan(x) || std::isinf(x) || static_cast<double>(f) == x) return f;
+  if (std::abs(static_cast<double>(f)) > std::abs(x)) f = std::nextafter(f, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+}
+
+}  // namespace
+
+double round_to(DType dtype, double x) {
+  switch (dtype) {
+    case DType::f32: return static_cast<double>(static_cast<float>(x));
+    case DType::f16: return static_cast<double>(round_to_f16(round_to_odd_f32(x)));
+    case DType::bf16: return static_cast<double>(round_to_bf16(round_to_odd_f32(x)));
+    case DType::f64: return x;
+    case DType::i32: return static_cast<double>(static_cast<int32_t>(
+        static_cast<uint32_t>(static_cast<uint64_t>(to_int64(x)))));  // wraps like C++/aten
+    case DType::i64: return static_cast<double>(to_int64(x));
+    case DType::boolean: return x != 0 ? 1.0 : 0.0;
+  }
+  return x;
+}
+
+std::vector<double> to_doubles(const HostTensor& t) {
+  auto n = static_cast<size_t>(t.type.numel());
+  auto need = n * static_cast<size_t>(size_of(t.type.dtype));
+  if (t.data.size() != need)
+    throw Error("host tensor " + to_string(t.type) + " holds " + std::to_string(t.data.size()) +
+                " bytes, expected " + std::to_string(need));
+  std::vector<double> v(n);
+  const unsigned char* p = t.data.data();
+  for (size_t i = 0; i < n; ++i) {
+    switch (t.type.dtype) {
+      case DType::f32: { float f; std::memcpy(&f, p + 4 * i, 4); v[i] = f; break; }
+      case DType::f64: { double d; std::memcpy(&d, p + 8 * i, 8); v[i] = d; break; }
+      case DType::f16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); v[i] = f16_bits_to_f32(h); break; }
+      case DType::bf16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); v[i] = bf16_bits_to_f32(h); break; }
+      case DType::i32: { int32_t x; std::memcpy(&x, p + 4 * i, 4); v[i] = x; break; }
+      case DType::i64: { int64_t x; std::memcpy(&x, p + 8 * i, 8); v[i] = static_cast<double>(x); break; }
+      case DType::boolean: v[i] = p[i] != 0 ? 1.0 : 0.0; break;
+    }
+  }
+  return v;
+}
+
+HostTensor from_doubles(const TensorType& type, const std::vector<double>& values) {
+  auto n = static_cast<size_t>(type.numel());
+  if (values.size() != n)
+    throw Error("from_doubles: " + to_string(type) + " needs " + std::to_string(n) +
+                " values, got " + std::to_string(values.size()));
+  HostTensor t{type, std::vector<unsigned char>(n * static_cast<size_t>(size_of(type.dtype)))};
+  unsigned char* p = t.data.data();
+  for (size_t i = 0; i < n; ++i) {
+    double x = values[i];
+    switch (type.dtype) {
+      case DType::f32: { float f = static_cast<float>(x); std::memcpy(p + 4 * i, &f, 4); break; }
+      case DType::f64: std::memcpy(p + 8 * i, &x, 8); break;
+      case DType::f16: { uint16_t h = f32_to_f16_bits(round_to_odd_f32(x)); std::memcpy(p + 2 * i, &h, 2); break; }
+      case DType::bf16: { uint16_t h = f32_to_bf16_bits(round_to_odd_f32(x)); std::memcpy(p + 2 * i, &h, 2); break; }
+      case DType::i32: { auto v = static_cast<int32_t>(round_to(DType::i32, x)); std::memcpy(p + 4 * i, &v, 4); break; }
+      case DType::i64: { int64_t v = to_int64(x); std::memcpy(p + 8 * i, &v, 8); break; }
+      case DType::boolean: p[i] = x != 0 ? 1 : 0; break;
+    }
+  }
+  return t;
+}
+
+std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& inputs) {
+  if (auto msg = verify(g); !msg.empty()) throw Error("evaluate: invalid graph: " + msg);
+  return Interpreter(g).run(inputs);
+}
+
+std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed) {
+  std::vector<HostTensor> out;
+  auto ids = g.inputs();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const Node& n = g.node(ids[k]);
+    const TensorType& t = n.type;
+    uint64_t state = seed ^ (0xA0761D6478BD642FULL * (k + 1));
+    auto count = static_cast<size_t>(t.numel());
+    std::vector<double> v(count);
+    if (is_floating(t.dtype)) {
+      for (double& x : v) x = 2.0 * unit(state) - 1.0;
+    } else if (t.dtype == DType::boolean) {
+      int64_t cols = t.rank() >= 1 ? t.shape.back() : 1;
+      int64_t rows = t.rank() >= 2 ? t.shape[t.shape.size() - 2] : 1;
+      bool causal = n.attr_string("role", "input") == "causal_mask";
+      for (size_t i = 0; i < count; ++i) {
+        int64_t col = cols ? static_cast<int64_t>(i) % cols : 0;
+        int64_t row = cols && rows ? (static_cast<int64_t>(i) / cols) % rows : 0;
+        v[i] = causal ? (col <= row) : (col == 0 || unit(state) < 0.75);
+      }
+    } else {
+      // Integers: embedding indices must address a row; anything else avoids 0 (divisors).
+      int64_t rows = -1;
+      for (const Node& user : g.nodes)
+        if (user.op == Op::embedding && user.inputs.size() == 2 && user.inputs[1] == ids[k]) {
+          int64_t r = g.type(user.inputs[0]).shape.at(0);
+          rows = rows < 0 ? r : std::min(rows, r);
+        }
+      for (double& x : v) {
+        if (rows > 0) {
+          x = static_cast<double>(splitmix64(state) % static_cast<uint64_t>(rows));
+        } else {
+          auto m = static_cast<int64_t>(splitmix64(state) % 18);  // 0..17 -> -9..-1, 1..9
+          x = static_cast<double>(m < 9 ? m - 9 : m - 8);
+        }
+      }
+    }
+    out.push_back(from_doubles(t, v));
+  }
+  return out;
+}
+
+std::string compare(const HostTensor& expected, const HostTensor& actual) {
+  if (expected.type != actual.type)
+    return "type mismatch: expected " + to_string(expected.type) + ", got " +
+           to_string(actual.type);
+  std::vector<double> e = to_doubles(expected), a = to_doubles(actual);
+  Tolerance tol = tolerance(expected.type.dtype);
+  size_t bad = 0;
+  size_t worst = 0;
+  double worst_excess = -1;
+  for (size_t i = 0; i < e.size(); ++i) {
+    double x = e[i], y = a[i];
+    bool ok;
+    double excess = 0;
+    if (std::isnan(x) || std::isnan(y)) {
+      ok = std::isnan(x) && std::isnan(y);
+      excess = std::numeric_limits<double>::infinity();
+    } else if (std::isinf(x) || std::isinf(y)) {
+      ok = x == y;
+      excess = std::numeric_limits<double>::infinity();
+    } else {
+      double allowed = tol.atol + tol.rtol * std::abs(x);
+      double diff = std::abs(x - y);
+      ok = diff <= allowed;
+      excess = allowed > 0 ? diff / allowed : diff;
+    }
+    if (ok) continue;
+    ++bad;
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      worst = i;
+    }
+  }
+  if (bad == 0) return "";
+  return std::to_string(bad) + " of " + std::to_string(e.size()) + " elements of " +
+         to_string(expected.type) + " differ beyond tolerance (atol " + number(tol.atol) +
+         ", rtol " + number(tol.rtol) + "); worst at " +
+         index_string(expected.type.shape, static_cast<int64_t>(worst)) + ": expected " +
+         number(e[worst]) + ", got " + number(a[worst]);
+}
+
+}  // namespace emmy::ir

@@ -1,0 +1,57 @@
+// The reference interpreter: evaluates any graph (or slice) on the CPU. It is the oracle every
+// backend checks its candidates against (DESIGN.md, Backends and measurement).
+//
+// Every op computes in double precision (matmuls and reductions accumulate in f64) and rounds
+// each node's result to the node's dtype, as aten's CPU kernels compute in a wider "opmath"
+// type and round once. Integers are carried exactly up to 2^53.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emmy/ir.hpp"
+
+namespace emmy::ir {
+
+// A dense tensor in host memory: row-major, contiguous; f16/bf16 stored as their 16-bit
+// patterns, bool as one byte (0 or 1).
+struct HostTensor {
+  TensorType type;
+  std::vector<unsigned char> data;
+};
+
+// Values of a tensor as doubles (decoding f16/bf16/ints/bool), and back (rounding each value to
+// the dtype: round-to-nearest-even for floats, truncation toward zero and wrap-around for
+// integers, nonzero -> true for bool).
+std::vector<double> to_doubles(const HostTensor& t);
+HostTensor from_doubles(const TensorType& type, const std::vector<double>& values);
+// One value rounded to what `dtype` can hold (the same rounding as from_doubles).
+double round_to(DType dtype, double value);
+
+// Evaluates `g`. `inputs` are given in g.inputs() order and must match their types; returns
+// one tensor per g.outputs entry. Throws emmy::Error (naming the node) on an input mismatch,
+// an embedding index out of range, an integer division by zero or an invalid graph.
+std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& inputs);
+
+// Deterministic random inputs for g.inputs() (same seed, same tensors on every machine):
+// floats uniform in [-1, 1); integers used as embedding indices in [0, rows), other integers
+// in [-9, 9] without 0 (safe divisors); bool inputs of role "causal_mask" lower-triangular
+// (true where column <= row), other bool inputs random (3/4 true) with the first element of
+// every last-dimension row true, so no softmax row is fully masked.
+std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed);
+
+// "" when `actual` matches `expected` within the dtype's tolerance (|a - e| <= atol + rtol*|e|:
+// f32 1e-4, f16 5e-3, bf16 2e-2, f64 1e-9; integers and bool exactly; NaN matches NaN, an
+// infinity matches the same infinity), else a message with the mismatch count, the worst index
+// and both values there. Types (dtype and shape) must agree.
+std::string compare(const HostTensor& expected, const HostTensor& actual);
+
+}  // namespace emmy::ir
+
+namespace emmy {
+using ir::compare;
+using ir::evaluate;
+using ir::HostTensor;
+using ir::random_inputs;
+}  // namespace emmy

@@ -1,0 +1,331 @@
+// The reference interpreter against hand-computed results for every op.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "emmy/half.hpp"
+#include "emmy/ir.hpp"
+#include "emmy/status.hpp"
+#include "ir/interpreter.hpp"
+#include "random_graph.hpp"
+
+namespace emmy::ir {
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+// A graph under construction plus the values of its inputs, evaluated in one call.
+struct Case {
+  Graph g;
+  Builder b{g};
+  std::vector<HostTensor> inputs;
+
+  ValueId in(DType d, Shape s, std::vector<double> v) {
+    TensorType t{d, std::move(s)};
+    inputs.push_back(from_doubles(t, v));
+    return b.input("in" + std::to_string(inputs.size()), t);
+  }
+  // Evaluates with `out` as the only output: its type and values.
+  std::pair<TensorType, std::vector<double>> run(ValueId out) {
+    g.outputs = {out};
+    auto r = evaluate(g, inputs);
+    return {r.at(0).type, to_doubles(r.at(0))};
+  }
+  std::vector<double> values(ValueId out) { return run(out).second; }
+};
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want,
+                 double tol = 1e-6) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i]) || std::isnan(want[i]))
+      EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+          << i << ": " << got[i] << " vs " << want[i];
+    else
+      EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+  }
+}
+
+TEST(Interpreter, LinearMatmulBmm) {
+  Case c;
+  auto x = c.in(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto w = c.in(DType::f32, {2, 3}, {1, 0, -1, 0.5, 0.5, 0.5});
+  auto bias = c.in(DType::f32, {2}, {10, 20});
+  expect_near(c.values(c.b.op(Op::linear, {x, w, bias})), {8, 23, 8, 27.5});
+  expect_near(c.values(c.b.linear(x, w)), {-2, 3, -2, 7.5});
+
+  Case m;
+  auto a = m.in(DType::f32, {2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto col = m.in(DType::f32, {2, 1}, {1, 1});
+  auto r = m.run(m.b.matmul(a, col));  // batch broadcast of a 2-D right operand
+  EXPECT_EQ(r.first.shape, (Shape{2, 2, 1}));
+  expect_near(r.second, {3, 7, 11, 15});
+  auto v1 = m.in(DType::f32, {3}, {1, 2, 3});
+  auto v2 = m.in(DType::f32, {3}, {4, 5, 6});
+  expect_near(m.values(m.b.matmul(v1, v2)), {32});
+  auto vec2 = m.in(DType::f32, {2}, {1, -1});
+  expect_near(m.values(m.b.matmul(a, vec2)), {-1, -1, -1, -1});  // [2,2,2] @ [2] -> [2,2]
+  expect_near(m.values(m.b.op(Op::bmm, {a, a})),
+              {7, 10, 15, 22, 67, 78, 91, 106});
+}
+
+TEST(Interpreter, ArithmeticWithBroadcastingAndAlpha) {
+  Case c;
+  auto x = c.in(DType::f32, {2, 1}, {1, 2});
+  auto y = c.in(DType::f32, {3}, {10, 20, 30});
+  expect_near(c.values(c.b.op(Op::add, {x, y}, {{"alpha", 2.0}})), {21, 41, 61, 22, 42, 62});
+  expect_near(c.values(c.b.sub(x, y)), {-9, -19, -29, -8, -18, -28});
+  expect_near(c.values(c.b.mul(x, y)), {10, 20, 30, 20, 40, 60});
+  expect_near(c.values(c.b.div(y, x)), {10, 20, 30, 5, 10, 15});
+  expect_near(c.values(c.b.op(Op::pow, {x, c.b.constant(3.0)})), {1, 8});
+  expect_near(c.values(c.b.unary(Op::neg, x)), {-1, -2});
+}
+
+TEST(Interpreter, IntegerDivisionPowAndOverflow) {
+  Case c;
+  auto a = c.in(DType::i32, {4}, {7, -7, 7, -7});
+  auto d = c.in(DType::i32, {4}, {2, 2, -2, -2});
+  auto t = c.run(c.b.div(a, d));
+  EXPECT_EQ(t.first.dtype, DType::f32);
+  expect_near(t.second, {3.5, -3.5, -3.5, 3.5});
+  auto tr = c.run(c.b.op(Op::div, {a, d}, {{"rounding_mode", std::string("trunc")}}));
+  EXPECT_EQ(tr.first.dtype, DType::i32);
+  expect_near(tr.second, {3, -3, -3, 3});
+  expect_near(c.values(c.b.op(Op::div, {a, d}, {{"rounding_mode", std::string("floor")}})),
+              {3, -4, -4, 3});
+  expect_near(c.values(c.b.op(Op::pow, {d, c.b.constant(3, DType::i64)})), {8, 8, -8, -8});
+  auto big = c.in(DType::i32, {1}, {2147483647});
+  expect_near(c.values(c.b.add(big, c.b.constant(1, DType::i64))), {-2147483648.0});  // wraps
+  auto zero = c.in(DType::i32, {4}, {1, 0, 1, 1});
+  c.g.outputs = {c.b.op(Op::div, {a, zero}, {{"rounding_mode", std::string("trunc")}}, "q")};
+  try {
+    evaluate(c.g, c.inputs);
+    FAIL() << "integer division by zero must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'q'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("division by zero"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Interpreter, UnaryFunctions) {
+  Case c;
+  auto x = c.in(DType::f32, {3}, {0, 1, -2});
+  const double e = std::exp(1.0);
+  expect_near(c.values(c.b.unary(Op::exp, x)), {1, e, std::exp(-2.0)});
+  expect_near(c.values(c.b.unary(Op::tanh, x)), {0, std::tanh(1.0), std::tanh(-2.0)});
+  expect_near(c.values(c.b.unary(Op::sigmoid, x)), {0.5, 1 / (1 + 1 / e), 1 / (1 + e * e)});
+  expect_near(c.values(c.b.unary(Op::silu, x)), {0, 1 / (1 + 1 / e), -2 / (1 + e * e)});
+  // erf-based and tanh-approximated GELU at 1 and -2 (values from the closed forms).
+  expect_near(c.values(c.b.unary(Op::gelu, x)), {0, 0.8413447460685429, -0.04550026389635842});
+  expect_near(c.values(c.b.op(Op::gelu, {x}, {{"approximate", std::string("tanh")}})),
+              {0, 0.8411919906082768, -0.04540230591222});
+  auto p = c.in(DType::f32, {3}, {4, 9, 0});
+  expect_near(c.values(c.b.unary(Op::sqrt, p)), {2, 3, 0});
+  expect_near(c.values(c.b.unary(Op::rsqrt, p)), {0.5, 1.0 / 3, kInf});
+  auto i = c.in(DType::i64, {2}, {0, 1});
+  auto r = c.run(c.b.unary(Op::exp, i));  // integers give f32
+  EXPECT_EQ(r.first.dtype, DType::f32);
+  expect_near(r.second, {1, e});
+}
+
+TEST(Interpreter, ReductionsAndKeepdim) {
+  Case c;
+  auto x = c.in(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto m = c.run(c.b.mean(x, {-1}, true));
+  EXPECT_EQ(m.first.shape, (Shape{2, 1}));
+  expect_near(m.second, {2, 5});
+  expect_near(c.values(c.b.op(Op::sum, {x}, {{"dims", std::vector<int64_t>{0}}})), {5, 7, 9});
+  auto all = c.run(c.b.op(Op::amax, {x}));
+  EXPECT_EQ(all.first.shape, Shape{});
+  expect_near(all.second, {6});
+  auto i = c.in(DType::i32, {2, 2}, {1, 2, 3, 4});
+  auto s = c.run(c.b.op(Op::sum, {i}, {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t(1)}}));
+  EXPECT_EQ(s.first, (TensorType{DType::i64, {2, 1}}));
+  expect_near(s.second, {3, 7});
+  auto bl = c.in(DType::boolean, {4}, {1, 0, 1, 1});
+  expect_near(c.values(c.b.op(Op::sum, {bl})), {3});
+  auto n = c.in(DType::f32, {2}, {1, std::nan("")});
+  EXPECT_TRUE(std::isnan(c.values(c.b.op(Op::amax, {n}))[0]));  // NaN propagates
+}
+
+TEST(Interpreter, Softmax) {
+  Case c;
+  auto x = c.in(DType::f32, {2, 2}, {0, std::log(2.0), 5, 5});
+  expect_near(c.values(c.b.softmax(x, -1)), {1.0 / 3, 2.0 / 3, 0.5, 0.5});
+  double a = 1 / (1 + std::exp(5.0)), bb = 1 / (1 + std::exp(5.0 - std::log(2.0)));
+  expect_near(c.values(c.b.softmax(x, 0)), {a, bb, 1 - a, 1 - bb});
+  auto masked = c.in(DType::f32, {3}, {-kInf, 0, -kInf});
+  expect_near(c.values(c.b.softmax(masked, 0)), {0, 1, 0});
+}
+
+TEST(Interpreter, CastsAndDtypeEdgeCases) {
+  Case c;
+  auto x = c.in(DType::f32, {4}, {1.7, -1.7, 0.5, 0});
+  expect_near(c.values(c.b.cast(x, DType::i32)), {1, -1, 0, 0});  // truncation toward zero
+  expect_near(c.values(c.b.cast(x, DType::boolean)), {1, 1, 1, 0});
+  auto big = c.in(DType::f32, {3}, {65519, 65520, 1e-8});
+  expect_near(c.values(c.b.cast(big, DType::f16)), {65504, kInf, 0}, 0);
+  // bf16 keeps 8 significant bits: ties go to even.
+  auto one = c.in(DType::bf16, {2}, {1, 1});
+  auto bump = c.in(DType::f32, {2}, {1.0 / 256, 3.0 / 256});
+  auto sum = c.b.cast(c.b.add(c.b.cast(one, DType::f32), bump), DType::bf16);
+  expect_near(c.values(sum), {1.0, 1.015625}, 0);
+  // A bf16 tensor times a wrapped float stays bf16 and is rounded once.
+  auto r = c.run(c.b.mul(one, c.b.constant(1.0 + 1.0 / 128 + 1.0 / 1024)));
+  EXPECT_EQ(r.first.dtype, DType::bf16);
+  expect_near(r.second, {1.0078125, 1.0078125}, 0);
+  // Rounding straight from f64: just above a bf16 tie rounds up (no false tie via f32).
+  const double above_tie = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
+  EXPECT_EQ(round_to(DType::bf16, above_tie), 1.0 + std::ldexp(1.0, -7));
+  EXPECT_EQ(round_to(DType::bf16, 1.0 + std::ldexp(1.0, -8)), 1.0);
+  EXPECT_EQ(round_to(DType::f16, 2049.0 + 1e-9), 2050.0);
+  EXPECT_EQ(round_to(DType::f16, -2049.0), -2048.0);
+  EXPECT_EQ(to_doubles(from_doubles({DType::bf16, {1}}, {above_tie}))[0], 1.0 + 1.0 / 128);
+  EXPECT_EQ(round_to(DType::i32, 3e9), static_cast<double>(static_cast<int32_t>(3000000000u)));
+  auto h = c.in(DType::f16, {1}, {2048});
+  expect_near(c.values(c.b.add(h, c.b.constant(1.0))), {2048}, 0);  // 2049 ties to even 2048
+  auto t = c.in(DType::f16, {1}, {2048});
+  expect_near(c.values(c.b.add(t, c.b.constant(3.0))), {2052}, 0);  // 2051 ties to even 2052
+}
+
+TEST(Interpreter, LayoutOps) {
+  Case c;
+  auto x = c.in(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  expect_near(c.values(c.b.transpose(x, 0, 1)), {1, 4, 2, 5, 3, 6});
+  expect_near(c.values(c.b.reshape(x, {3, 2})), {1, 2, 3, 4, 5, 6});
+  expect_near(c.values(c.b.op(Op::view, {x}, {{"shape", std::vector<int64_t>{-1}}})),
+              {1, 2, 3, 4, 5, 6});
+  expect_near(c.values(c.b.op(Op::contiguous, {x})), {1, 2, 3, 4, 5, 6});
+  auto u = c.b.op(Op::unsqueeze, {x}, {{"dim", int64_t(0)}});
+  expect_near(c.values(c.b.op(Op::squeeze, {u})), {1, 2, 3, 4, 5, 6});
+  auto cube = c.in(DType::f32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  expect_near(c.values(c.b.op(Op::permute, {cube}, {{"dims", std::vector<int64_t>{2, 0, 1}}})),
+              {0, 2, 4, 6, 1, 3, 5, 7});
+  auto col = c.in(DType::f32, {3, 1}, {1, 2, 3});
+  auto ex = c.run(c.b.op(Op::expand, {col}, {{"shape", std::vector<int64_t>{2, -1, 2}}}));
+  EXPECT_EQ(ex.first.shape, (Shape{2, 3, 2}));
+  expect_near(ex.second, {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+  auto row = c.in(DType::f32, {2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  expect_near(c.values(c.b.op(Op::slice, {row}, {{"dim", int64_t(-1)}, {"start", int64_t(1)},
+                                                  {"end", int64_t(100)}, {"step", int64_t(2)}})),
+              {1, 3, 6, 8});
+  expect_near(c.values(c.b.op(Op::slice, {row}, {{"dim", int64_t(0)}, {"start", int64_t(-1)}})),
+              {5, 6, 7, 8, 9});
+  auto a = c.in(DType::i32, {2, 1}, {1, 2});
+  auto b = c.in(DType::f32, {2, 2}, {3, 4, 5, 6});
+  auto cat = c.run(c.b.op(Op::cat, {a, b}, {{"dim", int64_t(1)}}));
+  EXPECT_EQ(cat.first, (TensorType{DType::f32, {2, 3}}));
+  expect_near(cat.second, {1, 3, 4, 2, 5, 6});
+  expect_near(c.values(c.b.op(Op::cat, {b, b})), {3, 4, 5, 6, 3, 4, 5, 6});
+}
+
+TEST(Interpreter, EmbeddingWhereMaskedFill) {
+  Case c;
+  auto w = c.in(DType::f32, {3, 2}, {0, 1, 10, 11, 20, 21});
+  auto ids = c.in(DType::i64, {3}, {2, 0, 2});
+  expect_near(c.values(c.b.op(Op::embedding, {w, ids})), {20, 21, 0, 1, 20, 21});
+  auto cond = c.in(DType::boolean, {2}, {1, 0});
+  auto x = c.in(DType::f32, {2, 2}, {1, 2, 3, 4});
+  expect_near(c.values(c.b.op(Op::where, {cond, x, c.b.constant(-1.0)})), {1, -1, 3, -1});
+  auto ia = c.in(DType::i32, {2}, {5, 6});
+  auto ib = c.in(DType::i32, {2}, {7, 8});
+  auto iw = c.run(c.b.op(Op::where, {cond, ia, ib}));
+  EXPECT_EQ(iw.first.dtype, DType::i32);
+  expect_near(iw.second, {5, 8});
+  auto mask = c.in(DType::boolean, {3}, {0, 1, 0});
+  auto v = c.in(DType::f32, {3}, {1, 2, 3});
+  expect_near(c.values(c.b.op(Op::masked_fill, {v, mask}, {{"value", -kInf}})), {1, -kInf, 3});
+
+  Case bad;
+  auto bw = bad.in(DType::f32, {2, 2}, {0, 1, 2, 3});
+  auto bi = bad.in(DType::i32, {1}, {2});
+  bad.g.outputs = {bad.b.op(Op::embedding, {bw, bi})};
+  EXPECT_THROW(evaluate(bad.g, bad.inputs), Error);
+}
+
+TEST(Interpreter, AttentionByHand) {
+  Case c;
+  auto q = c.in(DType::f32, {2, 2}, {1, 0, 0, 1});
+  auto k = c.in(DType::f32, {2, 2}, {1, 0, 0, 1});
+  auto v = c.in(DType::f32, {2, 2}, {1, 2, 3, 4});
+  size_t inputs_before = c.g.inputs().size();
+  auto out = build_attention(c.b, q, k, v, -1, 1.0, true);
+  ASSERT_EQ(c.g.inputs().size(), inputs_before + 1);  // the causal mask
+  c.inputs.push_back(random_inputs(c.g, 0).back());   // lower-triangular
+  // Row 0 sees key 0 only; row 1 sees both with scores (0, 1).
+  double p0 = 1 / (1 + std::exp(1.0)), p1 = 1 - p0;
+  expect_near(c.values(out), {1, 2, p0 * 1 + p1 * 3, p0 * 2 + p1 * 4});
+}
+
+TEST(Interpreter, InputChecksAndDeterministicRandomInputs) {
+  Graph g;
+  Builder b(g);
+  auto w = b.input("w", {DType::bf16, {7, 4}}, "weight");
+  auto ids = b.input("ids", {DType::i32, {5, 6}});
+  auto m = b.input("m", {DType::boolean, {3, 4}});
+  auto cm = b.input("cm", {DType::boolean, {4, 4}}, "causal_mask");
+  auto d = b.input("d", {DType::i64, {50}});
+  auto e = b.op(Op::embedding, {w, ids});
+  b.output(e);
+  b.output(m);
+  b.output(cm);
+  b.output(d);
+  auto r1 = random_inputs(g, 5);
+  auto r2 = random_inputs(g, 5);
+  auto r3 = random_inputs(g, 6);
+  ASSERT_EQ(r1.size(), 5u);
+  for (size_t i = 0; i < r1.size(); ++i) EXPECT_EQ(r1[i].data, r2[i].data);
+  EXPECT_NE(r1[0].data, r3[0].data);
+  for (double x : to_doubles(r1[0])) EXPECT_TRUE(x >= -1 && x < 1);
+  for (double x : to_doubles(r1[1])) EXPECT_TRUE(x >= 0 && x < 7 && x == std::floor(x));
+  auto mv = to_doubles(r1[2]);
+  for (size_t row = 0; row < 3; ++row) EXPECT_EQ(mv[row * 4], 1.0);
+  auto cv = to_doubles(r1[3]);
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t j = 0; j < 4; ++j) EXPECT_EQ(cv[i * 4 + j], j <= i ? 1.0 : 0.0);
+  for (double x : to_doubles(r1[4])) EXPECT_TRUE(x != 0 && x >= -9 && x <= 9);
+  EXPECT_EQ(evaluate(g, r1).size(), 4u);
+  auto wrong = r1;
+  wrong[0] = from_doubles({DType::f32, {7, 4}}, std::vector<double>(28, 0.0));
+  EXPECT_THROW(evaluate(g, wrong), Error);
+  wrong.pop_back();
+  EXPECT_THROW(evaluate(g, wrong), Error);
+}
+
+TEST(Interpreter, EvaluatesRandomGraphsDeterministically) {
+  for (uint64_t seed = 200; seed < 230; ++seed) {
+    Graph g = testing::random_graph(seed);
+    auto inputs = random_inputs(g, seed);
+    auto a = evaluate(g, inputs);
+    auto b = evaluate(parse(print(g)), inputs);
+    ASSERT_EQ(a.size(), g.outputs.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].type, g.type(g.outputs[i]));
+      EXPECT_EQ(a[i].data, b[i].data);
+    }
+  }
+}
+
+TEST(Compare, TolerancesAndMessages) {
+  TensorType f{DType::f32, {2, 2}};
+  auto e = from_doubles(f, {1, 2, 3, 4});
+  EXPECT_EQ(compare(e, from_doubles(f, {1, 2, 3.00005, 4})), "");
+  std::string msg = compare(e, from_doubles(f, {1, 2, 3.01, 4}));
+  EXPECT_NE(msg.find("1 of 4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[1,0]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected 3"), std::string::npos) << msg;
+  TensorType h{DType::bf16, {2}};
+  EXPECT_EQ(compare(from_doubles(h, {1, 100}), from_doubles(h, {1.0078125, 101})), "");
+  EXPECT_NE(compare(from_doubles(h, {1, 100}), from_doubles(h, {1.0625, 100})), "");
+  TensorType i{DType::i32, {2}};
+  EXPECT_NE(compare(from_doubles(i, {1, 2}), from_doubles(i, {1, 3})), "");
+  TensorType n{DType::f32, {2}};
+  EXPECT_EQ(compare(from_doubles(n, {std::nan(""), -kInf}), from_doubles(n, {std::nan(""), -kInf})),
+            "");
+  EXPECT_NE(compare(from_doubles(n, {1, -kInf}), from_doubles(n, {std::nan(""), kInf})), "");
+  EXPECT_NE(compare(e, from_doubles(n, {1, 2})).find("type mismatch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace emmy::ir

@@ -1,0 +1,260 @@
+// Structural keys, groupings, boundaries, kernel names/stats and slices.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <set>
+
+#include "emmy/ir.hpp"
+#include "emmy/status.hpp"
+#include "ir/interpreter.hpp"
+
+namespace emmy::ir {
+namespace {
+
+struct RmsOptions {
+  int64_t hidden = 64;
+  DType dtype = DType::f32;
+  double eps = 1e-6;
+  Op square = Op::mul;      // x*x (mutation: pow)
+  int64_t keepdim = 1;      // (mutation: 0 with an unsqueeze after)
+  bool weight_first = false;  // dataflow mutation: weight * (x * r) instead of (x * r) * weight
+};
+
+// RMSNorm: x * rsqrt(mean(x*x, -1, keepdim) + eps) * weight. Returns its node ids.
+std::vector<ValueId> rmsnorm(Builder& b, ValueId x, ValueId w, const RmsOptions& o,
+                             const std::string& prefix, ValueId* out) {
+  std::vector<ValueId> ids;
+  auto keep = [&](ValueId v) { ids.push_back(v); return v; };
+  ValueId sq = keep(o.square == Op::mul ? b.op(Op::mul, {x, x}, {}, prefix + ".sq")
+                                        : b.op(Op::pow, {x, b.constant(2.0)}, {}, prefix + ".sq"));
+  ValueId m = keep(b.op(Op::mean, {sq}, {{"dims", std::vector<int64_t>{-1}}, {"keepdim", o.keepdim}},
+                        prefix + ".mean"));
+  if (!o.keepdim) m = keep(b.op(Op::unsqueeze, {m}, {{"dim", int64_t(-1)}}));
+  ValueId e = keep(b.op(Op::add, {m, b.constant(o.eps)}, {}, prefix + ".eps"));
+  ValueId r = keep(b.op(Op::rsqrt, {e}, {}, prefix + ".rsqrt"));
+  ValueId n = keep(b.op(Op::mul, {x, r}, {}, prefix + ".norm"));
+  ValueId y = keep(o.weight_first ? b.op(Op::mul, {w, n}, {}, prefix + ".out")
+                                  : b.op(Op::mul, {n, w}, {}, prefix + ".out"));
+  *out = y;
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// A two-layer graph: rmsnorm -> linear -> rmsnorm, the norms with different names and ids.
+struct TwoNorms {
+  Graph g;
+  Kernel first, second, lin;
+};
+TwoNorms two_norms(const RmsOptions& o1, const RmsOptions& o2) {
+  TwoNorms t;
+  t.g.name = "two";
+  Builder b(t.g);
+  ValueId x = b.input("x", {o1.dtype, {8, o1.hidden}});
+  ValueId w1 = b.input("layers.0.norm.weight", {o1.dtype, {o1.hidden}}, "weight");
+  ValueId y1;
+  t.first.nodes = rmsnorm(b, x, w1, o1, "layers.0", &y1);
+  ValueId pw = b.input("proj", {o1.dtype, {o2.hidden, o1.hidden}}, "weight");
+  ValueId h = b.linear(y1, pw);
+  t.lin.nodes = {h};
+  if (o2.dtype != o1.dtype) {
+    h = b.cast(h, o2.dtype);
+    t.lin.nodes.push_back(h);
+  }
+  ValueId w2 = b.input("layers.1.norm.weight", {o2.dtype, {o2.hidden}}, "weight");
+  ValueId y2;
+  t.second.nodes = rmsnorm(b, h, w2, o2, "layers.1.other_name", &y2);
+  b.output(y2);
+  return t;
+}
+
+TEST(StructuralKey, IdenticalLayersShareOneKey) {
+  TwoNorms t = two_norms({}, {});
+  std::string k1 = structural_key(t.g, t.first);
+  std::string k2 = structural_key(t.g, t.second);
+  EXPECT_EQ(k1.size(), 32u);
+  EXPECT_EQ(k1.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(t.first.nodes, t.second.nodes);
+  EXPECT_EQ(k1, k2);
+  // Rebuilding gives the same key (no pointers or hash-table order involved), and a kernel's
+  // templ and knobs are not part of what it computes.
+  TwoNorms again = two_norms({}, {});
+  again.second.templ = "rowwise";
+  again.second.knobs["threads"] = 256;
+  EXPECT_EQ(structural_key(again.g, again.second), k1);
+  // The same kernel read back from the text form (fresh nodes, same content) has the same key.
+  EXPECT_EQ(structural_key(t.g, t.first), structural_key(parse(print(t.g)), t.first));
+}
+
+TEST(StructuralKey, EachMutationKindChangesTheKey) {
+  std::string base = structural_key(two_norms({}, {}).g, two_norms({}, {}).second);
+  std::map<std::string, RmsOptions> mutations;
+  mutations["shape"].hidden = 32;
+  mutations["dtype"].dtype = DType::bf16;
+  mutations["op"].square = Op::pow;
+  mutations["attribute (constant value)"].eps = 1e-5;
+  mutations["attribute (keepdim)"].keepdim = 0;
+  mutations["dataflow"].weight_first = true;
+  std::set<std::string> keys = {base};
+  for (const auto& [what, o] : mutations) {
+    TwoNorms t = two_norms({}, o);
+    std::string k = structural_key(t.g, t.second);
+    EXPECT_NE(k, base) << what;
+    keys.insert(k);
+  }
+  EXPECT_EQ(keys.size(), mutations.size() + 1);  // all distinct
+}
+
+TEST(StructuralKey, AttributeAndBoundaryChanges) {
+  // softmax dim attribute; and which values leave the kernel.
+  auto build = [](int64_t dim, bool expose_mid) {
+    Graph g;
+    Builder b(g);
+    ValueId x = b.input("x", {DType::f32, {4, 4}});
+    ValueId e = b.unary(Op::exp, x);
+    ValueId s = b.softmax(e, dim);
+    b.output(s);
+    if (expose_mid) b.output(e);
+    return std::make_pair(g, Kernel{{e, s}, "", {}});
+  };
+  auto [g0, k0] = build(-1, false);
+  auto [g1, k1] = build(0, false);
+  auto [g2, k2] = build(-1, true);
+  EXPECT_NE(structural_key(g0, k0), structural_key(g1, k1));
+  EXPECT_NE(structural_key(g0, k0), structural_key(g2, k2));
+  // alpha given as an integer literal means the same as the double.
+  Graph a, c;
+  Builder ba(a), bc(c);
+  ValueId xa = ba.input("x", {DType::f32, {3}});
+  ValueId xc = bc.input("x", {DType::f32, {3}});
+  ValueId sa = ba.op(Op::add, {xa, xa}, {{"alpha", int64_t(2)}});
+  ValueId sc = bc.op(Op::add, {xc, xc}, {{"alpha", 2.0}});
+  EXPECT_EQ(structural_key(a, Kernel{{sa}, "", {}}), structural_key(c, Kernel{{sc}, "", {}}));
+}
+
+TEST(StructuralKey, EquivalentSpellingsOfAttributesShareAKey) {
+  auto key_of = [](const std::function<ValueId(Builder&, ValueId)>& body) {
+    Graph g;
+    Builder b(g);
+    ValueId x = b.input("x", {DType::f32, {4, 6}});
+    ValueId y = body(b, x);
+    b.output(y);
+    return structural_key(g, Kernel{{y}, "", {}});
+  };
+  EXPECT_EQ(key_of([](Builder& b, ValueId x) { return b.softmax(x, -1); }),
+            key_of([](Builder& b, ValueId x) { return b.softmax(x, 1); }));
+  EXPECT_EQ(key_of([](Builder& b, ValueId x) { return b.op(Op::mean, {x}); }),
+            key_of([](Builder& b, ValueId x) { return b.mean(x, {1, -2}, false); }));
+  EXPECT_EQ(key_of([](Builder& b, ValueId x) { return b.transpose(x, -1, 0); }),
+            key_of([](Builder& b, ValueId x) { return b.transpose(x, 0, 1); }));
+  EXPECT_EQ(key_of([](Builder& b, ValueId x) { return b.slice(x, -1, -4, 100); }),
+            key_of([](Builder& b, ValueId x) { return b.op(Op::slice, {x}, {{"dim", int64_t(1)}, {"start", int64_t(2)}}); }));
+  EXPECT_NE(key_of([](Builder& b, ValueId x) { return b.slice(x, -1, -4, 100); }),
+            key_of([](Builder& b, ValueId x) { return b.slice(x, -1, -4, 100, 2); }));
+}
+
+TEST(Grouping, BoundaryVerifyAndSingleton) {
+  TwoNorms t = two_norms({}, {});
+  KernelBoundary b1 = boundary(t.g, t.first);
+  EXPECT_EQ(b1.inputs, (std::vector<ValueId>{0, 1}));  // x and weight; eps constant embedded
+  EXPECT_EQ(b1.outputs, (std::vector<ValueId>{t.first.nodes.back()}));
+  KernelBoundary b2 = boundary(t.g, t.second);
+  EXPECT_EQ(b2.inputs.front(), t.lin.nodes.front());
+  EXPECT_EQ(b2.outputs, (std::vector<ValueId>{t.g.outputs[0]}));
+
+  Grouping good{{t.first, t.lin, t.second}};
+  EXPECT_EQ(verify_grouping(t.g, good), "");
+  Grouping singles = singleton_grouping(t.g);
+  EXPECT_EQ(singles.kernels.size(), t.g.compute_node_count());
+  EXPECT_EQ(verify_grouping(t.g, singles), "");
+
+  Grouping missing{{t.first, t.second}};
+  EXPECT_NE(verify_grouping(t.g, missing).find("in no kernel"), std::string::npos);
+  Grouping twice{{t.first, t.lin, t.second, t.lin}};
+  EXPECT_NE(verify_grouping(t.g, twice).find("is in both kernel"), std::string::npos);
+  Kernel with_input = t.lin;
+  with_input.nodes.insert(with_input.nodes.begin(), 0);
+  EXPECT_NE(verify_grouping(t.g, {{t.first, with_input, t.second}}).find("not a compute node"),
+            std::string::npos);
+  // A cycle: {first norm's last op + the linear} and {the rest of the first norm}.
+  Kernel a{{t.first.nodes.back(), t.lin.nodes[0]}, "", {}};
+  Kernel c{std::vector<ValueId>(t.first.nodes.begin(), t.first.nodes.end() - 1), "", {}};
+  // c feeds a (norm.out reads norm.norm), and a ... does not feed c: make it so by merging the
+  // second norm's first op into c, which reads the linear's output.
+  c.nodes.push_back(t.second.nodes[0]);
+  Kernel rest{std::vector<ValueId>(t.second.nodes.begin() + 1, t.second.nodes.end()), "", {}};
+  std::string msg = verify_grouping(t.g, {{a, c, rest}});
+  EXPECT_NE(msg.find("cycle"), std::string::npos) << msg;
+}
+
+TEST(Grouping, KernelNameAndStats) {
+  TwoNorms t = two_norms({}, {});
+  EXPECT_EQ(kernel_name(t.g, t.first), "mean");
+  EXPECT_EQ(kernel_name(t.g, t.lin), "linear");
+  KernelStats s = kernel_stats(t.g, t.lin);
+  EXPECT_DOUBLE_EQ(s.flops, 2.0 * 8 * 64 * 64);
+  EXPECT_DOUBLE_EQ(s.bytes, 4.0 * (8 * 64 + 64 * 64 + 8 * 64));
+}
+
+TEST(Slice, StandInsConstantsAndOutputs) {
+  TwoNorms t = two_norms({}, {});
+  t.second.templ = "rowwise";
+  t.second.knobs["threads"] = 128;
+  Slice s = make_slice(t.g, t.second);
+  EXPECT_EQ(verify(s.graph), "");
+  ASSERT_EQ(s.grouping.kernels.size(), 1u);
+  EXPECT_EQ(verify_grouping(s.graph, s.grouping), "");
+  EXPECT_EQ(s.grouping.kernels[0].templ, "rowwise");
+  EXPECT_EQ(s.grouping.kernels[0].knobs.at("threads"), 128);
+  auto ins = s.graph.inputs();
+  KernelBoundary b = boundary(t.g, t.second);
+  ASSERT_EQ(ins.size(), b.inputs.size());
+  for (size_t i = 0; i < ins.size(); ++i) {
+    EXPECT_EQ(s.origin[static_cast<size_t>(ins[i])], b.inputs[i]);  // ascending source ids
+    EXPECT_EQ(s.graph.type(ins[i]), t.g.type(b.inputs[i]));
+  }
+  EXPECT_EQ(s.graph.outputs.size(), 1u);
+  EXPECT_EQ(structural_key(s.graph, s.grouping.kernels[0]), structural_key(t.g, t.second));
+
+  // The slice computes what the kernel computes inside the full graph.
+  auto inputs = random_inputs(t.g, 3);
+  auto full = evaluate(t.g, inputs);
+  // Feed the slice the source values of its stand-ins: the linear's output comes from a graph
+  // that outputs it.
+  Graph probe = t.g;
+  probe.outputs = b.inputs;
+  auto stand_in_values = evaluate(probe, inputs);
+  auto sliced = evaluate(s.graph, stand_in_values);
+  EXPECT_EQ(compare(full[0], sliced[0]), "");
+}
+
+TEST(Slice, CarriesTheProducerKernel) {
+  Graph g;
+  Builder b(g);
+  ValueId q = b.input("q", {DType::f32, {2, 4, 8}});
+  ValueId k = b.input("k", {DType::f32, {2, 4, 8}});
+  ValueId v = b.input("v", {DType::f32, {2, 4, 8}});
+  size_t first = g.nodes.size();
+  ValueId out = build_attention(b, q, k, v, -1, 0.0, false);
+  b.output(out);
+  // Producer: transpose + scores matmul + scale; consumer: softmax + value matmul.
+  Kernel producer, consumer;
+  for (size_t i = first; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].op == Op::constant) continue;
+    auto id = static_cast<ValueId>(i);
+    (g.nodes[i].op == Op::softmax || id == out ? consumer : producer).nodes.push_back(id);
+  }
+  producer.templ = "gemm";
+  Slice s = make_slice(g, consumer, &producer);
+  EXPECT_EQ(verify(s.graph), "");
+  ASSERT_EQ(s.grouping.kernels.size(), 2u);
+  EXPECT_EQ(s.grouping.kernels[0].templ, "gemm");
+  EXPECT_EQ(verify_grouping(s.graph, s.grouping), "");
+  EXPECT_EQ(s.graph.inputs().size(), 3u);  // q, k, v: the scores come from the producer
+  auto inputs = random_inputs(g, 11);
+  EXPECT_EQ(compare(evaluate(g, inputs)[0], evaluate(s.graph, inputs)[0]), "");
+  // A kernel that the "producer" does not feed is refused.
+  EXPECT_THROW(make_slice(g, producer, &consumer), Error);
+}
+
+}  // namespace
+}  // namespace emmy::ir
