@@ -1,11 +1,141 @@
-// Placeholder until the eval command lands.
+// `emmy eval`: reads the tuning database with no GPU (DESIGN.md, CLI; seed "See it yourself").
+//   emmy eval variants --kernel NAME   what was measured, best first
+//   emmy eval failures                 failing configurations grouped by kind
+//   emmy eval runs                     past runs with their totals and validation gap
+//   emmy eval prior                    the prior's checkpoint (cmd_eval_prior.cpp)
+// The database is opened as a reader (a RocksDB secondary instance), so this works while an
+// `emmy tune` writes to it and never disturbs it. The report logic is in store/eval_report.hpp.
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "store/eval_report.hpp"
+#include "store/tuning_store.hpp"
 
 namespace emmy::cli {
-int run_eval(const GlobalOptions&, const std::vector<std::string>&) {
-  std::cerr << "emmy eval: not built yet\n";
-  return 1;
+namespace {
+
+constexpr const char* kEvalUsage = R"(usage: emmy eval <what> [options]
+
+  variants --kernel NAME   what was measured for a kernel (op name or structural-key prefix),
+                           best first, with regime, time and knob values
+  failures                 failing configurations grouped by kind, with the knob values every
+                           failing row shares
+  runs                     past tuning runs with their totals and validation gap
+  prior                    the prior's checkpoint
+
+`emmy eval <what> --help` for its options. The database is --db (default $EMMY_HOME/tuning.db).
+)";
+
+std::unique_ptr<store::TuningStore> open_db(const GlobalOptions& g) {
+  return store::TuningStore::open_reader(g.db);
 }
+
+int eval_variants(const GlobalOptions& g, const std::vector<std::string>& args) {
+  po::options_description desc("emmy eval variants options");
+  desc.add_options()("help,h", "this text")(
+      "kernel,k", po::value<std::string>(),
+      "kernel op name (\"matmul\") or a prefix of its structural key")(
+      "limit,n", po::value<size_t>()->default_value(20), "rows per kernel (0: all)")(
+      "json", po::bool_switch(), "print JSON")("csv", po::bool_switch(), "print CSV");
+  po::positional_options_description pos;
+  pos.add("kernel", 1);
+  auto vm = parse_layered(g, "eval", desc, pos, args);
+  if (vm.count("help")) {
+    print_help("emmy eval variants --kernel NAME [--limit N] [--json | --csv]", desc,
+               "Rows are best first: successes by median time (deploy rows marked), then "
+               "failures.");
+    return kExitOk;
+  }
+  if (!vm.count("kernel"))
+    throw po::error("--kernel NAME is required (an op name like matmul, or a key prefix)");
+  if (vm["json"].as<bool>() && vm["csv"].as<bool>())
+    throw po::error("--json and --csv exclude each other");
+  std::string kernel = vm["kernel"].as<std::string>();
+  auto db = open_db(g);
+  auto groups =
+      store::group_variants(db->variants(kernel), db->kernels(), vm["limit"].as<size_t>());
+  if (vm["json"].as<bool>()) {
+    std::cout << store::variants_json(groups) << "\n";
+  } else if (vm["csv"].as<bool>()) {
+    store::print_variants_csv(std::cout, groups);
+  } else if (groups.empty()) {
+    std::cout << "nothing measured for kernel '" << kernel << "' in " << g.db << "\n";
+  } else {
+    store::print_variants_text(std::cout, groups);
+  }
+  return kExitOk;
+}
+
+int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) {
+  po::options_description desc("emmy eval failures options");
+  desc.add_options()("help,h", "this text")(
+      "kernel,k", po::value<std::string>()->default_value(""),
+      "only this kernel (op name or structural-key prefix)")("json", po::bool_switch(),
+                                                            "print JSON");
+  auto vm = parse_layered(g, "eval", desc, {}, args);
+  if (vm.count("help")) {
+    print_help("emmy eval failures [--kernel NAME] [--json]", desc,
+               "Groups: build_error, runtime_fault, timeout, wrong_result; each with its count, "
+               "a sample\nmessage and the knob values that every failing row of the group has.");
+    return kExitOk;
+  }
+  auto db = open_db(g);
+  auto groups = store::group_failures(db->failures(vm["kernel"].as<std::string>()));
+  if (vm["json"].as<bool>())
+    std::cout << store::failures_json(groups) << "\n";
+  else
+    store::print_failures_text(std::cout, groups);
+  return kExitOk;
+}
+
+int eval_runs(const GlobalOptions& g, const std::vector<std::string>& args) {
+  po::options_description desc("emmy eval runs options");
+  desc.add_options()("help,h", "this text")(
+      "limit,n", po::value<size_t>()->default_value(0), "newest N runs (0: all)")(
+      "json", po::bool_switch(), "print JSON");
+  auto vm = parse_layered(g, "eval", desc, {}, args);
+  if (vm.count("help")) {
+    print_help("emmy eval runs [--limit N] [--json]", desc,
+               "Newest first. gap % = (assembled - best total) / best total: what isolated "
+               "kernel timings miss.");
+    return kExitOk;
+  }
+  auto db = open_db(g);
+  auto runs = db->runs();
+  store::sort_runs(runs);
+  size_t limit = vm["limit"].as<size_t>();
+  if (limit > 0 && runs.size() > limit) runs.resize(limit);
+  if (vm["json"].as<bool>())
+    std::cout << store::runs_json(runs) << "\n";
+  else
+    store::print_runs_text(std::cout, runs);
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_eval(const GlobalOptions& g, const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    (args.empty() ? std::cerr : std::cout) << kEvalUsage;
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  const std::string what = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (what == "variants") return eval_variants(g, rest);
+    if (what == "failures") return eval_failures(g, rest);
+    if (what == "runs") return eval_runs(g, rest);
+    if (what == "prior") return run_eval_prior(g, rest);
+  } catch (const store::DatabaseMissing& e) {
+    std::cerr << "emmy eval " << what << ": " << e.what() << "\n";
+    return kExitUsage;
+  }
+  std::cerr << "emmy eval: unknown report '" << what
+            << "' (reports: variants, failures, runs, prior; see emmy eval --help)\n";
+  return kExitUsage;
+}
+
 }  // namespace emmy::cli

@@ -1,0 +1,411 @@
+#include "store/tuning_store.hpp"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "store/record_codec.hpp"
+
+namespace emmy::store {
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string>& our_column_families() {
+  static const std::vector<std::string> names = {kMeasurementsCF, kSearchTreeCF, kKernelsCF,
+                                                 kRunsCF, kPlansCF};
+  return names;
+}
+
+bool starts_with(const rocksdb::Slice& s, const std::string& prefix) {
+  return s.size() >= prefix.size() && std::memcmp(s.data(), prefix.data(), prefix.size()) == 0;
+}
+
+// Every column family the database has (a newer emmy may have added some: RocksDB insists on
+// opening them all) plus ours.
+std::vector<std::string> column_families_to_open(const rocksdb::DBOptions& options,
+                                                 const std::string& path) {
+  std::vector<std::string> names;
+  if (!rocksdb::DB::ListColumnFamilies(options, path, &names).ok()) names.clear();
+  std::set<std::string> seen(names.begin(), names.end());
+  if (!seen.count(rocksdb::kDefaultColumnFamilyName))
+    names.push_back(rocksdb::kDefaultColumnFamilyName);
+  return names;
+}
+
+bool is_lock_error(const rocksdb::Status& s) {
+  if (!s.IsIOError()) return false;
+  std::string text = s.ToString();
+  std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+  return text.find("lock") != std::string::npos;
+}
+
+}  // namespace
+
+struct TuningStore::Handles {
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> all;
+  std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
+
+  rocksdb::ColumnFamilyHandle* cf(const char* name) const {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : it->second;
+  }
+
+  ~Handles() {
+    if (!db) return;
+    for (auto* h : all) db->DestroyColumnFamilyHandle(h);
+    db->Close().PermitUncheckedError();
+  }
+};
+
+TuningStore::TuningStore(std::string path, bool reader)
+    : path_(std::move(path)), reader_(reader), h_(std::make_unique<Handles>()) {
+  warn_ = [](const std::string& m) { std::cerr << "emmy: warning: " << m << "\n"; };
+}
+
+TuningStore::~TuningStore() {
+  h_.reset();  // close before removing the reader's folder
+  if (!secondary_dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(secondary_dir_, ec);
+  }
+}
+
+std::unique_ptr<TuningStore> TuningStore::open_writer(const std::string& path) {
+  std::unique_ptr<TuningStore> store(new TuningStore(path, false));
+  std::error_code ec;
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  options.keep_log_file_num = 5;
+  options.max_background_jobs = 2;
+
+  std::vector<std::string> names = column_families_to_open(options, path);
+  for (const auto& n : our_column_families())
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
+
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::Open(rocksdb::DBOptions(options), path, descriptors, &store->h_->all, &raw);
+  if (!s.ok()) {
+    if (is_lock_error(s))
+      throw DatabaseBusy("database " + path +
+                         " is in use by another `emmy tune` (lock held); wait for it or use --db");
+    throw emmy::Error("cannot open tuning database " + path + ": " + s.ToString());
+  }
+  store->h_->db.reset(raw);
+  for (auto* h : store->h_->all) store->h_->by_name[h->GetName()] = h;
+  return store;
+}
+
+std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(path) / "CURRENT", ec))
+    throw DatabaseMissing("no tuning database at " + path + "; run emmy tune first");
+  std::unique_ptr<TuningStore> store(new TuningStore(path, true));
+
+  // A secondary instance keeps its own (info log) files in a folder of its own, so reading
+  // writes nothing into the database folder and takes no lock from the writer.
+  std::string tmpl = (fs::temp_directory_path() / "emmy-eval-XXXXXX").string();
+  if (!mkdtemp(tmpl.data()))
+    throw emmy::Error("cannot create a temporary folder for reading " + path);
+  store->secondary_dir_ = tmpl;
+
+  rocksdb::Options options;
+  options.max_open_files = -1;  // required by secondary instances
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : column_families_to_open(options, path))
+    descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
+
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s;
+  // A writer flushing or rolling its log at the same moment can make one attempt miss a file.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    store->h_->all.clear();
+    s = rocksdb::DB::OpenAsSecondary(rocksdb::DBOptions(options), path, store->secondary_dir_,
+                                     descriptors, &store->h_->all, &raw);
+    if (s.ok() || !(s.IsIOError() || s.IsPathNotFound())) break;
+  }
+  if (!s.ok()) throw emmy::Error("cannot read tuning database " + path + ": " + s.ToString());
+  store->h_->db.reset(raw);
+  for (auto* h : store->h_->all) store->h_->by_name[h->GetName()] = h;
+  return store;
+}
+
+void TuningStore::refresh() {
+  if (!reader_) return;
+  rocksdb::Status s = h_->db->TryCatchUpWithPrimary();
+  if (!s.ok()) throw emmy::Error("cannot catch up with the writer of " + path_ + ": " + s.ToString());
+}
+
+void TuningStore::set_warning_sink(std::function<void(const std::string&)> sink) {
+  std::lock_guard<std::mutex> lock(corrupt_mutex_);
+  warn_ = std::move(sink);
+}
+
+std::vector<CorruptRecord> TuningStore::corrupt_records() const {
+  std::lock_guard<std::mutex> lock(corrupt_mutex_);
+  return corrupt_;
+}
+
+void TuningStore::report_corrupt(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
+                                 const std::string& reason) const {
+  CorruptRecord r{cf->GetName(), printable_key(key), reason};
+  std::lock_guard<std::mutex> lock(corrupt_mutex_);
+  if (warn_)
+    warn_("corrupt record in " + path_ + " (" + r.column_family + ") at key '" + r.key +
+          "': " + r.reason + "; skipped");
+  corrupt_.push_back(std::move(r));
+}
+
+void TuningStore::require_writer(const char* what) const {
+  if (reader_)
+    throw emmy::Error(std::string("tuning database ") + path_ + " is open for reading only (" +
+                      what + ")");
+}
+
+// ---- reading ----
+
+template <typename Record>
+std::optional<Record> TuningStore::get(rocksdb::ColumnFamilyHandle* cf,
+                                       const std::string& key) const {
+  if (!cf) return std::nullopt;
+  std::string value;
+  rocksdb::Status s = h_->db->Get(rocksdb::ReadOptions(), cf, key, &value);
+  if (s.IsNotFound()) return std::nullopt;
+  if (!s.ok()) {
+    report_corrupt(cf, key, "read failed: " + s.ToString());
+    return std::nullopt;
+  }
+  Record r;
+  std::string why;
+  if (!decode_record(value, r, why)) {
+    report_corrupt(cf, key, why);
+    return std::nullopt;
+  }
+  return r;
+}
+
+template <typename Record>
+void TuningStore::scan(rocksdb::ColumnFamilyHandle* cf, const std::string& prefix,
+                       const std::function<void(Record&&)>& visit) const {
+  if (!cf) return;
+  std::unique_ptr<rocksdb::Iterator> it(h_->db->NewIterator(rocksdb::ReadOptions(), cf));
+  for (it->Seek(prefix); it->Valid() && starts_with(it->key(), prefix); it->Next()) {
+    Record r;
+    std::string why;
+    if (decode_record(std::string_view(it->value().data(), it->value().size()), r, why))
+      visit(std::move(r));
+    else
+      report_corrupt(cf, it->key().ToString(), why);
+  }
+  if (!it->status().ok()) report_corrupt(cf, prefix, "scan stopped: " + it->status().ToString());
+}
+
+std::vector<std::string> TuningStore::scan_keys(rocksdb::ColumnFamilyHandle* cf,
+                                                const std::string& prefix) const {
+  std::vector<std::string> keys;
+  if (!cf) return keys;
+  std::unique_ptr<rocksdb::Iterator> it(h_->db->NewIterator(rocksdb::ReadOptions(), cf));
+  for (it->Seek(prefix); it->Valid() && starts_with(it->key(), prefix); it->Next())
+    keys.push_back(it->key().ToString());
+  if (!it->status().ok()) report_corrupt(cf, prefix, "scan stopped: " + it->status().ToString());
+  return keys;
+}
+
+std::optional<MeasurementRecord> TuningStore::lookup(const std::string& env,
+                                                     const std::string& structural_key,
+                                                     const std::string& config_key,
+                                                     emmy::Regime regime) const {
+  bool deploy = regime == emmy::Regime::deploy;
+  auto* cf = h_->cf(deploy ? kSearchTreeCF : kMeasurementsCF);
+  std::string key = deploy ? deploy_key(env, structural_key, config_key)
+                           : measurement_key(env, structural_key, config_key);
+  auto r = get<MeasurementRecord>(cf, key);
+  if (r && (r->env != env || r->structural_key != structural_key ||
+            r->config_key != config_key || r->regime != regime)) {
+    report_corrupt(cf, key, "record does not match its key");
+    return std::nullopt;
+  }
+  return r;
+}
+
+std::optional<KernelRecord> TuningStore::kernel(const std::string& structural_key) const {
+  return get<KernelRecord>(h_->cf(kKernelsCF), kernel_desc_key(structural_key));
+}
+
+std::optional<RunRecord> TuningStore::run(const std::string& run_id) const {
+  return get<RunRecord>(h_->cf(kRunsCF), run_id);
+}
+
+std::optional<PlanRecord> TuningStore::plan(const std::string& env,
+                                            const std::string& graph_key) const {
+  return get<PlanRecord>(h_->cf(kPlansCF), plan_key(env, graph_key));
+}
+
+std::optional<TreeNodeRecord> TuningStore::tree_node(const std::string& env,
+                                                     const std::string& tree,
+                                                     const std::string& path) const {
+  return get<TreeNodeRecord>(h_->cf(kSearchTreeCF), tree_node_key(env, tree, path));
+}
+
+std::vector<MeasurementRecord> TuningStore::variants(const std::string& kernel) const {
+  std::vector<MeasurementRecord> out;
+  if (kernel.empty()) return out;
+  // (env, structural key) pairs from the two indexes: exact kernel name, structural-key prefix.
+  std::set<std::pair<std::string, std::string>> kernels_found;
+  auto* index = h_->cf(kKernelsCF);
+  for (const auto& key : scan_keys(index, key_prefix({"name", kernel}))) {
+    auto parts = split_key(key);
+    if (parts.size() == 4) kernels_found.emplace(parts[2], parts[3]);
+  }
+  for (const auto& key : scan_keys(index, key_prefix({"skey"}) + kernel)) {
+    auto parts = split_key(key);
+    if (parts.size() == 3) kernels_found.emplace(parts[2], parts[1]);
+  }
+  auto collect = [&out](MeasurementRecord&& r) { out.push_back(std::move(r)); };
+  for (const auto& [env, skey] : kernels_found) {
+    scan<MeasurementRecord>(h_->cf(kMeasurementsCF), key_prefix({env, skey}), collect);
+    scan<MeasurementRecord>(h_->cf(kSearchTreeCF), key_prefix({env, "deploy", skey}), collect);
+  }
+  return out;
+}
+
+std::vector<MeasurementRecord> TuningStore::all_measurements(bool failures_only) const {
+  std::vector<MeasurementRecord> out;
+  auto collect = [&](MeasurementRecord&& r) {
+    if (!failures_only || !r.ok()) out.push_back(std::move(r));
+  };
+  scan<MeasurementRecord>(h_->cf(kMeasurementsCF), "", collect);
+  // search_tree also holds node statistics: visit only its deploy-measurement keys.
+  auto* tree = h_->cf(kSearchTreeCF);
+  for (const auto& key : scan_keys(tree, "")) {
+    auto parts = split_key(key);
+    if (parts.size() < 2 || parts[1] != "deploy") continue;
+    if (auto r = get<MeasurementRecord>(tree, key)) collect(std::move(*r));
+  }
+  return out;
+}
+
+std::vector<MeasurementRecord> TuningStore::failures(const std::string& kernel) const {
+  if (kernel.empty()) return all_measurements(true);
+  std::vector<MeasurementRecord> out = variants(kernel);
+  out.erase(std::remove_if(out.begin(), out.end(), [](const auto& r) { return r.ok(); }),
+            out.end());
+  return out;
+}
+
+std::vector<KernelRecord> TuningStore::kernels() const {
+  std::vector<KernelRecord> out;
+  scan<KernelRecord>(h_->cf(kKernelsCF), key_prefix({"desc"}),
+                     [&out](KernelRecord&& r) { out.push_back(std::move(r)); });
+  return out;
+}
+
+std::vector<RunRecord> TuningStore::runs() const {
+  std::vector<RunRecord> out;
+  scan<RunRecord>(h_->cf(kRunsCF), "", [&out](RunRecord&& r) { out.push_back(std::move(r)); });
+  return out;
+}
+
+std::vector<PlanRecord> TuningStore::plans() const {
+  std::vector<PlanRecord> out;
+  scan<PlanRecord>(h_->cf(kPlansCF), "", [&out](PlanRecord&& r) { out.push_back(std::move(r)); });
+  return out;
+}
+
+std::vector<TreeNodeRecord> TuningStore::tree_nodes(const std::string& env,
+                                                    const std::string& tree) const {
+  std::vector<TreeNodeRecord> out;
+  scan<TreeNodeRecord>(h_->cf(kSearchTreeCF), key_prefix({env, "node", tree}),
+                       [&out](TreeNodeRecord&& r) { out.push_back(std::move(r)); });
+  return out;
+}
+
+// ---- writing ----
+
+namespace {
+
+rocksdb::WriteOptions synced() {
+  rocksdb::WriteOptions w;
+  w.sync = true;  // a measurement costs seconds; an fsync per record is cheap insurance
+  return w;
+}
+
+}  // namespace
+
+void TuningStore::write_one(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
+                            const std::string& value) {
+  rocksdb::Status s = h_->db->Put(synced(), cf, key, value);
+  if (!s.ok()) throw emmy::Error("tuning database " + path_ + ": write failed: " + s.ToString());
+}
+
+void TuningStore::put_measurement(const MeasurementRecord& in) {
+  require_writer("put_measurement");
+  MeasurementRecord r = in;
+  if (r.config_key.empty()) r.config_key = config_key(r.templ, r.knobs);
+  check_key_part("environment fingerprint", r.env);
+  check_key_part("structural key", r.structural_key);
+  check_key_part("kernel name", r.kernel_name);
+  check_key_part("config key", r.config_key);
+
+  bool deploy = r.regime == emmy::Regime::deploy;
+  auto* cf = h_->cf(deploy ? kSearchTreeCF : kMeasurementsCF);
+  auto* index = h_->cf(kKernelsCF);
+  rocksdb::WriteBatch batch;
+  auto put = [&batch](rocksdb::ColumnFamilyHandle* c, const std::string& k, const std::string& v) {
+    rocksdb::Status s = batch.Put(c, k, v);
+    if (!s.ok()) throw emmy::Error("tuning database: cannot batch a write: " + s.ToString());
+  };
+  put(cf,
+      deploy ? deploy_key(r.env, r.structural_key, r.config_key)
+             : measurement_key(r.env, r.structural_key, r.config_key),
+      encode_record(r));
+  put(index, name_index_key(r.kernel_name, r.env, r.structural_key), "");
+  put(index, skey_index_key(r.structural_key, r.env), "");
+  rocksdb::Status s = h_->db->Write(synced(), &batch);
+  if (!s.ok()) throw emmy::Error("tuning database " + path_ + ": write failed: " + s.ToString());
+}
+
+void TuningStore::put_kernel(const KernelRecord& r) {
+  require_writer("put_kernel");
+  check_key_part("structural key", r.structural_key);
+  write_one(h_->cf(kKernelsCF), kernel_desc_key(r.structural_key), encode_record(r));
+}
+
+void TuningStore::put_run(const RunRecord& r) {
+  require_writer("put_run");
+  check_key_part("run id", r.run_id);
+  write_one(h_->cf(kRunsCF), r.run_id, encode_record(r));
+}
+
+void TuningStore::put_plan(const PlanRecord& r) {
+  require_writer("put_plan");
+  check_key_part("environment fingerprint", r.env);
+  check_key_part("graph key", r.graph_key);
+  write_one(h_->cf(kPlansCF), plan_key(r.env, r.graph_key), encode_record(r));
+}
+
+void TuningStore::put_tree_node(const TreeNodeRecord& r) {
+  require_writer("put_tree_node");
+  check_key_part("environment fingerprint", r.env);
+  check_key_part("search tree", r.tree);
+  write_one(h_->cf(kSearchTreeCF), tree_node_key(r.env, r.tree, r.path), encode_record(r));
+}
+
+}  // namespace emmy::store

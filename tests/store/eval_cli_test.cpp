@@ -1,0 +1,102 @@
+// `emmy eval` end to end: the real binary on a database filled through the store.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "store/test_records.hpp"
+#include "store/tuning_store.hpp"
+
+namespace emmy::store {
+namespace {
+
+using testing::make_record;
+using testing::TempDir;
+
+struct Output {
+  int code = -1;
+  std::string text;  // stdout and stderr together
+};
+
+Output emmy(const std::string& args) {
+  Output out;
+  std::string command = std::string(EMMY_BIN) + " " + args + " 2>&1";
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.text.append(buf, n);
+  int status = ::pclose(p);
+  out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+void fill(TuningStore& store) {
+  for (int i = 0; i < 12; ++i) {
+    auto failure = i % 4 == 3 ? emmy::FailureKind::build_error : emmy::FailureKind::none;
+    store.put_measurement(make_record(i * 3, emmy::Regime::rank, failure));  // one structural key
+  }
+  store.put_measurement(make_record(0, emmy::Regime::deploy));
+  store.put_run({"run-7", 1700000000, "torch.matmul(a, b)", "cpu", testing::kEnv, 1, 1, 100, 103,
+                 3.0, "ok"});
+}
+
+TEST(EvalCli, AMissingDatabaseIsAUsageErrorThatSaysWhatToDo) {
+  TempDir dir;
+  auto out = emmy("--db " + dir.sub("none.db") + " eval variants --kernel matmul");
+  EXPECT_EQ(out.code, 2) << out.text;
+  EXPECT_NE(out.text.find("no tuning database at " + dir.sub("none.db") + "; run emmy tune first"),
+            std::string::npos)
+      << out.text;
+}
+
+TEST(EvalCli, VariantsFailuresAndRunsReadWhileATuneHoldsTheDatabase) {
+  TempDir dir;
+  const std::string db = dir.sub("tuning.db");
+  auto writer = TuningStore::open_writer(db);  // stays open: `emmy eval` must not need the lock
+  fill(*writer);
+
+  auto variants = emmy("--db " + db + " eval variants --kernel matmul --limit 5");
+  ASSERT_EQ(variants.code, 0) << variants.text;
+  EXPECT_NE(variants.text.find("12 rank and 1 deploy measurements, 3 failed"), std::string::npos)
+      << variants.text;
+  EXPECT_NE(variants.text.find("showing 5 of 13"), std::string::npos) << variants.text;
+  EXPECT_LT(variants.text.find("deploy"), variants.text.find("rank    100.0")) << variants.text;
+
+  auto json = emmy("--db " + db + " eval variants --kernel matmul --limit 0 --json");
+  ASSERT_EQ(json.code, 0) << json.text;
+  auto j = nlohmann::json::parse(json.text);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["variants"].size(), 13u);
+  EXPECT_EQ(j[0]["variants"][0]["regime"], "deploy");
+  EXPECT_EQ(j[0]["variants"][12]["status"], "build_error");
+
+  auto csv = emmy("--db " + db + " eval variants --kernel matmul --csv --limit 3");
+  ASSERT_EQ(csv.code, 0) << csv.text;
+  EXPECT_EQ(std::count(csv.text.begin(), csv.text.end(), '\n'), 4);
+
+  auto failures = emmy("--db " + db + " eval failures");
+  ASSERT_EQ(failures.code, 0) << failures.text;
+  EXPECT_NE(failures.text.find("build_error: 3 failing configurations"), std::string::npos)
+      << failures.text;
+  EXPECT_NE(failures.text.find("sample:"), std::string::npos) << failures.text;
+
+  auto runs = emmy("--db " + db + " eval runs --json");
+  ASSERT_EQ(runs.code, 0) << runs.text;
+  auto r = nlohmann::json::parse(runs.text);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0]["validation_gap_pct"], 3.0);
+
+  writer->put_measurement(make_record(99));  // the writer is undisturbed
+  EXPECT_TRUE(writer->corrupt_records().empty());
+
+  auto usage = emmy("--db " + db + " eval variants");
+  EXPECT_EQ(usage.code, 2) << usage.text;
+  EXPECT_NE(usage.text.find("--kernel NAME is required"), std::string::npos) << usage.text;
+  EXPECT_EQ(emmy("--db " + db + " eval nonsense").code, 2);
+  EXPECT_EQ(emmy("eval variants --help").code, 0);
+}
+
+}  // namespace
+}  // namespace emmy::store
