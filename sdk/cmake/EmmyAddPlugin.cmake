@@ -80,8 +80,13 @@ function(emmy_add_plugin)
     BUILD_RPATH_USE_ORIGIN ON
     INSTALL_RPATH "$ORIGIN/../..")
   if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
-    # Anything a plugin forgets to hide stays out of the dynamic symbol table anyway.
-    target_link_options(${target} PRIVATE "LINKER:--exclude-libs,ALL")
+    # Anything a plugin forgets to hide stays out of the dynamic symbol table anyway: static
+    # libraries' symbols, and the std:: template instances that libstdc++'s headers mark as
+    # default-visible, which a version script listing only the entry point keeps local.
+    set(exports "${CMAKE_CURRENT_BINARY_DIR}/emmy_manifest_${P_NAME}/exports.map")
+    file(CONFIGURE OUTPUT "${exports}" CONTENT "{\n  global: emmy_plugin_info;\n  local: *;\n};\n")
+    target_link_options(${target} PRIVATE "LINKER:--exclude-libs,ALL" "LINKER:--version-script=${exports}")
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${exports}")
   endif()
 
   # ---- the manifest: JSON from the arguments, then flatc -b against the SDK's schema ----

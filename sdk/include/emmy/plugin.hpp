@@ -129,14 +129,14 @@ void destroy(void* object) noexcept {
 #define EMMY_EXPORT __attribute__((visibility("default")))
 #endif
 
-#ifndef EMMY_PLUGIN_NAME
-#error "EMMY_PLUGIN_NAME is not defined: build plugins with emmy_add_plugin() from EmmySDK"
-#endif
-#ifndef EMMY_PLUGIN_VERSION
-#error "EMMY_PLUGIN_VERSION is not defined: build plugins with emmy_add_plugin() from EmmySDK"
-#endif
-
 // Defines the entry point for plugin class CLASS (constructible from emmy::PluginOptions).
+// The name and version come from emmy_add_plugin(); the host includes this header too (for
+// EmmyPluginInfo) without them, so only a use of EMMY_PLUGIN without them is an error.
+#if !defined(EMMY_PLUGIN_NAME) || !defined(EMMY_PLUGIN_VERSION)
+#define EMMY_PLUGIN(CLASS)                                                              \
+  static_assert(false, "EMMY_PLUGIN_NAME / EMMY_PLUGIN_VERSION are not defined: build "  \
+                       "plugins with emmy_add_plugin() from EmmySDK")
+#else
 #define EMMY_PLUGIN(CLASS)                                                              \
   static_assert(::emmy::detail::kind_of<CLASS>() != 0,                                  \
                 #CLASS " must derive from emmy::Frontend, Pass, Backend or Prior");     \
@@ -149,3 +149,4 @@ void destroy(void* object) noexcept {
                                         &::emmy::detail::destroy<CLASS>};               \
     return &info;                                                                       \
   }
+#endif
