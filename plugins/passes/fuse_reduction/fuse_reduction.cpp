@@ -1,0 +1,75 @@
+// Reduction fusion (a rule): a kernel holding last-dimension reductions (RMSNorm's mean, softmax)
+// takes in the elementwise/index kernels around it while the result still fits the "reduction"
+// template:
+//   - epilogue: pointwise kernels reading it (the normalisation, the weight, RoPE after q/k norm);
+//   - prologue: pointwise kernels feeding it whose every result is read only inside it (the
+//     f32 cast and pow of RMSNorm). A producer whose result is also needed elsewhere (a residual
+//     sum) stays out: it would have to be written anyway, and its natural home is the epilogue of
+//     the matmul that computes it.
+// Never a loss: the intermediate rows stop round-tripping through memory.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/structural_pass.hpp"
+#include "emmy/plugin.hpp"
+#include "emmy/templates.hpp"
+
+namespace {
+
+using emmy::ir::ValueId;
+using emmy::passes::Partition;
+
+class FuseReduction final : public emmy::passes::MergingPass {
+ public:
+  explicit FuseReduction(const emmy::PluginOptions&) {}
+  std::string name() const override { return EMMY_PLUGIN_NAME; }
+
+ protected:
+  void fuse(Partition& part, emmy::passes::ForkAsker&, emmy::PassContext&) override {
+    const auto& g = part.graph();
+    for (int r : part.kernels()) {
+      if (!part.alive(r) || part.lowered(r) ||
+          emmy::passes::count_ops(g, part.kernel(r), emmy::is_row_reduction_op) == 0 ||
+          !emmy::fits_template(g, part.kernel(r), emmy::kTemplateReduction))
+        continue;
+      bool grew = true;
+      while (grew) {
+        grew = false;
+        for (int c : part.consumers(r))
+          if (try_merge(part, r, c)) grew = true;
+        for (int p : part.producers(r))
+          if (private_to(part, p, r) && try_merge(part, r, p)) grew = true;
+      }
+    }
+  }
+
+ private:
+  static bool try_merge(Partition& part, int& r, int other) {
+    const auto& g = part.graph();
+    if (!part.alive(other) || part.lowered(other) || !emmy::passes::is_pointwise_kernel(g, part.kernel(other)))
+      return false;
+    if (!emmy::fits_template(g, part.united({r, other}), emmy::kTemplateReduction) ||
+        !part.can_merge({r, other}))
+      return false;
+    r = part.merge({r, other});
+    return true;
+  }
+
+  // Every value of p is read only by nodes of r (and none is a graph output).
+  static bool private_to(const Partition& part, int p, int r) {
+    const auto& g = part.graph();
+    for (ValueId v : part.kernel(p).nodes) {
+      if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
+      for (ValueId u : part.users(v)) {
+        int k = part.kernel_of(u);
+        if (k != p && k != r) return false;
+      }
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+EMMY_PLUGIN(FuseReduction)

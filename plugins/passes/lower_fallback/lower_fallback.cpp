@@ -1,0 +1,15 @@
+// Lowering pass for the "fallback" template (see common/lowering.hpp and emmy/templates.hpp).
+#include "common/lowering.hpp"
+#include "emmy/plugin.hpp"
+
+namespace {
+
+class LowerFallback final : public emmy::passes::LoweringPass {
+ public:
+  explicit LowerFallback(const emmy::PluginOptions&) : LoweringPass("fallback") {}
+  std::string name() const override { return EMMY_PLUGIN_NAME; }
+};
+
+}  // namespace
+
+EMMY_PLUGIN(LowerFallback)

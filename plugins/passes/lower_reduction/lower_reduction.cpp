@@ -1,0 +1,15 @@
+// Lowering pass for the "reduction" template (see common/lowering.hpp and emmy/templates.hpp).
+#include "common/lowering.hpp"
+#include "emmy/plugin.hpp"
+
+namespace {
+
+class LowerReduction final : public emmy::passes::LoweringPass {
+ public:
+  explicit LowerReduction(const emmy::PluginOptions&) : LoweringPass("reduction") {}
+  std::string name() const override { return EMMY_PLUGIN_NAME; }
+};
+
+}  // namespace
+
+EMMY_PLUGIN(LowerReduction)

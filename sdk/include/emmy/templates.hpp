@@ -1,0 +1,84 @@
+// Kernel templates: which kernels each code-generation template accepts (the contract between the
+// passes and the backends; /work/notes/templates.md spells it out in words). Lowering passes use
+// these predicates to pick a template; backends use the same predicates (and the matchers below)
+// to know the shape of the kernel they are asked to generate.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "emmy/ir.hpp"
+
+namespace emmy {
+
+// The templates, in the order lowering tries them (most specialised first).
+inline constexpr std::string_view kTemplateAttention = "attention";
+inline constexpr std::string_view kTemplateMatmul = "matmul";
+inline constexpr std::string_view kTemplateReduction = "reduction";
+inline constexpr std::string_view kTemplatePointwise = "pointwise";
+inline constexpr std::string_view kTemplateFallback = "fallback";
+std::vector<std::string> template_names();  // the five names above, in that order
+
+// Op families the templates are defined in terms of.
+// Elementwise: add sub mul div pow neg exp rsqrt sqrt tanh silu gelu sigmoid cast where masked_fill.
+bool is_elementwise_op(ir::Op op);
+// Index ops: each output element is one input element at a computable index (no arithmetic):
+// view reshape transpose permute contiguous unsqueeze squeeze expand slice cat.
+bool is_index_op(ir::Op op);
+// Last-dimension reductions a "reduction" kernel may hold: mean sum amax softmax.
+bool is_row_reduction_op(ir::Op op);
+// linear, matmul, bmm.
+bool is_matmul_op(ir::Op op);
+
+// True when `kernel` (over `graph`) fits template `templ`; "fallback" fits everything, an unknown
+// template name fits nothing.
+bool fits_template(const ir::Graph& graph, const ir::Kernel& kernel, std::string_view templ);
+// The first template (attention, matmul, reduction, pointwise, fallback) the kernel fits.
+std::string best_template(const ir::Graph& graph, const ir::Kernel& kernel);
+
+// ---- Matchers: the parts of a kernel that fits a template, for code generators ----------------
+
+// A "matmul" kernel: one matmul-like node; `prologue` = index ops feeding its operands from the
+// kernel's inputs (and index ops on side inputs of the epilogue); `epilogue` = nodes computed from
+// its result, in topological order.
+struct MatmulMatch {
+  ir::ValueId matmul = -1;
+  std::vector<ir::ValueId> prologue;
+  std::vector<ir::ValueId> epilogue;
+};
+std::optional<MatmulMatch> match_matmul(const ir::Graph& graph, const ir::Kernel& kernel);
+
+// An "attention" kernel: scores = q @ k^T (`scores`), then `score_chain` (scale, mask, casts:
+// elementwise/index ops from scores to the softmax), `softmax`, `prob_chain` (casts between the
+// softmax and the second matmul), `values` = probs @ v, then `epilogue` on the result. `prologue`
+// holds the index ops on q, k, v and on the mask.
+struct AttentionMatch {
+  ir::ValueId scores = -1;
+  ir::ValueId softmax = -1;
+  ir::ValueId values = -1;
+  std::vector<ir::ValueId> score_chain;
+  std::vector<ir::ValueId> prob_chain;
+  std::vector<ir::ValueId> prologue;
+  std::vector<ir::ValueId> epilogue;
+};
+std::optional<AttentionMatch> match_attention(const ir::Graph& graph, const ir::Kernel& kernel);
+
+// The row length of a "reduction" kernel (size of the last dimension its reductions reduce).
+std::optional<int64_t> reduction_row_length(const ir::Graph& graph, const ir::Kernel& kernel);
+
+// ---- The attention-fusion exception (DESIGN.md, The search) ------------------------------------
+
+// For the split form of an attention (the kernel holding softmax -> @v), the kernel of `program`
+// that produces its scores (the one holding q @ k^T); nullptr when `kernel` is not such a kernel.
+// The driver passes it to ir::make_slice(graph, kernel, producer) so the slice can still be fused.
+const ir::Kernel* attention_producer(const ir::Program& program, const ir::Kernel& kernel);
+
+// ---- The default pass pipeline -----------------------------------------------------------------
+
+// The pass plugin names of the default pipeline, in order: structural passes, then the lowering
+// passes (lower_fallback last, so every kernel ends up with a template).
+std::vector<std::string> default_pass_pipeline();
+
+}  // namespace emmy

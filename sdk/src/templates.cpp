@@ -1,0 +1,320 @@
+// The kernel-template predicates (templates.hpp). Every predicate works on the kernel's own
+// dataflow: which of its nodes depend on which, and which of its values leave it.
+#include "emmy/templates.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace emmy {
+
+using ir::Graph;
+using ir::Kernel;
+using ir::Node;
+using ir::Op;
+using ir::ValueId;
+
+std::vector<std::string> template_names() {
+  return {std::string(kTemplateAttention), std::string(kTemplateMatmul),
+          std::string(kTemplateReduction), std::string(kTemplatePointwise),
+          std::string(kTemplateFallback)};
+}
+
+bool is_elementwise_op(Op op) {
+  switch (op) {
+    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::pow: case Op::neg:
+    case Op::exp: case Op::rsqrt: case Op::sqrt: case Op::tanh: case Op::silu: case Op::gelu:
+    case Op::sigmoid: case Op::cast: case Op::where: case Op::masked_fill:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_index_op(Op op) {
+  switch (op) {
+    case Op::view: case Op::reshape: case Op::transpose: case Op::permute: case Op::contiguous:
+    case Op::unsqueeze: case Op::squeeze: case Op::expand: case Op::slice: case Op::cat:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_row_reduction_op(Op op) {
+  return op == Op::mean || op == Op::sum || op == Op::amax || op == Op::softmax;
+}
+
+bool is_matmul_op(Op op) { return op == Op::linear || op == Op::matmul || op == Op::bmm; }
+
+namespace {
+
+bool is_pointwise_op(Op op) { return is_elementwise_op(op) || is_index_op(op); }
+
+// A kernel's nodes with local indices and in-kernel dataflow.
+class KernelView {
+ public:
+  KernelView(const Graph& g, const Kernel& k) : g_(g), nodes_(k.nodes) {
+    std::sort(nodes_.begin(), nodes_.end());
+    for (size_t i = 0; i < nodes_.size(); ++i) index_[nodes_[i]] = static_cast<int>(i);
+    users_.resize(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      for (ValueId in : g.node(nodes_[i]).inputs) {
+        int j = local(in);
+        if (j >= 0) users_[static_cast<size_t>(j)].push_back(static_cast<int>(i));
+      }
+  }
+
+  size_t size() const { return nodes_.size(); }
+  ValueId id(int i) const { return nodes_[static_cast<size_t>(i)]; }
+  const Node& node(int i) const { return g_.node(id(i)); }
+  int local(ValueId v) const {
+    auto it = index_.find(v);
+    return it == index_.end() ? -1 : it->second;
+  }
+
+  // Local nodes reachable from `root` along in-kernel edges (root excluded).
+  std::vector<bool> descendants(int root) const {
+    std::vector<bool> seen(size(), false);
+    for (int i = root; i < static_cast<int>(size()); ++i) {
+      if (i != root && !seen[static_cast<size_t>(i)]) continue;
+      for (int u : users_[static_cast<size_t>(i)]) seen[static_cast<size_t>(u)] = true;
+    }
+    return seen;
+  }
+  // Local nodes `root` depends on along in-kernel edges (root excluded).
+  std::vector<bool> ancestors(int root) const {
+    std::vector<bool> seen(size(), false);
+    for (int i = root; i >= 0; --i) {
+      if (i != root && !seen[static_cast<size_t>(i)]) continue;
+      for (ValueId in : node(i).inputs) {
+        int j = local(in);
+        if (j >= 0) seen[static_cast<size_t>(j)] = true;
+      }
+    }
+    return seen;
+  }
+
+  // Local nodes whose value leaves the kernel (read by a node outside it, or a graph output).
+  std::vector<bool> outputs() const {
+    std::vector<bool> out(size(), false);
+    if (nodes_.empty()) return out;
+    for (size_t v = static_cast<size_t>(nodes_.front()); v < g_.nodes.size(); ++v) {
+      if (local(static_cast<ValueId>(v)) >= 0) continue;
+      for (ValueId in : g_.nodes[v].inputs) {
+        int j = local(in);
+        if (j >= 0) out[static_cast<size_t>(j)] = true;
+      }
+    }
+    for (ValueId o : g_.outputs) {
+      int j = local(o);
+      if (j >= 0) out[static_cast<size_t>(j)] = true;
+    }
+    return out;
+  }
+
+ private:
+  const Graph& g_;
+  std::vector<ValueId> nodes_;
+  std::unordered_map<ValueId, int> index_;
+  std::vector<std::vector<int>> users_;
+};
+
+// The dimension a last-dimension reduction reduces, or nullopt when it is not one.
+bool reduces_last_dim(const Graph& g, const Node& n) {
+  int64_t rank = g.type(n.inputs.at(0)).rank();
+  if (n.op == Op::softmax) {
+    int64_t d = n.attr_int("dim", -1);
+    return d == -1 || d == rank - 1;
+  }
+  std::vector<int64_t> dims = n.attr_ints("dims");
+  if (dims.size() != 1) return rank == 1 && dims.empty();  // empty dims = all: fine for rank 1
+  return dims[0] == -1 || dims[0] == rank - 1;
+}
+
+bool fits_pointwise(const Graph& g, const Kernel& k) {
+  KernelView kv(g, k);
+  if (kv.size() == 0) return false;
+  for (size_t i = 0; i < kv.size(); ++i)
+    if (!is_pointwise_op(kv.node(static_cast<int>(i)).op)) return false;
+  std::vector<bool> out = kv.outputs();
+  int64_t numel = -1;
+  for (size_t i = 0; i < kv.size(); ++i) {
+    if (!out[i]) continue;
+    int64_t n = kv.node(static_cast<int>(i)).type.numel();
+    if (numel >= 0 && n != numel) return false;
+    numel = n;
+  }
+  return numel >= 0;
+}
+
+}  // namespace
+
+std::optional<int64_t> reduction_row_length(const Graph& g, const Kernel& k) {
+  KernelView kv(g, k);
+  std::optional<int64_t> row;
+  for (size_t i = 0; i < kv.size(); ++i) {
+    const Node& n = kv.node(static_cast<int>(i));
+    if (is_pointwise_op(n.op)) continue;
+    if (!is_row_reduction_op(n.op) || !reduces_last_dim(g, n)) return std::nullopt;
+    const ir::Shape& in = g.type(n.inputs.at(0)).shape;
+    int64_t len = in.empty() ? 1 : in.back();
+    if (row && *row != len) return std::nullopt;
+    row = len;
+  }
+  return row;
+}
+
+std::optional<MatmulMatch> match_matmul(const Graph& g, const Kernel& k) {
+  KernelView kv(g, k);
+  int m = -1;
+  for (size_t i = 0; i < kv.size(); ++i) {
+    Op op = kv.node(static_cast<int>(i)).op;
+    if (is_matmul_op(op)) {
+      if (m >= 0) return std::nullopt;
+      m = static_cast<int>(i);
+    } else if (!is_pointwise_op(op)) {
+      return std::nullopt;
+    }
+  }
+  if (m < 0) return std::nullopt;
+  MatmulMatch match;
+  match.matmul = kv.id(m);
+  const int64_t numel = kv.node(m).type.numel();
+  std::vector<bool> below = kv.descendants(m);
+  std::vector<bool> out = kv.outputs();
+  for (size_t i = 0; i < kv.size(); ++i) {
+    if (static_cast<int>(i) == m) continue;
+    const Node& n = kv.node(static_cast<int>(i));
+    if (below[i]) {
+      // The epilogue never grows or shrinks the iteration space of the matmul's result.
+      if (n.type.numel() != numel) return std::nullopt;
+      match.epilogue.push_back(kv.id(static_cast<int>(i)));
+    } else {
+      // Operand and side-input preparation: index ops only, never a kernel output.
+      if (!is_index_op(n.op) || out[i]) return std::nullopt;
+      match.prologue.push_back(kv.id(static_cast<int>(i)));
+    }
+  }
+  return match;
+}
+
+std::optional<AttentionMatch> match_attention(const Graph& g, const Kernel& k) {
+  KernelView kv(g, k);
+  std::vector<int> mms;
+  int sm = -1;
+  for (size_t i = 0; i < kv.size(); ++i) {
+    Op op = kv.node(static_cast<int>(i)).op;
+    if (op == Op::matmul || op == Op::bmm) {
+      mms.push_back(static_cast<int>(i));
+    } else if (op == Op::softmax) {
+      if (sm >= 0) return std::nullopt;
+      sm = static_cast<int>(i);
+    } else if (!is_pointwise_op(op)) {
+      return std::nullopt;
+    }
+  }
+  if (mms.size() != 2 || sm < 0 || !reduces_last_dim(g, kv.node(sm))) return std::nullopt;
+  const int m1 = mms[0], m2 = mms[1];
+  std::vector<bool> below1 = kv.descendants(m1), below_s = kv.descendants(sm),
+                    below2 = kv.descendants(m2);
+  std::vector<bool> above_s = kv.ancestors(sm), above2 = kv.ancestors(m2);
+  if (!below1[static_cast<size_t>(sm)] || !below_s[static_cast<size_t>(m2)]) return std::nullopt;
+  // probs feed the first operand of the second matmul; v does not come from the scores.
+  const Node& values = kv.node(m2);
+  int a = kv.local(values.inputs.at(0)), b = kv.local(values.inputs.at(1));
+  if (a < 0 || (a != sm && !below_s[static_cast<size_t>(a)])) return std::nullopt;
+  if (b >= 0 && (b == m1 || below1[static_cast<size_t>(b)])) return std::nullopt;
+
+  AttentionMatch match;
+  match.scores = kv.id(m1);
+  match.softmax = kv.id(sm);
+  match.values = kv.id(m2);
+  std::vector<bool> out = kv.outputs();
+  const int64_t score_numel = kv.node(m1).type.numel();
+  for (size_t i = 0; i < kv.size(); ++i) {
+    int li = static_cast<int>(i);
+    if (li == m1 || li == m2 || li == sm) continue;
+    const Node& n = kv.node(li);
+    ValueId id = kv.id(li);
+    if (below2[i]) {
+      if (n.type.numel() != values.type.numel()) return std::nullopt;
+      match.epilogue.push_back(id);
+      continue;
+    }
+    if (out[i]) return std::nullopt;  // only the result (or its epilogue) leaves the kernel
+    if (below_s[i]) {
+      if (!above2[i] || n.type.numel() != score_numel) return std::nullopt;
+      match.prob_chain.push_back(id);
+    } else if (below1[i]) {
+      if (!above_s[i] || n.type.numel() != score_numel) return std::nullopt;
+      match.score_chain.push_back(id);
+    } else {
+      if (!is_index_op(n.op)) return std::nullopt;  // q, k, v and mask preparation
+      match.prologue.push_back(id);
+    }
+  }
+  return match;
+}
+
+bool fits_template(const Graph& g, const Kernel& k, std::string_view templ) {
+  if (templ == kTemplateFallback) return !k.nodes.empty();
+  if (templ == kTemplatePointwise) return fits_pointwise(g, k);
+  if (templ == kTemplateReduction) return reduction_row_length(g, k).has_value();
+  if (templ == kTemplateMatmul) return match_matmul(g, k).has_value();
+  if (templ == kTemplateAttention) return match_attention(g, k).has_value();
+  return false;
+}
+
+std::string best_template(const Graph& g, const Kernel& k) {
+  for (const std::string& t : template_names())
+    if (fits_template(g, k, t)) return t;
+  return std::string(kTemplateFallback);
+}
+
+const ir::Kernel* attention_producer(const ir::Program& p, const ir::Kernel& k) {
+  const Graph& g = p.graph;
+  KernelView kv(g, k);
+  int sm = -1;
+  bool has_matmul_after = false;
+  for (size_t i = 0; i < kv.size(); ++i) {
+    Op op = kv.node(static_cast<int>(i)).op;
+    if (op == Op::softmax && sm < 0) sm = static_cast<int>(i);
+    if ((op == Op::matmul || op == Op::bmm) && sm >= 0) has_matmul_after = true;
+  }
+  if (sm < 0 || !has_matmul_after) return nullptr;
+  // Values entering the kernel on the way to the softmax, through elementwise/index ops.
+  std::vector<bool> above = kv.ancestors(sm);
+  above[static_cast<size_t>(sm)] = true;
+  std::vector<ValueId> entering;
+  for (size_t i = 0; i < kv.size(); ++i) {
+    if (!above[i]) continue;
+    const Node& n = kv.node(static_cast<int>(i));
+    if (static_cast<int>(i) != sm && !is_pointwise_op(n.op)) return nullptr;
+    for (ValueId in : n.inputs)
+      if (kv.local(in) < 0) entering.push_back(in);
+  }
+  for (const Kernel& other : p.grouping.kernels) {
+    if (&other == &k) continue;
+    for (ValueId v : entering) {
+      if (!std::binary_search(other.nodes.begin(), other.nodes.end(), v)) continue;
+      // The producer must hold the q @ k^T that v is computed from.
+      KernelView pv(g, other);
+      int lv = pv.local(v);
+      std::vector<bool> up = pv.ancestors(lv);
+      up[static_cast<size_t>(lv)] = true;
+      for (size_t i = 0; i < pv.size(); ++i) {
+        Op op = pv.node(static_cast<int>(i)).op;
+        if (up[i] && (op == Op::matmul || op == Op::bmm)) return &other;
+      }
+    }
+  }
+  return nullptr;
+}
+
+std::vector<std::string> default_pass_pipeline() {
+  return {"fuse_horizontal", "fold_views",      "fuse_attention",  "fuse_reduction",
+          "fuse_epilogue",   "fuse_pointwise",  "lower_attention", "lower_matmul",
+          "lower_reduction", "lower_pointwise", "lower_fallback"};
+}
+
+}  // namespace emmy

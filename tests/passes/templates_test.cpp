@@ -1,0 +1,168 @@
+// The template predicates (emmy/templates.hpp) on hand-built kernels: what each template accepts
+// and, as importantly, what it refuses.
+#include <gtest/gtest.h>
+
+#include "emmy/templates.hpp"
+
+namespace {
+
+using emmy::fits_template;
+using emmy::ir::Builder;
+using emmy::ir::DType;
+using emmy::ir::Graph;
+using emmy::ir::Kernel;
+using emmy::ir::Op;
+using emmy::ir::ValueId;
+
+// Every compute node of g, as one kernel.
+Kernel all_of(const Graph& g) {
+  Kernel k;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op != Op::input && g.nodes[i].op != Op::constant) k.nodes.push_back(static_cast<ValueId>(i));
+  return k;
+}
+
+Graph rms_norm_graph() {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::bf16, {4, 64}});
+  ValueId w = b.input("w", {DType::bf16, {64}}, "weight");
+  ValueId xf = b.cast(x, DType::f32);
+  ValueId var = b.mean(b.op(Op::pow, {xf, b.constant(2, DType::i64)}), {1}, true);
+  ValueId inv = b.unary(Op::rsqrt, b.add(var, b.constant(1e-6)));
+  b.output(b.mul(w, b.cast(b.mul(xf, inv), DType::bf16)));
+  return g;
+}
+
+TEST(Templates, RmsNormIsAReductionOnly) {
+  Graph g = rms_norm_graph();
+  Kernel k = all_of(g);
+  EXPECT_TRUE(fits_template(g, k, "reduction"));
+  EXPECT_FALSE(fits_template(g, k, "pointwise"));
+  EXPECT_FALSE(fits_template(g, k, "matmul"));
+  EXPECT_FALSE(fits_template(g, k, "attention"));
+  EXPECT_TRUE(fits_template(g, k, "fallback"));
+  EXPECT_FALSE(fits_template(g, k, "no_such_template"));
+  EXPECT_EQ(emmy::best_template(g, k), "reduction");
+  EXPECT_EQ(emmy::reduction_row_length(g, k), 64);
+}
+
+TEST(Templates, ReductionMustBeOverTheLastDimension) {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::f32, {4, 64}});
+  b.output(b.mean(x, {0}, true));
+  EXPECT_FALSE(fits_template(g, all_of(g), "reduction"));
+  EXPECT_EQ(emmy::best_template(g, all_of(g)), "fallback");
+}
+
+TEST(Templates, ReductionsMustShareOneRowLength) {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::f32, {4, 64}});
+  ValueId y = b.input("y", {DType::f32, {4, 32}});
+  b.output(b.add(b.mean(x, {1}, true), b.mean(y, {1}, true)));
+  EXPECT_FALSE(fits_template(g, all_of(g), "reduction"));
+}
+
+TEST(Templates, LinearBiasSiluIsAMatmulWithAnEpilogue) {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::f32, {8, 32}});
+  ValueId w = b.input("w", {DType::f32, {16, 32}}, "weight");
+  ValueId bias = b.input("b", {DType::f32, {16}}, "weight");
+  ValueId y = b.linear(x, w);
+  ValueId s = b.add(y, bias);
+  ValueId out = b.unary(Op::silu, s);
+  b.output(out);
+  Kernel k = all_of(g);
+  ASSERT_TRUE(fits_template(g, k, "matmul"));
+  EXPECT_FALSE(fits_template(g, k, "pointwise"));
+  auto m = emmy::match_matmul(g, k);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->matmul, y);
+  EXPECT_TRUE(m->prologue.empty());
+  EXPECT_EQ(m->epilogue, (std::vector<ValueId>{s, out}));
+}
+
+TEST(Templates, MatmulRefusesTwoMatmulsAndShrinkingEpilogues) {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::f32, {8, 32}});
+  ValueId w = b.input("w", {DType::f32, {32, 32}}, "weight");
+  ValueId y = b.linear(x, w);
+  ValueId sl = b.op(Op::slice, {y}, {{"dim", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{16}}, {"step", int64_t{1}}});
+  ValueId z = b.linear(y, w);
+  b.output(sl);
+  b.output(z);
+  EXPECT_FALSE(fits_template(g, Kernel{{y, z}, "", {}}, "matmul"));
+  EXPECT_FALSE(fits_template(g, Kernel{{y, sl}, "", {}}, "matmul"));
+  EXPECT_TRUE(fits_template(g, Kernel{{y}, "", {}}, "matmul"));
+}
+
+TEST(Templates, MatmulOperandsMayBeTransposedButNotComputed) {
+  Graph g;
+  Builder b(g);
+  ValueId a = b.input("a", {DType::f32, {8, 32}});
+  ValueId w = b.input("w", {DType::f32, {8, 32}});
+  ValueId t = b.transpose(w, 0, 1);
+  ValueId m = b.matmul(a, t);
+  b.output(m);
+  EXPECT_TRUE(fits_template(g, Kernel{{t, m}, "", {}}, "matmul"));
+  Graph g2;
+  Builder b2(g2);
+  ValueId a2 = b2.input("a", {DType::f32, {8, 32}});
+  ValueId w2 = b2.input("w", {DType::f32, {32, 8}});
+  ValueId e = b2.unary(Op::exp, a2);
+  ValueId m2 = b2.matmul(e, w2);
+  b2.output(m2);
+  EXPECT_FALSE(fits_template(g2, Kernel{{e, m2}, "", {}}, "matmul"));
+}
+
+TEST(Templates, PointwiseNeedsOneIterationSpace) {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::f32, {8, 32}});
+  ValueId y = b.input("y", {DType::f32, {32}});
+  ValueId s = b.add(x, y);
+  ValueId e = b.unary(Op::exp, y);
+  b.output(s);
+  b.output(e);
+  EXPECT_TRUE(fits_template(g, Kernel{{s}, "", {}}, "pointwise"));
+  EXPECT_FALSE(fits_template(g, Kernel{{s, e}, "", {}}, "pointwise"));  // [8,32] and [32] out
+}
+
+Graph attention_graph() {
+  Graph g;
+  Builder b(g);
+  ValueId q = b.input("q", {DType::bf16, {1, 2, 8, 16}});
+  ValueId k = b.input("k", {DType::bf16, {1, 2, 8, 16}});
+  ValueId v = b.input("v", {DType::bf16, {1, 2, 8, 16}});
+  ValueId mask = b.input("mask", {DType::boolean, {8, 8}});
+  ValueId s = b.matmul(q, b.transpose(k, 2, 3));
+  s = b.mul(s, b.constant(0.25));
+  s = b.op(Op::where, {mask, s, b.constant(-1e30)});
+  ValueId p = b.cast(b.softmax(b.cast(s, DType::f32), 3), DType::bf16);
+  b.output(b.matmul(p, v));
+  return g;
+}
+
+TEST(Templates, AttentionChain) {
+  Graph g = attention_graph();
+  Kernel k = all_of(g);
+  ASSERT_TRUE(fits_template(g, k, "attention"));
+  EXPECT_EQ(emmy::best_template(g, k), "attention");
+  auto m = emmy::match_attention(g, k);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(g.node(m->scores).op, Op::matmul);
+  EXPECT_EQ(g.node(m->softmax).op, Op::softmax);
+  EXPECT_EQ(m->prologue.size(), 1u);     // the transpose of k
+  EXPECT_EQ(m->score_chain.size(), 3u);  // mul, where, cast
+  EXPECT_EQ(m->prob_chain.size(), 1u);   // cast
+  // Without its second matmul it is no attention.
+  Kernel head = k;
+  head.nodes.pop_back();
+  EXPECT_FALSE(fits_template(g, head, "attention"));
+}
+
+}  // namespace
