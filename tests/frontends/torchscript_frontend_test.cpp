@@ -1,0 +1,232 @@
+// The torchscript frontend: --code expressions, .pt files traced/scripted at test time by
+// python3-torch, errors for ops without an IR equivalent, and agreement with the hf frontend on a
+// Qwen3 decoder layer. Plugins are loaded through dlopen, as the host does.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "frontends/frontend_loader.hpp"
+#include "frontends/graph_queries.hpp"
+
+namespace fs = std::filesystem;
+using emmy::FrontendRequest;
+using emmy::ir::DType;
+using emmy::ir::Op;
+using namespace emmy::testing;
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The fixtures are written by python3-torch on first use, into a build-tree folder named after a
+// hash of the generator script; a concurrent test process that loses the race uses the winner's.
+const fs::path& fixture_dir() {
+  static const fs::path dir = [] {
+    fs::path script = fs::path(EMMY_SOURCE_DIR) / "tests/frontends/fixtures/make_torchscript_fixtures.py";
+    std::string text = read_text(script);
+    if (text.empty()) throw std::runtime_error("missing " + script.string());
+    fs::path final_dir = fs::path(EMMY_BUILD_DIR) / "tests" /
+                         ("torchscript-fixtures-" + std::to_string(std::hash<std::string>{}(text)));
+    if (fs::exists(final_dir / "done")) return final_dir;
+    fs::create_directories(final_dir.parent_path());
+    fs::path tmp = final_dir.string() + ".tmp" + std::to_string(::getpid());
+    fs::create_directories(tmp);
+    std::string cmd = std::string(EMMY_TORCH_PYTHON) + " '" + script.string() + "' '" + tmp.string() + "' > '" +
+                      (tmp / "log.txt").string() + "' 2>&1";
+    if (std::system(cmd.c_str()) != 0)
+      throw std::runtime_error("writing fixtures failed: " + cmd + "\n" + read_text(tmp / "log.txt"));
+    std::ofstream(tmp / "done") << "ok\n";
+    std::error_code ec;
+    fs::rename(tmp, final_dir, ec);
+    if (ec) fs::remove_all(tmp);  // another process finished first
+    return final_dir;
+  }();
+  return dir;
+}
+
+class TorchScriptFrontendTest : public ::testing::Test {
+ protected:
+  static LoadedFrontend& ts_plugin() {
+    static LoadedFrontend loaded("torchscript");
+    return loaded;
+  }
+  static LoadedFrontend& hf_plugin() {
+    static LoadedFrontend loaded("hf");
+    return loaded;
+  }
+  emmy::Frontend* ts = &*ts_plugin();
+
+  emmy::ir::Graph code(const std::string& expr) {
+    FrontendRequest r;
+    r.code = expr;
+    emmy::ir::Graph g;
+    emmy::Status s = ts->load(r, g);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(emmy::ir::verify(g), "");
+    return g;
+  }
+  emmy::ir::Graph file(const std::string& name, std::map<std::string, std::string> options = {}) {
+    FrontendRequest r;
+    r.source = (fixture_dir() / name).string();
+    r.options = std::move(options);
+    emmy::ir::Graph g;
+    emmy::Status s = ts->load(r, g);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(emmy::ir::verify(g), "");
+    return g;
+  }
+  std::string error_of(FrontendRequest r) {
+    emmy::ir::Graph g;
+    g.name = "untouched";
+    emmy::Status s = ts->load(r, g);
+    EXPECT_FALSE(s.ok());
+    EXPECT_TRUE(g.nodes.empty() && g.name == "untouched") << "a failed load must leave no partial graph";
+    return s.message();
+  }
+};
+
+std::vector<std::string> input_types(const emmy::ir::Graph& g, const std::string& role = "input") {
+  std::vector<std::string> out;
+  for (const auto* n : inputs_with_role(g, role)) out.push_back(emmy::ir::to_string(n->type));
+  return out;
+}
+
+TEST_F(TorchScriptFrontendTest, AcceptsCodeAndTorchScriptFiles) {
+  FrontendRequest r;
+  r.code = "torch.randn(2)";
+  EXPECT_TRUE(ts->accepts(r));
+  EXPECT_TRUE(ts->accepts(FrontendRequest{"model.pt", "", {}}));
+  EXPECT_FALSE(ts->accepts(FrontendRequest{"Qwen/Qwen3-0.6B", "", {}}));
+}
+
+TEST_F(TorchScriptFrontendTest, CodeMatmulHasTwoInputsAndOneMatmul) {
+  auto g = code("torch.matmul(torch.randn(512,512), torch.randn(512,512))");
+  EXPECT_EQ(input_types(g), (std::vector<std::string>{"f32[512,512]", "f32[512,512]"}));
+  EXPECT_EQ(g.compute_node_count(), 1u);
+  ASSERT_EQ(count_ops(g, Op::matmul), 1);
+  ASSERT_EQ(g.outputs.size(), 1u);
+  EXPECT_EQ(emmy::ir::to_string(g.type(g.outputs[0])), "f32[512,512]");
+}
+
+TEST_F(TorchScriptFrontendTest, CodeSoftmaxOnCudaCompilesWithoutAGpu) {
+  auto g = code("torch.softmax(torch.randn(8, 128, dtype=torch.bfloat16, device='cuda'), dim=-1)");
+  EXPECT_EQ(input_types(g), (std::vector<std::string>{"bf16[8,128]"}));
+  auto softmax = nodes_of(g, Op::softmax);
+  ASSERT_EQ(softmax.size(), 1u);
+  EXPECT_EQ(softmax[0]->attr_int("dim", -99), 1);  // dims are stored non-negative
+  EXPECT_EQ(g.compute_node_count(), 1u);
+}
+
+TEST_F(TorchScriptFrontendTest, CodeMlpInBf16) {
+  auto g = code(
+      "torch.nn.functional.silu(torch.randn(64,256, dtype=torch.bfloat16) @ torch.randn(256,512, dtype=torch.bfloat16))"
+      " @ torch.randn(512,128, dtype=torch.bfloat16)");
+  EXPECT_EQ(input_types(g), (std::vector<std::string>{"bf16[64,256]", "bf16[256,512]", "bf16[512,128]"}));
+  EXPECT_EQ(op_signatures(g),
+            (std::vector<std::string>{"matmul bf16[64,128]", "matmul bf16[64,512]", "silu bf16[64,512]"}));
+  EXPECT_EQ(emmy::ir::to_string(g.type(g.outputs[0])), "bf16[64,128]");
+}
+
+TEST_F(TorchScriptFrontendTest, UnsupportedOpNamesOpSchemaAndSourceLine) {
+  FrontendRequest r;
+  r.code = "torch.cumsum(torch.randn(4, 4), dim=0)";
+  std::string msg = error_of(r);
+  EXPECT_NE(msg.find("aten::cumsum"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("schema: aten::cumsum(Tensor self, int dim"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("torch.cumsum(torch.randn(4, 4), dim=0)"), std::string::npos) << "source line: " << msg;
+}
+
+TEST_F(TorchScriptFrontendTest, CodeThatDoesNotCompileIsAnError) {
+  FrontendRequest r;
+  r.code = "torch.no_such_op(torch.randn(2))";
+  EXPECT_NE(error_of(r).find("cannot compile"), std::string::npos);
+}
+
+TEST_F(TorchScriptFrontendTest, TracedMlpFile) {
+  auto g = file("mlp.pt");
+  EXPECT_EQ(input_types(g), (std::vector<std::string>{"f32[4,64]"}));
+  // nn.Linear parameters are weight inputs named by their module path.
+  EXPECT_EQ(input_types(g, "weight").size(), 4u);
+  ASSERT_NE(input_named(g, "0.weight"), nullptr);
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "0.weight")->type), "f32[256,64]");
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "2.bias")->type), "f32[64]");
+  EXPECT_EQ(op_signatures(g), (std::vector<std::string>{"linear f32[4,256]", "linear f32[4,64]", "silu f32[4,256]"}));
+  for (const auto* l : nodes_of(g, Op::linear)) EXPECT_EQ(l->inputs.size(), 3u);  // with bias
+}
+
+TEST_F(TorchScriptFrontendTest, InputShapeOptionOverridesTheFile) {
+  auto g = file("mlp.pt", {{"input-shape", "32x64:f32"}});
+  EXPECT_EQ(emmy::ir::to_string(g.type(g.outputs[0])), "f32[32,64]");
+  FrontendRequest r;
+  r.source = (fixture_dir() / "mlp.pt").string();
+  r.options["input-shape"] = "4x64,4x64";
+  EXPECT_NE(error_of(r).find("takes 1 inputs"), std::string::npos);
+}
+
+TEST_F(TorchScriptFrontendTest, TracedAttentionFile) {
+  auto g = file("attention.pt");
+  EXPECT_EQ(input_types(g), (std::vector<std::string>{"f32[2,16,64]", "bool[16,16]"}));
+  EXPECT_EQ(count_ops(g, Op::linear), 4);
+  auto matmuls = nodes_of(g, Op::matmul);
+  ASSERT_EQ(matmuls.size(), 2u);
+  EXPECT_EQ(emmy::ir::to_string(matmuls[0]->type), "f32[2,4,16,16]");
+  EXPECT_EQ(emmy::ir::to_string(matmuls[1]->type), "f32[2,4,16,16]");
+  ASSERT_EQ(count_ops(g, Op::masked_fill), 1);
+  EXPECT_EQ(emmy::ir::to_string(nodes_of(g, Op::softmax)[0]->type), "f32[2,4,16,16]");
+  // Shape arithmetic (x.shape -> size/NumToTensor/Int) folded into concrete view shapes.
+  for (const auto* v : nodes_of(g, Op::view))
+    EXPECT_EQ(v->attr_ints("shape"), (std::vector<int64_t>{2, 16, 4, 16}));
+  EXPECT_EQ(emmy::ir::to_string(g.type(g.outputs[0])), "f32[2,16,64]");
+}
+
+TEST_F(TorchScriptFrontendTest, ScriptedModuleFoldsShapesAndTakesTheKnownBranch) {
+  auto g = file("scripted.pt");
+  EXPECT_EQ(op_signatures(g), (std::vector<std::string>{"linear f32[2,8,32]", "softmax f32[2,2,8,16]",
+                                                        "transpose f32[2,2,8,16]", "view f32[2,8,2,16]"}));
+  EXPECT_NE(input_named(g, "proj.weight"), nullptr);
+}
+
+TEST_F(TorchScriptFrontendTest, UnsupportedOpInAFileIsRejectedWhole) {
+  FrontendRequest r;
+  r.source = (fixture_dir() / "cumsum.pt").string();
+  std::string msg = error_of(r);
+  EXPECT_NE(msg.find("aten::cumsum"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("schema:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cumsum"), msg.rfind("cumsum")) << "the source line is quoted too: " << msg;
+}
+
+TEST_F(TorchScriptFrontendTest, MissingFileIsAnError) {
+  FrontendRequest r;
+  r.source = "/nonexistent/model.pt";
+  EXPECT_NE(error_of(r).find("does not exist"), std::string::npos);
+}
+
+// The same Qwen3 decoder layer from the hf frontend and traced from PyTorch: same ops, same
+// shapes, same structural keys kernel for kernel under the singleton grouping.
+TEST_F(TorchScriptFrontendTest, Qwen3LayerAgreesWithHfFrontend) {
+  auto traced = file("qwen3_layer.pt");
+  FrontendRequest r;
+  r.source = "Qwen/Qwen3-Embedding-0.6B";
+  r.options = {{"layer", "0"}, {"seq", "32"}, {"batch", "1"}, {"dtype", "bf16"}};
+  emmy::ir::Graph built;
+  emmy::Status s = hf_plugin()->load(r, built);
+  ASSERT_TRUE(s.ok()) << s.message();
+
+  EXPECT_EQ(op_signatures(traced), op_signatures(built));
+  EXPECT_EQ(input_types(traced, "weight").size(), input_types(built, "weight").size());
+  EXPECT_EQ(traced.compute_node_count(), built.compute_node_count());
+  EXPECT_EQ(singleton_keys(traced), singleton_keys(built));
+  EXPECT_EQ(emmy::ir::to_string(traced.type(traced.outputs[0])), "bf16[1,32,1024]");
+}
+
+}  // namespace

@@ -1,0 +1,55 @@
+// The torchscript frontend's LibTorch-free helpers: input shape specs and --code rewriting.
+#include <gtest/gtest.h>
+
+#include "code_source.hpp"
+#include "emmy/status.hpp"
+#include "input_spec.hpp"
+
+using emmy::ir::DType;
+using emmy::ts::code_to_torchscript;
+using emmy::ts::parse_input_spec;
+
+TEST(InputSpec, CompactFormWithDtypes) {
+  auto types = parse_input_spec("1x128x64:f32, 1x128:i64,4:bfloat16");
+  ASSERT_EQ(types.size(), 3u);
+  EXPECT_EQ(emmy::ir::to_string(types[0]), "f32[1,128,64]");
+  EXPECT_EQ(emmy::ir::to_string(types[1]), "i64[1,128]");
+  EXPECT_EQ(emmy::ir::to_string(types[2]), "bf16[4]");
+  EXPECT_EQ(parse_input_spec("8x8")[0].dtype, DType::f32);  // default dtype
+  EXPECT_EQ(parse_input_spec("scalar:i64")[0].rank(), 0);
+}
+
+TEST(InputSpec, JsonForms) {
+  auto types = parse_input_spec(R"([{"shape": [2, 16, 64], "dtype": "float32"}, {"shape": [16,16], "dtype": "bool"}])");
+  ASSERT_EQ(types.size(), 2u);
+  EXPECT_EQ(emmy::ir::to_string(types[0]), "f32[2,16,64]");
+  EXPECT_EQ(types[1].dtype, DType::boolean);
+  auto bare = parse_input_spec("[[4, 64], [3]]");
+  ASSERT_EQ(bare.size(), 2u);
+  EXPECT_EQ(emmy::ir::to_string(bare[1]), "f32[3]");
+}
+
+TEST(InputSpec, ErrorsNameTheEntry) {
+  try {
+    parse_input_spec("1x128:f32,1xQ:i64");
+    FAIL() << "expected an error";
+  } catch (const emmy::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1xQ:i64"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_input_spec("4:complex64"), emmy::Error);
+  EXPECT_THROW(parse_input_spec(""), emmy::Error);
+}
+
+TEST(CodeSource, RewritesFunctionalAndDtypesOutsideStrings) {
+  std::string src = code_to_torchscript(
+      "F.silu(torch.nn.functional.gelu(torch.randn(4, dtype=torch.bfloat16, device='cuda')))");
+  EXPECT_EQ(src.rfind("def forward():\n    return ", 0), 0u) << src;
+  EXPECT_NE(src.find("torch.silu(torch.gelu("), std::string::npos) << src;
+  EXPECT_NE(src.find("dtype=15"), std::string::npos) << src;
+  EXPECT_NE(src.find("device='cuda'"), std::string::npos) << src;
+  // torch.float32 vs torch.float, torch.int64 vs torch.int: the longest name wins.
+  std::string dt = code_to_torchscript("(torch.float32, torch.float, torch.int64, torch.int, torch.half)");
+  EXPECT_NE(dt.find("(6, 6, 4, 3, 5)"), std::string::npos) << dt;
+  // A string literal is left alone.
+  EXPECT_NE(code_to_torchscript("'torch.float32 F.x'").find("'torch.float32 F.x'"), std::string::npos);
+}

@@ -1,0 +1,116 @@
+// `emmy eval prior` end to end: a checkpoint holding real cpu-backend rows (the prior bench's
+// table) in a fresh EMMY_HOME, the real `emmy` binary, its JSON report.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unistd.h>
+
+#include "store/checkpoint.hpp"
+
+namespace emmy {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<PriorRow> table_rows(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<PriorRow> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    PriorRow r;
+    r.features = {j.at("op_class"), j.at("shape").get<std::vector<int64_t>>(), j.at("dtype"),
+                  j.at("flops"), j.at("bytes")};
+    r.knobs = j.at("knobs").get<std::map<std::string, double>>();
+    r.time_us = j.at("time_us");
+    r.regime = j.at("regime") == "deploy" ? Regime::deploy : Regime::rank;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+Result run(const std::string& home, const std::string& args) {
+  const std::string cmd = "EMMY_HOME='" + home + "' '" EMMY_BIN "' eval prior " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class EvalPriorCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    home_ = (fs::temp_directory_path() / ("emmy-eval-prior-" + std::to_string(::getpid()))).string();
+    fs::remove_all(home_);
+  }
+  void TearDown() override { fs::remove_all(home_); }
+  std::string home_;
+};
+
+TEST_F(EvalPriorCli, ScoresMlpAgainstRooflineOnHeldOutRealRows) {
+  const auto rows = table_rows(EMMY_SOURCE_DIR "/bench/prior/data/cpu_rank_xeon16.jsonl");
+  ASSERT_GT(rows.size(), 500u);
+  store::write_checkpoint(home_ + "/priors/mlp.ckpt", "", rows);
+
+  const Result r = run(home_, "--json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rows"], rows.size());
+  EXPECT_EQ(j["train_rows"].get<size_t>() + j["held_out_rows"].get<size_t>(), rows.size());
+  EXPECT_GT(j["held_out_rows"].get<size_t>(), rows.size() / 10);
+  EXPECT_LT(j["held_out_rows"].get<size_t>(), rows.size() * 3 / 10);
+  EXPECT_EQ(j["by_kernel_class"]["matmul"], 720);
+  EXPECT_EQ(j["by_regime"]["rank"], rows.size());
+  ASSERT_EQ(j["priors"].size(), 2u);
+  const auto& mlp = j["priors"][0];
+  const auto& roofline = j["priors"][1];
+  ASSERT_EQ(mlp["name"], "mlp");
+  ASSERT_EQ(roofline["name"], "roofline");
+  ASSERT_FALSE(mlp.contains("error")) << mlp.dump();
+  for (const auto* p : {&mlp, &roofline})
+    for (const char* key : {"spearman", "kendall", "spearman_within_kernel", "kendall_within_kernel"}) {
+      ASSERT_TRUE((*p)[key].is_number()) << p->dump();
+      EXPECT_GE((*p)[key].get<double>(), -1.0);
+      EXPECT_LE((*p)[key].get<double>(), 1.0);
+    }
+  EXPECT_GT(mlp["spearman_within_kernel"].get<double>(), roofline["spearman_within_kernel"].get<double>());
+  EXPECT_GE(mlp["kernels_scored"].get<int>(), 15);
+  EXPECT_TRUE(mlp["top_k_recall"]["3"].is_number());
+
+  // The text form names both priors and the reservoir's classes.
+  const Result text = run(home_, "--split kernels");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("by kernel class:  matmul 720"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("roofline"), std::string::npos);
+}
+
+TEST_F(EvalPriorCli, MissingOrCorruptCheckpointIsABadInput) {
+  Result r = run(home_, "");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no checkpoint at " + home_ + "/priors/roofline.ckpt"), std::string::npos)
+      << r.out;
+  fs::create_directories(home_ + "/priors");
+  std::ofstream(home_ + "/priors/mlp.ckpt") << "not a checkpoint";
+  r = run(home_, "--prior mlp");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mlp.ckpt"), std::string::npos) << r.out;
+  EXPECT_EQ(run(home_, "--holdout 0").code, 2);
+}
+
+}  // namespace
+}  // namespace emmy
