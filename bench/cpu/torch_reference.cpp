@@ -1,0 +1,64 @@
+#include "torch_reference.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <sstream>
+
+namespace emmy::bench {
+
+struct TorchReference::Impl {
+  torch::Tensor a, b, c, x, w, y;
+};
+
+namespace {
+
+template <typename F>
+std::vector<double> sample(F&& f, int warmup, int samples) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < samples; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    auto t1 = std::chrono::steady_clock::now();
+    t.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  return t;
+}
+
+}  // namespace
+
+TorchReference::TorchReference(int m, int n, int k, int rows, int len, int threads) : impl_(std::make_unique<Impl>()) {
+  if (threads > 0) torch::set_num_threads(threads);
+  impl_->a = torch::randn({m, k});
+  impl_->b = torch::randn({k, n});
+  impl_->x = torch::randn({rows, len});
+  impl_->w = torch::randn({len});
+}
+
+TorchReference::~TorchReference() = default;
+
+std::vector<double> TorchReference::matmul(int warmup, int samples) {
+  torch::NoGradGuard no_grad;
+  return sample([&] { impl_->c = torch::matmul(impl_->a, impl_->b); }, warmup, samples);
+}
+
+std::vector<double> TorchReference::rmsnorm(int warmup, int samples) {
+  torch::NoGradGuard no_grad;
+  auto& x = impl_->x;
+  return sample([&] { impl_->y = x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * impl_->w; }, warmup, samples);
+}
+
+int TorchReference::threads() const { return torch::get_num_threads(); }
+
+std::string TorchReference::blas_config() const {
+  std::string out;
+  std::istringstream cfg(torch::show_config());
+  for (std::string line; std::getline(cfg, line);) {
+    auto at = line.find("BLAS_INFO=");
+    if (at != std::string::npos) out += "  torch " + line.substr(at, line.find(',', at) - at) + "\n";
+  }
+  return out;
+}
+
+}  // namespace emmy::bench

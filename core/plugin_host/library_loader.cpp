@@ -1,0 +1,92 @@
+#include "plugin_host/library_loader.hpp"
+
+#include <boost/dll/shared_library.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "emmy/status.hpp"
+
+namespace emmy {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  // library path -> the loaded library; entries are only ever added.
+  std::map<std::string, boost::dll::shared_library> libraries;
+};
+
+Registry& registry() {
+  // Deliberately leaked: destroying it would unload plugins while objects they made may live on.
+  static Registry* r = new Registry;
+  return *r;
+}
+
+// Boost.DLL's message carries dlerror()'s text in parentheses; that is the useful part.
+std::string load_failure(const std::string& what) {
+  const std::string marker = "(dlerror system message: ";
+  auto start = what.find(marker);
+  if (start == std::string::npos) return what;
+  start += marker.size();
+  auto end = what.rfind(')');
+  return what.substr(start, end == std::string::npos || end < start ? std::string::npos : end - start);
+}
+
+std::string quoted(const char* s) { return s ? "'" + std::string(s) + "'" : "(null)"; }
+
+}  // namespace
+
+const EmmyPluginInfo& load_plugin_entry(const PluginRecord& record) {
+  const std::string who = "plugin '" + record.name + "' (" + record.library_path + ")";
+  if (!record.ok) throw Error(who + " was refused: " + record.reason);
+
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  auto it = reg.libraries.find(record.library_path);
+  if (it == reg.libraries.end()) {
+    boost::dll::shared_library library;
+    try {
+      // rtld_now: an unresolved symbol fails here, with its name, not later in a call.
+      library.load(record.library_path, boost::dll::load_mode::rtld_now);
+    } catch (const std::exception& e) {
+      throw Error("cannot load " + who + ": " + load_failure(e.what()) +
+                  "; check its dependencies with `ldd " + record.library_path + "`");
+    }
+    it = reg.libraries.emplace(record.library_path, std::move(library)).first;
+  }
+  boost::dll::shared_library& library = it->second;
+
+  if (!library.has(record.entry_symbol))
+    throw Error(who + " has no entry point '" + record.entry_symbol +
+                "': define it with EMMY_PLUGIN(YourClass) and build with emmy_add_plugin()");
+  auto& entry = library.get<const EmmyPluginInfo*()>(record.entry_symbol);
+  const EmmyPluginInfo* info = entry();
+  if (!info) throw Error(who + ": entry point '" + record.entry_symbol + "' returned no plugin info");
+
+  // The ABI version before anything else: with another ABI the rest of the struct may differ.
+  if (info->abi_version != EMMY_SDK_ABI_VERSION)
+    throw Error(who + " was built for SDK ABI " + std::to_string(info->abi_version) +
+                ", this emmy speaks " + std::to_string(EMMY_SDK_ABI_VERSION) +
+                ": rebuild the plugin against this emmy's SDK");
+  const std::string stale = ": the manifest is stale or belongs to another library; rebuild the "
+                            "plugin so both come from the same emmy_add_plugin()";
+  if (kind_name(info->kind) != record.kind) {
+    std::string library_kind(kind_name(info->kind));
+    if (library_kind.empty()) library_kind = "unknown (" + std::to_string(info->kind) + ")";
+    throw Error(who + ": the library is a " + library_kind + " plugin, its manifest says " +
+                record.kind + stale);
+  }
+  if (!info->name || record.name != info->name)
+    throw Error(who + ": the library calls itself " + quoted(info->name) + ", its manifest '" +
+                record.name + "'" + stale);
+  if (!info->version || record.version != info->version)
+    throw Error(who + ": the library is version " + quoted(info->version) + ", its manifest says '" +
+                record.version + "'" + stale);
+  if (!info->create || !info->destroy)
+    throw Error(who + ": the entry struct has no create or destroy function; define the entry with "
+                      "EMMY_PLUGIN(YourClass)");
+  return *info;
+}
+
+}  // namespace emmy

@@ -1,0 +1,88 @@
+#include "plugin_host/plugin_host.hpp"
+
+#include <array>
+
+#include "emmy/status.hpp"
+#include "plugin_host/library_loader.hpp"
+
+namespace emmy {
+
+void PluginHost::discover(const std::vector<std::string>& paths) { found_ = discover_plugins(paths); }
+
+const PluginRecord* PluginHost::find(std::string_view name, std::string_view kind) const {
+  const PluginRecord* refused = nullptr;
+  for (const auto& r : found_.records) {
+    if (r.name != name || (!kind.empty() && r.kind != kind)) continue;
+    if (r.ok) return &r;
+    if (!refused) refused = &r;
+  }
+  return refused;
+}
+
+std::vector<const PluginRecord*> PluginHost::of_kind(std::string_view kind) const {
+  std::vector<const PluginRecord*> out;
+  for (const auto& r : found_.records)
+    if (r.ok && r.kind == kind) out.push_back(&r);
+  return out;
+}
+
+const PluginRecord& PluginHost::select(std::string_view name, std::string_view kind) const {
+  if (const PluginRecord* r = find(name, kind)) {
+    if (!r->ok)
+      throw Error(std::string(kind) + " plugin '" + std::string(name) + "' (" + r->manifest_path +
+                  ") was refused: " + r->reason);
+    return *r;
+  }
+  if (const PluginRecord* other = find(name))
+    throw Error("plugin '" + std::string(name) + "' is a " + other->kind + " plugin, not a " +
+                std::string(kind));
+  std::string available;
+  for (const auto* r : of_kind(kind)) available += (available.empty() ? "" : ", ") + r->name;
+  std::string searched;
+  for (const auto& d : found_.dirs) searched += (searched.empty() ? "" : ", ") + d.path;
+  throw Error("no " + std::string(kind) + " plugin named '" + std::string(name) + "' (available: " +
+              (available.empty() ? "none" : available) + "; searched: " +
+              (searched.empty() ? "nothing" : searched) +
+              "); add its folder with --plugin-path or EMMY_PLUGIN_PATH");
+}
+
+const EmmyPluginInfo& PluginHost::load(std::string_view name, std::string_view kind) {
+  return load_plugin_entry(select(name, kind));
+}
+
+std::shared_ptr<void> PluginHost::make(std::string_view name, std::string_view kind,
+                                       const PluginOptions& options) {
+  const EmmyPluginInfo& info = load(name, kind);
+  std::array<char, 2048> error{};
+  const std::string text = format_plugin_options(options);
+  void* object = info.create(text.c_str(), error.data(), error.size());
+  if (!object) {
+    error.back() = '\0';  // whatever the plugin wrote, the message ends inside the buffer
+    std::string message = error[0] ? error.data() : "create() failed without a message";
+    throw Error(std::string(kind) + " plugin '" + std::string(name) + "' could not be created: " + message);
+  }
+  // The library is never unloaded, so the plugin's destroy() stays valid for the deleter.
+  auto destroy = info.destroy;
+  return std::shared_ptr<void>(object, [destroy](void* p) { destroy(p); });
+}
+
+// create() hands out the interface pointer as void* (plugin.hpp), so a static_cast recovers it.
+template <typename T>
+static std::shared_ptr<T> as(std::shared_ptr<void> object) {
+  return std::shared_ptr<T>(object, static_cast<T*>(object.get()));
+}
+
+std::shared_ptr<Frontend> PluginHost::make_frontend(std::string_view name, const PluginOptions& options) {
+  return as<Frontend>(make(name, "frontend", options));
+}
+std::shared_ptr<Pass> PluginHost::make_pass(std::string_view name, const PluginOptions& options) {
+  return as<Pass>(make(name, "pass", options));
+}
+std::shared_ptr<Backend> PluginHost::make_backend(std::string_view name, const PluginOptions& options) {
+  return as<Backend>(make(name, "backend", options));
+}
+std::shared_ptr<Prior> PluginHost::make_prior(std::string_view name, const PluginOptions& options) {
+  return as<Prior>(make(name, "prior", options));
+}
+
+}  // namespace emmy

@@ -1,0 +1,46 @@
+// Builds generated C++ into a shared object with the system compiler ($CXX, else c++), in a
+// content-addressed cache directory: the same source, flags and compiler give the same file, so
+// a repeated build is a lookup. Safe to call from several threads at once (each build writes to
+// a private temporary name and renames it into place).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "emmy/backend.hpp"
+
+namespace emmy::cpu {
+
+struct CompileResult {
+  bool ok = false;
+  std::string library;  // path of the shared object when ok
+  std::string log;      // the compiler's output (the error when !ok)
+  bool cached = false;
+};
+
+class Compiler {
+ public:
+  // `cache_dir` is created if missing. `compiler` empty: $CXX, else "c++".
+  explicit Compiler(std::string cache_dir, std::string compiler = "");
+
+  CompileResult compile(const std::string& source, Regime regime) const;
+  // The flags used for a regime (rank: -O1; deploy: -O3 -march=native).
+  static std::vector<std::string> flags(Regime regime);
+  const std::string& compiler() const { return compiler_; }
+  const std::string& cache_dir() const { return cache_dir_; }
+  // First line of `<compiler> --version`.
+  std::string version_line() const;
+
+ private:
+  std::string cache_dir_;
+  std::string compiler_;
+};
+
+// Runs argv (argv[0] looked up in PATH), output (stdout+stderr) into `output`; returns the exit
+// status (-1 when it could not start or was killed by a signal).
+int run_capture(const std::vector<std::string>& argv, std::string& output);
+
+// 128-bit FNV-1a based content hash, as 32 hex digits.
+std::string content_hash(const std::string& text);
+
+}  // namespace emmy::cpu

@@ -1,0 +1,143 @@
+#include "cpu_backend.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "templates.hpp"
+
+namespace emmy::cpu {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string default_cache_dir() {
+  const char* home = std::getenv("EMMY_HOME");
+  if (home && *home) return (fs::path(home) / "cache" / "cpu").string();
+  const char* user = std::getenv("HOME");
+  if (user && *user) return (fs::path(user) / ".emmy" / "cache" / "cpu").string();
+  return (fs::temp_directory_path() / "emmy-cache-cpu").string();
+}
+
+// Where this code is loaded from: the plugin's .so, or the executable it is linked into.
+fs::path own_location() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&own_location), &info) && info.dli_fname) {
+    std::error_code ec;
+    fs::path p = fs::canonical(info.dli_fname, ec);
+    if (!ec) return p;
+  }
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec);
+}
+
+std::string find_worker(const PluginOptions& options) {
+  auto it = options.find("worker");
+  if (it != options.end() && !it->second.empty()) return it->second;
+  const char* env = std::getenv("EMMY_CPU_WORKER");
+  if (env && *env) return env;
+  fs::path dir = own_location().parent_path();
+  // <prefix>/lib/emmy/plugins/libemmy_cpu.so -> <prefix>/libexec/emmy; <prefix>/bin/x -> the same.
+  for (const fs::path& candidate : {dir / "../../../libexec/emmy/emmy-cpu-worker", dir / "../libexec/emmy/emmy-cpu-worker"}) {
+    std::error_code ec;
+    if (fs::exists(candidate, ec)) return fs::weakly_canonical(candidate, ec).string();
+  }
+  return (dir / "../../../libexec/emmy/emmy-cpu-worker").lexically_normal().string();
+}
+
+std::string option_or(const PluginOptions& options, const std::string& key, const std::string& fallback) {
+  auto it = options.find(key);
+  return it != options.end() && !it->second.empty() ? it->second : fallback;
+}
+
+}  // namespace
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        return v;
+      }
+    }
+  }
+  return "unknown cpu";
+}
+
+CpuBackend::CpuBackend(const PluginOptions& options)
+    : compiler_(option_or(options, "cache_dir", default_cache_dir()), option_or(options, "compiler", "")),
+      worker_path_(find_worker(options)) {}
+
+CpuBackend::~CpuBackend() = default;
+
+BackendCaps CpuBackend::capabilities() const { return cpu_capabilities(); }
+
+std::string CpuBackend::environment_fingerprint() const {
+  std::call_once(fingerprint_once_, [this] {
+    fingerprint_ = "cpu|" + cpu_model_name() + "|" + compiler_.version_line();
+  });
+  return fingerprint_;
+}
+
+Status CpuBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept {
+  return guard([&]() -> Status { return build_source(generate_source(slice), regime, artifact, failure); });
+}
+
+Status CpuBackend::build_source(const std::string& source, Regime regime, Artifact& artifact,
+                                MeasureResult& failure) noexcept {
+  return guard([&]() -> Status {
+    failure = MeasureResult{};
+    artifact = Artifact{};
+    artifact.source = source;
+    CompileResult c = compiler_.compile(artifact.source, regime);
+    if (!c.ok) {
+      failure.failure = FailureKind::build_error;
+      constexpr size_t kMaxLog = 16000;
+      failure.message = c.log.size() > kMaxLog ? c.log.substr(0, kMaxLog) + "\n[... truncated]" : c.log;
+      return Status::Ok();
+    }
+    artifact.handle = c.library;
+    return Status::Ok();
+  });
+}
+
+Status CpuBackend::measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
+                           MeasureResult& result) noexcept {
+  return guard([&]() -> Status {
+    result = MeasureResult{};
+    const ir::Graph& g = slice.graph;
+    auto ins = g.inputs();
+    if (request.inputs.tensors.size() != ins.size())
+      return Status::Error("cpu backend: measure got " + std::to_string(request.inputs.tensors.size()) +
+                           " input buffers, the slice has " + std::to_string(ins.size()) + " inputs");
+    for (size_t i = 0; i < ins.size(); ++i) {
+      auto want = static_cast<size_t>(g.type(ins[i]).bytes());
+      if (request.inputs.tensors[i].size() != want)
+        return Status::Error("cpu backend: input " + std::to_string(i) + " has " +
+                             std::to_string(request.inputs.tensors[i].size()) + " bytes, " +
+                             ir::to_string(g.type(ins[i])) + " needs " + std::to_string(want));
+    }
+    if (artifact.handle.empty()) return Status::Error("cpu backend: measure needs a built artifact (empty handle)");
+    std::vector<uint64_t> out_bytes;
+    for (ir::ValueId o : g.outputs) out_bytes.push_back(static_cast<uint64_t>(g.type(o).bytes()));
+    std::lock_guard<std::mutex> lock(worker_mutex_);
+    if (!worker_) worker_ = std::make_unique<WorkerProcess>(worker_path_);
+    worker_->run(artifact.handle, request, out_bytes, result);
+    return Status::Ok();
+  });
+}
+
+pid_t CpuBackend::worker_pid() const {
+  std::lock_guard<std::mutex> lock(worker_mutex_);
+  return worker_ ? worker_->pid() : -1;
+}
+
+}  // namespace emmy::cpu

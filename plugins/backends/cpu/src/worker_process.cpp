@@ -1,0 +1,134 @@
+#include "worker_process.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "emmy/status.hpp"
+#include "protocol.hpp"
+
+extern char** environ;
+
+namespace emmy::cpu {
+
+namespace proto = protocol;
+
+std::string signal_description(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  std::string s = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+  const char* what = strsignal(sig);
+  if (what) s += std::string(" (") + what + ")";
+  return s;
+}
+
+void WorkerProcess::spawn() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw Error(std::string("cpu backend: socketpair failed: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, sv[1], 0);
+  posix_spawn_file_actions_adddup2(&actions, sv[1], 1);
+  char* argv[] = {const_cast<char*>(executable_.c_str()), nullptr};
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, executable_.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(sv[1]);
+  if (rc != 0) {
+    ::close(sv[0]);
+    throw Error("cpu backend: cannot start the measurement worker " + executable_ + ": " + std::strerror(rc) +
+                " (set EMMY_CPU_WORKER or the backend option worker=PATH)");
+  }
+  pid_ = pid;
+  fd_ = sv[0];
+}
+
+void WorkerProcess::stop() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+}
+
+void WorkerProcess::run(const std::string& library, const MeasureRequest& request,
+                        const std::vector<uint64_t>& output_bytes, MeasureResult& result) {
+  if (!running()) spawn();
+  proto::Writer w;
+  w.put(proto::kRequestMagic);
+  w.put_string(library);
+  w.put(static_cast<int32_t>(request.warmup));
+  w.put(static_cast<int32_t>(request.samples));
+  w.put(static_cast<uint32_t>(request.inputs.tensors.size()));
+  for (const auto& t : request.inputs.tensors) w.put_bytes(t.data(), t.size());
+  w.put(static_cast<uint32_t>(output_bytes.size()));
+  for (uint64_t b : output_bytes) w.put(b);
+
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(std::max(0.001, request.timeout_s) * 1000));
+  proto::Reader r{fd_, &deadline};
+  bool sent = proto::write_all(fd_, w.bytes.data(), w.bytes.size(), /*socket=*/true);
+  uint32_t tag = sent ? r.get<uint32_t>() : 0;
+  if (sent && r.ok && tag == proto::kReplyOk) {
+    uint32_t n = r.get<uint32_t>();
+    result.samples_us.clear();
+    for (uint32_t i = 0; i < n && r.ok; ++i) result.samples_us.push_back(r.get<double>());
+    uint32_t n_out = r.get<uint32_t>();
+    result.outputs.tensors.assign(n_out, {});
+    for (uint32_t i = 0; i < n_out && r.ok; ++i) r.get_bytes(result.outputs.tensors[i]);
+    if (r.ok) {
+      std::vector<double> s = result.samples_us;
+      std::sort(s.begin(), s.end());
+      size_t m = s.size() / 2;
+      result.median_us = s.empty() ? 0 : (s.size() % 2 ? s[m] : 0.5 * (s[m - 1] + s[m]));
+      result.failure = FailureKind::none;
+      result.message.clear();
+      return;
+    }
+  } else if (sent && r.ok && tag == proto::kReplyError) {
+    result.failure = FailureKind::runtime_fault;
+    result.message = r.get_string();
+    if (r.ok) return;
+  }
+  // No (complete) reply: the worker hung or died. Either way it is replaced.
+  result.outputs.tensors.clear();
+  result.samples_us.clear();
+  result.median_us = 0;
+  if (r.timed_out) {
+    result.failure = FailureKind::timeout;
+    result.message = "no result within " + std::to_string(request.timeout_s) + " s (worker killed)";
+    stop();
+    return;
+  }
+  ::close(fd_);
+  fd_ = -1;
+  int status = 0;
+  pid_t got = 0;
+  // The worker closed its end: it is exiting; give it a moment, then make sure.
+  for (int i = 0; i < 200 && (got = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i) ::usleep(10000);
+  if (got == 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status, 0);
+  }
+  pid_ = -1;
+  result.failure = FailureKind::runtime_fault;
+  if (got > 0 && WIFSIGNALED(status))
+    result.message = "kernel crashed: " + signal_description(WTERMSIG(status));
+  else if (got > 0 && WIFEXITED(status))
+    result.message = "worker exited with status " + std::to_string(WEXITSTATUS(status));
+  else
+    result.message = "worker stopped answering";
+}
+
+}  // namespace emmy::cpu

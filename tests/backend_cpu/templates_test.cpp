@@ -1,0 +1,194 @@
+// Every kernel template of the cpu backend against the reference interpreter, for several shapes
+// and knob values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cpu_harness.hpp"
+#include "templates.hpp"
+
+namespace emmy::cpu::testing {
+namespace {
+
+using ir::Builder;
+using ir::DType;
+using ir::Graph;
+using ir::Op;
+using ir::TensorType;
+using Knobs = std::map<std::string, double>;
+
+Graph pointwise_chain() {
+  Graph g;
+  g.name = "pointwise_chain";
+  Builder b(g);
+  auto x = b.input("x", {DType::bf16, {4, 33}});
+  auto y = b.input("y", {DType::f32, {33}});
+  auto z = b.input("z", {DType::f32, {4, 1}});
+  auto a = b.cast(x, DType::f32);
+  auto c = b.add(b.unary(Op::silu, b.mul(a, y)), z);
+  auto d = b.cast(c, DType::bf16);
+  auto e = b.unary(Op::gelu, d);
+  auto f = b.sub(b.unary(Op::sigmoid, b.unary(Op::tanh, c)), b.constant(0.25));
+  auto h = b.div(b.unary(Op::exp, b.unary(Op::neg, f)), b.unary(Op::sqrt, b.add(b.mul(a, a), b.constant(1.0))));
+  b.output(e);
+  b.output(h);
+  return g;
+}
+
+TEST(CpuPointwise, ChainWithBroadcastingAndBf16Casts) {
+  Graph g = pointwise_chain();
+  EXPECT_EQ(check_against_reference(g, "pointwise", {}), "");
+  EXPECT_EQ(check_against_reference(g, "pointwise", {{"threads", 2}, {"vec", 8}, {"unroll", 4}}), "");
+}
+
+TEST(CpuPointwise, ExpandViewAndMaskedFill) {
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", {DType::f32, {3, 1, 8}});
+  auto m = b.input("m", {DType::boolean, {2, 8}});
+  auto e = b.op(Op::expand, {x}, {{"shape", std::vector<int64_t>{3, 2, 8}}});
+  auto f = b.op(Op::masked_fill, {e, m}, {{"value", -2.5}});
+  auto r = b.reshape(b.op(Op::pow, {f, b.constant(3.0)}), {6, 8});
+  b.output(r);
+  b.output(b.cast(b.reshape(f, {48}), DType::f16));
+  EXPECT_EQ(check_against_reference(g, "pointwise", {{"threads", 2}, {"vec", 16}}), "");
+}
+
+Graph rmsnorm(DType dt, int64_t rows, int64_t len, bool mean_output) {
+  Graph g;
+  g.name = "rmsnorm";
+  Builder b(g);
+  auto x = b.input("x", {dt, {rows, len}});
+  auto w = b.input("w", {dt, {len}}, "weight");
+  auto h = b.cast(x, DType::f32);
+  auto m = b.mean(b.op(Op::pow, {h, b.constant(2.0)}), {-1}, true);
+  auto r = b.unary(Op::rsqrt, b.add(m, b.constant(1e-6)));
+  auto o = b.mul(b.cast(b.mul(h, r), dt), w);
+  b.output(o);
+  if (mean_output) b.output(m);
+  return g;
+}
+
+TEST(CpuReduction, RmsNormBf16) {
+  Graph g = rmsnorm(DType::bf16, 6, 64, false);
+  EXPECT_EQ(check_against_reference(g, "reduction", {}), "");
+  EXPECT_EQ(check_against_reference(g, "reduction", {{"threads", 2}, {"rows_per_task", 4}, {"vec", 16}}), "");
+}
+
+TEST(CpuReduction, RmsNormF32WithPerRowOutput) {
+  Graph g = rmsnorm(DType::f32, 9, 100, true);
+  EXPECT_EQ(check_against_reference(g, "reduction", {{"vec", 8}}), "");
+}
+
+TEST(CpuReduction, ScaledSoftmaxAndSum) {
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", {DType::f32, {2, 5, 40}});
+  auto s = b.softmax(b.mul(x, b.constant(3.0)), -1);
+  b.output(s);
+  b.output(b.op(Op::sum, {x}, {{"dims", std::vector<int64_t>{2}}, {"keepdim", int64_t(0)}}));
+  b.output(b.op(Op::amax, {x}, {{"dims", std::vector<int64_t>{-1}}, {"keepdim", int64_t(1)}}));
+  EXPECT_EQ(check_against_reference(g, "reduction", {}), "");
+  EXPECT_EQ(check_against_reference(g, "reduction", {{"threads", 2}, {"vec", 8}, {"rows_per_task", 16}}), "");
+}
+
+Graph linear_bias_silu(int64_t m, int64_t n, int64_t k) {
+  Graph g;
+  g.name = "linear_bias_silu";
+  Builder b(g);
+  auto x = b.input("x", {DType::f32, {m, k}});
+  auto w = b.input("w", {DType::f32, {n, k}}, "weight");
+  auto bias = b.input("b", {DType::f32, {n}}, "weight");
+  b.output(b.unary(Op::silu, b.op(Op::linear, {x, w, bias})));
+  return g;
+}
+
+TEST(CpuMatmul, LinearBiasSiluEpilogueAcrossKnobs) {
+  Graph g = linear_bias_silu(37, 53, 29);
+  EXPECT_EQ(check_against_reference(g, "matmul", {}), "");
+  EXPECT_EQ(check_against_reference(g, "matmul", {{"tile_m", 32}, {"tile_n", 64}, {"tile_k", 64}, {"mr", 4},
+                                                  {"vec", 8}, {"nr_vecs", 1}, {"unroll", 2}, {"threads", 2}}),
+            "");
+  EXPECT_EQ(check_against_reference(g, "matmul", {{"tile_m", 128}, {"tile_k", 128}, {"mr", 8}, {"nr_vecs", 3}}), "");
+}
+
+TEST(CpuMatmul, BiasAndSiluEpilogueDeployRegime) {
+  Graph g;
+  Builder b(g);
+  auto a = b.input("a", {DType::f32, {64, 96}});
+  auto w = b.input("w", {DType::f32, {96, 80}});
+  auto bias = b.input("bias", {DType::f32, {80}});
+  b.output(b.unary(Op::silu, b.add(b.matmul(a, w), bias)));
+  EXPECT_EQ(check_against_reference(g, "matmul", {{"tile_k", 64}, {"threads", 2}}, Regime::deploy), "");
+}
+
+TEST(CpuMatmul, BatchedWithTransposedOperandAndResidual) {
+  Graph g;
+  Builder b(g);
+  auto a = b.input("a", {DType::f32, {3, 20, 17}});
+  auto c = b.input("c", {DType::f32, {3, 19, 17}});
+  auto r = b.input("r", {DType::f32, {3, 20, 19}});
+  b.output(b.add(b.matmul(a, b.transpose(c, 1, 2)), r));
+  EXPECT_EQ(check_against_reference(g, "matmul", {{"tile_m", 32}, {"mr", 4}, {"vec", 8}}), "");
+}
+
+TEST(CpuMatmul, FoldedBatchBf16OperandsAndCastEpilogue) {
+  Graph g;
+  Builder b(g);
+  auto a = b.input("a", {DType::bf16, {2, 8, 16}});
+  auto w = b.input("w", {DType::bf16, {16, 24}});
+  auto out = b.matmul(a, w);  // bf16 result, f32 accumulation
+  b.output(b.cast(out, DType::f32));
+  EXPECT_EQ(check_against_reference(g, "matmul", {{"threads", 2}, {"tile_n", 64}}), "");
+}
+
+TEST(CpuAttention, CausalScaledSoftmaxValues) {
+  Graph g;
+  Builder b(g);
+  auto q = b.input("q", {DType::f32, {2, 3, 10, 8}});
+  auto k = b.input("k", {DType::f32, {2, 3, 10, 8}});
+  auto v = b.input("v", {DType::f32, {2, 3, 10, 12}});
+  b.output(ir::build_attention(b, q, k, v, -1, 0.0, true));
+  EXPECT_EQ(check_against_reference(g, "attention", {}), "");
+  EXPECT_EQ(check_against_reference(g, "attention", {{"threads", 2}, {"vec", 8}, {"rows_per_task", 4}}), "");
+}
+
+TEST(CpuAttention, AdditiveMaskBf16) {
+  Graph g;
+  Builder b(g);
+  auto q = b.input("q", {DType::bf16, {1, 2, 7, 16}});
+  auto k = b.input("k", {DType::bf16, {1, 2, 9, 16}});
+  auto v = b.input("v", {DType::bf16, {1, 2, 9, 16}});
+  auto mask = b.input("mask", {DType::bf16, {1, 1, 7, 9}});
+  b.output(ir::build_attention(b, q, k, v, mask, 0.25, false));
+  EXPECT_EQ(check_against_reference(g, "attention", {{"vec", 16}}), "");
+}
+
+TEST(CpuTemplates, UnsupportedKernelFallsBackAndStaysCorrect) {
+  // A "pointwise" kernel containing a reduction is generated by the fallback, still correct.
+  Graph g = rmsnorm(DType::f32, 3, 16, false);
+  ir::Slice s = whole_graph_slice(g, "pointwise", {});
+  std::string used;
+  std::string src = generate_source(s, &used);
+  EXPECT_EQ(used, "fallback");
+  EXPECT_NE(src.find("template fell back"), std::string::npos);
+  EXPECT_EQ(check_against_reference(g, "fallback", {}), "");
+}
+
+TEST(CpuTemplates, CapabilitiesListDefaultsFirstAndBadKnobsAreRejected) {
+  BackendCaps caps = shared_backend().capabilities();
+  EXPECT_EQ(caps.backend, "cpu");
+  for (const char* t : {"fallback", "pointwise", "reduction", "matmul", "attention"}) EXPECT_TRUE(caps.templates.count(t)) << t;
+  for (const auto& [templ, knobs] : caps.templates)
+    for (const auto& k : knobs) EXPECT_FALSE(k.values.empty()) << templ << "." << k.name;
+  Graph g = linear_bias_silu(4, 4, 4);
+  ir::Slice s = whole_graph_slice(g, "matmul", {{"tile_m", 0.5}});
+  Artifact a;
+  MeasureResult f;
+  Status st = shared_backend().build(s, Regime::rank, a, f);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("tile_m"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace emmy::cpu::testing

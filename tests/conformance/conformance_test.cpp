@@ -1,0 +1,118 @@
+// Plugin conformance: every plugin in the build tree's plugin folder, one instantiation each.
+// A plugin conforms when its manifest verifies, its library loads, its entry struct agrees with
+// the manifest, its object can be created with default options and destroyed (twice), the
+// object's name() is the plugin's name, and a pass that calls itself in-place declares only
+// in-place forks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "plugin_host/library_loader.hpp"
+#include "plugin_host/manifest_reader.hpp"
+#include "plugin_host/plugin_host.hpp"
+
+namespace emmy {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> in_tree_manifests() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(EMMY_PLUGIN_DIR, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".emmy-manifest") out.push_back(it->path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    host_.discover({EMMY_PLUGIN_DIR});
+    for (const auto& r : host_.records())
+      if (fs::path(r.manifest_path) == fs::path(GetParam())) record_ = &r;
+    ASSERT_NE(record_, nullptr) << "discovery did not see " << GetParam();
+  }
+
+  // Creates the plugin's object with default options; returns its name() (and in_place() for
+  // passes), destroying it on the way out.
+  std::string create_and_destroy(bool* in_place) {
+    const std::string& name = record_->name;
+    const std::string& kind = record_->kind;
+    if (kind == "frontend") return host_.make_frontend(name)->name();
+    if (kind == "backend") return host_.make_backend(name)->name();
+    if (kind == "prior") return host_.make_prior(name)->name();
+    auto pass = host_.make_pass(name);
+    *in_place = pass->in_place();
+    return pass->name();
+  }
+
+  PluginHost host_;
+  const PluginRecord* record_ = nullptr;
+};
+
+TEST_P(Conformance, ManifestVerifies) {
+  PluginRecord alone = read_manifest(GetParam());
+  ASSERT_TRUE(alone.ok) << alone.reason;
+  // emmy_add_plugin names the manifest after the plugin; discovery accepts it among the others.
+  EXPECT_EQ(fs::path(GetParam()).stem().string(), alone.name);
+  EXPECT_TRUE(record_->ok) << record_->reason;
+}
+
+TEST_P(Conformance, EntryAgreesWithManifest) {
+  ASSERT_TRUE(record_->ok) << record_->reason;
+  const EmmyPluginInfo* info = nullptr;
+  try {
+    info = &host_.load(record_->name, record_->kind);
+  } catch (const Error& e) {
+    FAIL() << e.what();
+  }
+  EXPECT_EQ(info->abi_version, EMMY_SDK_ABI_VERSION);
+  EXPECT_EQ(kind_name(info->kind), record_->kind);
+  EXPECT_STREQ(info->name, record_->name.c_str());
+  EXPECT_STREQ(info->version, record_->version.c_str());
+  EXPECT_NE(info->create, nullptr);
+  EXPECT_NE(info->destroy, nullptr);
+}
+
+TEST_P(Conformance, CreatesWithDefaultsAndDestroysTwice) {
+  ASSERT_TRUE(record_->ok) << record_->reason;
+  for (int round = 0; round < 2; ++round) {
+    bool in_place = false;
+    std::string name;
+    try {
+      name = create_and_destroy(&in_place);
+    } catch (const Error& e) {
+      FAIL() << "round " << round << ": " << e.what();
+    }
+    EXPECT_EQ(name, record_->name) << "name() of the created object";
+    if (record_->kind == "pass" && in_place) {
+      for (const auto& f : record_->forks)
+        EXPECT_EQ(f.kind, "in_place") << "in-place pass " << record_->name << " declares "
+                                      << f.kind << " fork '" << f.name << "'";
+    }
+  }
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = fs::path(info.param).stem().string();
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s.empty() ? "unnamed" : s;
+}
+
+INSTANTIATE_TEST_SUITE_P(InTree, Conformance, ::testing::ValuesIn(in_tree_manifests()), test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Conformance);
+
+TEST(ConformanceSuite, FindsTheInTreePlugins) {
+  auto manifests = in_tree_manifests();
+  // The example pass is always built in-tree, so the suite can never silently test nothing.
+  EXPECT_TRUE(std::any_of(manifests.begin(), manifests.end(), [](const std::string& m) {
+    return fs::path(m).filename() == "hello_pass.emmy-manifest";
+  })) << "no hello_pass manifest in " << EMMY_PLUGIN_DIR;
+}
+
+}  // namespace
+}  // namespace emmy

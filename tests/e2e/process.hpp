@@ -1,0 +1,39 @@
+// Running the `emmy` binary from tests: to completion (output captured) or in the background.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace emmy::test {
+
+struct Completed {
+  int exit_code = -1;  // 128 + signal when killed
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+
+// Runs argv to completion with `env` added to the environment.
+Completed run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+
+// Starts argv in the background (stdout/stderr to files in `log_prefix`.out/.err).
+pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const std::string& log_prefix);
+// Waits for `pid`; returns its exit code (128 + signal when killed).
+int wait_for(pid_t pid);
+
+std::string read_file(const std::string& path);
+
+// A fresh temporary folder, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace emmy::test

@@ -1,0 +1,178 @@
+// `emmy tune` end to end on the CPU backend: a real frontend, passes, search, RocksDB store,
+// generated C++ built by the system compiler and timed in a worker process.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "process.hpp"
+
+using emmy::test::Completed;
+using emmy::test::TempDir;
+using json = nlohmann::json;
+
+namespace {
+
+const char* kMatmul = "torch.matmul(torch.randn(96,96), torch.randn(96,96))";
+
+class TuneE2E : public ::testing::Test {
+ protected:
+  std::string db() const { return home_.path() + "/tuning.db"; }
+  std::string path(const std::string& name) const { return home_.path() + "/" + name; }
+  std::vector<std::string> env() const { return {"EMMY_HOME=" + home_.path()}; }
+
+  std::vector<std::string> argv(std::vector<std::string> args) const {
+    args.insert(args.begin(), EMMY_BIN);
+    args.push_back("--db");
+    args.push_back(db());
+    return args;
+  }
+  Completed emmy(std::vector<std::string> args) const { return emmy::test::run(argv(args), env()); }
+
+  std::vector<std::string> tune_matmul(const std::string& report, int patience) const {
+    return {"tune",      "--backend", "cpu",  "--code",  kMatmul, "--patience",
+            std::to_string(patience), "--samples", "5", "--warmup", "1",
+            "--prior",   "roofline",  "--no-progress", "--json", path(report)};
+  }
+
+  json report(const std::string& name) const {
+    return json::parse(emmy::test::read_file(path(name)));
+  }
+
+  // Measurements of `kernel` stored so far (read through `emmy eval`, which works while a tune
+  // holds the database).
+  int stored_variants(const std::string& kernel) const {
+    Completed c = emmy({"eval", "variants", "--kernel", kernel, "--json", "--limit", "0"});
+    if (c.exit_code != 0) return 0;
+    int n = 0;
+    for (const auto& group : json::parse(c.out)) n += static_cast<int>(group["variants"].size());
+    return n;
+  }
+
+  // Waits (up to two minutes) until a tune has stored at least `n` measurements of `kernel`.
+  bool wait_for_variants(const std::string& kernel, int n) const {
+    for (int i = 0; i < 240; ++i) {
+      if (stored_variants(kernel) >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return false;
+  }
+
+  TempDir home_;
+};
+
+TEST_F(TuneE2E, MatmulTunesAndIdenticalRerunLaunchesNothing) {
+  Completed first = emmy(tune_matmul("first.json", 3));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  json r1 = report("first.json");
+  EXPECT_EQ(r1["status"], "ok");
+  EXPECT_EQ(r1["kernels_distinct"], 1);
+  EXPECT_GT(r1["launches"].get<int>(), 0);
+  EXPECT_GT(r1["candidates_measured"].get<int>(), 0);
+  EXPECT_GE(r1["deploy_measurements"].get<int>(), 1);
+  EXPECT_GT(r1["best_total_us"].get<double>(), 0);
+  EXPECT_GT(r1["assembled_us"].get<double>(), 0) << r1.dump(2);
+  for (const char* field : {"kernels_total", "candidates_built", "cache_hits",
+                            "validation_gap_pct", "wall_s"})
+    EXPECT_TRUE(r1.contains(field)) << field;
+  EXPECT_NE(first.out.find("matmul"), std::string::npos) << first.out;
+
+  Completed second = emmy(tune_matmul("second.json", 3));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  json r2 = report("second.json");
+  EXPECT_EQ(r2["launches"], 0);
+  EXPECT_EQ(r2["candidates_built"], 0);
+  EXPECT_EQ(r2["cache_hits"].get<int>(), r1["candidates_measured"].get<int>() +
+                                             r1["deploy_measurements"].get<int>() + 1);
+  EXPECT_EQ(r2["best_total_us"], r1["best_total_us"]);
+  EXPECT_EQ(r2["assembled_us"], r1["assembled_us"]);
+
+  // What was measured reads back, best first.
+  Completed variants = emmy({"eval", "variants", "--kernel", "matmul", "--json", "--limit", "0"});
+  ASSERT_EQ(variants.exit_code, 0) << variants.err;
+  json groups = json::parse(variants.out);
+  ASSERT_EQ(groups.size(), 1u);
+  double previous = 0;
+  int rank_rows = 0;
+  for (const auto& row : groups[0]["variants"]) {
+    if (row["status"] != "ok" || row["regime"] != "rank") continue;
+    double t = row["time_us"].get<double>();
+    EXPECT_GE(t, previous) << "variants are not best first";
+    previous = t;
+    ++rank_rows;
+  }
+  EXPECT_GE(rank_rows, 1);
+  EXPECT_LE(rank_rows, r1["candidates_measured"].get<int>());
+  Completed runs = emmy({"eval", "runs", "--json"});
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  EXPECT_EQ(json::parse(runs.out).size(), 2u);
+}
+
+TEST_F(TuneE2E, SigkillMidRunThenRerunContinues) {
+  pid_t pid = emmy::test::start(argv(tune_matmul("killed.json", 40)), env(), path("killed"));
+  ASSERT_TRUE(wait_for_variants("matmul", 3)) << emmy::test::read_file(path("killed.err"));
+  kill(pid, SIGKILL);
+  EXPECT_EQ(emmy::test::wait_for(pid), 128 + SIGKILL);
+  int kept = stored_variants("matmul");
+  EXPECT_GE(kept, 3);
+
+  Completed again = emmy(tune_matmul("again.json", 3));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  json r = report("again.json");
+  EXPECT_GT(r["cache_hits"].get<int>(), 0) << "the re-run did not reuse what the killed run stored";
+  EXPECT_GE(stored_variants("matmul"), kept);
+}
+
+TEST_F(TuneE2E, SecondWriterRefusedAndCtrlCKeepsMeasurements) {
+  pid_t pid = emmy::test::start(argv(tune_matmul("long.json", 40)), env(), path("long"));
+  ASSERT_TRUE(wait_for_variants("matmul", 2)) << emmy::test::read_file(path("long.err"));
+
+  Completed second = emmy(tune_matmul("second.json", 3));
+  EXPECT_EQ(second.exit_code, 3) << second.err;
+  EXPECT_NE(second.err.find("in use"), std::string::npos) << second.err;
+
+  kill(pid, SIGINT);
+  EXPECT_EQ(emmy::test::wait_for(pid), 130) << emmy::test::read_file(path("long.err"));
+  int kept = stored_variants("matmul");
+  EXPECT_GE(kept, 2);
+  json interrupted = report("long.json");
+  EXPECT_EQ(interrupted["status"], "interrupted");
+
+  Completed next = emmy(tune_matmul("next.json", 3));
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_GT(report("next.json")["cache_hits"].get<int>(), 0);
+}
+
+TEST_F(TuneE2E, BadInputIsAClearErrorWithExitCode2) {
+  Completed none = emmy({"tune", "--backend", "cpu"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--code"), std::string::npos) << none.err;
+
+  Completed backend = emmy({"tune", "--backend", "nosuch", "--code", kMatmul});
+  EXPECT_EQ(backend.exit_code, 2) << backend.err;
+  EXPECT_NE(backend.err.find("nosuch"), std::string::npos) << backend.err;
+
+  Completed model = emmy({"tune", "NoSuchOrg/no-such-model", "--backend", "cpu"});
+  EXPECT_EQ(model.exit_code, 2) << model.err;
+  EXPECT_NE(model.err.find("no-such-model"), std::string::npos) << model.err;
+}
+
+TEST_F(TuneE2E, QwenLayerZeroTunesEndToEnd) {
+  Completed c = emmy({"tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--batch", "1",
+                      "--seq", "8", "--backend", "cpu", "--patience", "1", "--samples", "3",
+                      "--warmup", "1", "--prior", "roofline", "--no-progress", "--json",
+                      path("qwen.json")});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  json r = report("qwen.json");
+  EXPECT_EQ(r["status"], "ok");
+  EXPECT_GE(r["kernels_total"].get<int>(), 8);
+  EXPECT_LE(r["kernels_distinct"].get<int>(), r["kernels_total"].get<int>());
+  EXPECT_GT(r["best_total_us"].get<double>(), 0);
+  EXPECT_TRUE(r.contains("validation_gap_pct"));
+  EXPECT_GT(r["assembled_us"].get<double>(), 0) << r.dump(2);
+}
+
+}  // namespace
