@@ -619,11 +619,20 @@ std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed) {
 }
 
 std::string compare(const HostTensor& expected, const HostTensor& actual) {
+  return compare(expected, actual, expected.type.dtype);
+}
+
+std::string compare(const HostTensor& expected, const HostTensor& actual, DType precision) {
   if (expected.type != actual.type)
     return "type mismatch: expected " + to_string(expected.type) + ", got " +
            to_string(actual.type);
   std::vector<double> e = to_doubles(expected), a = to_doubles(actual);
   Tolerance tol = tolerance(expected.type.dtype);
+  if (is_floating(expected.type.dtype) && is_floating(precision)) {
+    Tolerance path = tolerance(precision);
+    tol.atol = std::max(tol.atol, path.atol);
+    tol.rtol = std::max(tol.rtol, path.rtol);
+  }
   size_t bad = 0;
   size_t worst = 0;
   double worst_excess = -1;
@@ -656,6 +665,22 @@ std::string compare(const HostTensor& expected, const HostTensor& actual) {
          ", rtol " + number(tol.rtol) + "); worst at " +
          index_string(expected.type.shape, static_cast<int64_t>(worst)) + ": expected " +
          number(e[worst]) + ", got " + number(a[worst]);
+}
+
+DType lowest_precision(const Graph& g) {
+  // Fewer mantissa bits first: bf16 (8) < f16 (11) < f32 (24) < f64 (53).
+  auto bits = [](DType t) {
+    switch (t) {
+      case DType::bf16: return 8;
+      case DType::f16: return 11;
+      case DType::f32: return 24;
+      default: return 53;
+    }
+  };
+  DType lowest = DType::f64;
+  for (const Node& n : g.nodes)
+    if (is_floating(n.type.dtype) && bits(n.type.dtype) < bits(lowest)) lowest = n.type.dtype;
+  return lowest;
 }
 
 }  // namespace emmy::ir

@@ -46,6 +46,11 @@ std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed);
 // infinity matches the same infinity), else a message with the mismatch count, the worst index
 // and both values there. Types (dtype and shape) must agree.
 std::string compare(const HostTensor& expected, const HostTensor& actual);
+// The same, with the tolerance widened to `precision`'s where that is looser: a value computed
+// in bf16 and then cast to f32 carries bf16's error (use lowest_precision of the graph).
+std::string compare(const HostTensor& expected, const HostTensor& actual, DType precision);
+// The floating dtype with the fewest mantissa bits any node of `g` produces (f64 if none).
+DType lowest_precision(const Graph& g);
 
 }  // namespace emmy::ir
 

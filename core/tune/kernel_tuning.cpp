@@ -111,10 +111,11 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
                   " outputs, the reference has " + std::to_string(expected.size());
     return rec;
   }
+  const ir::DType precision = ir::lowest_precision(program.graph);
   for (size_t i = 0; i < expected.size(); ++i) {
     ir::HostTensor actual{expected[i].type, result.outputs.tensors[i]};
     std::string diff = actual.data.size() == expected[i].data.size()
-                           ? ir::compare(expected[i], actual)
+                           ? ir::compare(expected[i], actual, precision)
                            : "size " + std::to_string(actual.data.size()) + " bytes, expected " +
                                  std::to_string(expected[i].data.size());
     if (!diff.empty()) {

@@ -282,7 +282,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   for (const auto& key : order) report.kernels.push_back(per_key[key]);
 
   // Validation: the assembled graph measured once (cached like any measurement).
-  const std::string gkey = graph_key(graph);
+  const std::string gkey = graph_key(best.graph);
   if (options.validate) {
     search::Candidate assembled;
     assembled.program = best;
@@ -291,8 +291,10 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     if (rec) {
       ++run.counters.cache_hits;
     } else {
-      auto inputs = ir::random_inputs(graph, options.seed ^ 0x5eed);
-      auto expected = ir::evaluate(graph, inputs);
+      // The best grouping's graph, not the frontend's: structural passes may have rewritten it
+      // (packed weights of a horizontal fusion are inputs of their own).
+      auto inputs = ir::random_inputs(best.graph, options.seed ^ 0x5eed);
+      auto expected = ir::evaluate(best.graph, inputs);
       rec = build_and_measure(run, best, Regime::deploy, inputs, expected);
       rec->structural_key = gkey;
       rec->kernel_name = "assembled:" + (graph.name.empty() ? std::string("graph") : graph.name);
@@ -317,7 +319,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   // The best plan per graph.
   store::PlanRecord plan;
   plan.env = run.env;
-  plan.graph_key = gkey;
+  plan.graph_key = graph_key(graph);  // the plan is found by the graph the user gave
   plan.run_id = report.run_id;
   plan.unix_time = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())

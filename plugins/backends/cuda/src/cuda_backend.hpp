@@ -1,0 +1,75 @@
+// emmy::Backend for NVIDIA GPUs: generated CUDA C++ (templates.hpp) compiled by NVRTC to a cubin
+// (nvrtc_compiler.hpp), measured in one emmy-cuda-worker process per device (device_worker.hpp).
+//
+// Plugin options: cache_dir=PATH (default $EMMY_HOME/cache/cuda, EMMY_HOME defaulting to ~/.emmy);
+// worker=PATH (default $EMMY_CUDA_WORKER, else <plugin dir>/../../../libexec/emmy/emmy-cuda-worker);
+// arch=sm_XX[a] (default: asked of device 0, sm_90a when there is none); devices=0,2 or gpus=N
+// (default device 0); graph=0 measures plain launches instead of a captured CUDA graph.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "device_worker.hpp"
+#include "emmy/backend.hpp"
+#include "nvrtc_compiler.hpp"
+
+namespace emmy::cuda {
+
+using PluginOptions = std::map<std::string, std::string>;
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(const PluginOptions& options = {});
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  BackendCaps capabilities() const override;
+  // "cuda|<device name>|driver <x.y>|nvrtc <x.y>"
+  std::string environment_fingerprint() const override;
+  // Thread-safe (builds run in parallel while devices measure).
+  Status build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept override;
+  // Runs on a free device's worker (one measurement per device at a time).
+  Status measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
+                 MeasureResult& result) noexcept override;
+
+  // Compiles given source (carrying its own //@emmy plan); tests inject broken kernels here.
+  Status build_source(const std::string& source, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept;
+
+  size_t device_count() const { return slots_.size(); }
+  // Asks device slot i's worker for its description; throws emmy::Error when it has none.
+  DeviceInfo probe_device(size_t slot);
+  const std::vector<std::string>& devices() const { return device_ids_; }
+  std::string arch() const;
+  // Process id of the worker of device slot i (-1 when none runs); tests use it to see a respawn.
+  pid_t worker_pid(size_t slot) const;
+  const std::string& worker_path() const { return worker_path_; }
+
+ private:
+  struct Slot {
+    std::mutex mutex;
+    std::unique_ptr<DeviceWorker> worker;
+  };
+  // Device 0's description, asked once; `device_error_` says why when there is no device.
+  const DeviceInfo* device_info() const;
+
+  std::string worker_path_;
+  std::vector<std::string> device_ids_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  bool use_graph_ = true;
+  std::string arch_option_;
+  mutable NvrtcCompiler compiler_;
+  mutable std::once_flag info_once_;
+  mutable std::unique_ptr<DeviceInfo> info_;
+  mutable std::string device_error_;
+  std::atomic<size_t> next_slot_{0};
+};
+
+// "0,2" -> {"0","2"}; gpus "3" -> {"0","1","2"}; throws emmy::Error on a malformed list.
+std::vector<std::string> parse_devices(const PluginOptions& options);
+
+}  // namespace emmy::cuda

@@ -1,0 +1,165 @@
+#include "device_worker.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "emmy/status.hpp"
+#include "wire.hpp"
+
+extern char** environ;
+
+namespace emmy::cuda {
+
+void DeviceWorker::spawn() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    throw Error(std::string("cuda backend: socketpair failed: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_strings.emplace_back(*e);
+  env_strings.push_back("CUDA_VISIBLE_DEVICES=" + device_);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string exe = executable_;
+  char* argv[] = {exe.data(), nullptr};
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    throw Error("cuda backend: cannot start the worker '" + executable_ + "': " + std::strerror(rc));
+  }
+  pid_ = pid;
+  fd_ = fds[0];
+}
+
+void DeviceWorker::stop() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  pid_ = -1;
+}
+
+std::string DeviceWorker::reap_reason() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  std::string why = "the worker went away";
+  if (pid_ > 0) {
+    int status = 0;
+    // Give it a moment to exit by itself, then make sure.
+    for (int i = 0; i < 50; ++i) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      ::usleep(20000);
+    }
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+    if (WIFSIGNALED(status)) why = "the worker died of signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    else if (WIFEXITED(status)) why = "the worker exited with status " + std::to_string(WEXITSTATUS(status));
+  }
+  return why;
+}
+
+DeviceInfo DeviceWorker::hello(double timeout_s) {
+  if (pid_ <= 0) spawn();
+  wire::Out o;
+  o.put(wire::kHello);
+  auto deadline = wire::Clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
+  wire::In in{fd_, &deadline};
+  uint32_t tag = o.send(fd_) ? in.get<uint32_t>() : 0;
+  if (!in.ok) {
+    std::string why = in.timed_out ? "no answer in time" : reap_reason();
+    stop();
+    throw Error("cuda backend: device " + device_ + ": " + why);
+  }
+  if (tag != wire::kOk) {
+    std::string msg = in.get_str();
+    reap_reason();
+    throw Error("cuda backend: device " + device_ + ": " + msg);
+  }
+  DeviceInfo info;
+  info.name = in.get_str();
+  info.driver_version = in.get<int32_t>();
+  info.cc_major = in.get<int32_t>();
+  info.cc_minor = in.get<int32_t>();
+  info.l2_bytes = in.get<int64_t>();
+  if (!in.ok) throw Error("cuda backend: device " + device_ + ": truncated hello reply");
+  return info;
+}
+
+void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
+  if (pid_ <= 0) spawn();
+  wire::Out o;
+  o.put(wire::kRun);
+  o.put_str(spec.cubin_path);
+  o.put(uint32_t(spec.plan.launches.size()));
+  for (const Launch& l : spec.plan.launches) {
+    o.put_str(l.kernel);
+    for (int64_t g : l.grid) o.put(g);
+    o.put(l.block);
+    o.put(l.shared_bytes);
+  }
+  o.put(uint32_t(spec.inputs->tensors.size()));
+  for (const auto& t : spec.inputs->tensors) o.put_str(t.data(), t.size());
+  o.put(uint32_t(spec.output_bytes.size()));
+  for (uint64_t s : spec.output_bytes) o.put(s);
+  o.put(uint32_t(spec.plan.scratch_bytes.size()));
+  for (int64_t s : spec.plan.scratch_bytes) o.put(uint64_t(s));
+  o.put(int32_t(spec.warmup));
+  o.put(int32_t(spec.samples));
+  o.put(uint32_t(spec.use_graph ? 1 : 0));
+  o.put(spec.flush_bytes);
+  auto deadline = wire::Clock::now() + std::chrono::milliseconds(int64_t(spec.timeout_s * 1000));
+  wire::In in{fd_, &deadline};
+  uint32_t tag = o.send(fd_) ? in.get<uint32_t>() : 0;
+  if (in.ok && tag == wire::kOk) {
+    uint32_t n = in.get<uint32_t>();
+    for (uint32_t i = 0; i < n && in.ok; ++i) result.samples_us.push_back(in.get<double>());
+    uint32_t n_out = in.get<uint32_t>();
+    for (uint32_t i = 0; i < n_out && in.ok; ++i) result.outputs.tensors.push_back(in.get_bytes());
+    if (in.ok) {
+      std::vector<double> sorted = result.samples_us;
+      std::sort(sorted.begin(), sorted.end());
+      result.median_us = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+      result.failure = FailureKind::none;
+      return;
+    }
+  }
+  if (in.ok && tag == wire::kFail) {
+    result.failure = FailureKind::runtime_fault;
+    result.message = "device " + device_ + ": " + in.get_str();
+    reap_reason();
+  } else if (in.timed_out) {
+    result.failure = FailureKind::timeout;
+    result.message = "device " + device_ + ": no answer within " + std::to_string(spec.timeout_s) + " s; the worker was killed";
+    stop();
+  } else {
+    result.failure = FailureKind::runtime_fault;
+    result.message = "device " + device_ + ": " + reap_reason();
+  }
+  result.samples_us.clear();
+  result.outputs.tensors.clear();
+}
+
+}  // namespace emmy::cuda

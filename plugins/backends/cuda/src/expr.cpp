@@ -1,0 +1,509 @@
+#include "expr.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "emmy/status.hpp"
+
+namespace emmy::cuda {
+
+using ir::DType;
+using ir::Op;
+
+void Body::block(const std::string& head, const Body& inner) {
+  line(head + " {");
+  code_ += inner.code();
+  line("}");
+}
+
+const std::string* Body::recall(const std::string& key) const {
+  for (const Body* b = this; b; b = b->parent_) {
+    auto it = b->memo_.find(key);
+    if (it != b->memo_.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+std::string storage_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::f16:
+    case DType::bf16: return "unsigned short";
+    case DType::i32: return "int";
+    case DType::i64: return "long long";
+    case DType::boolean: return "unsigned char";
+  }
+  return "?";
+}
+
+std::string compute_type(DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return "int";
+    case DType::i64: return "long long";
+    case DType::boolean: return "bool";
+  }
+  return "?";
+}
+
+std::string load_element(DType t, const std::string& lv) {
+  switch (t) {
+    case DType::f16: return "emmy_h2f(" + lv + ")";
+    case DType::bf16: return "emmy_bf2f(" + lv + ")";
+    case DType::boolean: return "(" + lv + " != 0)";
+    default: return lv;
+  }
+}
+
+std::string store_element(DType t, const std::string& v) {
+  switch (t) {
+    case DType::f16: return "emmy_f2h(" + v + ")";
+    case DType::bf16: return "emmy_f2bf(" + v + ")";
+    case DType::boolean: return "(unsigned char)(" + v + ")";
+    default: return v;
+  }
+}
+
+std::string literal(double v) {
+  if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
+  if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+int64_t numel_of(const ir::Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
+
+std::string flat_offset(const Index& idx, const ir::Shape& shape) {
+  std::string out;
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] != 1) {
+      std::string term = stride == 1 ? "(long long)(" + idx[i] + ")"
+                                     : "(long long)(" + idx[i] + ") * " + std::to_string(stride) + "LL";
+      out = out.empty() ? term : term + " + " + out;
+    }
+    stride *= shape[i];
+  }
+  return out.empty() ? "0LL" : "(" + out + ")";
+}
+
+Index unflatten(const std::string& flat, const ir::Shape& shape) {
+  Index idx(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) {
+      idx[i] = "0";
+    } else {
+      std::string q = stride == 1 ? flat : "(" + flat + ") / " + std::to_string(stride) + "LL";
+      idx[i] = i == 0 ? q : "(" + q + ") % " + std::to_string(shape[i]) + "LL";
+    }
+    stride *= shape[i];
+  }
+  return idx;
+}
+
+bool is_elementwise_op(Op op) {
+  switch (op) {
+    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::pow: case Op::neg:
+    case Op::exp: case Op::rsqrt: case Op::sqrt: case Op::tanh: case Op::silu: case Op::gelu:
+    case Op::sigmoid: case Op::cast: case Op::where: case Op::masked_fill:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_index_op(Op op) {
+  switch (op) {
+    case Op::view: case Op::reshape: case Op::transpose: case Op::permute: case Op::contiguous:
+    case Op::unsqueeze: case Op::squeeze: case Op::expand: case Op::slice: case Op::cat:
+    case Op::embedding:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void ExprGen::bind_buffer(ir::ValueId v, const std::string& ptr) {
+  const ir::TensorType t = g_.type(v);
+  bind(v, [t, ptr](const Index& idx, Body&) { return load_element(t.dtype, ptr + "[" + flat_offset(idx, t.shape) + "]"); });
+}
+
+static std::string key_of(ir::ValueId v, const Index& idx) {
+  std::string k = std::to_string(v) + "@";
+  for (const auto& i : idx) k += i + ",";
+  return k;
+}
+
+std::string ExprGen::value(ir::ValueId v, const Index& idx, Body& b) {
+  auto it = bound_.find(v);
+  if (it == bound_.end()) return compute(v, idx, b);
+  std::string key = key_of(v, idx) + "#bound";
+  if (const std::string* hit = b.recall(key)) return *hit;
+  std::string expr = it->second(idx, b);
+  std::string var = fresh("v");
+  b.line("const " + compute_type(g_.type(v).dtype) + " " + var + " = " + expr + ";");
+  b.remember(key, var);
+  return var;
+}
+
+std::string ExprGen::compute(ir::ValueId v, const Index& idx, Body& b) {
+  std::string key = key_of(v, idx);
+  if (const std::string* hit = b.recall(key)) return *hit;
+  const ir::Node& n = g_.node(v);
+  std::string expr;
+  if (n.op == Op::constant) {
+    expr = "(" + compute_type(n.type.dtype) + ")" + literal(n.attr_double("value", 0));
+    return expr;  // no variable needed
+  }
+  if (n.op == Op::input) throw Error("cuda codegen: graph input %" + std::to_string(v) + " is not bound to a buffer");
+  if (is_elementwise_op(n.op)) expr = elementwise(v, idx, b);
+  else if (is_index_op(n.op)) expr = index_op(v, idx, b);
+  else if (n.op == Op::mean || n.op == Op::sum || n.op == Op::amax) expr = reduce(v, idx, b);
+  else if (n.op == Op::softmax) expr = softmax(v, idx, b);
+  else if (n.op == Op::linear || n.op == Op::matmul || n.op == Op::bmm) expr = gemm(v, idx, b);
+  else throw Unsupported("cuda codegen: op " + std::string(ir::to_string(n.op)) + " is not supported");
+  std::string var = fresh("v");
+  b.line("const " + compute_type(n.type.dtype) + " " + var + " = " + expr + ";");
+  b.remember(key, var);
+  return var;
+}
+
+// Operand i of v read at the broadcast of idx, converted to the compute type of `to`.
+std::string ExprGen::operand(ir::ValueId v, size_t i, const Index& idx, DType to, Body& b) {
+  ir::ValueId x = g_.node(v).inputs.at(i);
+  const ir::Shape& s = g_.type(x).shape;
+  Index sub(s.size());
+  size_t off = idx.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d) sub[d] = s[d] == 1 ? "0" : idx[off + d];
+  std::string e = value(x, sub, b);
+  DType from = g_.type(x).dtype;
+  if (compute_type(from) == compute_type(to)) return e;
+  return "((" + compute_type(to) + ")(" + e + "))";
+}
+
+static std::string round_to(DType t, const std::string& e) {
+  if (t == DType::bf16) return "emmy_rbf(" + e + ")";
+  if (t == DType::f16) return "emmy_rh(" + e + ")";
+  return e;
+}
+
+std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
+  const ir::Node& n = g_.node(v);
+  DType t = n.type.dtype;
+  std::string ct = compute_type(t);
+  bool f32 = ct == "float";
+  auto in = [&](size_t i) { return operand(v, i, idx, t, b); };
+  std::string e;
+  switch (n.op) {
+    case Op::add:
+    case Op::sub: {
+      double alpha = n.attr_double("alpha", 1);
+      std::string rhs = alpha == 1 ? in(1) : "(" + ct + ")" + literal(alpha) + " * " + in(1);
+      e = in(0) + (n.op == Op::add ? " + " : " - ") + rhs;
+      break;
+    }
+    case Op::mul: e = in(0) + " * " + in(1); break;
+    case Op::div: {
+      std::string mode = n.attr_string("rounding_mode", "none");
+      std::string a = in(0), c = in(1);
+      if (!ir::is_floating(t)) {
+        if (mode == "floor") e = "emmy_floordiv(" + a + ", " + c + ")";
+        else e = a + " / " + c;
+      } else if (mode == "trunc") {
+        e = f32 ? "truncf(" + a + " / " + c + ")" : "trunc(" + a + " / " + c + ")";
+      } else if (mode == "floor") {
+        e = f32 ? "floorf(" + a + " / " + c + ")" : "floor(" + a + " / " + c + ")";
+      } else {
+        e = a + " / " + c;
+      }
+      break;
+    }
+    case Op::pow: e = f32 ? "powf(" + in(0) + ", " + in(1) + ")" : "(" + ct + ")pow((double)" + in(0) + ", (double)" + in(1) + ")"; break;
+    case Op::neg: e = "-" + in(0); break;
+    case Op::exp: e = f32 ? "expf(" + in(0) + ")" : "exp(" + in(0) + ")"; break;
+    case Op::rsqrt: e = f32 ? "rsqrtf(" + in(0) + ")" : "rsqrt(" + in(0) + ")"; break;
+    case Op::sqrt: e = f32 ? "sqrtf(" + in(0) + ")" : "sqrt(" + in(0) + ")"; break;
+    case Op::tanh: e = f32 ? "tanhf(" + in(0) + ")" : "tanh(" + in(0) + ")"; break;
+    case Op::sigmoid: e = "emmy_sigmoid(" + in(0) + ")"; break;
+    case Op::silu: e = "emmy_silu(" + in(0) + ")"; break;
+    case Op::gelu:
+      e = (n.attr_string("approximate", "none") == "tanh" ? "emmy_gelu_tanh(" : "emmy_gelu(") + in(0) + ")";
+      break;
+    case Op::cast: e = in(0); break;
+    case Op::where: {
+      std::string c = operand(v, 0, idx, DType::boolean, b);
+      e = "(" + c + " ? " + in(1) + " : " + in(2) + ")";
+      break;
+    }
+    case Op::masked_fill: {
+      std::string m = operand(v, 1, idx, DType::boolean, b);
+      e = "(" + m + " ? (" + ct + ")" + literal(n.attr_double("value", 0)) + " : " + in(0) + ")";
+      break;
+    }
+    default: throw Unsupported("cuda codegen: not an elementwise op");
+  }
+  if (t == DType::boolean) return "(bool)(" + e + ")";
+  return round_to(t, "(" + ct + ")(" + e + ")");
+}
+
+std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
+  const ir::Node& n = g_.node(v);
+  ir::ValueId x = n.inputs.at(0);
+  const ir::Shape& out = n.type.shape;
+  const ir::Shape& in = g_.type(x).shape;
+  int64_t rank = static_cast<int64_t>(out.size());
+  auto cast_to_self = [&](const std::string& e, ir::ValueId from) {
+    if (compute_type(g_.type(from).dtype) == compute_type(n.type.dtype)) return e;
+    return "((" + compute_type(n.type.dtype) + ")(" + e + "))";
+  };
+  switch (n.op) {
+    case Op::view:
+    case Op::reshape:
+    case Op::contiguous:
+    case Op::unsqueeze:
+    case Op::squeeze: {
+      if (in == out) return value(x, idx, b);
+      // Fast path: the same shape with size-1 dims inserted or removed.
+      Index sub;
+      size_t j = 0;
+      bool simple = true;
+      for (size_t i = 0; i < in.size(); ++i) {
+        while (j < out.size() && out[j] == 1 && in[i] != 1) ++j;
+        if (j < out.size() && out[j] == in[i]) {
+          sub.push_back(idx[j]);
+          ++j;
+        } else if (in[i] == 1) {
+          sub.push_back("0");
+        } else {
+          simple = false;
+          break;
+        }
+      }
+      for (; simple && j < out.size(); ++j)
+        if (out[j] != 1) simple = false;
+      if (!simple) sub = unflatten(flat_offset(idx, out), in);
+      return value(x, sub, b);
+    }
+    case Op::transpose: {
+      int64_t d0 = wrap_dim(n.attr_int("dim0", 0), rank), d1 = wrap_dim(n.attr_int("dim1", 1), rank);
+      Index sub = idx;
+      std::swap(sub[size_t(d0)], sub[size_t(d1)]);
+      return value(x, sub, b);
+    }
+    case Op::permute: {
+      auto dims = n.attr_ints("dims");
+      Index sub(in.size());
+      for (size_t i = 0; i < dims.size(); ++i) sub[size_t(wrap_dim(dims[i], rank))] = idx[i];
+      return value(x, sub, b);
+    }
+    case Op::expand: {
+      Index sub(in.size());
+      size_t off = out.size() - in.size();
+      for (size_t d = 0; d < in.size(); ++d) sub[d] = in[d] == 1 ? "0" : idx[off + d];
+      return value(x, sub, b);
+    }
+    case Op::slice: {
+      int64_t dim = wrap_dim(n.attr_int("dim", 0), rank);
+      int64_t size = in[size_t(dim)];
+      int64_t start = n.attr_int("start", 0);
+      if (start < 0) start += size;
+      start = std::max<int64_t>(0, std::min(start, size));
+      int64_t step = n.attr_int("step", 1);
+      Index sub = idx;
+      std::string i = idx[size_t(dim)];
+      sub[size_t(dim)] = "(" + std::to_string(start) + "LL + (long long)(" + i + ") * " + std::to_string(step) + "LL)";
+      return value(x, sub, b);
+    }
+    case Op::cat: {
+      int64_t dim = wrap_dim(n.attr_int("dim", 0), rank);
+      std::string var = fresh("c");
+      b.line(compute_type(n.type.dtype) + " " + var + ";");
+      int64_t begin = 0;
+      std::string chain;
+      for (size_t p = 0; p < n.inputs.size(); ++p) {
+        ir::ValueId part = n.inputs[p];
+        int64_t len = g_.type(part).shape[size_t(dim)];
+        Body inner(b);
+        Index sub = idx;
+        sub[size_t(dim)] = "((long long)(" + idx[size_t(dim)] + ") - " + std::to_string(begin) + "LL)";
+        inner.line(var + " = " + cast_to_self(value(part, sub, inner), part) + ";");
+        std::string head = p == 0 ? "if ((long long)(" + idx[size_t(dim)] + ") < " + std::to_string(begin + len) + "LL)"
+                                  : (p + 1 == n.inputs.size() ? "else" : "else if ((long long)(" + idx[size_t(dim)] + ") < " + std::to_string(begin + len) + "LL)");
+        b.block(head, inner);
+        begin += len;
+      }
+      return var;
+    }
+    case Op::embedding: {
+      ir::ValueId indices = n.inputs.at(1);
+      Index row(idx.begin(), idx.end() - 1);
+      std::string r = value(indices, row, b);
+      return value(x, {"(long long)(" + r + ")", idx.back()}, b);
+    }
+    default: throw Unsupported("cuda codegen: not an index op");
+  }
+}
+
+// mean/sum/amax over `dims` (absent or empty = all), computed by a loop.
+std::string ExprGen::reduce(ir::ValueId v, const Index& idx, Body& b) {
+  const ir::Node& n = g_.node(v);
+  ir::ValueId x = n.inputs.at(0);
+  const ir::Shape& in = g_.type(x).shape;
+  int64_t rank = static_cast<int64_t>(in.size());
+  std::set<int64_t> dims;
+  for (int64_t d : n.attr_ints("dims")) dims.insert(wrap_dim(d, rank));
+  if (dims.empty())
+    for (int64_t d = 0; d < rank; ++d) dims.insert(d);
+  bool keep = n.attr_int("keepdim", 0) != 0;
+  ir::Shape rshape;
+  for (int64_t d : dims) rshape.push_back(in[size_t(d)]);
+  std::string r = fresh("r");
+  Index rsub = unflatten(r, rshape);
+  Index sub(in.size());
+  size_t o = 0, k = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (dims.count(d)) {
+      sub[size_t(d)] = rsub[k++];
+      if (keep) ++o;
+    } else {
+      sub[size_t(d)] = idx[o++];
+    }
+  }
+  DType t = n.type.dtype;
+  std::string acc_t = ir::is_floating(t) ? (t == DType::f64 ? "double" : "float") : "long long";
+  std::string acc = fresh("acc");
+  b.line(acc_t + " " + acc + " = " + (n.op == Op::amax ? "-(" + acc_t + ")INFINITY" : "0") + ";");
+  if (n.op == Op::amax && !ir::is_floating(t)) b.line(acc + " = -9223372036854775807LL;");
+  Body loop(b);
+  std::string xv = value(x, sub, loop);
+  if (n.op == Op::amax) loop.line(acc + " = " + acc + " > (" + acc_t + ")" + xv + " ? " + acc + " : (" + acc_t + ")" + xv + ";");
+  else loop.line(acc + " += (" + acc_t + ")" + xv + ";");
+  b.block("for (long long " + r + " = 0; " + r + " < " + std::to_string(numel_of(rshape)) + "LL; ++" + r + ")", loop);
+  std::string res = acc;
+  if (n.op == Op::mean) res = acc + " / (" + acc_t + ")" + std::to_string(numel_of(rshape));
+  return round_to(t, "(" + compute_type(t) + ")(" + res + ")");
+}
+
+std::string ExprGen::softmax(ir::ValueId v, const Index& idx, Body& b) {
+  const ir::Node& n = g_.node(v);
+  ir::ValueId x = n.inputs.at(0);
+  int64_t rank = g_.type(x).rank();
+  int64_t dim = wrap_dim(n.attr_int("dim", -1), rank);
+  int64_t len = g_.type(x).shape[size_t(dim)];
+  std::string j = fresh("j"), m = fresh("mx"), s = fresh("sm");
+  Index sub = idx;
+  sub[size_t(dim)] = j;
+  b.line("float " + m + " = -INFINITY, " + s + " = 0.f;");
+  Body l1(b);
+  std::string x1 = value(x, sub, l1);
+  l1.line(m + " = fmaxf(" + m + ", (float)" + x1 + ");");
+  b.block("for (long long " + j + " = 0; " + j + " < " + std::to_string(len) + "LL; ++" + j + ")", l1);
+  Body l2(b);
+  std::string x2 = value(x, sub, l2);
+  l2.line(s + " += expf((float)" + x2 + " - " + m + ");");
+  b.block("for (long long " + j + " = 0; " + j + " < " + std::to_string(len) + "LL; ++" + j + ")", l2);
+  std::string xi = value(x, idx, b);
+  return round_to(n.type.dtype, "(" + compute_type(n.type.dtype) + ")(expf((float)" + xi + " - " + m + ") / " + s + ")");
+}
+
+int64_t ExprGen::gemm_depth(ir::ValueId v) const {
+  const ir::Node& n = g_.node(v);
+  const ir::Shape& a = g_.type(n.inputs.at(0)).shape;
+  return a.back();
+}
+
+void ExprGen::gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a, Index& b) const {
+  const ir::Node& n = g_.node(v);
+  const ir::Shape& as = g_.type(n.inputs.at(0)).shape;
+  const ir::Shape& bs = g_.type(n.inputs.at(1)).shape;
+  if (n.op == Op::linear) {
+    a = Index(out.begin(), out.end() - 1);
+    a.push_back(k);
+    b = {out.back(), k};
+    return;
+  }
+  // matmul / bmm with torch.matmul's rules.
+  size_t ra = as.size(), rb = bs.size(), ro = out.size();
+  a.assign(ra, "0");
+  b.assign(rb, "0");
+  if (ra == 1) {
+    a[0] = k;
+  } else {
+    a[ra - 1] = k;
+    a[ra - 2] = rb == 1 ? out[ro - 1] : out[ro - 2];
+  }
+  if (rb == 1) {
+    b[0] = k;
+  } else {
+    b[rb - 2] = k;
+    b[rb - 1] = out[ro - 1];
+  }
+  // Batch dims, right-aligned against the output's batch dims (broadcast where size 1).
+  size_t ob = ro - (ra == 1 || rb == 1 ? 1 : 2);
+  if (ra > 2)
+    for (size_t d = 0; d < ra - 2; ++d) a[d] = as[d] == 1 ? "0" : out[ob - (ra - 2) + d];
+  if (rb > 2)
+    for (size_t d = 0; d < rb - 2; ++d) b[d] = bs[d] == 1 ? "0" : out[ob - (rb - 2) + d];
+}
+
+std::string ExprGen::gemm(ir::ValueId v, const Index& idx, Body& b) {
+  const ir::Node& n = g_.node(v);
+  std::string k = fresh("k"), acc = fresh("acc");
+  DType t = n.type.dtype;
+  std::string acc_t = t == DType::f64 ? "double" : "float";
+  b.line(acc_t + " " + acc + " = 0;");
+  Index ai, bi;
+  gemm_operands(v, idx, k, ai, bi);
+  Body loop(b);
+  std::string x = value(n.inputs[0], ai, loop), w = value(n.inputs[1], bi, loop);
+  loop.line(acc + " += (" + acc_t + ")" + x + " * (" + acc_t + ")" + w + ";");
+  b.block("for (long long " + k + " = 0; " + k + " < " + std::to_string(gemm_depth(v)) + "LL; ++" + k + ")", loop);
+  if (n.inputs.size() > 2) {
+    std::string bias = value(n.inputs[2], {idx.back()}, b);
+    b.line(acc + " += (" + acc_t + ")" + bias + ";");
+  }
+  return round_to(t, "(" + compute_type(t) + ")" + acc);
+}
+
+const std::string& device_prelude() {
+  static const std::string text = R"(// Generated by Emmy's cuda backend.
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+__device__ __forceinline__ float emmy_bf2f(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ unsigned short emmy_f2bf(float f) { unsigned short r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f)); return r; }
+__device__ __forceinline__ float emmy_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short emmy_f2h(float f) { unsigned short r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f)); return r; }
+__device__ __forceinline__ float emmy_rbf(float f) { return emmy_bf2f(emmy_f2bf(f)); }
+__device__ __forceinline__ float emmy_rh(float f) { return emmy_h2f(emmy_f2h(f)); }
+__device__ __forceinline__ float emmy_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+__device__ __forceinline__ float emmy_silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ double emmy_silu(double x) { return x / (1.0 + exp(-x)); }
+__device__ __forceinline__ float emmy_gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ double emmy_gelu(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
+__device__ __forceinline__ float emmy_gelu_tanh(float x) { return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
+__device__ __forceinline__ double emmy_gelu_tanh(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+template <typename T> __device__ __forceinline__ T emmy_floordiv(T a, T b) { T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+__device__ __forceinline__ float emmy_warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
+__device__ __forceinline__ float emmy_warp_max(float v) { for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
+)";
+  return text;
+}
+
+}  // namespace emmy::cuda

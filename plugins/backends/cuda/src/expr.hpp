@@ -1,0 +1,100 @@
+// CUDA C++ expression generation for "the value of node v at multi-index idx".
+//
+// Templates decide which values live in memory (kernel inputs, outputs, scratch buffers,
+// accumulators held in registers) by binding them; every other node is computed inline by
+// `value`, which follows elementwise ops, broadcasting, casts and index ops (views, transposes,
+// slices, cat, expand, embedding) back to bound values. Reductions, softmax and matmuls that are
+// not bound are computed inline by loops (what the fallback template relies on). Index
+// components are C++ expressions, so shapes are baked in as constants.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "emmy/ir.hpp"
+
+namespace emmy::cuda {
+
+using Index = std::vector<std::string>;
+
+// Thrown when a template cannot handle a kernel; the generator then uses the fallback template.
+class Unsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A block of generated statements. Values computed in enclosing blocks are visible inside.
+class Body {
+ public:
+  explicit Body(int indent = 1) : indent_(indent) {}
+  explicit Body(Body& parent) : parent_(&parent), indent_(parent.indent_ + 1) {}
+  void line(const std::string& text) { code_ += std::string(size_t(indent_) * 2, ' ') + text + "\n"; }
+  // Appends `head { inner }`.
+  void block(const std::string& head, const Body& inner);
+  const std::string& code() const { return code_; }
+  const std::string* recall(const std::string& key) const;
+  void remember(const std::string& key, const std::string& var) { memo_[key] = var; }
+
+ private:
+  Body* parent_ = nullptr;
+  int indent_;
+  std::string code_;
+  std::map<std::string, std::string> memo_;
+};
+
+// CUDA spellings: element type in memory, and the type arithmetic is done in.
+std::string storage_type(ir::DType t);
+std::string compute_type(ir::DType t);
+std::string load_element(ir::DType t, const std::string& lvalue);
+std::string store_element(ir::DType t, const std::string& value);
+std::string literal(double v);
+
+std::string flat_offset(const Index& idx, const ir::Shape& shape);
+Index unflatten(const std::string& flat, const ir::Shape& shape);
+int64_t wrap_dim(int64_t dim, int64_t rank);
+int64_t numel_of(const ir::Shape& s);
+
+class ExprGen {
+ public:
+  using Reader = std::function<std::string(const Index&, Body&)>;
+  explicit ExprGen(const ir::Graph& g) : g_(g) {}
+
+  const ir::Graph& graph() const { return g_; }
+  void bind(ir::ValueId v, Reader reader) { bound_[v] = std::move(reader); }
+  // v's values are contiguous, row-major, in v's dtype at pointer expression `ptr`.
+  void bind_buffer(ir::ValueId v, const std::string& ptr);
+  bool is_bound(ir::ValueId v) const { return bound_.count(v) != 0; }
+
+  // Emits into b what is needed to know v at idx; returns an expression of v's compute type.
+  std::string value(ir::ValueId v, const Index& idx, Body& b);
+  // Like value, but computes v from its operands even when v is bound.
+  std::string compute(ir::ValueId v, const Index& idx, Body& b);
+  std::string fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
+
+  // Operand indices of a linear/matmul/bmm node at output index `out` and depth `k`.
+  void gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a, Index& b) const;
+  int64_t gemm_depth(ir::ValueId v) const;
+
+ private:
+  std::string elementwise(ir::ValueId v, const Index& idx, Body& b);
+  std::string index_op(ir::ValueId v, const Index& idx, Body& b);
+  std::string reduce(ir::ValueId v, const Index& idx, Body& b);
+  std::string softmax(ir::ValueId v, const Index& idx, Body& b);
+  std::string gemm(ir::ValueId v, const Index& idx, Body& b);
+  std::string operand(ir::ValueId v, size_t i, const Index& idx, ir::DType to, Body& b);
+
+  const ir::Graph& g_;
+  std::map<ir::ValueId, Reader> bound_;
+  int counter_ = 0;
+};
+
+bool is_elementwise_op(ir::Op op);
+bool is_index_op(ir::Op op);  // index remaps, incl. embedding (a gather)
+
+// Device helpers every generated module starts with (16-bit float conversions, activations).
+const std::string& device_prelude();
+
+}  // namespace emmy::cuda

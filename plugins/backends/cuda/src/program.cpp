@@ -1,0 +1,122 @@
+// Slices holding several kernels (the tuner's assembled program, or a kernel with its attention
+// producer): each kernel is generated with its own template from its own slice, then the
+// modules are stitched into one: kernel names prefixed, buffer-table indices renumbered into one
+// table (the graph's inputs, its outputs, then intermediates and every module's scratch), and
+// the launches concatenated in an order where every kernel runs after its producers.
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "emmy/status.hpp"
+#include "expr.hpp"
+#include "module.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda {
+
+namespace {
+
+// The kernels' definitions (everything from the first kernel on), without prelude or plan.
+std::string kernel_text(const std::string& source) {
+  size_t at = source.find("extern \"C\" __global__");
+  return at == std::string::npos ? "" : source.substr(at);
+}
+
+// Replaces every emmy_buf[<local>] by emmy_buf[<global>].
+std::string renumber(const std::string& text, const std::vector<int64_t>& global) {
+  static const std::string key = "emmy_buf[";
+  std::string out;
+  size_t pos = 0;
+  for (;;) {
+    size_t at = text.find(key, pos);
+    if (at == std::string::npos) break;
+    size_t digits = at + key.size(), end = digits;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    out += text.substr(pos, digits - pos);
+    if (end > digits && end < text.size() && text[end] == ']') {
+      size_t local = std::stoul(text.substr(digits, end - digits));
+      if (local >= global.size()) throw Error("cuda backend: generated module indexes buffer " + std::to_string(local) + " of " + std::to_string(global.size()));
+      out += std::to_string(global[local]);
+      pos = end;
+    } else {
+      pos = digits;
+    }
+  }
+  return out + text.substr(pos);
+}
+
+}  // namespace
+
+std::string generate_program(const ir::Slice& slice) {
+  const ir::Graph& g = slice.graph;
+  const auto ins = g.inputs();
+  const int64_t n_fixed = int64_t(ins.size() + g.outputs.size());
+  std::map<ir::ValueId, int64_t> where;  // value -> global buffer index
+  for (size_t i = 0; i < ins.size(); ++i) where[ins[i]] = int64_t(i);
+  for (size_t k = 0; k < g.outputs.size(); ++k) where.emplace(g.outputs[k], int64_t(ins.size() + k));
+  Plan plan;
+  std::string kernels, notes;
+  auto new_scratch = [&](int64_t bytes) {
+    plan.scratch_bytes.push_back(std::max<int64_t>(bytes, 1));
+    return n_fixed + int64_t(plan.scratch_bytes.size()) - 1;
+  };
+
+  std::vector<bool> done(slice.grouping.kernels.size(), false);
+  std::set<ir::ValueId> available(ins.begin(), ins.end());
+  for (size_t round = 0; round < done.size(); ++round) {
+    size_t pick = done.size();
+    for (size_t i = 0; i < done.size() && pick == done.size(); ++i) {
+      if (done[i]) continue;
+      bool ready = true;
+      for (ir::ValueId v : ir::boundary(g, slice.grouping.kernels[i]).inputs) ready = ready && available.count(v);
+      if (ready) pick = i;
+    }
+    if (pick == done.size()) throw Error("cuda backend: the slice's kernels depend on each other in a cycle");
+    done[pick] = true;
+    const ir::Kernel& kernel = slice.grouping.kernels[pick];
+    ir::Slice sub = ir::make_slice(g, kernel);
+    std::string used;
+    std::string source = generate_source(sub, &used);
+    Plan sub_plan = parse_plan(source);
+    // Local buffer i of the sub-module -> global index.
+    std::vector<int64_t> global;
+    for (ir::ValueId v : sub.graph.inputs()) global.push_back(where.at(sub.origin.at(size_t(v))));
+    for (ir::ValueId v : sub.graph.outputs) {
+      ir::ValueId origin = sub.origin.at(size_t(v));
+      if (!where.count(origin)) where[origin] = new_scratch(g.type(origin).bytes());
+      global.push_back(where.at(origin));
+      available.insert(origin);
+    }
+    for (int64_t bytes : sub_plan.scratch_bytes) global.push_back(new_scratch(bytes));
+    std::string prefix = "k" + std::to_string(pick) + "_";
+    std::string text = renumber(kernel_text(source), global);
+    for (Launch l : sub_plan.launches) {
+      std::string from = ") " + l.kernel + "(void* const*", to = ") " + prefix + l.kernel + "(void* const*";
+      for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+      l.kernel = prefix + l.kernel;
+      plan.launches.push_back(l);
+    }
+    kernels += text;
+    notes += "// kernel " + std::to_string(pick) + ": " + used + "\n";
+  }
+  // Outputs held elsewhere (an input, or listed twice): byte copies into their slots.
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    int64_t slot = int64_t(ins.size() + k), src = where.at(g.outputs[k]);
+    if (src == slot) continue;
+    int64_t bytes = g.type(g.outputs[k]).bytes();
+    std::string name = "emmy_copy" + std::to_string(k);
+    kernels += "extern \"C\" __global__ void __launch_bounds__(256) " + name + "(void* const* __restrict__ emmy_buf) {\n"
+               "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+               "  if (i < " + std::to_string(bytes) + "LL) ((unsigned char*)emmy_buf[" + std::to_string(slot) +
+               "])[i] = ((const unsigned char*)emmy_buf[" + std::to_string(src) + "])[i];\n}\n\n";
+    Launch l;
+    l.kernel = name;
+    l.grid[0] = std::max<int64_t>(1, ceil_div(bytes, 256));
+    l.block = 256;
+    plan.launches.push_back(l);
+  }
+  return device_prelude() + "// template: program of " + std::to_string(slice.grouping.kernels.size()) + " kernels\n" +
+         notes + render_plan(plan) + "\n" + kernels;
+}
+
+}  // namespace emmy::cuda

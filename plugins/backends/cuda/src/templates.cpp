@@ -1,0 +1,167 @@
+// Template dispatch, knob declarations, and the fallback and pointwise templates.
+#include "templates.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "emmy/status.hpp"
+#include "expr.hpp"
+#include "module.hpp"
+
+namespace emmy::cuda {
+
+BackendCaps cuda_capabilities() {
+  BackendCaps caps;
+  caps.backend = "cuda";
+  caps.templates["fallback"] = {};
+  caps.templates["pointwise"] = {{"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}};
+  caps.templates["reduction"] = {{"block", {256, 128, 512, 1024}}};
+  caps.templates["matmul"] = {
+      {"tile_m", {64, 32, 128}},
+      {"tile_n", {64, 32, 128}},
+      {"tile_k", {16, 8, 32}},
+      {"warps", {4, 2, 8}},
+  };
+  return caps;
+}
+
+KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given) {
+  static const BackendCaps caps = cuda_capabilities();
+  auto it = caps.templates.find(templ);
+  if (it == caps.templates.end()) throw Error("cuda backend: unknown kernel template '" + templ + "'");
+  KnobValues out;
+  for (const KnobSpec& spec : it->second) {
+    double v = spec.values.at(0);
+    auto g = given.find(spec.name);
+    if (g != given.end()) v = g->second;
+    if (std::find(spec.values.begin(), spec.values.end(), v) == spec.values.end())
+      throw Error("cuda backend: knob " + templ + "." + spec.name + " = " + std::to_string(v) +
+                  " is not one of the declared values");
+    out[spec.name] = static_cast<int64_t>(v);
+  }
+  return out;
+}
+
+void bind_inputs(ExprGen& e, const ModuleBuilder& m) {
+  auto ins = e.graph().inputs();
+  for (size_t i = 0; i < ins.size(); ++i) e.bind_buffer(ins[i], m.input_name(i));
+}
+
+// One kernel per node (index ops are inlined into their readers): any graph runs.
+std::string generate_fallback(const ir::Graph& g) {
+  ModuleBuilder m(g);
+  ExprGen e(g);
+  bind_inputs(e, m);
+  std::map<ir::ValueId, std::string> out_buffer;
+  for (size_t k = 0; k < g.outputs.size(); ++k) out_buffer.emplace(g.outputs[k], m.output_name(k));
+  int kernel_no = 0;
+  auto elementwise_kernel = [&](ir::ValueId v, const std::string& dst) {
+    const ir::TensorType& t = g.type(v);
+    int64_t n = numel_of(t.shape);
+    Body b(1);
+    b.line("const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;");
+    b.line("if (i >= " + std::to_string(n) + "LL) return;");
+    std::string val = e.compute(v, unflatten("i", t.shape), b);
+    b.line(dst + "[i] = " + store_element(t.dtype, val) + ";");
+    int64_t grid[3] = {ceil_div(n, 128), 1, 1};
+    m.add_kernel("emmy_node" + std::to_string(kernel_no++), grid, 128, b.code());
+  };
+  for (size_t v = 0; v < g.nodes.size(); ++v) {
+    const ir::Node& n = g.nodes[v];
+    if (n.op == ir::Op::input || n.op == ir::Op::constant) continue;
+    auto id = static_cast<ir::ValueId>(v);
+    auto ob = out_buffer.find(id);
+    if (ob == out_buffer.end() && is_index_op(n.op) && n.op != ir::Op::embedding) continue;  // inlined
+    std::string dst = ob != out_buffer.end() ? ob->second : m.add_scratch(n.type.dtype, numel_of(n.type.shape));
+    elementwise_kernel(id, dst);
+    e.bind_buffer(id, dst);
+  }
+  // Outputs that are inputs, or listed twice: copies.
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    ir::ValueId o = g.outputs[k];
+    if (out_buffer.at(o) == m.output_name(k) && g.node(o).op != ir::Op::input) continue;
+    const ir::TensorType& t = g.type(o);
+    int64_t n = numel_of(t.shape);
+    Body b(1);
+    b.line("const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;");
+    b.line("if (i >= " + std::to_string(n) + "LL) return;");
+    std::string val = e.value(o, unflatten("i", t.shape), b);
+    b.line(m.output_name(k) + "[i] = " + store_element(t.dtype, val) + ";");
+    int64_t grid[3] = {ceil_div(n, 128), 1, 1};
+    m.add_kernel("emmy_copy" + std::to_string(k), grid, 128, b.code());
+  }
+  return m.finish("template: fallback");
+}
+
+// Computes every kernel output at flat index i (outputs may differ in numel: each is guarded).
+void emit_outputs_at(ExprGen& e, const ModuleBuilder& m, const std::string& i, Body& b) {
+  const ir::Graph& g = e.graph();
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const ir::TensorType& t = g.type(g.outputs[k]);
+    Body inner(b);
+    std::string val = e.value(g.outputs[k], unflatten(i, t.shape), inner);
+    inner.line(m.output_name(k) + "[" + i + "] = " + store_element(t.dtype, val) + ";");
+    b.block("if (" + i + " < " + std::to_string(numel_of(t.shape)) + "LL)", inner);
+  }
+}
+
+static int64_t max_output_numel(const ir::Graph& g) {
+  int64_t n = 1;
+  for (ir::ValueId o : g.outputs) n = std::max(n, numel_of(g.type(o).shape));
+  return n;
+}
+
+// One thread per `items` elements (strided by the block, so loads stay coalesced).
+void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block, int64_t items) {
+  int64_t n = max_output_numel(e.graph());
+  Body b(1);
+  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) + "LL + threadIdx.x;");
+  Body loop(b);
+  loop.line("const long long i = base + (long long)j * " + std::to_string(block) + "LL;");
+  emit_outputs_at(e, m, "i", loop);
+  b.block("#pragma unroll\n  for (int j = 0; j < " + std::to_string(items) + "; ++j)", loop);
+  int64_t grid[3] = {ceil_div(n, block * items), 1, 1};
+  m.add_kernel(name, grid, block, b.code());
+}
+
+std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
+  for (const ir::Node& n : g.nodes)
+    if (n.op != ir::Op::input && n.op != ir::Op::constant && !is_elementwise_op(n.op) && !is_index_op(n.op))
+      throw Unsupported("pointwise: op " + std::string(ir::to_string(n.op)) + " is not elementwise");
+  ModuleBuilder m(g);
+  ExprGen e(g);
+  bind_inputs(e, m);
+  add_pointwise_kernel(m, e, "emmy_pointwise", knobs.at("block"), knobs.at("items"));
+  return m.finish("template: pointwise block=" + std::to_string(knobs.at("block")) +
+                  " items=" + std::to_string(knobs.at("items")));
+}
+
+std::string generate_source(const ir::Slice& slice, std::string* used) {
+  if (slice.grouping.kernels.size() > 1) {
+    if (used) *used = "program";
+    return generate_program(slice);
+  }
+  const ir::Graph& g = slice.graph;
+  std::string templ = slice.grouping.kernels.empty() ? "" : slice.grouping.kernels.back().templ;
+  const std::map<std::string, double> none;
+  const auto& given = slice.grouping.kernels.empty() ? none : slice.grouping.kernels.back().knobs;
+  std::string source;
+  if (templ == "pointwise" || templ == "reduction" || templ == "matmul") {
+    KnobValues knobs = resolve_knobs(templ, given);
+    try {
+      if (templ == "pointwise") source = generate_pointwise(g, knobs);
+      else if (templ == "reduction") source = generate_reduction(g, knobs);
+      else source = generate_matmul(g, knobs);
+    } catch (const Unsupported& why) {
+      templ = "fallback";
+      source = generate_fallback(g) + "// template fell back: " + why.what() + "\n";
+    }
+  } else {
+    templ = "fallback";
+    source = generate_fallback(g);
+  }
+  if (used) *used = templ;
+  return source;
+}
+
+}  // namespace emmy::cuda

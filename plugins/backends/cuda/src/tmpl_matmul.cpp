@@ -1,0 +1,356 @@
+// The matmul template: one block computes a tile_m x tile_n tile of the product (one batch per
+// grid z), staging tile_k-deep slices of both operands in shared memory (as f32), each thread
+// accumulating a register micro-tile in f32 (interleaved so shared-memory reads are
+// conflict-free). The prologue (transposes, views, expands of the operands) is inlined into the
+// tile loads. Outputs that are elementwise functions of the product at the same index (bias,
+// activation, residual, casts) are computed from the accumulators; other outputs (e.g. a view
+// after the product) come from a second pointwise kernel reading the product from scratch.
+#include <memory>
+#include <set>
+
+#include "expr.hpp"
+#include "module.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda {
+
+namespace {
+
+std::string rounded(ir::DType t, const std::string& e) {
+  if (t == ir::DType::bf16) return "emmy_rbf(" + e + ")";
+  if (t == ir::DType::f16) return "emmy_rh(" + e + ")";
+  return e;
+}
+
+// True when `o` is the product or an elementwise function of it at the same index.
+bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
+  if (o == mm) return true;
+  const ir::Node& n = g.node(o);
+  if (!is_elementwise_op(n.op) || n.type.shape != g.type(mm).shape) return false;
+  bool reaches = false;
+  for (ir::ValueId x : n.inputs) {
+    if (x < mm) continue;  // cannot depend on the product
+    if (!fusable_output(g, mm, x)) return false;
+    reaches = true;
+  }
+  return reaches;
+}
+
+}  // namespace
+
+std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
+  ir::ValueId mm = -1;
+  for (size_t v = 0; v < g.nodes.size(); ++v) {
+    ir::Op op = g.nodes[v].op;
+    if (op == ir::Op::linear || op == ir::Op::matmul || op == ir::Op::bmm) {
+      if (mm >= 0) throw Unsupported("matmul: more than one product");
+      mm = static_cast<ir::ValueId>(v);
+    }
+  }
+  if (mm < 0) throw Unsupported("matmul: no product");
+  const ir::Node& p = g.node(mm);
+  const ir::Shape& out = p.type.shape;
+  if (!ir::is_floating(p.type.dtype) || p.type.dtype == ir::DType::f64) throw Unsupported("matmul: dtype");
+  if (g.type(p.inputs[0]).rank() < 2 || (p.op != ir::Op::linear && g.type(p.inputs[1]).rank() < 2))
+    throw Unsupported("matmul: 1-D operand");
+  const bool linear = p.op == ir::Op::linear;
+  const int64_t N = out.back();
+  const int64_t M = linear ? numel_of(out) / N : out[out.size() - 2];
+  const int64_t K = ExprGen(g).gemm_depth(mm);
+  const ir::Shape batch_shape = linear ? ir::Shape{} : ir::Shape(out.begin(), out.end() - 2);
+  const int64_t batch = numel_of(batch_shape);
+  if (batch > 65535) throw Unsupported("matmul: batch too large for grid z");
+
+  const int64_t BM = knobs.at("tile_m"), BN = knobs.at("tile_n"), BK = knobs.at("tile_k");
+  const int64_t T = knobs.at("warps") * 32;
+  // SIMT path: each thread a TM x TN micro-tile of the block tile.
+  const int64_t per = std::max<int64_t>(1, BM * BN / T);
+  int64_t TN = 1;
+  while (TN * TN < per) TN *= 2;
+  TN = std::min(TN, per);
+  const int64_t TM = per / TN;
+  const bool simt_ok = BM * BN >= T && BN % TN == 0 && BM % TM == 0 && (BN / TN) * (BM / TM) == T;
+  const int64_t SX = BN / TN, SY = BM / TM;  // thread grid (x over n, y over m)
+  // A linear's weight is [N, K]: read k fastest; a matmul's B is [K, N]: read n fastest.
+  const bool b_n_fastest = !linear;
+
+  ModuleBuilder m(g);
+  ExprGen e(g);
+  bind_inputs(e, m);
+  std::vector<size_t> unfused;
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    if (!fusable_output(g, mm, g.outputs[k])) unfused.push_back(k);
+  std::string product_buf = unfused.empty() ? "" : m.add_scratch(p.type.dtype, numel_of(out));
+
+  // The output index of the product at (bz, mrow, ncol), as expressions.
+  auto out_index = [&](const std::string& mrow, const std::string& ncol) {
+    Index idx;
+    if (linear) {
+      idx = unflatten(mrow, ir::Shape(out.begin(), out.end() - 1));
+    } else {
+      idx = unflatten("bz", batch_shape);
+      idx.push_back(mrow);
+    }
+    idx.push_back(ncol);
+    return idx;
+  };
+
+  // The epilogue: `heads` are nested loop heads over a thread's results, `coords` declares gm and
+  // gn for one result, `acc` names it.
+  auto emit_epilogue = [&](Body& b, const std::vector<std::string>& heads, const std::string& coords,
+                           const std::string& acc) {
+    std::vector<std::unique_ptr<Body>> levels;
+    Body* parent = &b;
+    for (size_t h = 0; h < heads.size(); ++h) {
+      levels.push_back(std::make_unique<Body>(*parent));
+      parent = levels.back().get();
+    }
+    Body& ij = *parent;
+    ij.line(coords);
+    Body store(ij);
+    Index oi = out_index("gm", "gn");
+    const ir::TensorType pt = p.type;
+    const bool has_bias = p.inputs.size() > 2;
+    const ir::ValueId bias = has_bias ? p.inputs[2] : -1;
+    e.bind(mm, [&e, pt, has_bias, bias, acc](const Index& idx, Body& body) {
+      std::string v = acc;
+      if (has_bias) v += " + (float)" + e.value(bias, {idx.back()}, body);
+      return "(" + compute_type(pt.dtype) + ")" + rounded(pt.dtype, v);
+    });
+    if (!product_buf.empty()) {
+      std::string pv = e.value(mm, oi, store);
+      store.line(product_buf + "[" + flat_offset(oi, out) + "] = " + store_element(pt.dtype, pv) + ";");
+    }
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      if (std::find(unfused.begin(), unfused.end(), k) != unfused.end()) continue;
+      std::string v = e.value(g.outputs[k], oi, store);
+      store.line(m.output_name(k) + "[" + flat_offset(oi, out) + "] = " + store_element(g.type(g.outputs[k]).dtype, v) + ";");
+    }
+    ij.block("if (gm < " + std::to_string(M) + "LL && gn < " + std::to_string(N) + "LL)", store);
+    for (size_t h = heads.size(); h-- > 0;) {
+      Body& outer = h == 0 ? b : *levels[h - 1];
+      outer.block("#pragma unroll\n  " + heads[h], *levels[h]);
+    }
+  };
+
+  const ir::DType a_t = g.type(p.inputs[0]).dtype, b_t = g.type(p.inputs[1]).dtype;
+  const bool sixteen = a_t == b_t && (a_t == ir::DType::bf16 || a_t == ir::DType::f16);
+  const int64_t W = knobs.at("warps");
+  int64_t WM = 0;
+  // Tensor cores: warps tile the block, each warp a grid of m16n8k16 products.
+  if (sixteen && BK % 16 == 0)
+    for (int64_t wm : {int64_t(2), int64_t(4), int64_t(1), int64_t(8)})
+      if (W % wm == 0 && BM % (wm * 16) == 0 && BN % ((W / wm) * 8) == 0) {
+        WM = wm;
+        break;
+      }
+  Body b(1);
+  std::string note;
+  if (WM > 0) {
+    const int64_t WN = W / WM, MI = BM / WM / 16, NI = BN / WN / 8, LD = BK + 8;
+    const std::string ty = a_t == ir::DType::bf16 ? "bf16" : "f16";
+    const std::string conv = a_t == ir::DType::bf16 ? "emmy_f2bf" : "emmy_f2h";
+    note = " mma.sync m16n8k16 " + ty + " warps " + std::to_string(WM) + "x" + std::to_string(WN);
+    b.line("__shared__ __align__(16) unsigned short As[" + std::to_string(BM) + "][" + std::to_string(LD) + "];");
+    b.line("__shared__ __align__(16) unsigned short Bs[" + std::to_string(BN) + "][" + std::to_string(LD) + "];");
+    b.line("const long long bz = blockIdx.z;");
+    b.line("const long long m0 = (long long)blockIdx.y * " + std::to_string(BM) + "LL, n0 = (long long)blockIdx.x * " + std::to_string(BN) + "LL;");
+    b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;");
+    b.line("const int wm0 = (warp / " + std::to_string(WN) + ") * " + std::to_string(MI * 16) + ", wn0 = (warp % " + std::to_string(WN) + ") * " + std::to_string(NI * 8) + ";");
+    b.line("float acc[" + std::to_string(MI) + "][" + std::to_string(NI) + "][4];");
+    b.line("#pragma unroll");
+    b.line("for (int i = 0; i < " + std::to_string(MI) + "; ++i)");
+    b.line("  #pragma unroll");
+    b.line("  for (int j = 0; j < " + std::to_string(NI) + "; ++j) { acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f; }");
+    // Which operands are plain row-major kernel inputs (see the loads below).
+    auto input_ptr = [&](ir::ValueId v) -> std::string {
+      auto ins = g.inputs();
+      for (size_t i = 0; i < ins.size(); ++i)
+        if (ins[i] == v) return m.input_name(i);
+      return "";
+    };
+    const ir::Shape& as = g.type(p.inputs[0]).shape;
+    const ir::Shape& bs = g.type(p.inputs[1]).shape;
+    const std::string a_ptr = input_ptr(p.inputs[0]), b_ptr = input_ptr(p.inputs[1]);
+    // A: [M, K] per batch (linear: all leading dims are M); its batch must not broadcast.
+    const bool a_contig = !a_ptr.empty() && K % 8 == 0 && (linear || (as.size() == out.size() && numel_of(as) == batch * M * K));
+    const std::string a_base = linear ? "0LL" : "bz * " + std::to_string(M * K) + "LL";
+    // B: a linear's weight [N, K] (k contiguous), or a matmul's [K, N] (n contiguous), shared by
+    // every batch (rank 2) or one per batch.
+    const bool b_batched = !linear && bs.size() == out.size() && batch > 1;
+    const bool b_plain = !b_ptr.empty() && (linear || bs.size() == 2 || (b_batched && numel_of(bs) == batch * K * N));
+    const bool b_contig_k = b_plain && linear && K % 8 == 0;
+    const bool b_contig_n = b_plain && !linear && N % 8 == 0;
+    const std::string b_base = b_batched ? "bz * " + std::to_string(K * N) + "LL" : "0LL";
+    note += std::string(a_contig ? " A:16B" : "") + (b_contig_k || b_contig_n ? " B:16B" : "");
+    Body kloop(b);
+    // Operands read straight from a kernel input, row-major with the contiguous dim a multiple of
+    // 8, are copied raw in 16-byte chunks; anything else goes through the generic index path.
+    if (a_contig) {
+      Body load(kloop);
+      load.line("const int mm = e / " + std::to_string(BK / 8) + ", kc = (e % " + std::to_string(BK / 8) + ") * 8;");
+      load.line("const long long gm = m0 + mm, gk = k0 + kc;");
+      load.line("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&As[mm][kc] = *(const uint4*)&" + a_ptr +
+                "[" + a_base + " + gm * " + std::to_string(K) + "LL + gk];");
+      load.line("else *(uint4*)&As[mm][kc] = make_uint4(0, 0, 0, 0);");
+      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK / 8) + "; e += " + std::to_string(T) + ")", load);
+    } else {
+      Body load(kloop);
+      load.line("const int kk = e % " + std::to_string(BK) + ", mm = e / " + std::to_string(BK) + ";");
+      load.line("const long long gm = m0 + mm, gk = k0 + kk;");
+      load.line("float t = 0.f;");
+      Body guarded(load);
+      Index ai, bi;
+      e.gemm_operands(mm, out_index("gm", "0"), "gk", ai, bi);
+      guarded.line("t = (float)" + e.value(p.inputs[0], ai, guarded) + ";");
+      load.block("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL)", guarded);
+      load.line("As[mm][kk] = " + conv + "(t);");
+      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK) + "; e += " + std::to_string(T) + ")", load);
+    }
+    if (b_contig_k) {
+      Body load(kloop);
+      load.line("const int nn = e / " + std::to_string(BK / 8) + ", kc = (e % " + std::to_string(BK / 8) + ") * 8;");
+      load.line("const long long gn = n0 + nn, gk = k0 + kc;");
+      load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&Bs[nn][kc] = *(const uint4*)&" + b_ptr +
+                "[" + b_base + " + gn * " + std::to_string(K) + "LL + gk];");
+      load.line("else *(uint4*)&Bs[nn][kc] = make_uint4(0, 0, 0, 0);");
+      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BN * BK / 8) + "; e += " + std::to_string(T) + ")", load);
+    } else if (b_contig_n) {
+      Body load(kloop);
+      load.line("const int kk = e / " + std::to_string(BN / 8) + ", nc = (e % " + std::to_string(BN / 8) + ") * 8;");
+      load.line("const long long gn = n0 + nc, gk = k0 + kk;");
+      load.line("uint4 v = make_uint4(0, 0, 0, 0);");
+      load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) v = *(const uint4*)&" + b_ptr + "[" + b_base +
+                " + gk * " + std::to_string(N) + "LL + gn];");
+      load.line("const unsigned short* h = (const unsigned short*)&v;");
+      load.line("#pragma unroll");
+      load.line("for (int u = 0; u < 8; ++u) Bs[nc + u][kk] = h[u];");
+      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BK * BN / 8) + "; e += " + std::to_string(T) + ")", load);
+    } else {
+      Body load(kloop);
+      if (b_n_fastest) load.line("const int nn = e % " + std::to_string(BN) + ", kk = e / " + std::to_string(BN) + ";");
+      else load.line("const int kk = e % " + std::to_string(BK) + ", nn = e / " + std::to_string(BK) + ";");
+      load.line("const long long gn = n0 + nn, gk = k0 + kk;");
+      load.line("float t = 0.f;");
+      Body guarded(load);
+      Index ai, bi;
+      e.gemm_operands(mm, out_index("0", "gn"), "gk", ai, bi);
+      guarded.line("t = (float)" + e.value(p.inputs[1], bi, guarded) + ";");
+      load.block("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL)", guarded);
+      load.line("Bs[nn][kk] = " + conv + "(t);");
+      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BN * BK) + "; e += " + std::to_string(T) + ")", load);
+    }
+    kloop.line("__syncthreads();");
+    kloop.line("#pragma unroll");
+    kloop.line("for (int kk = 0; kk < " + std::to_string(BK) + "; kk += 16) {");
+    kloop.line("  unsigned a[" + std::to_string(MI) + "][4], c[" + std::to_string(NI) + "][2];");
+    kloop.line("  #pragma unroll");
+    kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i) {");
+    kloop.line("    const int r = wm0 + i * 16 + grp;");
+    kloop.line("    a[i][0] = *(const unsigned*)&As[r][kk + tig * 2];");
+    kloop.line("    a[i][1] = *(const unsigned*)&As[r + 8][kk + tig * 2];");
+    kloop.line("    a[i][2] = *(const unsigned*)&As[r][kk + tig * 2 + 8];");
+    kloop.line("    a[i][3] = *(const unsigned*)&As[r + 8][kk + tig * 2 + 8];");
+    kloop.line("  }");
+    kloop.line("  #pragma unroll");
+    kloop.line("  for (int j = 0; j < " + std::to_string(NI) + "; ++j) {");
+    kloop.line("    const int n = wn0 + j * 8 + grp;");
+    kloop.line("    c[j][0] = *(const unsigned*)&Bs[n][kk + tig * 2];");
+    kloop.line("    c[j][1] = *(const unsigned*)&Bs[n][kk + tig * 2 + 8];");
+    kloop.line("  }");
+    kloop.line("  #pragma unroll");
+    kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i)");
+    kloop.line("    #pragma unroll");
+    kloop.line("    for (int j = 0; j < " + std::to_string(NI) + "; ++j)");
+    kloop.line("      asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + ty + "." + ty + ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
+    kloop.line("                   : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), \"+f\"(acc[i][j][3])");
+    kloop.line("                   : \"r\"(a[i][0]), \"r\"(a[i][1]), \"r\"(a[i][2]), \"r\"(a[i][3]), \"r\"(c[j][0]), \"r\"(c[j][1]));");
+    kloop.line("}");
+    kloop.line("__syncthreads();");
+    b.block("for (long long k0 = 0; k0 < " + std::to_string(K) + "LL; k0 += " + std::to_string(BK) + ")", kloop);
+    emit_epilogue(b,
+                  {"for (int i = 0; i < " + std::to_string(MI) + "; ++i)", "for (int j = 0; j < " + std::to_string(NI) + "; ++j)",
+                   "for (int q = 0; q < 4; ++q)"},
+                  "const long long gm = m0 + wm0 + i * 16 + grp + (q >> 1) * 8, gn = n0 + wn0 + j * 8 + tig * 2 + (q & 1);",
+                  "acc[i][j][q]");
+  } else {
+    if (!simt_ok) throw Unsupported("matmul: the tile does not split over the threads");
+    b.line("__shared__ float As[" + std::to_string(BK) + "][" + std::to_string(BM + 4) + "];");
+    b.line("__shared__ float Bs[" + std::to_string(BK) + "][" + std::to_string(BN + 4) + "];");
+    b.line("const long long bz = blockIdx.z;");
+    b.line("const long long m0 = (long long)blockIdx.y * " + std::to_string(BM) + "LL, n0 = (long long)blockIdx.x * " + std::to_string(BN) + "LL;");
+    b.line("const int tx = threadIdx.x % " + std::to_string(SX) + ", ty = threadIdx.x / " + std::to_string(SX) + ";");
+    b.line("float acc[" + std::to_string(TM) + "][" + std::to_string(TN) + "];");
+    b.line("#pragma unroll");
+    b.line("for (int i = 0; i < " + std::to_string(TM) + "; ++i)");
+    b.line("  #pragma unroll");
+    b.line("  for (int j = 0; j < " + std::to_string(TN) + "; ++j) acc[i][j] = 0.f;");
+    {
+      Body kloop(b);
+      // A tile: k fastest.
+      {
+        Body load(kloop);
+        load.line("const int kk = e % " + std::to_string(BK) + ", mm = e / " + std::to_string(BK) + ";");
+        load.line("const long long gm = m0 + mm, gk = k0 + kk;");
+        load.line("float t = 0.f;");
+        Body guarded(load);
+        Index ai, bi;
+        e.gemm_operands(mm, out_index("gm", "0"), "gk", ai, bi);
+        guarded.line("t = (float)" + e.value(p.inputs[0], ai, guarded) + ";");
+        load.block("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL)", guarded);
+        load.line("As[kk][mm] = t;");
+        kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK) + "; e += " + std::to_string(T) + ")", load);
+      }
+      // B tile.
+      {
+        Body load(kloop);
+        if (b_n_fastest) load.line("const int nn = e % " + std::to_string(BN) + ", kk = e / " + std::to_string(BN) + ";");
+        else load.line("const int kk = e % " + std::to_string(BK) + ", nn = e / " + std::to_string(BK) + ";");
+        load.line("const long long gn = n0 + nn, gk = k0 + kk;");
+        load.line("float t = 0.f;");
+        Body guarded(load);
+        Index ai, bi;
+        e.gemm_operands(mm, out_index("0", "gn"), "gk", ai, bi);
+        guarded.line("t = (float)" + e.value(p.inputs[1], bi, guarded) + ";");
+        load.block("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL)", guarded);
+        load.line("Bs[kk][nn] = t;");
+        kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BN * BK) + "; e += " + std::to_string(T) + ")", load);
+      }
+      kloop.line("__syncthreads();");
+      kloop.line("#pragma unroll");
+      kloop.line("for (int kk = 0; kk < " + std::to_string(BK) + "; ++kk) {");
+      kloop.line("  float a[" + std::to_string(TM) + "], c[" + std::to_string(TN) + "];");
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int i = 0; i < " + std::to_string(TM) + "; ++i) a[i] = As[kk][ty + i * " + std::to_string(SY) + "];");
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int j = 0; j < " + std::to_string(TN) + "; ++j) c[j] = Bs[kk][tx + j * " + std::to_string(SX) + "];");
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int i = 0; i < " + std::to_string(TM) + "; ++i)");
+      kloop.line("    #pragma unroll");
+      kloop.line("    for (int j = 0; j < " + std::to_string(TN) + "; ++j) acc[i][j] = fmaf(a[i], c[j], acc[i][j]);");
+      kloop.line("}");
+      kloop.line("__syncthreads();");
+      b.block("for (long long k0 = 0; k0 < " + std::to_string(K) + "LL; k0 += " + std::to_string(BK) + ")", kloop);
+    }
+
+    emit_epilogue(b, {"for (int i = 0; i < " + std::to_string(TM) + "; ++i)", "for (int j = 0; j < " + std::to_string(TN) + "; ++j)"},
+                  "const long long gm = m0 + ty + i * " + std::to_string(SY) + ", gn = n0 + tx + j * " + std::to_string(SX) + ";",
+                  "acc[i][j]");
+  }
+  int64_t grid[3] = {ceil_div(N, BN), ceil_div(M, BM), batch};
+  m.add_kernel("emmy_matmul", grid, T, b.code());
+  if (!unfused.empty()) {
+    // Second kernel: the remaining outputs, reading the product from scratch.
+    ExprGen e2(g);
+    bind_inputs(e2, m);
+    e2.bind_buffer(mm, product_buf);
+    ModuleBuilder& mb = m;
+    // Only the unfused outputs are written; fused ones were written by the first kernel, and
+    // writing them again would give the same values, so the pointwise helper may write all.
+    add_pointwise_kernel(mb, e2, "emmy_matmul_epilogue", 256, 1);
+  }
+  return m.finish("template: matmul tile_m=" + std::to_string(BM) + " tile_n=" + std::to_string(BN) +
+                  " tile_k=" + std::to_string(BK) + " warps=" + std::to_string(knobs.at("warps")) + note);
+}
+
+}  // namespace emmy::cuda

@@ -1,0 +1,113 @@
+// The byte protocol between the cuda backend and emmy-cuda-worker (header-only; the worker
+// includes it alone). One socketpair on the worker's stdin/stdout; fixed-size integers and
+// length-prefixed strings in host byte order (both ends run on one machine).
+//
+//   hello:  u32 kHello                        -> u32 kOk, str device name, i32 driver version,
+//                                                i32 cc major, i32 cc minor, i64 L2 bytes
+//   run:    u32 kRun, str cubin path, u32 n_launch x (str kernel, i64 gx, gy, gz, block, smem),
+//           u32 n_in x str bytes, u32 n_out x u64 size, u32 n_scratch x u64 size,
+//           i32 warmup, i32 samples, u32 use_graph, u64 flush bytes
+//                                             -> u32 kOk, u32 n x f64 us, u32 n_out x str bytes
+//   any failure                               -> u32 kFail, str message (the worker then exits)
+#pragma once
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace emmy::cuda::wire {
+
+inline constexpr uint32_t kHello = 0x43554831;  // "CUH1"
+inline constexpr uint32_t kRun = 0x43555231;    // "CUR1"
+inline constexpr uint32_t kOk = 0x43554f4b;     // "CUOK"
+inline constexpr uint32_t kFail = 0x43554652;   // "CUFR"
+
+inline bool send_all(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ENOTSOCK) n = ::write(fd, p, size);
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Reads exactly `size` bytes before `deadline` (if given); false on EOF, error or timeout.
+inline bool recv_all(int fd, void* data, size_t size, const Clock::time_point* deadline, bool* timed_out) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    if (deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      if (left <= 0) {
+        if (timed_out) *timed_out = true;
+        return false;
+      }
+      pollfd pfd{fd, POLLIN, 0};
+      int r = ::poll(&pfd, 1, static_cast<int>(left > 100000 ? 100000 : left));
+      if (r < 0 && errno != EINTR) return false;
+      if (r <= 0) continue;
+    }
+    ssize_t n = ::read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+struct Out {
+  std::string bytes;
+  template <typename T>
+  void put(T v) {
+    bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void put_str(const void* data, uint64_t n) {
+    put(n);
+    bytes.append(static_cast<const char*>(data), n);
+  }
+  void put_str(const std::string& s) { put_str(s.data(), s.size()); }
+  bool send(int fd) const { return send_all(fd, bytes.data(), bytes.size()); }
+};
+
+struct In {
+  int fd;
+  const Clock::time_point* deadline = nullptr;
+  bool ok = true;
+  bool timed_out = false;
+  template <typename T>
+  T get() {
+    T v{};
+    if (ok) ok = recv_all(fd, &v, sizeof v, deadline, &timed_out);
+    return v;
+  }
+  std::vector<unsigned char> get_bytes(uint64_t limit = (1ull << 40)) {
+    std::vector<unsigned char> out;
+    uint64_t n = get<uint64_t>();
+    if (!ok || n > limit) {
+      ok = false;
+      return out;
+    }
+    out.resize(n);
+    if (n) ok = recv_all(fd, out.data(), n, deadline, &timed_out);
+    return out;
+  }
+  std::string get_str() {
+    auto b = get_bytes(1ull << 30);
+    return std::string(b.begin(), b.end());
+  }
+};
+
+}  // namespace emmy::cuda::wire

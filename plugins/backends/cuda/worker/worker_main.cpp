@@ -1,0 +1,222 @@
+// emmy-cuda-worker: runs built cubins for the cuda backend on one device (the first visible:
+// the backend sets CUDA_VISIBLE_DEVICES), talking over stdin/stdout (wire.hpp). Inputs are
+// copied to the device once per request; the launches are captured into a CUDA graph and
+// replayed; before every timed sample the L2 is flushed by writing a buffer larger than it;
+// each sample is timed with events around one replay. Any CUDA error is reported and the
+// worker exits: after an illegal address the context is unusable, and the backend starts a
+// fresh worker for the next candidate.
+#include <cuda.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "wire.hpp"
+
+namespace {
+
+using namespace emmy::cuda;
+
+struct CudaFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  const char* name = nullptr;
+  const char* text = nullptr;
+  cuGetErrorName(r, &name);
+  cuGetErrorString(r, &text);
+  throw CudaFailure(std::string(what) + ": " + (name ? name : "?") + " (" + (text ? text : "?") + ")");
+}
+
+CUdevice g_device = 0;
+CUcontext g_context = nullptr;
+
+void init() {
+  if (g_context) return;
+  check(cuInit(0), "cuInit");
+  check(cuDeviceGet(&g_device, 0), "cuDeviceGet");
+  check(cuDevicePrimaryCtxRetain(&g_context, g_device), "cuDevicePrimaryCtxRetain");
+  check(cuCtxSetCurrent(g_context), "cuCtxSetCurrent");
+}
+
+void hello(int out_fd) {
+  init();
+  char name[256] = {};
+  check(cuDeviceGetName(name, sizeof name, g_device), "cuDeviceGetName");
+  int driver = 0, major = 0, minor = 0, l2 = 0;
+  check(cuDriverGetVersion(&driver), "cuDriverGetVersion");
+  check(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g_device), "attribute");
+  check(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g_device), "attribute");
+  check(cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g_device), "attribute");
+  wire::Out o;
+  o.put(wire::kOk);
+  o.put_str(std::string(name));
+  o.put(int32_t(driver));
+  o.put(int32_t(major));
+  o.put(int32_t(minor));
+  o.put(int64_t(l2));
+  o.send(out_fd);
+}
+
+struct LaunchSpec {
+  std::string kernel;
+  int64_t grid[3], block, smem;
+};
+
+void run(wire::In& in, int out_fd) {
+  std::string cubin_path = in.get_str();
+  uint32_t n_launch = in.get<uint32_t>();
+  std::vector<LaunchSpec> launches(n_launch);
+  for (auto& l : launches) {
+    l.kernel = in.get_str();
+    for (auto& g : l.grid) g = in.get<int64_t>();
+    l.block = in.get<int64_t>();
+    l.smem = in.get<int64_t>();
+  }
+  uint32_t n_in = in.get<uint32_t>();
+  std::vector<std::vector<unsigned char>> inputs(n_in);
+  for (auto& b : inputs) b = in.get_bytes();
+  uint32_t n_out = in.get<uint32_t>();
+  std::vector<uint64_t> out_sizes(n_out);
+  for (auto& s : out_sizes) s = in.get<uint64_t>();
+  uint32_t n_scratch = in.get<uint32_t>();
+  std::vector<uint64_t> scratch_sizes(n_scratch);
+  for (auto& s : scratch_sizes) s = in.get<uint64_t>();
+  int32_t warmup = in.get<int32_t>(), samples = in.get<int32_t>();
+  uint32_t use_graph = in.get<uint32_t>();
+  uint64_t flush_bytes = in.get<uint64_t>();
+  if (!in.ok) std::exit(3);
+
+  init();
+  std::ifstream f(cubin_path, std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (image.empty()) throw CudaFailure("cannot read cubin " + cubin_path);
+  CUmodule module = nullptr;
+  check(cuModuleLoadData(&module, image.data()), "cuModuleLoadData");
+  std::vector<CUfunction> fns;
+  for (const auto& l : launches) {
+    CUfunction fn = nullptr;
+    check(cuModuleGetFunction(&fn, module, l.kernel.c_str()), ("cuModuleGetFunction " + l.kernel).c_str());
+    if (l.smem > 48 * 1024)
+      check(cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.smem)), "smem attribute");
+    fns.push_back(fn);
+  }
+  std::vector<CUdeviceptr> bufs;
+  auto alloc = [&](uint64_t size) {
+    CUdeviceptr p = 0;
+    check(cuMemAlloc(&p, std::max<uint64_t>(size, 16)), "cuMemAlloc");
+    bufs.push_back(p);
+    return p;
+  };
+  for (const auto& b : inputs) {
+    CUdeviceptr p = alloc(b.size());
+    if (!b.empty()) check(cuMemcpyHtoD(p, b.data(), b.size()), "cuMemcpyHtoD");
+  }
+  for (uint64_t s : out_sizes) check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
+  for (uint64_t s : scratch_sizes) check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
+  CUdeviceptr table = 0;
+  check(cuMemAlloc(&table, std::max<size_t>(1, bufs.size()) * sizeof(CUdeviceptr)), "cuMemAlloc");
+  if (!bufs.empty()) check(cuMemcpyHtoD(table, bufs.data(), bufs.size() * sizeof(CUdeviceptr)), "cuMemcpyHtoD");
+  CUdeviceptr flush = 0;
+  if (flush_bytes) check(cuMemAlloc(&flush, flush_bytes), "cuMemAlloc (L2 flush buffer)");
+
+  CUstream stream = nullptr;
+  check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  auto launch_all = [&]() {
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const auto& l = launches[i];
+      void* args[] = {&table};
+      check(cuLaunchKernel(fns[i], unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]), unsigned(l.block), 1, 1,
+                           unsigned(l.smem), stream, args, nullptr),
+            ("cuLaunchKernel " + l.kernel).c_str());
+    }
+  };
+  // One plain run: its outputs are what the backend checks against the reference.
+  launch_all();
+  check(cuStreamSynchronize(stream), "kernel execution");
+  wire::Out reply;
+  std::vector<std::string> outputs;
+  for (uint32_t k = 0; k < n_out; ++k) {
+    std::string host(out_sizes[k], '\0');
+    if (out_sizes[k]) check(cuMemcpyDtoH(host.data(), bufs[n_in + k], out_sizes[k]), "cuMemcpyDtoH");
+    outputs.push_back(std::move(host));
+  }
+
+  CUgraphExec exec = nullptr;
+  if (use_graph) {
+    CUgraph graph = nullptr;
+    check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+    launch_all();
+    check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+    check(cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+    cuGraphDestroy(graph);
+  }
+  auto once = [&]() {
+    if (exec) check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    else launch_all();
+  };
+  for (int i = 0; i < warmup; ++i) once();
+  check(cuStreamSynchronize(stream), "warm-up");
+  CUevent start = nullptr, stop = nullptr;
+  check(cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<double> times;
+  for (int s = 0; s < samples; ++s) {
+    if (flush) check(cuMemsetD32Async(flush, unsigned(s), flush_bytes / 4, stream), "L2 flush");
+    check(cuEventRecord(start, stream), "cuEventRecord");
+    once();
+    check(cuEventRecord(stop, stream), "cuEventRecord");
+    check(cuEventSynchronize(stop), "sample");
+    float ms = 0;
+    check(cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+    times.push_back(double(ms) * 1000.0);
+  }
+  reply.put(wire::kOk);
+  reply.put(uint32_t(times.size()));
+  for (double t : times) reply.put(t);
+  reply.put(uint32_t(outputs.size()));
+  for (const auto& o : outputs) reply.put_str(o);
+  cuEventDestroy(start);
+  cuEventDestroy(stop);
+  if (exec) cuGraphExecDestroy(exec);
+  cuStreamDestroy(stream);
+  for (CUdeviceptr p : bufs) cuMemFree(p);
+  cuMemFree(table);
+  if (flush) cuMemFree(flush);
+  cuModuleUnload(module);
+  reply.send(out_fd);
+}
+
+}  // namespace
+
+int main() {
+  const int in_fd = 0, out_fd = 1;
+  // Nothing but replies may reach fd 1.
+  std::FILE* log = fdopen(dup(2), "w");
+  (void)log;
+  wire::In in{in_fd};
+  for (;;) {
+    in.ok = true;
+    uint32_t kind = in.get<uint32_t>();
+    if (!in.ok) return 0;  // the backend closed the pipe
+    try {
+      if (kind == wire::kHello) hello(out_fd);
+      else if (kind == wire::kRun) run(in, out_fd);
+      else return 4;
+    } catch (const std::exception& e) {
+      wire::Out o;
+      o.put(wire::kFail);
+      o.put_str(std::string(e.what()));
+      o.send(out_fd);
+      return 2;
+    }
+  }
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The GPU round trip, in two halves (DESIGN.md, The GPU machine).
+#
+# Here (Debian, no GPU):
+#   scripts/gpu-roundtrip.sh [bundle] [BUILD_DIR [OVERLAY_BUILD_DIR...]]
+# bundles BUILD_DIR (default build/; configured and built when it has no bin/emmy) into .carry/
+# (ignored by git): bin/emmy, lib/libemmy_sdk*, lib/emmy/plugins/*, libexec/emmy/*, the GPU test
+# binaries (ctest label "gpu"), flatc, and the shared libraries they need that Ubuntu 24.04 does
+# not have (Boost, RocksDB, gflags, snappy, FlatBuffers, ...). Binaries are stripped to stay under
+# the device tool's 64 MiB. Each OVERLAY_BUILD_DIR adds its plugins, workers and GPU tests on top
+# (e.g. a build of only the cuda backend). Prints the device tool call to make.
+#
+# There (Ubuntu 24.04, H200), from the repository root, with carry [".carry"]:
+#   scripts/gpu-roundtrip.sh remote
+# builds the torchscript frontend against the machine's LibTorch (the carried one links Debian's
+# LibTorch 1.13), runs the GPU tests, then `emmy tune --backend cuda --code ... --patience 10 -v`,
+# its re-run (which should launch nothing), `emmy eval variants --kernel matmul` and
+# `emmy eval failures`, writing every log under $OUT (the device tool's output folder).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CARRY=$ROOT/.carry
+CODE="torch.matmul(torch.randn(512,512,device='cuda'), torch.randn(512,512,device='cuda'))"
+
+# Libraries of these packages are not on the GPU machine (Ubuntu 24.04 base + CUDA); everything
+# else ldd finds (libc, libstdc++, zlib, zstd, lz4, bz2, ...) is.
+CARRY_LIBS='librocksdb|libgflags|libsnappy|libboost_|libflatbuffers|libglog|libunwind|libjemalloc|libtbb|libfmt|liburing'
+
+bundle() {
+  local build=${1:-build}
+  shift || true
+  if [[ ! -x $build/bin/emmy ]]; then
+    echo "== configuring and building $build"
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo || exit 1
+    cmake --build "$build" -j2 || exit 1
+  fi
+  rm -rf "$CARRY"
+  mkdir -p "$CARRY"/{bin,lib/emmy/plugins,libexec/emmy,tests,deps}
+  cp "$build/bin/emmy" "$CARRY/bin/"
+  cp -P "$build"/lib/libemmy_sdk.so* "$CARRY/lib/"
+  for dir in "$build" "$@"; do
+    cp "$dir"/lib/emmy/plugins/* "$CARRY/lib/emmy/plugins/" 2>/dev/null
+    cp "$dir"/libexec/emmy/* "$CARRY/libexec/emmy/" 2>/dev/null
+    # GPU tests: the binaries behind ctest's "gpu" label.
+    if [[ -f $dir/CTestTestfile.cmake ]]; then
+      (cd "$dir" && ctest -N -L gpu --show-only=json-v1 2>/dev/null) |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); print("\n".join(sorted({t["command"][0] for t in d.get("tests",[]) if t.get("command")})))' |
+        while read -r t; do [[ -x $t ]] && cp "$t" "$CARRY/tests/"; done
+    fi
+  done
+  # The torchscript manifest, for the plugin rebuilt there (any build that made one will do).
+  if [[ ! -f $CARRY/lib/emmy/plugins/torchscript.emmy-manifest ]]; then
+    m=$(ls build*/lib/emmy/plugins/torchscript.emmy-manifest 2>/dev/null | head -1)
+    [[ -n $m ]] && cp "$m" "$CARRY/lib/emmy/plugins/"
+  fi
+  # LibTorch plugins link Debian's LibTorch: not carried (torchscript is rebuilt there).
+  rm -f "$CARRY"/lib/emmy/plugins/libemmy_torchscript.so "$CARRY"/lib/emmy/plugins/libemmy_mlp.so
+  for m in "$CARRY"/lib/emmy/plugins/*.emmy-manifest; do
+    n=$(basename "$m" .emmy-manifest)
+    [[ $n == torchscript || -f $CARRY/lib/emmy/plugins/libemmy_$n.so ]] || rm -f "$m"
+  done
+  cp "$(command -v flatc)" "$CARRY/bin/" 2>/dev/null
+  # The hf frontend's shipped model configs, where the plugin looks for them.
+  mkdir -p "$CARRY/share/emmy" && cp -r plugins/frontends/hf/configs "$CARRY/share/emmy/hf-configs"
+  # Non-system shared libraries, resolved through symlinks, kept under their SONAME.
+  find "$CARRY" -type f \( -perm -u+x -o -name '*.so*' \) -print0 | xargs -0 ldd 2>/dev/null |
+    awk '/=> \// {print $1, $3}' | sort -u | grep -E "^($CARRY_LIBS)" |
+    while read -r soname path; do cp -L "$path" "$CARRY/deps/$soname"; done
+  find "$CARRY" -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-debug {} + 2>/dev/null
+  echo "== bundled into .carry ($(du -sm "$CARRY" | cut -f1) MiB; the device tool takes 64 MiB with the tree):"
+  (cd "$CARRY" && find . -type f | sort | sed 's/^/   /')
+  cat <<EOF
+== now call the device tool:
+   run(command="bash scripts/gpu-roundtrip.sh remote", carry=[".carry"], timeout_s=600)
+EOF
+}
+
+remote() {
+  local out=${OUT:-/tmp/emmy-gpu-out}
+  mkdir -p "$out"
+  export LD_LIBRARY_PATH=$CARRY/lib:$CARRY/deps:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export EMMY_CUDA_WORKER=$CARRY/libexec/emmy/emmy-cuda-worker
+  export EMMY_HOME=/tmp/emmy-home
+  local emmy=$CARRY/bin/emmy
+  chmod +x "$CARRY"/bin/* "$CARRY"/libexec/emmy/* "$CARRY"/tests/* 2>/dev/null
+  {
+    date
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    echo "missing libraries:"
+    find "$CARRY" -type f \( -perm -u+x -o -name '*.so*' \) -print0 | xargs -0 ldd 2>/dev/null | grep "not found" | sort -u
+  } 2>&1 | tee "$out/env.log"
+
+  # The torchscript frontend, against this machine's LibTorch (plain g++, as
+  # tests/frontends/libtorch_compat/check.sh does).
+  local py=/opt/torch/.venv/bin/python3
+  if [[ -x $py && -f $CARRY/lib/emmy/plugins/torchscript.emmy-manifest ]]; then
+    local T ABI
+    T=$($py -c "import torch, os; print(os.path.dirname(torch.__file__))")
+    ABI=$($py -c "import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))")
+    echo "== building the torchscript frontend against $T (cxx11 abi $ABI)" | tee "$out/torchscript-build.log"
+    g++ -std=c++20 -O1 -fPIC -shared -w -D_GLIBCXX_USE_CXX11_ABI="$ABI" -I sdk/include \
+      -isystem "$T/include" -isystem "$T/include/torch/csrc/api/include" \
+      -DEMMY_PLUGIN_NAME='"torchscript"' -DEMMY_PLUGIN_VERSION='"0.1.0"' plugins/frontends/torchscript/*.cpp \
+      -L"$CARRY/lib" -lemmy_sdk -L"$T/lib" -ltorch -ltorch_cpu -lc10 -Wl,-rpath,"$T/lib" \
+      -o "$CARRY/lib/emmy/plugins/libemmy_torchscript.so" 2>&1 | tail -20 | tee -a "$out/torchscript-build.log"
+  fi
+
+  echo "== GPU tests" | tee "$out/gpu-tests.log"
+  for t in "$CARRY"/tests/*; do
+    [[ -x $t ]] || continue
+    "$t" --gtest_color=no 2>&1 | tee -a "$out/gpu-tests.log"
+  done
+
+  export EMMY_DB=$EMMY_HOME/tuning.db
+  rm -rf "$EMMY_HOME"
+  local tune=("$emmy" tune --backend cuda --code "$CODE" --patience 10 -v)
+  echo "== ${tune[*]}" | tee "$out/tune.log"
+  local limit=${EMMY_TUNE_TIMEOUT:-240}
+  /usr/bin/time -f "wall %e s" timeout "$limit" "${tune[@]}" 2>&1 | tee -a "$out/tune.log"
+  echo "== re-run (should launch nothing)" | tee -a "$out/tune.log"
+  /usr/bin/time -f "wall %e s" timeout "$limit" "${tune[@]}" 2>&1 | tee -a "$out/tune.log"
+  # More figures (EMMY_ROUNDTRIP_EXTRA=0 skips them): a bf16 1024^3 matmul on tensor cores,
+  # PyTorch's own time for both products, and layer 0 of Qwen3-Embedding-0.6B end to end.
+  if [[ ${EMMY_ROUNDTRIP_EXTRA:-1} != 0 ]]; then
+    local bf="torch.matmul(torch.randn(1024,1024,dtype=torch.bfloat16,device='cuda'), torch.randn(1024,1024,dtype=torch.bfloat16,device='cuda'))"
+    echo "== emmy tune --backend cuda --code \"$bf\" --patience 10" | tee "$out/extra.log"
+    timeout "$limit" "$emmy" tune --backend cuda --code "$bf" --patience 10 2>&1 | tee -a "$out/extra.log"
+    echo "== PyTorch's time for the same products (CUDA events, median of 50 after 10 warm-ups)" | tee -a "$out/extra.log"
+    /opt/torch/.venv/bin/python3 - <<'PY' 2>&1 | tee -a "$out/extra.log"
+import torch
+for n, dt in ((512, torch.float32), (1024, torch.bfloat16)):
+    a, b = torch.randn(n, n, device="cuda", dtype=dt), torch.randn(n, n, device="cuda", dtype=dt)
+    for _ in range(10): a @ b
+    ts = []
+    for _ in range(50):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); a @ b; e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e) * 1000)
+    ts.sort()
+    print(f"torch {n}x{n}x{n} {dt}: median {ts[len(ts)//2]:.2f} us (tf32 {torch.backends.cuda.matmul.allow_tf32})")
+PY
+    echo "== emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5" | tee "$out/qwen.log"
+    /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 2>&1 | tail -60 | tee -a "$out/qwen.log"
+    # With several GPUs: the same tune fanned out over all of them, into a fresh database, so its
+    # per-kernel choices and wall time can be set beside the one-GPU run above.
+    local gpus
+    gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+    if (( gpus > 1 )); then
+      echo "== emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus $gpus" | tee "$out/qwen-gpus.log"
+      EMMY_DB=$EMMY_HOME/tuning-gpus.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
+        "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus "$gpus" 2>&1 | tail -60 | tee -a "$out/qwen-gpus.log"
+    fi
+  fi
+
+  echo "== emmy eval variants --kernel matmul" | tee "$out/eval.log"
+  CUDA_VISIBLE_DEVICES= "$emmy" eval variants --kernel matmul 2>&1 | tee -a "$out/eval.log"
+  echo "== emmy eval failures" | tee -a "$out/eval.log"
+  CUDA_VISIBLE_DEVICES= "$emmy" eval failures 2>&1 | tee -a "$out/eval.log"
+}
+
+case ${1:-bundle} in
+  remote) remote ;;
+  bundle) shift || true; bundle "$@" ;;
+  *) bundle "$@" ;;
+esac

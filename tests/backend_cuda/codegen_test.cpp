@@ -1,0 +1,217 @@
+// Code generation and NVRTC compilation for every template, for sm_90a, on a machine with the
+// CUDA toolkit and no GPU: what CI can check of the cuda backend.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "cuda_backend.hpp"
+#include "cuda_graphs.hpp"
+#include "module.hpp"
+#include "nvrtc_compiler.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_cache(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("emmy-cuda-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+// No worker is started: the architecture is given.
+PluginOptions offline(const std::string& cache) { return {{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}}; }
+
+class EveryTemplate : public ::testing::TestWithParam<int> {};
+
+TEST_P(EveryTemplate, GeneratesTheTemplateAndCompilesToACubin) {
+  Case c = all_cases().at(size_t(GetParam()));
+  ir::Slice s = slice_of(c);
+  std::string used;
+  std::string source = generate_source(s, &used);
+  EXPECT_EQ(used, c.templ) << source;
+  Plan plan = parse_plan(source);
+  EXPECT_FALSE(plan.launches.empty());
+
+  CudaBackend backend(offline(temp_cache(c.name)));
+  Artifact art;
+  MeasureResult failure;
+  Status st = backend.build(s, Regime::rank, art, failure);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(failure.failure, FailureKind::none) << failure.message << "\n" << source;
+  ASSERT_TRUE(fs::exists(art.handle));
+  EXPECT_GT(fs::file_size(art.handle), 0u);
+  EXPECT_EQ(art.source, source);
+  fs::remove_all(fs::path(art.handle).parent_path());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, EveryTemplate, ::testing::Range(0, int(all_cases().size())),
+                         [](const auto& info) { return all_cases().at(size_t(info.param)).name; });
+
+TEST(CudaCodegen, EveryMatmulKnobValueCompilesOrFallsBack) {
+  // Each declared value of each knob alone (others at their defaults) gives a module.
+  BackendCaps caps = cuda_capabilities();
+  Case c = matmul_f32(96);
+  for (const KnobSpec& spec : caps.templates.at("matmul"))
+    for (double v : spec.values) {
+      c.knobs = {{spec.name, v}};
+      std::string used;
+      std::string source = generate_source(slice_of(c), &used);
+      EXPECT_EQ(used, "matmul") << spec.name << "=" << v;
+      EXPECT_NE(source.find("tile_"), std::string::npos);
+    }
+}
+
+TEST(CudaCodegen, SixteenBitMatmulsUseTensorCores) {
+  for (Case c : {linear_bf16_bias_silu(), matmul_f16_broadcast()}) {
+    std::string source = generate_source(slice_of(c));
+    EXPECT_NE(source.find("mma.sync.aligned.m16n8k16"), std::string::npos) << c.name;
+    // Both operands are plain row-major inputs: 16-byte copies into shared memory.
+    EXPECT_NE(source.find("A:16B B:16B"), std::string::npos) << c.name;
+  }
+  Case c = linear_bf16_bias_silu();
+  c.knobs["tile_k"] = 8;  // too shallow for k16: the SIMT path
+  std::string source = generate_source(slice_of(c));
+  EXPECT_EQ(source.find("mma.sync"), std::string::npos);
+  EXPECT_NE(source.find("fmaf"), std::string::npos);
+  EXPECT_EQ(generate_source(slice_of(matmul_f32())).find("mma.sync"), std::string::npos);
+}
+
+TEST(CudaCodegen, SeveralKernelsBecomeOneProgram) {
+  ir::Slice s = two_kernel_program();
+  std::string used;
+  std::string source = generate_source(s, &used);
+  EXPECT_EQ(used, "program");
+  EXPECT_NE(source.find("// kernel 1: reduction"), std::string::npos) << source.substr(0, 3000);
+  EXPECT_NE(source.find("// kernel 0: matmul"), std::string::npos);
+  EXPECT_LT(source.find("// kernel 1:"), source.find("// kernel 0:"));  // the producer first
+  Plan plan = parse_plan(source);
+  ASSERT_GE(plan.launches.size(), 4u);  // rows + rows_out, matmul, one copy
+  EXPECT_EQ(plan.launches.front().kernel, "k1_emmy_rows");
+  EXPECT_EQ(plan.launches.back().kernel, "emmy_copy2");
+  CudaBackend backend(offline(temp_cache("program")));
+  Artifact art;
+  MeasureResult failure;
+  ASSERT_TRUE(backend.build(s, Regime::rank, art, failure).ok());
+  EXPECT_EQ(failure.failure, FailureKind::none) << failure.message;
+  fs::remove_all(fs::path(art.handle).parent_path());
+}
+
+TEST(CudaCodegen, RejectsUndeclaredKnobValues) {
+  EXPECT_THROW(resolve_knobs("matmul", {{"tile_m", 48}}), Error);
+  EXPECT_THROW(resolve_knobs("nosuch", {}), Error);
+  EXPECT_EQ(resolve_knobs("pointwise", {}).at("block"), 256);
+}
+
+TEST(CudaCodegen, UnfitKernelFallsBack) {
+  Case c = softmax_f32();
+  c.templ = "pointwise";  // softmax is no pointwise op
+  std::string used;
+  std::string source = generate_source(slice_of(c), &used);
+  EXPECT_EQ(used, "fallback");
+  EXPECT_NE(source.find("template fell back"), std::string::npos);
+}
+
+TEST(CudaCodegen, PlanSurvivesTheSource) {
+  Plan p;
+  p.scratch_bytes = {64, 4096};
+  Launch l;
+  l.kernel = "k";
+  l.grid[0] = 7;
+  l.grid[2] = 3;
+  l.block = 96;
+  l.shared_bytes = 1024;
+  p.launches = {l, l};
+  Plan q = parse_plan("// x\n" + render_plan(p) + "code\n");
+  ASSERT_EQ(q.launches.size(), 2u);
+  EXPECT_EQ(q.scratch_bytes, p.scratch_bytes);
+  EXPECT_EQ(q.launches[1].grid[0], 7);
+  EXPECT_EQ(q.launches[1].grid[2], 3);
+  EXPECT_EQ(q.launches[1].block, 96);
+  EXPECT_EQ(q.launches[1].shared_bytes, 1024);
+  EXPECT_THROW(parse_plan("no plan here"), Error);
+}
+
+TEST(CudaCompiler, CompileErrorIsABuildErrorRow) {
+  CudaBackend backend(offline(temp_cache("bad")));
+  Artifact art;
+  MeasureResult failure;
+  Status st = backend.build_source("//@emmy launch k 1 1 1 32 0\nextern \"C\" __global__ void k(void* const* b) { undeclared_thing(); }\n",
+                                   Regime::rank, art, failure);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(failure.failure, FailureKind::build_error);
+  EXPECT_NE(failure.message.find("undeclared_thing"), std::string::npos) << failure.message;
+  EXPECT_TRUE(art.handle.empty());
+}
+
+TEST(CudaCompiler, CachesByContentAndRegime) {
+  std::string dir = temp_cache("cache");
+  NvrtcCompiler c(dir, "sm_90a");
+  const std::string src = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.f; }\n";
+  CompileOutcome a = c.compile(src, Regime::rank);
+  ASSERT_TRUE(a.ok) << a.log;
+  EXPECT_FALSE(a.cached);
+  CompileOutcome b = c.compile(src, Regime::rank);
+  EXPECT_TRUE(b.cached);
+  EXPECT_EQ(a.cubin_path, b.cubin_path);
+  CompileOutcome d = c.compile(src, Regime::deploy);
+  ASSERT_TRUE(d.ok) << d.log;
+  EXPECT_NE(d.cubin_path, a.cubin_path);
+  auto opts = c.options(Regime::deploy);
+  EXPECT_NE(std::find(opts.begin(), opts.end(), "-Xptxas=-O3"), opts.end());
+  EXPECT_NE(std::find(opts.begin(), opts.end(), "--gpu-architecture=sm_90a"), opts.end());
+  fs::remove_all(dir);
+}
+
+TEST(CudaCompiler, ParallelBuildsShareTheCache) {
+  // Builds run in threads while devices measure: the same sources from several threads at once
+  // give whole, identical cubins.
+  std::string dir = temp_cache("parallel");
+  CudaBackend backend(offline(dir));
+  std::vector<Case> cases = {pointwise_bf16(), softmax_f32(), linear_bf16_bias_silu()};
+  std::vector<std::string> handles(cases.size() * 2);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < handles.size(); ++i)
+    threads.emplace_back([&, i] {
+      Artifact art;
+      MeasureResult failure;
+      if (backend.build(slice_of(cases[i % cases.size()]), Regime::rank, art, failure).ok() &&
+          failure.failure == FailureKind::none)
+        handles[i] = art.handle;
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_FALSE(handles[i].empty()) << cases[i].name;
+    EXPECT_EQ(handles[i], handles[i + cases.size()]);
+    EXPECT_GT(fs::file_size(handles[i]), 0u);
+  }
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, cases.size());  // no stray temporaries
+  fs::remove_all(dir);
+}
+
+TEST(CudaBackendOptions, DevicesAndGpus) {
+  EXPECT_EQ(parse_devices({{"devices", "0,2"}}), (std::vector<std::string>{"0", "2"}));
+  EXPECT_EQ(parse_devices({{"gpus", "3"}}), (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(parse_devices({}), (std::vector<std::string>{"0"}));
+  EXPECT_THROW(parse_devices({{"devices", "0,,1"}}), Error);
+  EXPECT_THROW(parse_devices({{"gpus", "0"}}), Error);
+  CudaBackend two({{"gpus", "2"}, {"arch", "sm_90a"}, {"worker", "/nonexistent"}});
+  EXPECT_EQ(two.device_count(), 2u);
+}
+
+TEST(CudaBackendOptions, FingerprintWithoutADeviceSaysSo) {
+  CudaBackend backend({{"arch", "sm_90a"}, {"worker", "/nonexistent/emmy-cuda-worker"}});
+  std::string fp = backend.environment_fingerprint();
+  EXPECT_EQ(fp.rfind("cuda|", 0), 0u) << fp;
+  EXPECT_NE(fp.find("|nvrtc " + nvrtc_version()), std::string::npos) << fp;
+  EXPECT_EQ(backend.capabilities().backend, "cuda");
+  EXPECT_EQ(backend.capabilities().templates.count("matmul"), 1u);
+}
+
+}  // namespace
+}  // namespace emmy::cuda::test
