@@ -628,12 +628,22 @@ std::string compare(const HostTensor& expected, const HostTensor& actual, DType 
            to_string(actual.type);
   std::vector<double> e = to_doubles(expected), a = to_doubles(actual);
   Tolerance tol = tolerance(expected.type.dtype);
-  if (is_floating(expected.type.dtype) && is_floating(precision)) {
-    Tolerance path = tolerance(precision);
-    tol.atol = std::max(tol.atol, path.atol);
-    tol.rtol = std::max(tol.rtol, path.rtol);
+  const bool widened = is_floating(expected.type.dtype) && is_floating(precision) &&
+                       tolerance(precision).rtol > tol.rtol;
+  if (widened) tol = tolerance(precision);
+  // Along a low-precision path an element that cancels (a small sum of large terms) carries the
+  // rounding error of the terms, not of its own size: measure error against the tensor's scale
+  // too, and let a few elements (0.1 %) reach 4x the tolerance, as a changed rounding order does.
+  double scale = 0;
+  if (widened) {
+    double sq = 0;
+    size_t finite = 0;
+    for (double x : e)
+      if (std::isfinite(x)) sq += x * x, ++finite;
+    scale = finite ? std::sqrt(sq / static_cast<double>(finite)) : 0;
   }
-  size_t bad = 0;
+  const size_t outliers_allowed = widened ? e.size() / 1000 : 0;
+  size_t bad = 0, outliers = 0;
   size_t worst = 0;
   double worst_excess = -1;
   for (size_t i = 0; i < e.size(); ++i) {
@@ -647,10 +657,14 @@ std::string compare(const HostTensor& expected, const HostTensor& actual, DType 
       ok = x == y;
       excess = std::numeric_limits<double>::infinity();
     } else {
-      double allowed = tol.atol + tol.rtol * std::abs(x);
+      double allowed = tol.atol + tol.rtol * (std::abs(x) + scale);
       double diff = std::abs(x - y);
       ok = diff <= allowed;
       excess = allowed > 0 ? diff / allowed : diff;
+      if (!ok && excess <= 4 && outliers < outliers_allowed) {
+        ++outliers;
+        ok = true;
+      }
     }
     if (ok) continue;
     ++bad;
@@ -662,9 +676,23 @@ std::string compare(const HostTensor& expected, const HostTensor& actual, DType 
   if (bad == 0) return "";
   return std::to_string(bad) + " of " + std::to_string(e.size()) + " elements of " +
          to_string(expected.type) + " differ beyond tolerance (atol " + number(tol.atol) +
-         ", rtol " + number(tol.rtol) + "); worst at " +
+         ", rtol " + number(tol.rtol) + (widened ? " of " + std::string(to_string(precision)) +
+         ", tensor scale " + number(scale) : std::string()) + "); worst at " +
          index_string(expected.type.shape, static_cast<int64_t>(worst)) + ": expected " +
          number(e[worst]) + ", got " + number(a[worst]);
+}
+
+double relative_rms_error(const HostTensor& expected, const HostTensor& actual) {
+  std::vector<double> e = to_doubles(expected), a = to_doubles(actual);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < e.size() && i < a.size(); ++i) {
+    if (!std::isfinite(e[i]) && e[i] == a[i]) continue;
+    num += (a[i] - e[i]) * (a[i] - e[i]);
+    den += e[i] * e[i];
+  }
+  if (e.size() != a.size()) return std::numeric_limits<double>::infinity();
+  if (den == 0) return num == 0 ? 0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
 }
 
 DType lowest_precision(const Graph& g) {

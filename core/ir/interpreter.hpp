@@ -49,6 +49,9 @@ std::string compare(const HostTensor& expected, const HostTensor& actual);
 // The same, with the tolerance widened to `precision`'s where that is looser: a value computed
 // in bf16 and then cast to f32 carries bf16's error (use lowest_precision of the graph).
 std::string compare(const HostTensor& expected, const HostTensor& actual, DType precision);
+// ||actual - expected|| / ||expected|| over all elements (infinite on a size mismatch or NaN):
+// the check for a whole assembled graph, whose error compounds over many kernels.
+double relative_rms_error(const HostTensor& expected, const HostTensor& actual);
 // The floating dtype with the fewest mantissa bits any node of `g` produces (f64 if none).
 DType lowest_precision(const Graph& g);
 

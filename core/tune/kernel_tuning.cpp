@@ -24,6 +24,16 @@ int64_t unix_now() {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// How far a whole graph may drift from the reference, by the lowest precision it computes in.
+double whole_graph_error_limit(ir::DType precision) {
+  switch (precision) {
+    case ir::DType::bf16: return 5e-2;
+    case ir::DType::f16: return 1e-2;
+    case ir::DType::f32: return 1e-3;
+    default: return 1e-6;
+  }
+}
+
 }  // namespace
 
 KernelFeatures kernel_features(const ir::Graph& graph, const ir::Kernel& kernel,
@@ -61,7 +71,8 @@ Buffers to_buffers(const std::vector<ir::HostTensor>& tensors) {
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
                                            Regime regime,
                                            const std::vector<ir::HostTensor>& inputs,
-                                           const std::vector<ir::HostTensor>& expected) {
+                                           const std::vector<ir::HostTensor>& expected,
+                                           bool whole_graph) {
   store::MeasurementRecord rec;
   rec.regime = regime;
   rec.env = run.env;
@@ -114,10 +125,18 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
   const ir::DType precision = ir::lowest_precision(program.graph);
   for (size_t i = 0; i < expected.size(); ++i) {
     ir::HostTensor actual{expected[i].type, result.outputs.tensors[i]};
-    std::string diff = actual.data.size() == expected[i].data.size()
-                           ? ir::compare(expected[i], actual, precision)
-                           : "size " + std::to_string(actual.data.size()) + " bytes, expected " +
-                                 std::to_string(expected[i].data.size());
+    std::string diff;
+    if (actual.data.size() != expected[i].data.size()) {
+      diff = "size " + std::to_string(actual.data.size()) + " bytes, expected " +
+             std::to_string(expected[i].data.size());
+    } else if (whole_graph) {
+      double err = ir::relative_rms_error(expected[i], actual);
+      double limit = whole_graph_error_limit(precision);
+      if (!(err <= limit))
+        diff = "relative RMS error " + std::to_string(err) + " above " + std::to_string(limit);
+    } else {
+      diff = ir::compare(expected[i], actual, precision);
+    }
     if (!diff.empty()) {
       rec.failure = FailureKind::wrong_result;
       rec.message = "output " + std::to_string(i) + ": " + diff;

@@ -72,11 +72,14 @@ std::string program_config_key(const ir::Program& program);
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 
 // Builds and measures `program` (a lowered slice) at `regime` and checks its outputs against
-// `expected`; returns the measurement record (failure rows included), not yet stored.
+// `expected`; returns the measurement record (failure rows included), not yet stored. A whole
+// assembled graph (`whole_graph`) is checked by its relative RMS error, since rounding error
+// compounds over its kernels; a kernel element by element.
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
                                            Regime regime,
                                            const std::vector<ir::HostTensor>& inputs,
-                                           const std::vector<ir::HostTensor>& expected);
+                                           const std::vector<ir::HostTensor>& expected,
+                                           bool whole_graph = false);
 
 // Runs the inner search for `kernel` of `graph` (optionally carrying its producer kernel).
 KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Kernel& kernel,

@@ -295,7 +295,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       // (packed weights of a horizontal fusion are inputs of their own).
       auto inputs = ir::random_inputs(best.graph, options.seed ^ 0x5eed);
       auto expected = ir::evaluate(best.graph, inputs);
-      rec = build_and_measure(run, best, Regime::deploy, inputs, expected);
+      rec = build_and_measure(run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true);
       rec->structural_key = gkey;
       rec->kernel_name = "assembled:" + (graph.name.empty() ? std::string("graph") : graph.name);
       rec->templ = "assembled";

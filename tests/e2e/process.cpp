@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,7 +16,7 @@ namespace {
 
 [[noreturn]] void exec_child(const std::vector<std::string>& argv,
                              const std::vector<std::string>& env) {
-  for (const auto& kv : env) putenv(strdup(kv.c_str()));
+  for (const auto& kv : env) putenv(::strdup(kv.c_str()));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
