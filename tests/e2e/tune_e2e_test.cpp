@@ -160,6 +160,19 @@ TEST_F(TuneE2E, BadInputIsAClearErrorWithExitCode2) {
   EXPECT_NE(model.err.find("no-such-model"), std::string::npos) << model.err;
 }
 
+TEST_F(TuneE2E, ThirdPartyPassAddsItsForkToTheSearch) {
+  // hello_pass (examples/) is found in the plugin path and added to the default pipeline; its
+  // knob then shows in the configurations the search measures.
+  Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--patience", "2",
+                      "--samples", "3", "--warmup", "0", "--prior", "roofline", "--no-progress",
+                      "--passes", "+hello_pass", "-v"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("hello_unroll="), std::string::npos) << c.err;
+  Completed unknown = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--passes", "+nosuch"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_NE(unknown.err.find("nosuch"), std::string::npos) << unknown.err;
+}
+
 TEST_F(TuneE2E, QwenLayerZeroTunesEndToEnd) {
   Completed c = emmy({"tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--batch", "1",
                       "--seq", "8", "--backend", "cpu", "--patience", "1", "--samples", "3",
