@@ -19,53 +19,6 @@
 namespace emmy::cli {
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, sep)) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-// --passes: an explicit list ("fusion_reduction,lower_fallback"; "default" expands to the
-// default pipeline), or edits of the default pipeline ("+hello_pass,-fusion_pointwise").
-std::vector<std::string> resolve_passes(const std::string& spec) {
-  std::vector<std::string> items = split(spec, ',');
-  bool edits = !items.empty();
-  for (const auto& i : items) edits = edits && (i[0] == '+' || i[0] == '-');
-  std::vector<std::string> out;
-  if (edits) {
-    out = default_pass_pipeline();
-    for (const auto& i : items) {
-      std::string name = i.substr(1);
-      if (i[0] == '-') {
-        auto it = std::find(out.begin(), out.end(), name);
-        if (it == out.end())
-          throw po::error("--passes: '" + name + "' is not in the default pipeline");
-        out.erase(it);
-      } else {
-        // Added passes go before the lowering of leftovers, so their kernels still get lowered.
-        auto it = std::find(out.begin(), out.end(), "lower_fallback");
-        out.insert(it, name);
-      }
-    }
-    return out;
-  }
-  for (const auto& i : items) {
-    if (i == "default") {
-      auto d = default_pass_pipeline();
-      out.insert(out.end(), d.begin(), d.end());
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
 constexpr const char* kEpilogue = R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B), a TorchScript file (.pt),
 or nothing with --code EXPR (an inline PyTorch expression whose torch.randn/rand/zeros/ones/empty
 calls with constant sizes become the graph's inputs).
@@ -156,7 +109,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   }
   if (gpus > 0) o.backend_options["gpus"] = std::to_string(gpus);
   if (!devices.empty()) o.backend_options["devices"] = devices;
-  if (!passes.empty()) o.passes = resolve_passes(passes);
+  if (!passes.empty()) o.passes = pass_list(passes);
   o.validate = !vm.count("no-validate");
   o.progress_bar = !vm.count("no-progress");
   o.db = g.db;

@@ -1,5 +1,7 @@
 #include "cli/options.hpp"
 
+#include "emmy/templates.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -58,6 +60,50 @@ po::variables_map parse_layered(const GlobalOptions& g, const std::string& secti
   }
   po::notify(vm);
   return vm;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// --passes: a comma list ("default" expands to the default pipeline), or edits of the default
+// pipeline: "+NAME" (inserted before lower_fallback) and "-NAME".
+std::vector<std::string> pass_list(const std::string& spec) {
+  std::vector<std::string> items = split_list(spec);
+  if (items.empty()) return default_pass_pipeline();
+  bool edits = std::all_of(items.begin(), items.end(), [](const std::string& i) { return i[0] == '+' || i[0] == '-'; });
+  std::vector<std::string> out;
+  if (edits) {
+    out = default_pass_pipeline();
+    for (const auto& i : items) {
+      std::string name = i.substr(1);
+      auto it = std::find(out.begin(), out.end(), name);
+      if (i[0] == '-') {
+        if (it == out.end()) throw po::error("--passes: '" + name + "' is not in the default pipeline");
+        out.erase(it);
+      } else {
+        out.insert(std::find(out.begin(), out.end(), "lower_fallback"), name);
+      }
+    }
+    return out;
+  }
+  for (const auto& i : items) {
+    if (i == "default") {
+      auto d = default_pass_pipeline();
+      out.insert(out.end(), d.begin(), d.end());
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
 }
 
 void print_help(const std::string& usage, const po::options_description& desc,

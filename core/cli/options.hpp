@@ -23,6 +23,12 @@ po::variables_map parse_layered(const GlobalOptions& g, const std::string& secti
 void print_help(const std::string& usage, const po::options_description& desc,
                 const std::string& epilogue = "");
 
+// "a, b,c" -> {a, b, c} (blanks trimmed, empty items dropped).
+std::vector<std::string> split_list(const std::string& s);
+// --passes: a comma list ("default" expands to the default pipeline), or edits of the default
+// pipeline: "+NAME" (inserted before lower_fallback) and "-NAME". Throws po::error on a bad edit.
+std::vector<std::string> pass_list(const std::string& spec);
+
 // Exit codes.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
