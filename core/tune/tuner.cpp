@@ -240,6 +240,11 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     progress.finish();
     finish("interrupted");
     throw;
+  } catch (const Error& e) {
+    // Whatever was measured is already stored; keep the run's rows and record why it stopped.
+    progress.finish();
+    finish(std::string("failed: ") + e.what());
+    throw;
   }
   report.groupings_tried = result.search.evaluations;
   if (!result.search.found) {
