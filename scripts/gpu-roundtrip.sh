@@ -98,7 +98,7 @@ remote() {
     T=$($py -c "import torch, os; print(os.path.dirname(torch.__file__))")
     ABI=$($py -c "import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))")
     echo "== building the torchscript frontend against $T (cxx11 abi $ABI)" | tee "$out/torchscript-build.log"
-    g++ -std=c++20 -O1 -fPIC -shared -w -D_GLIBCXX_USE_CXX11_ABI="$ABI" -I sdk/include \
+    g++ -std=c++20 -O1 -fPIC -shared -Wall -Wextra -Wpedantic -Wno-unused-parameter -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$ABI" -I sdk/include \
       -isystem "$T/include" -isystem "$T/include/torch/csrc/api/include" \
       -DEMMY_PLUGIN_NAME='"torchscript"' -DEMMY_PLUGIN_VERSION='"0.1.0"' plugins/frontends/torchscript/*.cpp \
       -L"$CARRY/lib" -lemmy_sdk -L"$T/lib" -ltorch -ltorch_cpu -lc10 -Wl,-rpath,"$T/lib" \
