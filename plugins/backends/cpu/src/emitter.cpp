@@ -206,17 +206,6 @@ GemmOperands gemm_operand_idx(const ir::Graph& g, ir::ValueId v, const Idx& out,
   return r;
 }
 
-bool is_elementwise(Op op) {
-  switch (op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::pow: case Op::neg:
-    case Op::exp: case Op::rsqrt: case Op::sqrt: case Op::tanh: case Op::silu: case Op::gelu:
-    case Op::sigmoid: case Op::cast: case Op::where: case Op::masked_fill:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool is_index_remap(Op op) {
   switch (op) {
     case Op::view: case Op::reshape: case Op::contiguous: case Op::unsqueeze: case Op::squeeze:
@@ -265,7 +254,7 @@ std::string Emitter::read(ir::ValueId v, const Idx& idx, Scope& s) {
 
 std::string Emitter::compute(ir::ValueId v, const Idx& idx, Scope& s) {
   const auto& n = g_.node(v);
-  if (is_elementwise(n.op)) return elementwise(n, idx, s);
+  if (is_elementwise_op(n.op)) return elementwise(n, idx, s);
   if (is_index_remap(n.op)) return remap(n, idx, s);
   if (n.op == Op::input) throw Error("cpu backend: input node %" + std::to_string(v) + " is not bound to a buffer");
   throw Unsupported("op " + std::string(ir::to_string(n.op)) + " (node %" + std::to_string(v) +

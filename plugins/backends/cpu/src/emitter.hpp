@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "emmy/ir.hpp"
+#include "emmy/templates.hpp"
 
 namespace emmy::cpu {
 
@@ -78,7 +79,7 @@ struct GemmOperands {
 GemmOperands gemm_operand_idx(const ir::Graph& g, ir::ValueId v, const Idx& out, const std::string& k);
 int64_t gemm_depth(const ir::Graph& g, ir::ValueId v);
 
-bool is_elementwise(ir::Op op);
+// Elementwise ops: emmy::is_elementwise_op (emmy/templates.hpp), shared with the passes.
 // Layout ops `read` handles by remapping the index (no data movement of their own).
 bool is_index_remap(ir::Op op);
 

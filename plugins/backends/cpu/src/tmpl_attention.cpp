@@ -35,7 +35,7 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     else if (op == Op::softmax) {
       if (S >= 0) throw Unsupported("attention: two softmaxes");
       S = v;
-    } else if (!is_elementwise(op) && !is_index_remap(op)) {
+    } else if (!is_elementwise_op(op) && !is_index_remap(op)) {
       throw Unsupported("attention: op " + std::string(ir::to_string(op)) + " not allowed");
     }
   }

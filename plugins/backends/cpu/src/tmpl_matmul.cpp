@@ -70,7 +70,7 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
     if (op == Op::matmul || op == Op::bmm || op == Op::linear) {
       if (G >= 0) throw Unsupported("matmul: more than one matmul");
       G = v;
-    } else if (!is_elementwise(op) && !is_index_remap(op)) {
+    } else if (!is_elementwise_op(op) && !is_index_remap(op)) {
       throw Unsupported("matmul: op " + std::string(ir::to_string(op)) + " in the epilogue");
     }
   }

@@ -17,7 +17,7 @@ std::string inner_loop_pragma(int64_t vec, int64_t unroll) {
 std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
   for (ir::ValueId v : compute_nodes(g)) {
     ir::Op op = g.node(v).op;
-    if (!is_elementwise(op) && !is_index_remap(op))
+    if (!is_elementwise_op(op) && !is_index_remap(op))
       throw Unsupported("pointwise: op " + std::string(ir::to_string(op)) + " is not elementwise");
   }
   if (g.outputs.empty()) throw Unsupported("pointwise: no outputs");

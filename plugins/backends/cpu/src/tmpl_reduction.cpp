@@ -33,7 +33,7 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
     if (n.op == Op::mean || n.op == Op::sum || n.op == Op::amax || n.op == Op::softmax) {
       if (!reduces_last_dim(g, n)) throw Unsupported("reduction: node %" + std::to_string(v) + " does not reduce the last dim");
       reductions.push_back(v);
-    } else if (!is_elementwise(n.op) && !is_index_remap(n.op)) {
+    } else if (!is_elementwise_op(n.op) && !is_index_remap(n.op)) {
       throw Unsupported("reduction: op " + std::string(ir::to_string(n.op)) + " is not supported");
     }
   }

@@ -116,17 +116,6 @@ Index unflatten(const std::string& flat, const ir::Shape& shape) {
   return idx;
 }
 
-bool is_elementwise_op(Op op) {
-  switch (op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::pow: case Op::neg:
-    case Op::exp: case Op::rsqrt: case Op::sqrt: case Op::tanh: case Op::silu: case Op::gelu:
-    case Op::sigmoid: case Op::cast: case Op::where: case Op::masked_fill:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool is_index_op(Op op) {
   switch (op) {
     case Op::view: case Op::reshape: case Op::transpose: case Op::permute: case Op::contiguous:

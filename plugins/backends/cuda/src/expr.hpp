@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "emmy/ir.hpp"
+#include "emmy/templates.hpp"
 
 namespace emmy::cuda {
 
@@ -91,7 +92,7 @@ class ExprGen {
   int counter_ = 0;
 };
 
-bool is_elementwise_op(ir::Op op);
+// Elementwise ops: emmy::is_elementwise_op (emmy/templates.hpp), shared with the passes.
 bool is_index_op(ir::Op op);  // index remaps, incl. embedding (a gather)
 
 // Device helpers every generated module starts with (16-bit float conversions, activations).
