@@ -28,10 +28,16 @@ an identical run walks the same path and launches nothing. Measurements within 1
 so far are re-measured at the deploy setting. The assembled graph is measured once at the end and
 compared with the sum of its kernels (the validation gap).
 
+Devices: --gpus N / --devices LIST (cuda) and --workers N (cpu) tune the new kernels of a grouping
+side by side, one kernel per device at a time. Each kernel's search has its own seed and starts
+from the same prior, so the per-kernel choices and the total do not depend on the device count
+(only on the timings measured); the wall time does.
+
 Examples:
   emmy tune --backend cpu --code "torch.matmul(torch.randn(256,256), torch.randn(256,256))" --patience 10
   emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --seq 32 --backend cpu --patience 5
   emmy tune model.pt --input-shape 1x128x64:f32 --json report.json
+  emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --gpus 2
 
 Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin),
 3 the database is in use by another emmy tune, 130 interrupted (what was measured is kept).
@@ -42,7 +48,7 @@ Global options (--db, --plugin-path, --config, -v) are listed by emmy --help.)TX
 int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   tune::TuneOptions o;
   std::string passes, frontend_opts, backend_opts, devices;
-  int gpus = 0;
+  int gpus = 0, workers = 0;
   po::options_description desc("emmy tune options");
   // clang-format off
   desc.add_options()
@@ -67,6 +73,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("timeout", po::value<double>(&o.timeout_s)->default_value(20), "seconds before a candidate counts as hung")
     ("gpus", po::value<int>(&gpus), "cuda: use the first N devices")
     ("devices", po::value<std::string>(&devices), "cuda: device list, e.g. 0,2")
+    ("workers", po::value<int>(&workers), "cpu: measure in N worker processes, each pinned to its share of the cores (default 1)")
     ("no-validate", "skip measuring the assembled graph at the end")
     ("no-progress", "no live progress bar (plain lines)")
     ("json", po::value<std::string>(&o.json_path), "write a JSON report to FILE");
@@ -107,6 +114,26 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
       o.backend_options[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
   }
+  // Kernels are tuned side by side, one per device: GPUs for cuda, worker processes for cpu.
+  if (vm.count("gpus") && gpus < 1) {
+    std::cerr << "emmy tune: --gpus must be at least 1\n";
+    return kExitUsage;
+  }
+  if (vm.count("workers") && workers < 1) {
+    std::cerr << "emmy tune: --workers must be at least 1\n";
+    return kExitUsage;
+  }
+  if (o.backend == "cpu" && (vm.count("gpus") || vm.count("devices"))) {
+    std::cerr << "emmy tune: --gpus and --devices choose GPUs of the cuda backend; the cpu backend "
+                 "fans out over --workers N\n";
+    return kExitUsage;
+  }
+  if (o.backend == "cuda" && vm.count("workers")) {
+    std::cerr << "emmy tune: --workers is for the cpu backend; the cuda backend fans out over "
+                 "--gpus N or --devices LIST\n";
+    return kExitUsage;
+  }
+  if (workers > 0) o.backend_options["workers"] = std::to_string(workers);
   if (gpus > 0) o.backend_options["gpus"] = std::to_string(gpus);
   if (!devices.empty()) o.backend_options["devices"] = devices;
   if (!passes.empty()) o.passes = pass_list(passes);
@@ -137,7 +164,8 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (code == kExitOk) {
-    std::cout << "run " << report.run_id << " (" << report.backend << ", prior " << report.prior
+    std::cout << "run " << report.run_id << " (" << report.backend << " on " << report.devices
+              << (report.devices == 1 ? " device" : " devices") << ", prior " << report.prior
               << ", " << report.groupings_tried << " groupings tried, " << report.wall_s
               << " s)\n"
               << report.table();

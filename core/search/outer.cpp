@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "search/pipeline.hpp"
 #include "search/search_loop.hpp"
@@ -10,6 +11,18 @@ namespace emmy::search {
 
 OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& passes,
                          const BackendCaps& caps, const TuneKernel& tune_kernel,
+                         const OuterOptions& options, const StepCallback& on_step) {
+  TuneKernels one_by_one = [&](const std::vector<KernelJob>& jobs) {
+    std::vector<double> times;
+    times.reserve(jobs.size());
+    for (const KernelJob& j : jobs) times.push_back(tune_kernel(*j.graph, *j.kernel, j.key));
+    return times;
+  };
+  return outer_search(program, passes, caps, one_by_one, options, on_step);
+}
+
+OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& passes,
+                         const BackendCaps& caps, const TuneKernels& tune_kernels,
                          const OuterOptions& options, const StepCallback& on_step) {
   OuterResult out;
   const KernelKey key_of = options.kernel_key
@@ -28,17 +41,31 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
     Evaluation e;
     e.ok = true;
     e.cached = true;  // stays true when every kernel was tuned before: nothing new ran
-    double total = 0;
+    // The grouping's kernels not tuned before, each key once, in order of first occurrence.
+    std::vector<std::string> keys;
+    std::vector<KernelJob> jobs;
+    std::set<std::string> queued;
     for (const ir::Kernel& k : c.program.grouping.kernels) {
-      const std::string key = key_of(c.program.graph, k);
-      auto it = out.kernel_best_us.find(key);
-      if (it == out.kernel_best_us.end()) {
-        double us = tune_kernel(c.program.graph, k, key);
+      keys.push_back(key_of(c.program.graph, k));
+      if (!out.kernel_best_us.count(keys.back()) && queued.insert(keys.back()).second)
+        jobs.push_back({&c.program.graph, &k, keys.back()});
+    }
+    if (!jobs.empty()) {
+      std::vector<double> times = tune_kernels(jobs);
+      if (times.size() != jobs.size())
+        throw Error("outer search: " + std::to_string(jobs.size()) + " kernels tuned, " +
+                    std::to_string(times.size()) + " times returned");
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        double us = times[i];
         if (!(std::isfinite(us) && us > 0)) us = std::numeric_limits<double>::infinity();
-        it = out.kernel_best_us.emplace(key, us).first;
-        out.tuned_keys.push_back(key);
-        e.cached = false;
+        out.kernel_best_us.emplace(jobs[i].key, us);
+        out.tuned_keys.push_back(jobs[i].key);
       }
+      e.cached = false;
+    }
+    double total = 0;
+    for (const std::string& key : keys) {
+      auto it = out.kernel_best_us.find(key);
       if (!std::isfinite(it->second)) {
         e.ok = false;
         if (e.message.empty()) e.message = "kernel " + key + " has no working configuration";

@@ -21,6 +21,16 @@ using TuneKernel =
     std::function<double(const ir::Graph& graph, const ir::Kernel& kernel, const std::string& key)>;
 using KernelKey = std::function<std::string(const ir::Graph& graph, const ir::Kernel& kernel)>;
 
+// One kernel of a grouping that has not been tuned yet.
+struct KernelJob {
+  const ir::Graph* graph;
+  const ir::Kernel* kernel;
+  std::string key;
+};
+// Tunes the distinct new kernels of one grouping, in any order or side by side (one per device),
+// and returns each one's best time in the order of `jobs` (as TuneKernel does for one).
+using TuneKernels = std::function<std::vector<double>(const std::vector<KernelJob>& jobs)>;
+
 struct OuterOptions : SearchOptions {
   KernelKey kernel_key;  // empty: ir::structural_key
 };
@@ -42,6 +52,13 @@ struct OuterResult {
 // Throws emmy::Error when a pass fails or leaves an invalid program.
 OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& passes,
                          const BackendCaps& caps, const TuneKernel& tune_kernel,
+                         const OuterOptions& options = {}, const StepCallback& on_step = {});
+
+// The same search, handing each grouping's new kernels to `tune_kernels` together (in the order
+// they first occur in the grouping), so that they can be tuned in parallel. The result depends
+// only on the times returned, never on how the batch was scheduled.
+OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& passes,
+                         const BackendCaps& caps, const TuneKernels& tune_kernels,
                          const OuterOptions& options = {}, const StepCallback& on_step = {});
 
 }  // namespace emmy::search

@@ -13,6 +13,7 @@ nlohmann::json TuneReport::to_json() const {
   j["backend"] = backend;
   j["env"] = env;
   j["prior"] = prior;
+  j["devices"] = devices;
   j["kernels_total"] = kernels_total;
   j["kernels_distinct"] = kernels_distinct;
   j["groupings_tried"] = groupings_tried;

@@ -27,6 +27,7 @@ struct TuneReport {
   std::string backend;
   std::string env;
   std::string prior;
+  int devices = 1;            // kernels tuned side by side (GPUs or CPU worker processes)
   int kernels_total = 0;      // kernels of the best grouping, each occurrence counted
   int kernels_distinct = 0;
   int groupings_tried = 0;

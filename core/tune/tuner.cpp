@@ -1,9 +1,11 @@
 #include "tune/tuner.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include "store/tuning_store.hpp"
 #include "tune/interrupt.hpp"
 #include "tune/kernel_tuning.hpp"
+#include "tune/parallel.hpp"
 
 namespace emmy::tune {
 namespace {
@@ -153,9 +156,11 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   if (std::string bad = ir::verify(graph); !bad.empty())
     throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
 
+  std::mutex prior_mutex;  // kernels tuned side by side each ask for a fresh prior
   RunContext run{options, *store, *backend, backend->capabilities(),
                  backend->environment_fingerprint(), report.run_id, passes,
                  [&]() -> std::shared_ptr<Prior> {
+                   std::lock_guard<std::mutex> lock(prior_mutex);
                    auto fresh = host.make_prior(prior_name);
                    snapshot.restore(*fresh);
                    return fresh;
@@ -165,18 +170,27 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
                  {},
                  {}};
   report.env = run.env;
+  report.devices = std::max(1, run.caps.devices);
 
   ir::Program program{graph, ir::singleton_grouping(graph)};
   progress.set_total(estimate_distinct(program, passes, run.caps));
 
-  // 3-5. Outer search over groupings; each new kernel tuned once by the inner search.
+  // 3-5. Outer search over groupings; each new kernel tuned once by the inner search. A
+  // grouping's new kernels are tuned side by side, one per device: each with its own prior
+  // restored from the run's start and its own seed, so its result does not depend on which
+  // device took it or what ran beside it.
   std::map<std::string, KernelOutcome> outcomes;
-  search::TuneKernel tune = [&](const ir::Graph& g, const ir::Kernel& k,
-                                const std::string& key) -> double {
-    KernelOutcome o = tune_kernel(run, g, k, nullptr, key);
-    double t = o.ok ? o.best_deploy_us : std::numeric_limits<double>::infinity();
-    outcomes[key] = std::move(o);
-    return t;
+  std::mutex outcomes_mutex;
+  search::TuneKernels tune = [&](const std::vector<search::KernelJob>& jobs) {
+    std::vector<double> times(jobs.size(), std::numeric_limits<double>::infinity());
+    run_on_slots(jobs.size(), report.devices, [&](size_t i) {
+      const search::KernelJob& j = jobs[i];
+      KernelOutcome o = tune_kernel(run, *j.graph, *j.kernel, nullptr, j.key);
+      if (o.ok) times[i] = o.best_deploy_us;
+      std::lock_guard<std::mutex> lock(outcomes_mutex);
+      outcomes[j.key] = std::move(o);
+    });
+    return times;
   };
   search::OuterOptions outer_options;
   outer_options.patience = options.patience;

@@ -188,4 +188,49 @@ TEST_F(TuneE2E, QwenLayerZeroTunesEndToEnd) {
   EXPECT_GT(r["assembled_us"].get<double>(), 0) << r.dump(2);
 }
 
+// Two worker processes tune a grouping's kernels side by side. The result does not depend on how
+// many there were: a one-worker run over the same measurements walks the same path (it launches
+// nothing) and reports the same kernels, configurations and total.
+TEST_F(TuneE2E, WorkersFanOutAndTheResultDoesNotDependOnTheirNumber) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two cores";
+  const std::string code =
+      "torch.matmul(torch.nn.functional.silu(torch.matmul(torch.randn(32,64), torch.randn(64,96))),"
+      " torch.randn(96,48))";
+  auto tune = [&](const std::string& workers, const std::string& json_name) {
+    return emmy({"tune", "--backend", "cpu", "--code", code, "--workers", workers, "--patience",
+                 "2", "--samples", "3", "--warmup", "1", "--prior", "roofline", "--no-progress",
+                 "--json", path(json_name)});
+  };
+  Completed two = tune("2", "two.json");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  json r2 = report("two.json");
+  EXPECT_EQ(r2["status"], "ok");
+  EXPECT_EQ(r2["devices"], 2);
+  EXPECT_GE(r2["kernels_distinct"].get<int>(), 2);
+  EXPECT_GT(r2["launches"].get<int>(), 0);
+  EXPECT_NE(two.out.find("on 2 devices"), std::string::npos) << two.out;
+
+  Completed one = tune("1", "one.json");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  json r1 = report("one.json");
+  EXPECT_EQ(r1["devices"], 1);
+  EXPECT_EQ(r1["launches"], 0) << "one worker took another path over the same measurements";
+  EXPECT_EQ(r1["groupings_tried"], r2["groupings_tried"]);
+  EXPECT_EQ(r1["best_total_us"], r2["best_total_us"]);
+  ASSERT_EQ(r1["kernels"].size(), r2["kernels"].size());
+  for (size_t i = 0; i < r1["kernels"].size(); ++i)
+    for (const char* field : {"key", "template", "config", "best_deploy_us", "evaluations"})
+      EXPECT_EQ(r1["kernels"][i][field], r2["kernels"][i][field]) << field << " of kernel " << i;
+
+  // Devices belong to their backend; nonsense counts are usage errors.
+  Completed gpus = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--gpus", "2"});
+  EXPECT_EQ(gpus.exit_code, 2) << gpus.err;
+  EXPECT_NE(gpus.err.find("--workers"), std::string::npos) << gpus.err;
+  Completed zero = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--workers", "0"});
+  EXPECT_EQ(zero.exit_code, 2) << zero.err;
+  Completed many = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--workers", "100000"});
+  EXPECT_EQ(many.exit_code, 2) << many.err;
+  EXPECT_NE(many.err.find("cores"), std::string::npos) << many.err;
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // outer_search over structural forks, with inner_search per distinct kernel: the two levels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -229,6 +230,46 @@ TEST(TwoLevels, KernelOrderDoesNotChangePerKernelResultsOrTheTotal) {
   bool any_differs = false;
   for (const auto& [key, out] : shared_f.outcomes) any_differs |= out.walk != shared_b.outcomes.at(key).walk;
   EXPECT_TRUE(any_differs);
+}
+
+// The batch form of outer_search hands a grouping's new kernels over together, to be tuned side
+// by side; tuning them in any order (as devices finishing at different times would) must give the
+// one-by-one result exactly.
+TEST(TwoLevels, BatchesTunedInAnyOrderMatchOneByOne) {
+  const ir::Program p = chain_program(kFourDistinctOps);
+  ChainFusionPass fuse;
+  Driver one(3, 4, /*patience=*/8, true), reversed(3, 4, 8, true);
+  OuterResult a = outer_search(p, {&fuse}, one.caps(), one.tuner(), outer_patience(50));
+  size_t largest_batch = 0;
+  TuneKernels backwards = [&](const std::vector<KernelJob>& jobs) {
+    largest_batch = std::max(largest_batch, jobs.size());
+    std::vector<double> times(jobs.size());
+    for (size_t i = jobs.size(); i-- > 0;)
+      times[i] = reversed.tune(*jobs[i].graph, *jobs[i].kernel, jobs[i].key);
+    return times;
+  };
+  OuterResult b = outer_search(p, {&fuse}, reversed.caps(), backwards, outer_patience(50));
+  ASSERT_TRUE(a.search.found);
+  EXPECT_GE(largest_batch, 2u);  // groupings bring several new kernels at once
+  EXPECT_EQ(a.search.best_us, b.search.best_us);
+  EXPECT_EQ(a.search.best.labels, b.search.best.labels);
+  EXPECT_EQ(a.search.evaluations, b.search.evaluations);
+  EXPECT_EQ(a.kernel_best_us, b.kernel_best_us);
+  EXPECT_EQ(a.tuned_keys, b.tuned_keys);  // recorded in grouping order, not completion order
+  ASSERT_EQ(one.outcomes.size(), reversed.outcomes.size());
+  for (const auto& [key, out] : one.outcomes) {
+    EXPECT_EQ(out.walk, reversed.outcomes.at(key).walk) << key;
+    EXPECT_EQ(out.best_path, reversed.outcomes.at(key).best_path) << key;
+  }
+}
+
+TEST(OuterSearch, ABatchThatReturnsTheWrongNumberOfTimesIsAnError) {
+  const ir::Program p = chain_program({ir::Op::exp, ir::Op::tanh});
+  ChainFusionPass fuse;
+  TuneKernels short_by_one = [](const std::vector<KernelJob>& jobs) {
+    return std::vector<double>(jobs.size() - 1, 1.0);
+  };
+  EXPECT_THROW(outer_search(p, {&fuse}, no_caps(), short_by_one, outer_patience(5)), Error);
 }
 
 }  // namespace

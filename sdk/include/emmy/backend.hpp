@@ -28,6 +28,10 @@ struct KnobSpec {
 struct BackendCaps {
   std::string backend;                                    // "cpu", "cuda"
   std::map<std::string, std::vector<KnobSpec>> templates;  // template name -> knobs
+  // How many measurements the backend runs at once (one per GPU, or per CPU worker process).
+  // measure() must then be safe to call from that many threads; the tuner tunes that many
+  // distinct kernels side by side, each device taking one kernel at a time.
+  int devices = 1;
 };
 
 // A built candidate. `handle` is backend-defined (a path to a shared object or cubin).

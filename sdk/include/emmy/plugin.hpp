@@ -22,7 +22,8 @@
 #include "emmy/prior.hpp"
 
 // Bumped on any change to the entry struct or to a plugin interface's layout or virtual table.
-#define EMMY_SDK_ABI_VERSION 1u
+// 2: BackendCaps::devices.
+#define EMMY_SDK_ABI_VERSION 2u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
 extern "C" {

@@ -1,6 +1,7 @@
 #include "cpu_backend.hpp"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -72,13 +73,59 @@ std::string cpu_model_name() {
   return "unknown cpu";
 }
 
+namespace {
+
+// workers=N: a positive number no larger than the cores this process may use (more would only
+// time kernels against each other).
+size_t parse_workers(const PluginOptions& options, size_t cores) {
+  std::string text = option_or(options, "workers", "1");
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 6 ||
+      std::stoul(text) < 1)
+    throw Error("cpu backend: workers '" + text + "' is not a positive number");
+  size_t n = std::stoul(text);
+  if (n > cores)
+    throw Error("cpu backend: workers " + text + " is more than the " + std::to_string(cores) +
+                " cores this process may use");
+  return n;
+}
+
+// The cores this process may run on, in order.
+std::vector<int> allowed_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  if (cpus.empty()) cpus.push_back(0);
+  return cpus;
+}
+
+}  // namespace
+
 CpuBackend::CpuBackend(const PluginOptions& options)
     : compiler_(option_or(options, "cache_dir", default_cache_dir()), option_or(options, "compiler", "")),
-      worker_path_(find_worker(options)) {}
+      worker_path_(find_worker(options)) {
+  const std::vector<int> cpus = allowed_cpus();
+  const size_t n = parse_workers(options, cpus.size());
+  for (size_t i = 0; i < n; ++i) {
+    auto slot = std::make_unique<Slot>();
+    // Worker i gets cores [i*c/n, (i+1)*c/n): disjoint shares, so side-by-side measurements do
+    // not compete for a core. A single worker keeps the process's whole set.
+    if (n > 1)
+      for (size_t c = i * cpus.size() / n; c < (i + 1) * cpus.size() / n; ++c)
+        slot->cpus.push_back(cpus[c]);
+    slots_.push_back(std::move(slot));
+  }
+}
 
 CpuBackend::~CpuBackend() = default;
 
-BackendCaps CpuBackend::capabilities() const { return cpu_capabilities(); }
+BackendCaps CpuBackend::capabilities() const {
+  BackendCaps caps = cpu_capabilities();
+  caps.devices = static_cast<int>(slots_.size());
+  return caps;
+}
 
 std::string CpuBackend::environment_fingerprint() const {
   std::call_once(fingerprint_once_, [this] {
@@ -128,16 +175,31 @@ Status CpuBackend::measure(const ir::Slice& slice, const Artifact& artifact, con
     if (artifact.handle.empty()) return Status::Error("cpu backend: measure needs a built artifact (empty handle)");
     std::vector<uint64_t> out_bytes;
     for (ir::ValueId o : g.outputs) out_bytes.push_back(static_cast<uint64_t>(g.type(o).bytes()));
-    std::lock_guard<std::mutex> lock(worker_mutex_);
-    if (!worker_) worker_ = std::make_unique<WorkerProcess>(worker_path_);
-    worker_->run(artifact.handle, request, out_bytes, result);
+    // A free worker if there is one, else wait for the next in turn.
+    for (auto& slot : slots_) {
+      std::unique_lock<std::mutex> lock(slot->mutex, std::try_to_lock);
+      if (lock.owns_lock()) {
+        run_on(*slot, artifact, request, out_bytes, result);
+        return Status::Ok();
+      }
+    }
+    Slot& slot = *slots_[next_slot_++ % slots_.size()];
+    std::lock_guard<std::mutex> lock(slot.mutex);
+    run_on(slot, artifact, request, out_bytes, result);
     return Status::Ok();
   });
 }
 
-pid_t CpuBackend::worker_pid() const {
-  std::lock_guard<std::mutex> lock(worker_mutex_);
-  return worker_ ? worker_->pid() : -1;
+void CpuBackend::run_on(Slot& slot, const Artifact& artifact, const MeasureRequest& request,
+                        const std::vector<uint64_t>& out_bytes, MeasureResult& result) {
+  if (!slot.worker) slot.worker = std::make_unique<WorkerProcess>(worker_path_, slot.cpus);
+  slot.worker->run(artifact.handle, request, out_bytes, result);
+}
+
+pid_t CpuBackend::worker_pid(size_t slot) const {
+  const Slot& s = *slots_.at(slot);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.worker ? s.worker->pid() : -1;
 }
 
 }  // namespace emmy::cpu

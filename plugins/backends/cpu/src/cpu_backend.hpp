@@ -3,13 +3,17 @@
 //
 // Plugin options: cache_dir=PATH (default $EMMY_HOME/cache/cpu, EMMY_HOME defaulting to ~/.emmy),
 // worker=PATH (default $EMMY_CPU_WORKER, else <plugin dir>/../../../libexec/emmy/emmy-cpu-worker,
-// else <executable dir>/../libexec/emmy/emmy-cpu-worker), compiler=PATH (default $CXX, else c++).
+// else <executable dir>/../libexec/emmy/emmy-cpu-worker), compiler=PATH (default $CXX, else c++),
+// workers=N (default 1): N worker processes measuring side by side, worker i pinned to its own
+// share of the cores, so the tuner can tune N kernels at once (BackendCaps::devices).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "compiler.hpp"
 #include "emmy/backend.hpp"
@@ -31,7 +35,7 @@ class CpuBackend : public Backend {
   std::string environment_fingerprint() const override;
   // Thread-safe: builds may run in parallel (see BuildPool).
   Status build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept override;
-  // Serialized on one worker process (one measurement at a time, so timings do not interfere).
+  // One measurement per worker process at a time: a call takes a free worker, else waits for one.
   Status measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
                  MeasureResult& result) noexcept override;
 
@@ -40,14 +44,25 @@ class CpuBackend : public Backend {
 
   const std::string& worker_path() const { return worker_path_; }
   const std::string& cache_dir() const { return compiler_.cache_dir(); }
-  // The worker's process id (-1 when none is running); tests use it to see a respawn.
-  pid_t worker_pid() const;
+  // Worker `slot`'s process id (-1 when none is running); tests use it to see a respawn.
+  pid_t worker_pid(size_t slot = 0) const;
+  size_t workers() const { return slots_.size(); }
+  // The cores worker `slot` is pinned to (empty: not pinned, the only worker).
+  const std::vector<int>& worker_cpus(size_t slot) const { return slots_.at(slot)->cpus; }
 
  private:
+  struct Slot {
+    mutable std::mutex mutex;
+    std::vector<int> cpus;
+    std::unique_ptr<WorkerProcess> worker;
+  };
+  void run_on(Slot& slot, const Artifact& artifact, const MeasureRequest& request,
+              const std::vector<uint64_t>& out_bytes, MeasureResult& result);
+
   Compiler compiler_;
   std::string worker_path_;
-  mutable std::mutex worker_mutex_;
-  std::unique_ptr<WorkerProcess> worker_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<size_t> next_slot_{0};
   mutable std::once_flag fingerprint_once_;
   mutable std::string fingerprint_;
 };

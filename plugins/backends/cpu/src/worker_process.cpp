@@ -1,5 +1,6 @@
 #include "worker_process.hpp"
 
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -48,6 +49,19 @@ void WorkerProcess::spawn() {
   }
   pid_ = pid;
   fd_ = sv[0];
+  // Pinned before the first request: the worker loads a kernel (and its OpenMP threads, which
+  // inherit the mask) only when asked to run one.
+  if (!cpus_.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : cpus_) CPU_SET(c, &set);
+    if (::sched_setaffinity(pid, sizeof set, &set) != 0) {
+      const int err = errno;
+      stop();
+      throw Error("cpu backend: cannot pin the measurement worker to its cores: " +
+                  std::string(std::strerror(err)));
+    }
+  }
 }
 
 void WorkerProcess::stop() {

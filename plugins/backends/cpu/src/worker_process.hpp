@@ -15,7 +15,9 @@ namespace emmy::cpu {
 
 class WorkerProcess {
  public:
-  explicit WorkerProcess(std::string executable) : executable_(std::move(executable)) {}
+  // `cpus`: the cores the worker (and the threads its kernels start) may run on; empty: any.
+  explicit WorkerProcess(std::string executable, std::vector<int> cpus = {})
+      : executable_(std::move(executable)), cpus_(std::move(cpus)) {}
   ~WorkerProcess() { stop(); }
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
@@ -34,6 +36,7 @@ class WorkerProcess {
   void spawn();
 
   std::string executable_;
+  std::vector<int> cpus_;
   pid_t pid_ = -1;
   int fd_ = -1;  // our end of the socketpair
 };
