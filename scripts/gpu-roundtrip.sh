@@ -16,10 +16,17 @@
 # LibTorch 1.13), runs the GPU tests, then `emmy tune --backend cuda --code ... --patience 10 -v`,
 # its re-run (which should launch nothing), `emmy eval variants --kernel matmul` and
 # `emmy eval failures`, writing every log under $OUT (the device tool's output folder).
+#   scripts/gpu-roundtrip.sh remote-tests [GTEST_FILTER]
+# runs only the carried GPU tests (optionally filtered), for a quick check of a backend change.
+#   scripts/gpu-roundtrip.sh remote-bench
+# runs the issue-12 benchmark (bench/qwen_layer/run.sh: Emmy's tuned Qwen3 layer vs PyTorch eager,
+# cuBLAS and torch.compile); its EMMY_BENCH_* variables are documented there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-CARRY=$ROOT/.carry
+# EMMY_CARRY names another bundle folder (e.g. .carry-attn), so that several people can bundle
+# at once; it must match .gitignore's /.carry*/ and the device tool's carry argument.
+CARRY=$ROOT/${EMMY_CARRY:-.carry}
 CODE="torch.matmul(torch.randn(512,512,device='cuda'), torch.randn(512,512,device='cuda'))"
 
 # Libraries of these packages are not on the GPU machine (Ubuntu 24.04 base + CUDA); everything
@@ -71,18 +78,33 @@ bundle() {
   (cd "$CARRY" && find . -type f | sort | sed 's/^/   /')
   cat <<EOF
 == now call the device tool:
-   run(command="bash scripts/gpu-roundtrip.sh remote", carry=[".carry"], timeout_s=600)
+   run(command="EMMY_CARRY=${EMMY_CARRY:-.carry} bash scripts/gpu-roundtrip.sh remote", carry=["${EMMY_CARRY:-.carry}"], timeout_s=600)
 EOF
+}
+
+remote_env() {
+  export LD_LIBRARY_PATH=$CARRY/lib:$CARRY/deps:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export EMMY_CUDA_WORKER=$CARRY/libexec/emmy/emmy-cuda-worker
+  export EMMY_HOME=/tmp/emmy-home
+  chmod +x "$CARRY"/bin/* "$CARRY"/libexec/emmy/* "$CARRY"/tests/* 2>/dev/null
+}
+
+remote_tests() {
+  local out=${OUT:-/tmp/emmy-gpu-out} filter=${1:-*}
+  mkdir -p "$out"
+  remote_env
+  nvidia-smi -L | tee "$out/env.log"
+  for t in "$CARRY"/tests/*; do
+    [[ -x $t ]] || continue
+    "$t" --gtest_color=no --gtest_filter="$filter" 2>&1 | tee -a "$out/gpu-tests.log"
+  done
 }
 
 remote() {
   local out=${OUT:-/tmp/emmy-gpu-out}
   mkdir -p "$out"
-  export LD_LIBRARY_PATH=$CARRY/lib:$CARRY/deps:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export EMMY_CUDA_WORKER=$CARRY/libexec/emmy/emmy-cuda-worker
-  export EMMY_HOME=/tmp/emmy-home
+  remote_env
   local emmy=$CARRY/bin/emmy
-  chmod +x "$CARRY"/bin/* "$CARRY"/libexec/emmy/* "$CARRY"/tests/* 2>/dev/null
   {
     date
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -157,8 +179,15 @@ PY
   CUDA_VISIBLE_DEVICES= "$emmy" eval failures 2>&1 | tee -a "$out/eval.log"
 }
 
+remote_bench() {
+  remote_env
+  CARRY=$CARRY bash bench/qwen_layer/run.sh
+}
+
 case ${1:-bundle} in
   remote) remote ;;
+  remote-bench) remote_bench ;;
+  remote-tests) shift; remote_tests "$@" ;;
   bundle) shift || true; bundle "$@" ;;
   *) bundle "$@" ;;
 esac

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The Qwen3-layer benchmark of issue 12, in one device call (see docs/PERFORMANCE.md,
+# "Qwen3 layer vs PyTorch (H200)"). Run from the repository root on the GPU machine, with the
+# environment of scripts/gpu-roundtrip.sh's remote_env (that script's `remote-bench` mode does
+# both):
+#   1. for each shape BxS: `emmy trace --json` of every grouping the three structural fork
+#      families can give (ops, FLOPs and bytes per structural key, for matching and floors), then
+#      `emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --batch B --seq S --backend cuda --json`;
+#   2. bench_torch.py: the ceilings, transformers' Qwen3DecoderLayer eager and torch.compile,
+#      the per-kernel PyTorch counterparts, and the tables (qwen_table.py) -> $OUT/tables.md;
+#   3. optionally (EMMY_BENCH_MODEL=1) the tuning cost: all 28 layers from an empty database,
+#      then the re-run (must launch nothing).
+# Settings (environment):
+#   EMMY_BENCH_EMMY      emmy binary (default $CARRY/bin/emmy, else build/bin/emmy)
+#   EMMY_BENCH_SHAPES    BxS list (default 1x512,1x2048,8x512; "none": no layer tunes)
+#   EMMY_BENCH_PATIENCE  --patience of each layer tune (default 2: at patience 1, B=1 S=512 took
+#                        66 s on the H200; three shapes + PyTorch (~45 s a shape) must fit 600 s)
+#   EMMY_BENCH_TUNE_TIMEOUT  seconds per layer tune before Ctrl-C (default 120). An interrupted
+#                        tune's JSON has status "interrupted" and no kernels: that shape then
+#                        shows PyTorch only. Pick a patience that finishes.
+#   EMMY_BENCH_SAMPLES   PyTorch samples per measurement (default 100)
+#   EMMY_BENCH_MODEL     1: also tune the whole model (default 0; needs its own device minutes)
+#   EMMY_BENCH_MODEL_PATIENCE (default EMMY_BENCH_PATIENCE), EMMY_BENCH_MODEL_SEQ (default 512),
+#   EMMY_BENCH_MODEL_TIMEOUT (first run, default 500), EMMY_BENCH_MODEL_RERUN_TIMEOUT (default 60):
+#   the model tune needs its own call: EMMY_BENCH_SHAPES=none EMMY_BENCH_MODEL=1
+#   EMMY_BENCH_BACKEND   emmy's backend (default cuda; cpu runs the Emmy half without a GPU)
+#   EMMY_BENCH_PY        python with torch + transformers (default /opt/torch/.venv/bin/python3)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+HERE=bench/qwen_layer
+OUT=${OUT:-/tmp/emmy-bench-out}
+mkdir -p "$OUT"
+EMMY=${EMMY_BENCH_EMMY:-${CARRY:+$CARRY/bin/emmy}}
+[[ -n $EMMY && -x $EMMY ]] || EMMY=build/bin/emmy
+SHAPES=${EMMY_BENCH_SHAPES:-1x512,1x2048,8x512}
+[[ $SHAPES == none ]] && SHAPES=""  # ceilings (and the model tune) only
+PATIENCE=${EMMY_BENCH_PATIENCE:-2}
+TUNE_TIMEOUT=${EMMY_BENCH_TUNE_TIMEOUT:-120}
+PY=${EMMY_BENCH_PY:-/opt/torch/.venv/bin/python3}
+[[ -x $PY ]] || PY=python3
+BACKEND=${EMMY_BENCH_BACKEND:-cuda}
+MODEL=Qwen/Qwen3-Embedding-0.6B
+CONFIG=plugins/frontends/hf/configs/$MODEL/config.json
+WORK=$(mktemp -d /tmp/qwen-bench.XXXXXX)
+LOG=$OUT/bench.log
+export PYTHONUNBUFFERED=1
+
+log() { echo "$*" | tee -a "$LOG"; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+# A fresh home: the layer tunes start from an empty database and compile cache.
+export EMMY_HOME=${EMMY_BENCH_HOME:-/tmp/emmy-bench-home}
+export EMMY_DB=$EMMY_HOME/tuning.db
+rm -rf "$EMMY_HOME"
+mkdir -p "$EMMY_HOME"
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
+  echo "emmy: $EMMY; python: $PY; shapes $SHAPES; patience $PATIENCE"
+} 2>&1 | tee "$LOG"
+
+for shape in ${SHAPES//,/ }; do
+  b=${shape%x*}
+  s=${shape#*x}
+  # Every grouping of the three structural fork families, so that any kernel the tuner picks
+  # has its ops, FLOPs and bytes (CPU only, well under a second each).
+  i=0
+  for h in fuse split; do
+    for a in fused split; do
+      for e in fuse split; do
+        "$EMMY" trace "$MODEL" --layer 0 --batch "$b" --seq "$s" --backend "$BACKEND" --json \
+          --fork fuse_horizontal=$h --fork fuse_attention=$a --fork fuse_epilogue=$e \
+          >"$WORK/trace-b$b-s$s-$i.json" 2>>"$LOG" || log "trace $h/$a/$e failed"
+        i=$((i + 1))
+      done
+    done
+  done
+  cmd=("$EMMY" tune "$MODEL" --layer 0 --batch "$b" --seq "$s" --backend "$BACKEND" --patience "$PATIENCE"
+       --no-progress --json "$WORK/tune-b$b-s$s.json")
+  log "== ${cmd[*]}"
+  t0=$(now)
+  # SIGINT first: emmy stops cleanly, keeps what it measured and writes its JSON (status
+  # "interrupted"). --foreground: only emmy gets it; without it timeout also signals the process
+  # group, and a second SIGINT ends emmy at once (emmy's handler restores the default action);
+  # the likely cause of a model tune on the H200 that left no JSON and no message.
+  timeout --foreground -s INT -k 30 "$TUNE_TIMEOUT" "${cmd[@]}" 2>&1 | tail -40 | tee -a "$LOG"
+  rc=${PIPESTATUS[0]}
+  log "wall $(elapsed "$t0" "$(now)") s (rc $rc)"
+done
+
+log "== PyTorch side: $PY $HERE/bench_torch.py"
+t0=$(now)
+"$PY" "$HERE/bench_torch.py" --shapes "$SHAPES" --emmy-dir "$WORK" --config "$CONFIG" \
+  --samples "${EMMY_BENCH_SAMPLES:-100}" --out "$OUT" 2>&1 | tee -a "$LOG"
+log "wall $(elapsed "$t0" "$(now)") s"
+
+if [[ ${EMMY_BENCH_MODEL:-0} == 1 ]]; then
+  # Tuning cost from an empty database (its own home: no database, compile cache or prior).
+  export EMMY_HOME=$EMMY_HOME-model
+  export EMMY_DB=$EMMY_HOME/tuning.db
+  rm -rf "$EMMY_HOME"
+  mkdir -p "$EMMY_HOME"
+  mp=${EMMY_BENCH_MODEL_PATIENCE:-$PATIENCE}
+  cmd=("$EMMY" tune "$MODEL" --seq "${EMMY_BENCH_MODEL_SEQ:-512}" --backend "$BACKEND" --patience "$mp" --no-progress)
+  walls=()
+  declare -A limit=([first]=${EMMY_BENCH_MODEL_TIMEOUT:-500} [rerun]=${EMMY_BENCH_MODEL_RERUN_TIMEOUT:-60})
+  for run in first rerun; do
+    log "== ($run) ${cmd[*]}"
+    t0=$(now)
+    timeout --foreground -s INT -k 30 "${limit[$run]}" "${cmd[@]}" --json "$WORK/model-$run.json" 2>&1 |
+      tail -25 | tee -a "$LOG"
+    rc=${PIPESTATUS[0]}
+    walls+=("$(elapsed "$t0" "$(now)")")
+    log "wall ${walls[-1]} s (rc $rc)"
+  done
+  "$PY" "$HERE/qwen_table.py" model-cost "$WORK/model-first.json" "$WORK/model-rerun.json" \
+    "${walls[0]}" "${walls[1]}" "emmy tune $MODEL --seq ${EMMY_BENCH_MODEL_SEQ:-512} --backend $BACKEND --patience $mp" |
+    tee -a "$LOG" "$OUT/tables.md"
+fi
+
+# The Emmy reports and traces travel back as one file (the device tool returns at most 8).
+"$PY" - "$WORK" "$OUT/emmy-reports.json" <<'PY'
+import glob, json, os, sys
+out = {}
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    try:
+        out[os.path.basename(p)] = json.load(open(p))
+    except (OSError, ValueError) as e:
+        out[os.path.basename(p)] = {"error": str(e)}
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+PY
+log "== tables: $OUT/tables.md"
