@@ -6,8 +6,11 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numbers>
+#include <thread>
+#include <vector>
 
 #include "emmy/half.hpp"
 #include "emmy/status.hpp"
@@ -49,6 +52,39 @@ std::vector<int64_t> broadcast_map(const Shape& in, const Shape& out) {
     }
   }
   return map;
+}
+
+// Runs body(begin, end) over [0, n) split across the machine's cores when the work (n times
+// `cost` multiply-adds) is large enough to pay for threads. Each index is computed by one thread
+// in the same order as a serial loop would, so the results do not depend on the thread count.
+void parallel_rows(int64_t n, double cost, const std::function<void(int64_t, int64_t)>& body) {
+  constexpr double kSerialWork = 4e6;
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = std::min<int64_t>({cores, n, static_cast<int64_t>(n * cost / kSerialWork) + 1});
+  if (threads <= 1) {
+    body(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads));
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back(body, n * t / threads, n * (t + 1) / threads);
+  for (auto& th : pool) th.join();
+}
+
+// Σ a[k] * b[k] with four independent partial sums (vectorizable without reassociating a
+// single chain, and fixed: the same inputs always give the same bits).
+double dot(const double* a, const double* b, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += a[k] * b[k];
+    s1 += a[k + 1] * b[k + 1];
+    s2 += a[k + 2] * b[k + 2];
+    s3 += a[k + 3] * b[k + 3];
+  }
+  for (; k < n; ++k) s0 += a[k] * b[k];
+  return (s0 + s1) + (s2 + s3);
 }
 
 int64_t to_int64(double x) {
@@ -264,19 +300,21 @@ class Interpreter {
     auto amap = broadcast_map(ab, batch);
     auto bmap = broadcast_map(bb, batch);
     Value out{n.type, std::vector<double>(amap.size() * static_cast<size_t>(M * N))};
-    for (size_t p = 0; p < amap.size(); ++p) {
-      const double* A = a.v.data() + amap[p] * M * K;
-      const double* B = b.v.data() + bmap[p] * K * N;
-      double* C = out.v.data() + static_cast<int64_t>(p) * M * N;
-      for (int64_t i = 0; i < M; ++i) {  // i-k-j order: rows of B are read contiguously
-        double* row = C + i * N;
-        for (int64_t k = 0; k < K; ++k) {
+    // Rows of every batch entry, spread over the cores.
+    const int64_t batches = static_cast<int64_t>(amap.size());
+    parallel_rows(batches * M, static_cast<double>(K * N), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t p = r / M, i = r % M;
+        const double* A = a.v.data() + amap[static_cast<size_t>(p)] * M * K;
+        const double* B = b.v.data() + bmap[static_cast<size_t>(p)] * K * N;
+        double* row = out.v.data() + p * M * N + i * N;
+        for (int64_t k = 0; k < K; ++k) {  // i-k-j order: rows of B are read contiguously
           const double aik = A[i * K + k];
           const double* brow = B + k * N;
           for (int64_t j = 0; j < N; ++j) row[j] += aik * brow[j];
         }
       }
-    }
+    });
     return out;
   }
 
@@ -287,13 +325,15 @@ class Interpreter {
     int64_t rows = in_f == 0 ? 0 : static_cast<int64_t>(x.v.size()) / in_f;
     if (in_f == 0) rows = n.type.numel() / std::max<int64_t>(out_f, 1);
     Value out{n.type, std::vector<double>(static_cast<size_t>(rows * out_f))};
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out_f; ++o) {
-        double acc = n.inputs.size() == 3 ? in(n, 2).v[static_cast<size_t>(o)] : 0.0;
-        for (int64_t k = 0; k < in_f; ++k)
-          acc += x.v[static_cast<size_t>(r * in_f + k)] * w.v[static_cast<size_t>(o * in_f + k)];
-        out.v[static_cast<size_t>(r * out_f + o)] = acc;
-      }
+    const Value* bias = n.inputs.size() == 3 ? &in(n, 2) : nullptr;
+    parallel_rows(rows, static_cast<double>(out_f * in_f), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        for (int64_t o = 0; o < out_f; ++o) {
+          double acc = dot(x.v.data() + r * in_f, w.v.data() + o * in_f, in_f);
+          if (bias) acc += bias->v[static_cast<size_t>(o)];
+          out.v[static_cast<size_t>(r * out_f + o)] = acc;
+        }
+    });
     return out;
   }
 

@@ -70,6 +70,41 @@ TEST(Interpreter, LinearMatmulBmm) {
               {7, 10, 15, 22, 67, 78, 91, 106});
 }
 
+// Products large enough to be split over the cores give what a plain triple loop gives (the
+// split is by output row, each row summed in one fixed order).
+TEST(Interpreter, LargeProductsSplitOverCoresMatchAPlainLoop) {
+  const int64_t M = 96, K = 384, N = 160;  // 5.9 M multiply-adds: above the serial threshold
+  std::vector<double> xs(M * K), ws(N * K), bs(K * N);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.37 * static_cast<double>(i));
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = std::cos(0.11 * static_cast<double>(i));
+  for (size_t i = 0; i < bs.size(); ++i) bs[i] = std::sin(0.05 * static_cast<double>(i) + 1);
+  Case c;
+  auto x = c.in(DType::f32, {M, K}, xs);
+  auto w = c.in(DType::f32, {N, K}, ws);
+  auto b = c.in(DType::f32, {K, N}, bs);
+  // Inputs as the interpreter sees them (rounded to f32).
+  auto f32 = [](std::vector<double> v) {
+    for (double& e : v) e = static_cast<float>(e);
+    return v;
+  };
+  xs = f32(xs), ws = f32(ws), bs = f32(bs);
+  std::vector<double> lin(M * N), mm(M * N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double a1 = 0, a2 = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        a1 += xs[i * K + k] * ws[j * K + k];
+        a2 += xs[i * K + k] * bs[k * N + j];
+      }
+      lin[i * N + j] = static_cast<float>(a1);
+      mm[i * N + j] = static_cast<float>(a2);
+    }
+  expect_near(c.values(c.b.linear(x, w)), lin, 1e-4);
+  expect_near(c.values(c.b.matmul(x, b)), mm, 1e-4);
+  // And the same bits every time.
+  EXPECT_EQ(c.values(c.b.linear(x, w)), c.values(c.b.linear(x, w)));
+}
+
 TEST(Interpreter, ArithmeticWithBroadcastingAndAlpha) {
   Case c;
   auto x = c.in(DType::f32, {2, 1}, {1, 2});
