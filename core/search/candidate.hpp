@@ -50,10 +50,18 @@ using StepCallback = std::function<void(const StepInfo&)>;
 // Knobs of one search, both levels.
 struct SearchOptions {
   // The search ends when more than `patience` candidates in a row were evaluated without a new
-  // best (cached and failed candidates count: a re-run must walk the same path).
+  // best (cached and failed candidates count: a re-run must walk the same path), counted from
+  // the first candidate that worked.
   int patience = 50;
   uint64_t seed = 0;        // breaks ties between equally valued children
   int max_steps = 100000;   // hard cap on descents
+  // Until something succeeds, failures do not use up the patience (a backend may refuse many
+  // knob combinations of a kernel at once); the search gives up after this many failures in a
+  // row with nothing working, or when the tree is exhausted.
+  int max_failures_before_success = 64;
+  // The first candidate is the all-defaults one (option 0 at every fork): the backend's untuned
+  // configuration, a known-good baseline before the prior's guesses.
+  bool defaults_first = true;
   double exploration = 0.25;  // weight of the "little tried" term against measured quality (0..1 scale)
   double best_weight = 0.5;   // quality of a subtree: this much its best time, the rest its mean (log space)
 };

@@ -4,8 +4,9 @@
 
 namespace emmy::search {
 
-TreeResolver::TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor)
-    : tree_(tree), searched_(searched), predictor_(std::move(predictor)) {}
+TreeResolver::TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor,
+                           bool defaults)
+    : tree_(tree), searched_(searched), predictor_(std::move(predictor)), defaults_(defaults) {}
 
 size_t TreeResolver::choose(const ForkSite& site) {
   if (site.options.empty()) throw Error("fork '" + site.name + "' was asked with no options");
@@ -18,7 +19,10 @@ size_t TreeResolver::choose(const ForkSite& site) {
   SearchTree::Predict predict;
   if (predictor_)
     predict = [&](size_t option) { return predictor_(knobs_, site, option); };
-  const size_t answer = tree_.select(node_, predict);
+  const auto& first = tree_.node(node_).children;
+  const bool take_default =
+      defaults_ && (first.empty() || first[0] < 0 || !tree_.node(first[0]).exhausted);
+  const size_t answer = take_default ? 0 : tree_.select(node_, predict);
   path_.push_back(answer);
   forks_.push_back(site.name);
   labels_.push_back(site.options[answer].label);

@@ -21,7 +21,10 @@ class TreeResolver final : public Resolver {
   using OptionPredictor = std::function<std::optional<double>(
       const std::map<std::string, double>& decided, const ForkSite& site, size_t option)>;
 
-  TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor = {});
+  // `defaults`: answer every searched fork with option 0 (the backend's untuned default) while
+  // that child is not exhausted, instead of selecting.
+  TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor = {},
+               bool defaults = false);
 
   // Throws emmy::Error for a site without options (the Resolver contract forbids it).
   size_t choose(const ForkSite& site) override;
@@ -34,6 +37,7 @@ class TreeResolver final : public Resolver {
   SearchTree& tree_;
   ForkKind searched_;
   OptionPredictor predictor_;
+  bool defaults_;
   int node_ = SearchTree::root();
   std::vector<size_t> path_;
   std::vector<std::string> forks_;

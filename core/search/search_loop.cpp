@@ -1,5 +1,6 @@
 #include "search/search_loop.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -12,7 +13,7 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
   int since_best = 0;
 
   for (int step = 0; step < options.max_steps && !tree.exhausted(); ++step) {
-    TreeResolver resolver(tree, searched, hooks.predict);
+    TreeResolver resolver(tree, searched, hooks.predict, options.defaults_first && step == 0);
     Candidate cand;
     cand.program = hooks.descend(resolver);
     resolver.fill(cand);
@@ -49,10 +50,13 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     } else {
       ++since_best;
     }
+
     if (hooks.observed) hooks.observed(cand, e);
     if (hooks.on_step)
       hooks.on_step(StepInfo{step, cand, e, false, new_best, r.best_us, since_best, r.evaluations});
-    if (since_best > options.patience) {
+    // Patience counts from the first success; before it, only a long run of failures stops.
+    if (r.found ? since_best > options.patience
+                : since_best >= std::max(options.max_failures_before_success, options.patience + 1)) {
       r.out_of_patience = true;
       break;
     }

@@ -26,6 +26,14 @@ InnerOptions with_patience(int patience, uint64_t seed = 0) {
   return o;
 }
 
+// The same, with the first descent selected by the prior like every other (no all-defaults
+// first candidate): for tests of how the prior steers selection from the very first step.
+InnerOptions prior_from_the_start(int patience) {
+  InnerOptions o = with_patience(patience);
+  o.defaults_first = false;
+  return o;
+}
+
 TEST(InnerSearch, FindsTheOptimumOfASeparableLandscapeEvaluatingEachPathOnce) {
   const Landscape l = Landscape::random(11, 3, 4, 0.0);
   KnobPass lower;
@@ -165,7 +173,7 @@ TEST(InnerSearch, UntriedChildrenAreValuedByThePriorOnPartialAssignments) {
                                  }
                                  return l.evaluator()(c);
                                },
-                               with_patience(0));
+                               prior_from_the_start(0));
   EXPECT_GT(prior->predictions, 0);
   // A perfect prior leads straight to the optimum: the first candidate is the best.
   EXPECT_DOUBLE_EQ(r.best_us, l.optimum());
@@ -192,7 +200,7 @@ TEST(InnerSearch, APartialAssignmentNamesTheKnobsNotYetDecided) {
   RecordingPrior prior;
   KnobPass lower;
   inner_search(one_kernel(), {&lower}, l.caps(), &prior, test_features(), l.evaluator(),
-               with_patience(0));
+               prior_from_the_start(0));
   ASSERT_GE(prior.asked.size(), 4u);
   // First fork "test.a", option 0: a decided; b and c (known from the caps' "test" template) missing.
   EXPECT_EQ(prior.asked[0].values, (std::map<std::string, double>{{"a", 0}}));
@@ -315,6 +323,45 @@ TEST(StepLine, SaysWhatWasTriedHowFastAndHowTheSearchStands) {
   EXPECT_NE(lines[1].find("FAILED (build_error)"), std::string::npos) << lines[1];
   EXPECT_NE(lines[1].find("1 since best"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("(cached)"), std::string::npos) << lines[2];
+}
+
+TEST(InnerSearch, TheFirstCandidateIsTheBackendsDefaultConfiguration) {
+  const Landscape l = Landscape::random(5, 3, 4, 0.05);
+  auto prior = informed_prior(l, 0.0, 1);
+  KnobPass lower;
+  std::vector<std::vector<size_t>> paths;
+  inner_search(one_kernel(), {&lower}, l.caps(), prior.get(), test_features(),
+               [&](const Candidate& c) {
+                 paths.push_back(c.path);
+                 return l.evaluator()(c);
+               },
+               with_patience(2));
+  ASSERT_FALSE(paths.empty());
+  EXPECT_EQ(paths[0], (std::vector<size_t>{0, 0, 0}));
+}
+
+// A backend may refuse many knob combinations of a kernel: until one works, failures do not use
+// up the patience, so a kernel with a working configuration is not given up on.
+TEST(InnerSearch, FailuresBeforeTheFirstSuccessDoNotUseUpPatience) {
+  const Landscape l = Landscape::random(6, 3, 4, 0.05);
+  KnobPass lower;
+  int evaluated = 0;
+  auto only_a3_works = [&](const Candidate& c) {
+    ++evaluated;
+    if (c.knobs.at("a") != 3) return Evaluation{false, 0, false, "refused"};
+    return l.evaluator()(c);
+  };
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+                               only_a3_works, with_patience(1));
+  EXPECT_TRUE(r.found);
+  EXPECT_GT(r.failures, 2);
+  // Nothing ever works: the search stops after max_failures_before_success, not at patience.
+  InnerOptions o = with_patience(1);
+  o.max_failures_before_success = 10;
+  InnerResult none = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+                                  [](const Candidate&) { return Evaluation{false, 0, false, "no"}; }, o);
+  EXPECT_FALSE(none.found);
+  EXPECT_EQ(none.evaluations, 10);
 }
 
 }  // namespace
