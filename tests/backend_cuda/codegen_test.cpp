@@ -7,6 +7,7 @@
 
 #include "cuda_backend.hpp"
 #include "cuda_graphs.hpp"
+#include "expr.hpp"
 #include "module.hpp"
 #include "nvrtc_compiler.hpp"
 #include "templates.hpp"
@@ -59,7 +60,20 @@ TEST(CudaCodegen, EveryMatmulKnobValueCompilesOrFallsBack) {
     for (double v : spec.values) {
       c.knobs = {{spec.name, v}};
       std::string used;
-      std::string source = generate_source(slice_of(c), &used);
+      // An f32 product has no tensor-core path: a cp.async pipeline (stages > 1) is refused.
+      if (spec.name == "stages" && v > 1) {
+        EXPECT_THROW(generate_source(slice_of(c), &used), KnobRefused);
+        continue;
+      }
+      std::string source;
+      try {
+        source = generate_source(slice_of(c), &used);
+      } catch (const KnobRefused& e) {
+        // With the default 128-row tile, a 256-wide f32 tile in one stage needs more static
+        // shared memory than a block may have: refused by name, never miscompiled.
+        EXPECT_NE(std::string(e.what()).find("48 KiB"), std::string::npos) << spec.name << "=" << v << ": " << e.what();
+        continue;
+      }
       EXPECT_EQ(used, "matmul") << spec.name << "=" << v;
       EXPECT_NE(source.find("tile_"), std::string::npos);
     }
@@ -89,7 +103,7 @@ TEST(CudaCodegen, SeveralKernelsBecomeOneProgram) {
   EXPECT_NE(source.find("// kernel 0: matmul"), std::string::npos);
   EXPECT_LT(source.find("// kernel 1:"), source.find("// kernel 0:"));  // the producer first
   Plan plan = parse_plan(source);
-  ASSERT_GE(plan.launches.size(), 4u);  // rows + rows_out, matmul, one copy
+  ASSERT_GE(plan.launches.size(), 3u);  // rows (fused: one kernel), matmul, one copy
   EXPECT_EQ(plan.launches.front().kernel, "k1_emmy_rows");
   EXPECT_EQ(plan.launches.back().kernel, "emmy_copy2");
   CudaBackend backend(offline(temp_cache("program")));

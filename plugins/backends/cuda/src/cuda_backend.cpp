@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "expr.hpp"
 #include "module.hpp"
 #include "templates.hpp"
 
@@ -88,7 +89,11 @@ CudaBackend::CudaBackend(const PluginOptions& options)
 
 CudaBackend::~CudaBackend() = default;
 
-BackendCaps CudaBackend::capabilities() const { return cuda_capabilities(); }
+BackendCaps CudaBackend::capabilities() const {
+  BackendCaps caps = cuda_capabilities();
+  caps.devices = static_cast<int>(slots_.size());  // one worker process per device
+  return caps;
+}
 
 const DeviceInfo* CudaBackend::device_info() const {
   std::call_once(info_once_, [this] {
@@ -123,7 +128,20 @@ std::string CudaBackend::environment_fingerprint() const {
 }
 
 Status CudaBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept {
-  return guard([&]() -> Status { return build_source(generate_source(slice), regime, artifact, failure); });
+  return guard([&]() -> Status {
+    std::string source;
+    try {
+      source = generate_source(slice);
+    } catch (const KnobRefused& why) {
+      // A knob value this slice cannot take: a failed candidate the search drops, not an error.
+      artifact = Artifact{};
+      failure = MeasureResult{};
+      failure.failure = FailureKind::build_error;
+      failure.message = std::string("cuda backend: knob value refused: ") + why.what();
+      return Status::Ok();
+    }
+    return build_source(source, regime, artifact, failure);
+  });
 }
 
 Status CudaBackend::build_source(const std::string& source, Regime regime, Artifact& artifact,

@@ -1,5 +1,6 @@
 #include "expr.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -196,6 +197,9 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
   DType t = n.type.dtype;
   std::string ct = compute_type(t);
   bool f32 = ct == "float";
+  // A 16-bit result is rounded to 8 (bf16) or 11 (f16) bits: the hardware's approximate exp and
+  // division (a few f32 ulps) cannot be told apart there, and cost a fraction of the exact ones.
+  const bool sixteen = t == DType::bf16 || t == DType::f16;
   auto in = [&](size_t i) { return operand(v, i, idx, t, b); };
   std::string e;
   switch (n.op) {
@@ -222,14 +226,25 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
       }
       break;
     }
-    case Op::pow: e = f32 ? "powf(" + in(0) + ", " + in(1) + ")" : "(" + ct + ")pow((double)" + in(0) + ", (double)" + in(1) + ")"; break;
+    case Op::pow: {
+      // x^2 (RMSNorm's square) as one exact product: powf is a long libdevice routine that the
+      // compiler does not simplify, and it made row kernels compute-bound.
+      const ir::Node& exponent = g_.node(n.inputs.at(1));
+      if (exponent.op == Op::constant && exponent.attr_double("value", 0) == 2.0 && ir::is_floating(t)) {
+        std::string x = in(0);
+        e = x + " * " + x;
+      } else {
+        e = f32 ? "powf(" + in(0) + ", " + in(1) + ")" : "(" + ct + ")pow((double)" + in(0) + ", (double)" + in(1) + ")";
+      }
+      break;
+    }
     case Op::neg: e = "-" + in(0); break;
-    case Op::exp: e = f32 ? "expf(" + in(0) + ")" : "exp(" + in(0) + ")"; break;
+    case Op::exp: e = sixteen ? "__expf(" + in(0) + ")" : f32 ? "expf(" + in(0) + ")" : "exp(" + in(0) + ")"; break;
     case Op::rsqrt: e = f32 ? "rsqrtf(" + in(0) + ")" : "rsqrt(" + in(0) + ")"; break;
     case Op::sqrt: e = f32 ? "sqrtf(" + in(0) + ")" : "sqrt(" + in(0) + ")"; break;
     case Op::tanh: e = f32 ? "tanhf(" + in(0) + ")" : "tanh(" + in(0) + ")"; break;
-    case Op::sigmoid: e = "emmy_sigmoid(" + in(0) + ")"; break;
-    case Op::silu: e = "emmy_silu(" + in(0) + ")"; break;
+    case Op::sigmoid: e = (sixteen ? "emmy_sigmoid_fast(" : "emmy_sigmoid(") + in(0) + ")"; break;
+    case Op::silu: e = (sixteen ? "emmy_silu_fast(" : "emmy_silu(") + in(0) + ")"; break;
     case Op::gelu:
       e = (n.attr_string("approximate", "none") == "tanh" ? "emmy_gelu_tanh(" : "emmy_gelu(") + in(0) + ")";
       break;
@@ -469,6 +484,99 @@ std::string ExprGen::gemm(ir::ValueId v, const Index& idx, Body& b) {
   return round_to(t, "(" + compute_type(t) + ")" + acc);
 }
 
+std::string vec_column(const std::string& token, int64_t u) { return "(" + token + " + " + std::to_string(u) + ")"; }
+
+std::string access_type(int64_t bytes) {
+  switch (bytes) {
+    case 1: return "unsigned char";
+    case 2: return "unsigned short";
+    case 4: return "unsigned";
+    case 8: return "uint2";
+    case 16: return "uint4";
+    default: throw Error("cuda codegen: no aligned access of " + std::to_string(bytes) + " bytes");
+  }
+}
+
+namespace {
+
+// Whether `s` names the variable `token` (not merely one whose name starts with it).
+bool mentions(const std::string& s, const std::string& token) {
+  for (size_t at = s.find(token); at != std::string::npos; at = s.find(token, at + 1)) {
+    size_t end = at + token.size();
+    bool starts = at == 0 || !(std::isalnum(static_cast<unsigned char>(s[at - 1])) || s[at - 1] == '_');
+    bool ends = end == s.size() || !(std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '_');
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+// "(<token> + U)" -> U; -1 for any other spelling.
+int64_t column_offset(const std::string& s, const std::string& token) {
+  const std::string head = "(" + token + " + ";
+  if (s.rfind(head, 0) != 0 || s.back() != ')') return -1;
+  std::string u = s.substr(head.size(), s.size() - head.size() - 1);
+  if (u.empty() || u.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(u);
+}
+
+}  // namespace
+
+void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_t vec,
+                       const std::map<std::string, std::string>& guards) {
+  const ir::TensorType t = e.graph().type(v);
+  const int64_t size = ir::size_of(t.dtype);
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(vec, 16 / size));
+  // Groups start at multiples of vec; a row length that is one too keeps every access aligned
+  // (the buffer itself is 256-byte aligned) and inside the row.
+  const bool can_vector = vec > 1 && t.rank() >= 1 && t.shape.back() % vec == 0;
+  e.bind(v, [&e, t, ptr, vec, size, chunk, can_vector, guards](const Index& idx, Body& b) -> std::string {
+    std::string token, guard;
+    for (const auto& [tok, g] : guards)
+      for (const std::string& c : idx)
+        if (mentions(c, tok)) {
+          token = tok;
+          if (!g.empty()) guard = g;
+        }
+    const int64_t u = token.empty() || idx.empty() ? -1 : column_offset(idx.back(), token);
+    bool only_last = u >= 0;
+    for (size_t d = 0; only_last && d + 1 < idx.size(); ++d) only_last = !mentions(idx[d], token);
+    if (can_vector && only_last && u < vec) {
+      const int64_t first = u / chunk * chunk;
+      Index base = idx;
+      base.back() = vec_column(token, first);
+      const std::string offset = flat_offset(base, t.shape);
+      const std::string key = "vload:" + ptr + "@" + offset;
+      std::string var;
+      if (const std::string* hit = b.recall(key)) {
+        var = *hit;
+      } else {
+        var = e.fresh("ld");
+        const std::string at = access_type(chunk * size);
+        const std::string load = "*(const " + at + "*)&" + ptr + "[" + offset + "]";
+        b.line("const " + at + " " + var + " = " + (guard.empty() ? load : guard + " ? " + load + " : " + at + "{}") + ";");
+        b.remember(key, var);
+      }
+      return load_element(t.dtype, "((const " + storage_type(t.dtype) + "*)&" + var + ")[" + std::to_string(u - first) + "]");
+    }
+    const std::string load = load_element(t.dtype, ptr + "[" + flat_offset(idx, t.shape) + "]");
+    return guard.empty() ? load : "(" + guard + " ? " + load + " : (" + compute_type(t.dtype) + ")0)";
+  });
+}
+
+void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
+                  const std::vector<std::string>& values) {
+  const int64_t n = static_cast<int64_t>(values.size()), size = ir::size_of(t);
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, 16 / size));
+  const std::string at = access_type(chunk * size), st = storage_type(t);
+  for (int64_t first = 0; first < n; first += chunk) {
+    std::string line = "{ __align__(16) " + st + " emmy_st[" + std::to_string(chunk) + "];";
+    for (int64_t u = 0; u < chunk; ++u)
+      line += " emmy_st[" + std::to_string(u) + "] = " + store_element(t, values[size_t(first + u)]) + ";";
+    line += " *(" + at + "*)&" + ptr + "[" + offset + " + " + std::to_string(first) + "LL] = *(const " + at + "*)emmy_st; }";
+    b.line(line);
+  }
+}
+
 const std::string& device_prelude() {
   static const std::string text = R"(// Generated by Emmy's cuda backend.
 #ifndef INFINITY
@@ -483,6 +591,8 @@ __device__ __forceinline__ float emmy_rh(float f) { return emmy_h2f(emmy_f2h(f))
 __device__ __forceinline__ float emmy_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 __device__ __forceinline__ float emmy_silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float emmy_sigmoid_fast(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+__device__ __forceinline__ float emmy_silu_fast(float x) { return x * emmy_sigmoid_fast(x); }
 __device__ __forceinline__ double emmy_silu(double x) { return x / (1.0 + exp(-x)); }
 __device__ __forceinline__ float emmy_gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ double emmy_gelu(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }

@@ -27,6 +27,14 @@ class Unsupported : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown when a knob value cannot give a correct kernel for this slice (e.g. vec=8 on a row of
+// 1000): the build fails with this message (FailureKind::build_error) and the search drops the
+// value. Unlike Unsupported, it does not fall back to another template.
+class KnobRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // A block of generated statements. Values computed in enclosing blocks are visible inside.
 class Body {
  public:
@@ -91,6 +99,23 @@ class ExprGen {
   std::map<ir::ValueId, Reader> bound_;
   int counter_ = 0;
 };
+
+// Vectorized access (pointwise and reduction templates). A template that walks the innermost
+// dimension in groups of `vec` consecutive elements names each group's first column with a
+// token (a variable such as "emmy_c0", a multiple of vec) and asks for element U of the group at
+// innermost index "(<token> + U)" (vec_column spells it). Inputs bound by bind_vector_input
+// read such groups with aligned loads of up to 16 bytes, shared by the group's elements; any
+// other index is read one element at a time. `guards` maps a token to a bool expression that is
+// false when the group is past the row's end (its loads then give zeros); absent = always valid.
+std::string vec_column(const std::string& token, int64_t u);
+// The unsigned type of an aligned access of `bytes` bytes (1, 2, 4, 8, 16).
+std::string access_type(int64_t bytes);
+void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_t vec,
+                       const std::map<std::string, std::string>& guards);
+// Stores values[0..vec) (compute-type expressions) as consecutive elements of `ptr` from flat
+// element `offset` (a multiple of values.size()), in aligned accesses of up to 16 bytes.
+void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
+                  const std::vector<std::string>& values);
 
 // Elementwise ops: emmy::is_elementwise_op (emmy/templates.hpp), shared with the passes.
 bool is_index_op(ir::Op op);  // index remaps, incl. embedding (a gather)

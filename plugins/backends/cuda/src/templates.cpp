@@ -14,14 +14,29 @@ BackendCaps cuda_capabilities() {
   BackendCaps caps;
   caps.backend = "cuda";
   caps.templates["fallback"] = {};
-  caps.templates["pointwise"] = {{"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}};
-  caps.templates["reduction"] = {{"block", {256, 128, 512, 1024}}};
+  // vec: elements per thread access (aligned loads/stores of up to 16 bytes: 8 bf16/f16, 4 f32);
+  // refused (a build error) where the innermost extent is not a multiple of it.
+  // The first value of each knob is the untuned default, the search's first candidate: it must
+  // work for every kernel of its template (knob values a kernel cannot take are refused).
+  caps.templates["pointwise"] = {{"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
+  // row_warp: 1 = one warp per row (block/32 rows per block), 0 = one block per row.
+  caps.templates["reduction"] = {{"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
+  // stages: 1 = one shared-memory buffer loaded by plain copies; 2..4 = a cp.async ring of that
+  // many tile_k slices with ldmatrix fragments (tensor-core path, 16-byte-copyable operands).
+  // Default tile: 128x128x32 with 8 warps, the best one-stage tile on the H200 for bf16.
   caps.templates["matmul"] = {
-      {"tile_m", {64, 32, 128}},
-      {"tile_n", {64, 32, 128}},
-      {"tile_k", {16, 8, 32}},
-      {"warps", {4, 2, 8}},
+      {"tile_m", {128, 64, 32}},
+      {"tile_n", {128, 64, 32, 256}},
+      {"tile_k", {32, 16, 8, 64}},
+      {"warps", {8, 4, 2}},
+      {"stages", {1, 2, 3, 4}},
   };
+  // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
+  // shared-memory tile; warps: per block, 16 query rows each, more split the key/value tiles'
+  // columns (tmpl_attention.cpp);
+  // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one buffer.
+  caps.templates["attention"] = {
+      {"block_q", {64, 128}}, {"block_kv", {128, 64, 32}}, {"warps", {8, 16, 4}}, {"stages", {2, 1}}};
   return caps;
 }
 
@@ -124,16 +139,59 @@ void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name,
   m.add_kernel(name, grid, block, b.code());
 }
 
+// vec > 1: each thread computes `vec` consecutive elements of every output (one row segment:
+// the innermost extent is a multiple of vec), reading inputs with aligned vector loads where
+// their innermost index is the output's, and storing with vector stores.
+static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
+                                        int64_t items, int64_t vec) {
+  const ir::Graph& g = e.graph();
+  const ir::Shape& shape = g.type(g.outputs.at(0)).shape;
+  for (ir::ValueId o : g.outputs)
+    if (g.type(o).shape != shape) throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " needs outputs of one shape");
+  if (shape.empty() || shape.back() % vec != 0)
+    throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " does not divide the innermost extent " +
+                      (shape.empty() ? std::string("(a scalar)") : std::to_string(shape.back())));
+  const int64_t groups = numel_of(shape) / vec, last = shape.back();
+  auto ins = g.inputs();
+  for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, {{"emmy_c0", ""}});
+  Body b(1);
+  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) + "LL + threadIdx.x;");
+  Body loop(b);
+  loop.line("const long long grp = base + (long long)j * " + std::to_string(block) + "LL;");
+  Body body(loop);
+  body.line("const long long emmy_i0 = grp * " + std::to_string(vec) + "LL;");
+  body.line("const long long emmy_row = emmy_i0 / " + std::to_string(last) + "LL, emmy_c0 = emmy_i0 % " + std::to_string(last) + "LL;");
+  Index idx = unflatten("emmy_row", ir::Shape(shape.begin(), shape.end() - 1));
+  idx.push_back("");
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    std::vector<std::string> vals;
+    for (int64_t u = 0; u < vec; ++u) {
+      idx.back() = vec_column("emmy_c0", u);
+      vals.push_back(e.value(g.outputs[k], idx, body));
+    }
+    store_vector(body, g.type(g.outputs[k]).dtype, m.output_name(k), "emmy_i0", vals);
+  }
+  loop.block("if (grp < " + std::to_string(groups) + "LL)", body);
+  b.block("#pragma unroll\n  for (int j = 0; j < " + std::to_string(items) + "; ++j)", loop);
+  int64_t grid[3] = {ceil_div(groups, block * items), 1, 1};
+  m.add_kernel(name, grid, block, b.code());
+}
+
 std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
   for (const ir::Node& n : g.nodes)
     if (n.op != ir::Op::input && n.op != ir::Op::constant && !is_elementwise_op(n.op) && !is_index_op(n.op))
       throw Unsupported("pointwise: op " + std::string(ir::to_string(n.op)) + " is not elementwise");
+  const int64_t vec = knobs.count("vec") ? knobs.at("vec") : 1;
   ModuleBuilder m(g);
   ExprGen e(g);
-  bind_inputs(e, m);
-  add_pointwise_kernel(m, e, "emmy_pointwise", knobs.at("block"), knobs.at("items"));
+  if (vec > 1) {
+    add_vector_pointwise_kernel(m, e, "emmy_pointwise", knobs.at("block"), knobs.at("items"), vec);
+  } else {
+    bind_inputs(e, m);
+    add_pointwise_kernel(m, e, "emmy_pointwise", knobs.at("block"), knobs.at("items"));
+  }
   return m.finish("template: pointwise block=" + std::to_string(knobs.at("block")) +
-                  " items=" + std::to_string(knobs.at("items")));
+                  " items=" + std::to_string(knobs.at("items")) + " vec=" + std::to_string(vec));
 }
 
 std::string generate_source(const ir::Slice& slice, std::string* used) {
@@ -146,11 +204,12 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
   const std::map<std::string, double> none;
   const auto& given = slice.grouping.kernels.empty() ? none : slice.grouping.kernels.back().knobs;
   std::string source;
-  if (templ == "pointwise" || templ == "reduction" || templ == "matmul") {
+  if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
     KnobValues knobs = resolve_knobs(templ, given);
     try {
       if (templ == "pointwise") source = generate_pointwise(g, knobs);
       else if (templ == "reduction") source = generate_reduction(g, knobs);
+      else if (templ == "attention") source = generate_attention(g, knobs);
       else source = generate_matmul(g, knobs);
     } catch (const Unsupported& why) {
       templ = "fallback";

@@ -22,6 +22,7 @@ std::string generate_fallback(const ir::Graph& g);
 std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs);
 std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs);
 std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs);
+std::string generate_attention(const ir::Graph& g, const KnobValues& knobs);  // tmpl_attention.cpp
 
 // Shared by the templates: bind the slice's inputs to their buffers; emit every kernel output at
 // flat index `i` (each guarded by its numel); add a kernel with one thread per `items` elements.

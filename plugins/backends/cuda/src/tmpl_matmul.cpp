@@ -97,8 +97,12 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
 
   // The epilogue: `heads` are nested loop heads over a thread's results, `coords` declares gm and
   // gn for one result, `acc` names it.
+  // The epilogue: `heads` are nested loop heads over a thread's results, `coords` declares gm and
+  // gn for one result, `acc` names it. With `acc_next`, each result is a pair: `acc` at column gn
+  // (even) and `acc_next` at gn + 1, stored together (N is even, so both are inside or neither).
   auto emit_epilogue = [&](Body& b, const std::vector<std::string>& heads, const std::string& coords,
-                           const std::string& acc) {
+                           const std::string& acc, const std::string& acc_next = "") {
+    const bool pair = !acc_next.empty();
     std::vector<std::unique_ptr<Body>> levels;
     Body* parent = &b;
     for (size_t h = 0; h < heads.size(); ++h) {
@@ -108,23 +112,29 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
     Body& ij = *parent;
     ij.line(coords);
     Body store(ij);
-    Index oi = out_index("gm", "gn");
+    const std::string next_column = "(gn + 1)";
+    Index oi = out_index("gm", "gn"), oi1 = out_index("gm", next_column);
     const ir::TensorType pt = p.type;
     const bool has_bias = p.inputs.size() > 2;
     const ir::ValueId bias = has_bias ? p.inputs[2] : -1;
-    e.bind(mm, [&e, pt, has_bias, bias, acc](const Index& idx, Body& body) {
-      std::string v = acc;
+    e.bind(mm, [&e, pt, has_bias, bias, acc, acc_next, next_column](const Index& idx, Body& body) {
+      std::string v = !acc_next.empty() && idx.back() == next_column ? acc_next : acc;
       if (has_bias) v += " + (float)" + e.value(bias, {idx.back()}, body);
       return "(" + compute_type(pt.dtype) + ")" + rounded(pt.dtype, v);
     });
-    if (!product_buf.empty()) {
-      std::string pv = e.value(mm, oi, store);
-      store.line(product_buf + "[" + flat_offset(oi, out) + "] = " + store_element(pt.dtype, pv) + ";");
-    }
+    auto write = [&](const std::string& ptr, ir::DType dt, ir::ValueId v) {
+      std::string v0 = e.value(v, oi, store);
+      if (!pair) {
+        store.line(ptr + "[" + flat_offset(oi, out) + "] = " + store_element(dt, v0) + ";");
+        return;
+      }
+      std::string v1 = e.value(v, oi1, store);
+      store_vector(store, dt, ptr, flat_offset(oi, out), {v0, v1});
+    };
+    if (!product_buf.empty()) write(product_buf, pt.dtype, mm);
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       if (std::find(unfused.begin(), unfused.end(), k) != unfused.end()) continue;
-      std::string v = e.value(g.outputs[k], oi, store);
-      store.line(m.output_name(k) + "[" + flat_offset(oi, out) + "] = " + store_element(g.type(g.outputs[k]).dtype, v) + ";");
+      write(m.output_name(k), g.type(g.outputs[k]).dtype, g.outputs[k]);
     }
     ij.block("if (gm < " + std::to_string(M) + "LL && gn < " + std::to_string(N) + "LL)", store);
     for (size_t h = heads.size(); h-- > 0;) {
@@ -144,6 +154,11 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
         WM = wm;
         break;
       }
+  const int64_t stages = knobs.count("stages") ? knobs.at("stages") : 1;
+  if (stages > 1 && WM == 0)
+    throw KnobRefused("matmul: stages=" + std::to_string(stages) +
+                      " needs the tensor-core path (bf16/f16 operands, tile_k a multiple of 16, warps that tile the block)");
+  int64_t dynamic_smem = 0;
   Body b(1);
   std::string note;
   if (WM > 0) {
@@ -151,8 +166,10 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
     const std::string ty = a_t == ir::DType::bf16 ? "bf16" : "f16";
     const std::string conv = a_t == ir::DType::bf16 ? "emmy_f2bf" : "emmy_f2h";
     note = " mma.sync m16n8k16 " + ty + " warps " + std::to_string(WM) + "x" + std::to_string(WN);
-    b.line("__shared__ __align__(16) unsigned short As[" + std::to_string(BM) + "][" + std::to_string(LD) + "];");
-    b.line("__shared__ __align__(16) unsigned short Bs[" + std::to_string(BN) + "][" + std::to_string(LD) + "];");
+    if (stages == 1) {
+      b.line("__shared__ __align__(16) unsigned short As[" + std::to_string(BM) + "][" + std::to_string(LD) + "];");
+      b.line("__shared__ __align__(16) unsigned short Bs[" + std::to_string(BN) + "][" + std::to_string(LD) + "];");
+    }
     b.line("const long long bz = blockIdx.z;");
     b.line("const long long m0 = (long long)blockIdx.y * " + std::to_string(BM) + "LL, n0 = (long long)blockIdx.x * " + std::to_string(BN) + "LL;");
     b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;");
@@ -183,96 +200,207 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
     const bool b_contig_n = b_plain && !linear && N % 8 == 0;
     const std::string b_base = b_batched ? "bz * " + std::to_string(K * N) + "LL" : "0LL";
     note += std::string(a_contig ? " A:16B" : "") + (b_contig_k || b_contig_n ? " B:16B" : "");
-    Body kloop(b);
-    // Operands read straight from a kernel input, row-major with the contiguous dim a multiple of
-    // 8, are copied raw in 16-byte chunks; anything else goes through the generic index path.
-    if (a_contig) {
-      Body load(kloop);
-      load.line("const int mm = e / " + std::to_string(BK / 8) + ", kc = (e % " + std::to_string(BK / 8) + ") * 8;");
-      load.line("const long long gm = m0 + mm, gk = k0 + kc;");
-      load.line("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&As[mm][kc] = *(const uint4*)&" + a_ptr +
-                "[" + a_base + " + gm * " + std::to_string(K) + "LL + gk];");
-      load.line("else *(uint4*)&As[mm][kc] = make_uint4(0, 0, 0, 0);");
-      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK / 8) + "; e += " + std::to_string(T) + ")", load);
+    if (stages > 1) {
+      // cp.async ring of `stages` tile_k slices; fragments by ldmatrix.
+      if (!a_contig || !b_contig_k)
+        throw KnobRefused("matmul: stages=" + std::to_string(stages) +
+                          " needs both operands as row-major kernel inputs with K contiguous and a multiple of 8 (" +
+                          (a_contig ? "B" : "A") + " is not)");
+      const int64_t stage_elems = (BM + BN) * LD;
+      b.line("extern __shared__ __align__(16) unsigned short emmy_smem[];");
+      b.line("const unsigned emmy_smem_base = (unsigned)__cvta_generic_to_shared(emmy_smem);");
+      // Stage s: A rows [BM][LD] then B rows [BN][LD], as 16-bit elements from emmy_smem.
+      auto a_at = [&](const std::string& st, const std::string& row, const std::string& col) {
+        return "emmy_smem_base + 2u * (unsigned)((" + st + ") * " + std::to_string(stage_elems) + " + (" + row + ") * " +
+               std::to_string(LD) + " + (" + col + "))";
+      };
+      auto b_at = [&](const std::string& st, const std::string& row, const std::string& col) {
+        return "emmy_smem_base + 2u * (unsigned)((" + st + ") * " + std::to_string(stage_elems) + " + " + std::to_string(BM * LD) +
+               " + (" + row + ") * " + std::to_string(LD) + " + (" + col + "))";
+      };
+      // Each thread's chunks of a k-slice are the same in every slice: their rows, shared-memory
+      // offsets and global pointers are computed once, here; a slice only adds kt * tile_k.
+      // load: issues the copies of k-slice `kt` into stage `st` (rows past M/N and columns past
+      // K are zero-filled: src-size 0).
+      Body load(b);
+      auto chunks = [&](const std::string& tag, int64_t rows, int64_t limit, const std::string& origin,
+                        const std::string& ptr, const std::string& base, int64_t smem_row0) {
+        const int64_t count = rows * BK / 8, per = ceil_div(count, T);
+        for (int64_t r = 0; r < per; ++r) {
+          const std::string id = tag + std::to_string(r);
+          b.line("const int emmy_e" + id + " = threadIdx.x + " + std::to_string(r * T) + ";");
+          b.line("const int emmy_r" + id + " = emmy_e" + id + " / " + std::to_string(BK / 8) + ", emmy_k" + id + " = (emmy_e" + id +
+                 " % " + std::to_string(BK / 8) + ") * 8;");
+          b.line("const bool emmy_ok" + id + " = " + origin + " + emmy_r" + id + " < " + std::to_string(limit) + "LL;");
+          b.line("const unsigned short* emmy_src" + id + " = " + ptr + " + " + base + " + (emmy_ok" + id + " ? (" + origin + " + emmy_r" +
+                 id + ") * " + std::to_string(K) + "LL + emmy_k" + id + " : 0LL);");
+          b.line("const unsigned emmy_dst" + id + " = emmy_smem_base + 2u * (unsigned)(" + std::to_string(smem_row0 * LD) + " + emmy_r" +
+                 id + " * " + std::to_string(LD) + " + emmy_k" + id + ");");
+          Body one(load);
+          std::string ok = "emmy_ok" + id;
+          if (K % BK != 0) ok += " && kt * " + std::to_string(BK) + "LL + emmy_k" + id + " < " + std::to_string(K) + "LL";
+          one.line("const bool ok = " + ok + ";");
+          one.line("asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(emmy_dst" + id + " + " +
+                   std::to_string(stage_elems * 2) + "u * (unsigned)st), \"l\"(ok ? emmy_src" + id + " + kt * " + std::to_string(BK) +
+                   "LL : " + ptr + "), \"r\"(ok ? 16 : 0));");
+          // A thread past the tile's last chunk issues nothing (a zero-fill would land outside it).
+          load.block((r + 1) * T > count ? "if (emmy_e" + id + " < " + std::to_string(count) + ")" : "", one);
+        }
+      };
+      chunks("a", BM, M, "m0", a_ptr, a_base, 0);
+      chunks("b", BN, N, "n0", b_ptr, b_base, BM);
+      const int64_t KT = ceil_div(K, BK);
+      b.line("const long long emmy_kt = " + std::to_string(KT) + "LL;");
+      // Prologue: slices 0 .. stages-2 in flight (a group per slice, empty ones too, so that
+      // wait_group counts stay uniform).
+      {
+        Body pro(b);
+        pro.line("const int kt = s, st = s;");
+        pro.block("if (kt < emmy_kt)", load);
+        pro.line("asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+        b.block("#pragma unroll\n  for (int s = 0; s < " + std::to_string(stages - 1) + "; ++s)", pro);
+      }
+      Body kloop(b);
+      kloop.line("asm volatile(\"cp.async.wait_group " + std::to_string(stages - 2) + ";\" ::: \"memory\");");
+      kloop.line("__syncthreads();  // slice k0 landed for every thread; stage (k0-1) % stages is free again");
+      {
+        Body next(kloop);
+        next.line("const int kt = k0 + " + std::to_string(stages - 1) + ", st = kt % " + std::to_string(stages) + ";");
+        next.block("if (kt < emmy_kt)", load);
+        next.line("asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+        kloop.block("", next);
+      }
+      kloop.line("const int cs = (int)(k0 % " + std::to_string(stages) + ");");
+      kloop.line("#pragma unroll");
+      kloop.line("for (int kk = 0; kk < " + std::to_string(BK) + "; kk += 16) {");
+      kloop.line("  unsigned a[" + std::to_string(MI) + "][4], c[" + std::to_string(NI + NI % 2) + "][2];");
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i)");
+      kloop.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"");
+      kloop.line("                 : \"=r\"(a[i][0]), \"=r\"(a[i][1]), \"=r\"(a[i][2]), \"=r\"(a[i][3])");
+      kloop.line("                 : \"r\"(" + a_at("cs", "wm0 + i * 16 + (lane & 15)", "kk + (lane >> 4) * 8") + "));");
+      // B: each x4 covers two n8 blocks (k 0-7 and 8-15 of each); an odd last block reads its
+      // neighbour's rows only when they exist in the tile, else repeats its own.
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int j = 0; j < " + std::to_string(NI) + "; j += 2) {");
+      kloop.line("    const int nrow = wn0 + j * 8 + (lane & 7) + (j + 1 < " + std::to_string(NI) + " ? ((lane >> 4) << 3) : 0);");
+      kloop.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"");
+      kloop.line("                 : \"=r\"(c[j][0]), \"=r\"(c[j][1]), \"=r\"(c[j + 1][0]), \"=r\"(c[j + 1][1])");
+      kloop.line("                 : \"r\"(" + b_at("cs", "nrow", "kk + ((lane >> 3) & 1) * 8") + "));");
+      kloop.line("  }");
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i)");
+      kloop.line("    #pragma unroll");
+      kloop.line("    for (int j = 0; j < " + std::to_string(NI) + "; ++j)");
+      kloop.line("      asm(\"mma.sync.aligned.m16n8k16.row.col.f32." + ty + "." + ty + ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
+      kloop.line("                   : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), \"+f\"(acc[i][j][3])");
+      kloop.line("                   : \"r\"(a[i][0]), \"r\"(a[i][1]), \"r\"(a[i][2]), \"r\"(a[i][3]), \"r\"(c[j][0]), \"r\"(c[j][1]));");
+      kloop.line("}");
+      b.block("for (int k0 = 0; k0 < (int)emmy_kt; ++k0)", kloop);
+      b.line("asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
+      dynamic_smem = stages * stage_elems * 2;
+      note += " cp.async stages=" + std::to_string(stages) + " ldmatrix";
     } else {
-      Body load(kloop);
-      load.line("const int kk = e % " + std::to_string(BK) + ", mm = e / " + std::to_string(BK) + ";");
-      load.line("const long long gm = m0 + mm, gk = k0 + kk;");
-      load.line("float t = 0.f;");
-      Body guarded(load);
-      Index ai, bi;
-      e.gemm_operands(mm, out_index("gm", "0"), "gk", ai, bi);
-      guarded.line("t = (float)" + e.value(p.inputs[0], ai, guarded) + ";");
-      load.block("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL)", guarded);
-      load.line("As[mm][kk] = " + conv + "(t);");
-      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK) + "; e += " + std::to_string(T) + ")", load);
+      Body kloop(b);
+      // Operands read straight from a kernel input, row-major with the contiguous dim a multiple of
+      // 8, are copied raw in 16-byte chunks; anything else goes through the generic index path.
+      if (a_contig) {
+        Body load(kloop);
+        load.line("const int mm = e / " + std::to_string(BK / 8) + ", kc = (e % " + std::to_string(BK / 8) + ") * 8;");
+        load.line("const long long gm = m0 + mm, gk = k0 + kc;");
+        load.line("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&As[mm][kc] = *(const uint4*)&" + a_ptr +
+                  "[" + a_base + " + gm * " + std::to_string(K) + "LL + gk];");
+        load.line("else *(uint4*)&As[mm][kc] = make_uint4(0, 0, 0, 0);");
+        kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK / 8) + "; e += " + std::to_string(T) + ")", load);
+      } else {
+        Body load(kloop);
+        load.line("const int kk = e % " + std::to_string(BK) + ", mm = e / " + std::to_string(BK) + ";");
+        load.line("const long long gm = m0 + mm, gk = k0 + kk;");
+        load.line("float t = 0.f;");
+        Body guarded(load);
+        Index ai, bi;
+        e.gemm_operands(mm, out_index("gm", "0"), "gk", ai, bi);
+        guarded.line("t = (float)" + e.value(p.inputs[0], ai, guarded) + ";");
+        load.block("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL)", guarded);
+        load.line("As[mm][kk] = " + conv + "(t);");
+        kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK) + "; e += " + std::to_string(T) + ")", load);
+      }
+      if (b_contig_k) {
+        Body load(kloop);
+        load.line("const int nn = e / " + std::to_string(BK / 8) + ", kc = (e % " + std::to_string(BK / 8) + ") * 8;");
+        load.line("const long long gn = n0 + nn, gk = k0 + kc;");
+        load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&Bs[nn][kc] = *(const uint4*)&" + b_ptr +
+                  "[" + b_base + " + gn * " + std::to_string(K) + "LL + gk];");
+        load.line("else *(uint4*)&Bs[nn][kc] = make_uint4(0, 0, 0, 0);");
+        kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BN * BK / 8) + "; e += " + std::to_string(T) + ")", load);
+      } else if (b_contig_n) {
+        Body load(kloop);
+        load.line("const int kk = e / " + std::to_string(BN / 8) + ", nc = (e % " + std::to_string(BN / 8) + ") * 8;");
+        load.line("const long long gn = n0 + nc, gk = k0 + kk;");
+        load.line("uint4 v = make_uint4(0, 0, 0, 0);");
+        load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) v = *(const uint4*)&" + b_ptr + "[" + b_base +
+                  " + gk * " + std::to_string(N) + "LL + gn];");
+        load.line("const unsigned short* h = (const unsigned short*)&v;");
+        load.line("#pragma unroll");
+        load.line("for (int u = 0; u < 8; ++u) Bs[nc + u][kk] = h[u];");
+        kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BK * BN / 8) + "; e += " + std::to_string(T) + ")", load);
+      } else {
+        Body load(kloop);
+        if (b_n_fastest) load.line("const int nn = e % " + std::to_string(BN) + ", kk = e / " + std::to_string(BN) + ";");
+        else load.line("const int kk = e % " + std::to_string(BK) + ", nn = e / " + std::to_string(BK) + ";");
+        load.line("const long long gn = n0 + nn, gk = k0 + kk;");
+        load.line("float t = 0.f;");
+        Body guarded(load);
+        Index ai, bi;
+        e.gemm_operands(mm, out_index("0", "gn"), "gk", ai, bi);
+        guarded.line("t = (float)" + e.value(p.inputs[1], bi, guarded) + ";");
+        load.block("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL)", guarded);
+        load.line("Bs[nn][kk] = " + conv + "(t);");
+        kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BN * BK) + "; e += " + std::to_string(T) + ")", load);
+      }
+      kloop.line("__syncthreads();");
+      kloop.line("#pragma unroll");
+      kloop.line("for (int kk = 0; kk < " + std::to_string(BK) + "; kk += 16) {");
+      kloop.line("  unsigned a[" + std::to_string(MI) + "][4], c[" + std::to_string(NI) + "][2];");
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i) {");
+      kloop.line("    const int r = wm0 + i * 16 + grp;");
+      kloop.line("    a[i][0] = *(const unsigned*)&As[r][kk + tig * 2];");
+      kloop.line("    a[i][1] = *(const unsigned*)&As[r + 8][kk + tig * 2];");
+      kloop.line("    a[i][2] = *(const unsigned*)&As[r][kk + tig * 2 + 8];");
+      kloop.line("    a[i][3] = *(const unsigned*)&As[r + 8][kk + tig * 2 + 8];");
+      kloop.line("  }");
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int j = 0; j < " + std::to_string(NI) + "; ++j) {");
+      kloop.line("    const int n = wn0 + j * 8 + grp;");
+      kloop.line("    c[j][0] = *(const unsigned*)&Bs[n][kk + tig * 2];");
+      kloop.line("    c[j][1] = *(const unsigned*)&Bs[n][kk + tig * 2 + 8];");
+      kloop.line("  }");
+      kloop.line("  #pragma unroll");
+      kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i)");
+      kloop.line("    #pragma unroll");
+      kloop.line("    for (int j = 0; j < " + std::to_string(NI) + "; ++j)");
+      kloop.line("      asm(\"mma.sync.aligned.m16n8k16.row.col.f32." + ty + "." + ty + ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
+      kloop.line("                   : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), \"+f\"(acc[i][j][3])");
+      kloop.line("                   : \"r\"(a[i][0]), \"r\"(a[i][1]), \"r\"(a[i][2]), \"r\"(a[i][3]), \"r\"(c[j][0]), \"r\"(c[j][1]));");
+      kloop.line("}");
+      kloop.line("__syncthreads();");
+      b.block("for (long long k0 = 0; k0 < " + std::to_string(K) + "LL; k0 += " + std::to_string(BK) + ")", kloop);
     }
-    if (b_contig_k) {
-      Body load(kloop);
-      load.line("const int nn = e / " + std::to_string(BK / 8) + ", kc = (e % " + std::to_string(BK / 8) + ") * 8;");
-      load.line("const long long gn = n0 + nn, gk = k0 + kc;");
-      load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&Bs[nn][kc] = *(const uint4*)&" + b_ptr +
-                "[" + b_base + " + gn * " + std::to_string(K) + "LL + gk];");
-      load.line("else *(uint4*)&Bs[nn][kc] = make_uint4(0, 0, 0, 0);");
-      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BN * BK / 8) + "; e += " + std::to_string(T) + ")", load);
-    } else if (b_contig_n) {
-      Body load(kloop);
-      load.line("const int kk = e / " + std::to_string(BN / 8) + ", nc = (e % " + std::to_string(BN / 8) + ") * 8;");
-      load.line("const long long gn = n0 + nc, gk = k0 + kk;");
-      load.line("uint4 v = make_uint4(0, 0, 0, 0);");
-      load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) v = *(const uint4*)&" + b_ptr + "[" + b_base +
-                " + gk * " + std::to_string(N) + "LL + gn];");
-      load.line("const unsigned short* h = (const unsigned short*)&v;");
-      load.line("#pragma unroll");
-      load.line("for (int u = 0; u < 8; ++u) Bs[nc + u][kk] = h[u];");
-      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BK * BN / 8) + "; e += " + std::to_string(T) + ")", load);
+    if (N % 2 == 0) {
+      // Columns tig*2 and tig*2+1 of each fragment row are stored as one pair.
+      emit_epilogue(b,
+                    {"for (int i = 0; i < " + std::to_string(MI) + "; ++i)", "for (int j = 0; j < " + std::to_string(NI) + "; ++j)",
+                     "for (int h = 0; h < 2; ++h)"},
+                    "const long long gm = m0 + wm0 + i * 16 + grp + h * 8, gn = n0 + wn0 + j * 8 + tig * 2;",
+                    "acc[i][j][h * 2]", "acc[i][j][h * 2 + 1]");
     } else {
-      Body load(kloop);
-      if (b_n_fastest) load.line("const int nn = e % " + std::to_string(BN) + ", kk = e / " + std::to_string(BN) + ";");
-      else load.line("const int kk = e % " + std::to_string(BK) + ", nn = e / " + std::to_string(BK) + ";");
-      load.line("const long long gn = n0 + nn, gk = k0 + kk;");
-      load.line("float t = 0.f;");
-      Body guarded(load);
-      Index ai, bi;
-      e.gemm_operands(mm, out_index("0", "gn"), "gk", ai, bi);
-      guarded.line("t = (float)" + e.value(p.inputs[1], bi, guarded) + ";");
-      load.block("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL)", guarded);
-      load.line("Bs[nn][kk] = " + conv + "(t);");
-      kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BN * BK) + "; e += " + std::to_string(T) + ")", load);
+      emit_epilogue(b,
+                    {"for (int i = 0; i < " + std::to_string(MI) + "; ++i)", "for (int j = 0; j < " + std::to_string(NI) + "; ++j)",
+                     "for (int q = 0; q < 4; ++q)"},
+                    "const long long gm = m0 + wm0 + i * 16 + grp + (q >> 1) * 8, gn = n0 + wn0 + j * 8 + tig * 2 + (q & 1);",
+                    "acc[i][j][q]");
     }
-    kloop.line("__syncthreads();");
-    kloop.line("#pragma unroll");
-    kloop.line("for (int kk = 0; kk < " + std::to_string(BK) + "; kk += 16) {");
-    kloop.line("  unsigned a[" + std::to_string(MI) + "][4], c[" + std::to_string(NI) + "][2];");
-    kloop.line("  #pragma unroll");
-    kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i) {");
-    kloop.line("    const int r = wm0 + i * 16 + grp;");
-    kloop.line("    a[i][0] = *(const unsigned*)&As[r][kk + tig * 2];");
-    kloop.line("    a[i][1] = *(const unsigned*)&As[r + 8][kk + tig * 2];");
-    kloop.line("    a[i][2] = *(const unsigned*)&As[r][kk + tig * 2 + 8];");
-    kloop.line("    a[i][3] = *(const unsigned*)&As[r + 8][kk + tig * 2 + 8];");
-    kloop.line("  }");
-    kloop.line("  #pragma unroll");
-    kloop.line("  for (int j = 0; j < " + std::to_string(NI) + "; ++j) {");
-    kloop.line("    const int n = wn0 + j * 8 + grp;");
-    kloop.line("    c[j][0] = *(const unsigned*)&Bs[n][kk + tig * 2];");
-    kloop.line("    c[j][1] = *(const unsigned*)&Bs[n][kk + tig * 2 + 8];");
-    kloop.line("  }");
-    kloop.line("  #pragma unroll");
-    kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i)");
-    kloop.line("    #pragma unroll");
-    kloop.line("    for (int j = 0; j < " + std::to_string(NI) + "; ++j)");
-    kloop.line("      asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + ty + "." + ty + ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
-    kloop.line("                   : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), \"+f\"(acc[i][j][3])");
-    kloop.line("                   : \"r\"(a[i][0]), \"r\"(a[i][1]), \"r\"(a[i][2]), \"r\"(a[i][3]), \"r\"(c[j][0]), \"r\"(c[j][1]));");
-    kloop.line("}");
-    kloop.line("__syncthreads();");
-    b.block("for (long long k0 = 0; k0 < " + std::to_string(K) + "LL; k0 += " + std::to_string(BK) + ")", kloop);
-    emit_epilogue(b,
-                  {"for (int i = 0; i < " + std::to_string(MI) + "; ++i)", "for (int j = 0; j < " + std::to_string(NI) + "; ++j)",
-                   "for (int q = 0; q < 4; ++q)"},
-                  "const long long gm = m0 + wm0 + i * 16 + grp + (q >> 1) * 8, gn = n0 + wn0 + j * 8 + tig * 2 + (q & 1);",
-                  "acc[i][j][q]");
   } else {
     if (!simt_ok) throw Unsupported("matmul: the tile does not split over the threads");
     b.line("__shared__ float As[" + std::to_string(BK) + "][" + std::to_string(BM + 4) + "];");
@@ -338,7 +466,17 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
                   "acc[i][j]");
   }
   int64_t grid[3] = {ceil_div(N, BN), ceil_div(M, BM), batch};
-  m.add_kernel("emmy_matmul", grid, T, b.code());
+  // Static shared memory (the one-stage paths) is capped at 48 KiB by the compiler.
+  const int64_t static_smem = WM > 0 ? (stages == 1 ? (BM + BN) * (BK + 8) * 2 : 0) : BK * (BM + BN + 8) * 4;
+  if (static_smem > 48 * 1024)
+    throw KnobRefused("matmul: a " + std::to_string(BM) + "x" + std::to_string(BN) + "x" + std::to_string(BK) +
+                      " tile in one stage needs " + std::to_string(static_smem) +
+                      " bytes of static shared memory, more than 48 KiB (stages > 1 use dynamic memory)");
+  // Hopper: 227 KiB of shared memory per block at most (the worker raises the 48 KiB default).
+  if (dynamic_smem > 227 * 1024)
+    throw KnobRefused("matmul: stages=" + std::to_string(stages) + " needs " + std::to_string(dynamic_smem) +
+                      " bytes of shared memory, more than a block gets");
+  m.add_kernel("emmy_matmul", grid, T, b.code(), dynamic_smem);
   if (!unfused.empty()) {
     // Second kernel: the remaining outputs, reading the product from scratch.
     ExprGen e2(g);
@@ -350,7 +488,7 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
     add_pointwise_kernel(mb, e2, "emmy_matmul_epilogue", 256, 1);
   }
   return m.finish("template: matmul tile_m=" + std::to_string(BM) + " tile_n=" + std::to_string(BN) +
-                  " tile_k=" + std::to_string(BK) + " warps=" + std::to_string(knobs.at("warps")) + note);
+                  " tile_k=" + std::to_string(BK) + " warps=" + std::to_string(knobs.at("warps")) + " stages=" + std::to_string(stages) + note);
 }
 
 }  // namespace emmy::cuda

@@ -1,7 +1,18 @@
-// The reduction template (row-wise RMSNorm, softmax, ...): kernel 1 runs one block per row and
-// computes every row reduction of the kernel for that row (threads stride over the row, warp
-// shuffles then shared memory combine the partials), writing per-row results to scratch;
-// kernel 2 computes the outputs pointwise, reading the per-row results.
+// The reduction template (row-wise RMSNorm, softmax, ...), two ways:
+// - fused (when every output has the shape of the rows being reduced and a thread's share of a
+//   row fits in registers): one warp (row_warp=1) or one block (row_warp=0) per row; each thread
+//   reads its share of the row once, `vec` consecutive elements at a time (aligned loads of up to
+//   16 bytes), keeps it in registers, combines the row reductions with warp shuffles (and shared
+//   memory across warps) and writes the outputs from those registers with vector stores;
+// - two passes (otherwise, only with vec=1 and row_warp=0): kernel 1 runs one block per row and
+//   writes every row reduction of the kernel to scratch (threads stride over the row, warp
+//   shuffles then shared memory combine the partials); kernel 2 computes the outputs
+//   pointwise, reading the per-row results.
+// Knob values the slice cannot take (vec not dividing the row, a warp per row on a row too long
+// for registers) are refused (KnobRefused), never generated wrong.
+#include <functional>
+#include <map>
+
 #include "expr.hpp"
 #include "module.hpp"
 #include "templates.hpp"
@@ -32,6 +43,114 @@ std::string rounded(ir::DType t, const std::string& e) {
 
 }  // namespace
 
+// A thread's share of a row kept in registers, at most (elements per input).
+constexpr int64_t kMaxRowElementsPerThread = 32;
+
+static std::string generate_fused_reduction(const ir::Graph& g, const std::vector<ir::ValueId>& reductions, int64_t block,
+                                     int64_t vec, bool row_warp) {
+  const ir::Shape shape = g.type(g.node(reductions[0]).inputs[0]).shape;
+  const int64_t row_len = shape.back(), rows = numel_of(shape) / std::max<int64_t>(1, row_len);
+  const int64_t threads_per_row = row_warp ? 32 : block, step = threads_per_row * vec;
+  const int64_t chunks = ceil_div(row_len, step), rows_per_block = row_warp ? block / 32 : 1;
+  ModuleBuilder m(g);
+  ExprGen e(g);
+  Body b(1);
+  if (!row_warp) b.line("__shared__ float emmy_part[33];");
+  if (row_warp) {
+    b.line("const int emmy_lane = threadIdx.x & 31;");
+    b.line("const long long row = (long long)blockIdx.x * " + std::to_string(rows_per_block) + "LL + (threadIdx.x >> 5);");
+    b.line("if (row >= " + std::to_string(rows) + "LL) return;  // whole warps leave: no block barrier follows");
+  } else {
+    b.line("const int emmy_lane = threadIdx.x;");
+    b.line("const long long row = blockIdx.x;");
+  }
+  // Chunk q of this thread: columns emmy_c<q> .. +vec-1, valid while inside the row.
+  std::map<std::string, std::string> guards;
+  for (int64_t q = 0; q < chunks; ++q) {
+    const std::string c = "emmy_c" + std::to_string(q) + "_", v = "emmy_v" + std::to_string(q) + "_";
+    b.line("const long long " + c + " = ((long long)emmy_lane + " + std::to_string(q * threads_per_row) + "LL) * " + std::to_string(vec) + "LL;");
+    if ((q + 1) * step <= row_len) {
+      guards[c] = "";
+    } else {
+      b.line("const bool " + v + " = " + c + " < " + std::to_string(row_len) + "LL;");
+      guards[c] = v;
+    }
+  }
+  auto ins = g.inputs();
+  for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
+  Index idx = unflatten("row", ir::Shape(shape.begin(), shape.end() - 1));
+  idx.push_back("");
+  // Every element of this thread's share of v, as (guard, value) pairs; computed in the kernel's
+  // outer scope so that later uses of the same element reuse the registers.
+  auto each_element = [&](ir::ValueId v, const std::function<void(const std::string&, const std::string&)>& use) {
+    for (int64_t q = 0; q < chunks; ++q) {
+      const std::string c = "emmy_c" + std::to_string(q) + "_";
+      for (int64_t u = 0; u < vec; ++u) {
+        idx.back() = vec_column(c, u);
+        use(guards[c], e.value(v, idx, b));
+      }
+    }
+  };
+  auto accumulate = [&](const std::string& acc, const std::string& guard, const std::string& next) {
+    b.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) + ";");
+  };
+  auto combine = [&](const std::string& acc, const std::string& op) {
+    if (row_warp) b.line(acc + " = " + std::string(op == "sum" ? "emmy_warp_sum(" : "emmy_warp_max(") + acc + ");");
+    else block_combine(b, acc, op);
+  };
+  for (ir::ValueId r : reductions) {
+    const ir::Node& n = g.node(r);
+    const ir::ValueId x = n.inputs[0];
+    const bool is_max = n.op == ir::Op::amax || n.op == ir::Op::softmax;
+    const std::string acc = e.fresh("acc");
+    b.line("float " + acc + " = " + (is_max ? "-INFINITY" : "0.f") + ";");
+    each_element(x, [&](const std::string& guard, const std::string& xv) {
+      accumulate(acc, guard, is_max ? "fmaxf(" + acc + ", (float)" + xv + ")" : acc + " + (float)" + xv);
+    });
+    combine(acc, is_max ? "max" : "sum");
+    const ir::TensorType t = n.type;
+    if (n.op == ir::Op::softmax) {
+      const std::string s = e.fresh("sum");
+      b.line("float " + s + " = 0.f;");
+      each_element(x, [&](const std::string& guard, const std::string& xv) {
+        accumulate(s, guard, s + " + expf((float)" + xv + " - " + acc + ")");
+      });
+      combine(s, "sum");
+      e.bind(r, [&e, x, t, acc, s](const Index& i, Body& body) {
+        return rounded(t.dtype, "expf((float)" + e.value(x, i, body) + " - " + acc + ") / " + s);
+      });
+    } else {
+      const std::string res = e.fresh("red");
+      const std::string val = n.op == ir::Op::mean ? acc + " / " + std::to_string(row_len) + ".f" : acc;
+      b.line("const float " + res + " = " + rounded(t.dtype, val) + ";");
+      e.bind(r, [t, res](const Index&, Body&) { return "(" + compute_type(t.dtype) + ")" + res; });
+    }
+  }
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const ir::DType dt = g.type(g.outputs[k]).dtype;
+    for (int64_t q = 0; q < chunks; ++q) {
+      const std::string c = "emmy_c" + std::to_string(q) + "_";
+      std::vector<std::string> vals;
+      for (int64_t u = 0; u < vec; ++u) {
+        idx.back() = vec_column(c, u);
+        vals.push_back(e.value(g.outputs[k], idx, b));
+      }
+      const std::string offset = "row * " + std::to_string(row_len) + "LL + " + c;
+      if (guards[c].empty()) {
+        store_vector(b, dt, m.output_name(k), offset, vals);
+      } else {
+        Body store(b);
+        store_vector(store, dt, m.output_name(k), offset, vals);
+        b.block("if (" + guards[c] + ")", store);
+      }
+    }
+  }
+  int64_t grid[3] = {ceil_div(rows, rows_per_block), 1, 1};
+  m.add_kernel("emmy_rows", grid, block, b.code());
+  return m.finish("template: reduction block=" + std::to_string(block) + " vec=" + std::to_string(vec) +
+                  " row_warp=" + std::to_string(row_warp ? 1 : 0) + " fused, row in registers");
+}
+
 std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
   int64_t block = knobs.at("block");
   std::vector<ir::ValueId> reductions;
@@ -56,6 +175,24 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
     reductions.push_back(static_cast<ir::ValueId>(v));
   }
   if (reductions.empty()) throw Unsupported("reduction: no row reduction");
+
+  const int64_t vec = knobs.count("vec") ? knobs.at("vec") : 1;
+  const bool row_warp = knobs.count("row_warp") && knobs.at("row_warp") != 0;
+  const std::string knob_text = "vec=" + std::to_string(vec) + (row_warp ? " row_warp=1" : "");
+  if (row_len % vec != 0)
+    throw KnobRefused("reduction: " + knob_text + ": vec does not divide the row length " + std::to_string(row_len));
+  // Fused when every reduction reads rows of one shape and every output has that shape.
+  const ir::Shape row_shape = g.type(g.node(reductions[0]).inputs[0]).shape;
+  std::string why_not_fused;
+  for (ir::ValueId r : reductions)
+    if (g.type(g.node(r).inputs[0]).shape != row_shape) why_not_fused = "the reductions read rows of different shapes";
+  for (ir::ValueId o : g.outputs)
+    if (g.type(o).shape != row_shape) why_not_fused = "an output is not shaped like the rows";
+  const int64_t per_thread = ceil_div(row_len, (row_warp ? 32 : block) * vec) * vec;
+  if (why_not_fused.empty() && per_thread > kMaxRowElementsPerThread)
+    why_not_fused = std::to_string(per_thread) + " elements of a row per thread do not fit in registers";
+  if (why_not_fused.empty()) return generate_fused_reduction(g, reductions, block, vec, row_warp);
+  if (vec != 1 || row_warp) throw KnobRefused("reduction: " + knob_text + " needs the fused kernel, but " + why_not_fused);
 
   ModuleBuilder m(g);
   ExprGen e(g);

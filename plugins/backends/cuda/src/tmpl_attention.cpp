@@ -1,0 +1,846 @@
+// The attention template: scores = q @ k^T -> score chain (scale, mask, casts) -> softmax(-1) ->
+// prob chain (casts) -> @ v, fused flash-attention style. One block per (query tile, batch entry
+// of the scores, e.g. batch x head); it walks the key/value positions in tiles staged in shared
+// memory with an online softmax, so the [Sq x Sk] score matrix never exists in memory.
+//
+// 16-bit q, k, v (bf16 or f16): warps own 16-row slices of the query tile and use mma.sync
+// m16n8k16 with f32 accumulation for both products (fragments through ldmatrix; v's transposed);
+// the probabilities go from the score accumulators straight into the A fragments of the second
+// product. Warps beyond the row slices split each key/value tile's columns, each group with its
+// own online softmax, merged at the end. With stages=2 the next k/v tile is copied by cp.async
+// while the current one is computed. Anything else (f32, mixed dtypes): a SIMT path, one thread
+// per query row.
+//
+// Generality comes from ExprGen: the score chain is evaluated per element exactly as the graph
+// says (with the product bound to the accumulator; a chain that re-indexes the scores is refused),
+// and operands are loaded through their index ops (grouped-query heads are an
+// unsqueeze/expand/reshape of k and v). When the host proves an operand is, per batch entry, rows
+// at a common stride of contiguous, 16-byte aligned runs of one input buffer, its tiles are copied
+// with 16-byte loads instead. Causal masks (inputs of role "causal_mask", which by that role's
+// contract hold true where key index <= query index) are computed instead of read, and when the
+// mask is provably applied as where(mask, scores, -inf) key tiles entirely above the diagonal are
+// skipped. Whatever cannot be proven throws Unsupported: the kernel then uses the fallback template.
+#include <array>
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include "expr.hpp"
+#include "module.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda {
+
+namespace {
+
+using ir::Op;
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string rounded(ir::DType t, const std::string& e) {
+  if (t == ir::DType::bf16) return "emmy_rbf(" + e + ")";
+  if (t == ir::DType::f16) return "emmy_rh(" + e + ")";
+  return e;
+}
+
+// True when `o` is the result or an elementwise function of it at the same index.
+bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
+  if (o == mm) return true;
+  const ir::Node& n = g.node(o);
+  if (!is_elementwise_op(n.op) || n.type.shape != g.type(mm).shape) return false;
+  bool reaches = false;
+  for (ir::ValueId x : n.inputs) {
+    if (x < mm) continue;
+    if (!fusable_output(g, mm, x)) return false;
+    reaches = true;
+  }
+  return reaches;
+}
+
+// ---- Host-side index tracing (proves the 16-byte load path) -----------------------------------
+
+constexpr size_t kMaxRank = 8;
+using Ix = std::array<int64_t, kMaxRank>;
+
+struct Step {
+  Op op;
+  ir::Shape in, out;
+  int64_t a = 0, b = 0, c = 0;
+  std::vector<int64_t> dims;
+};
+
+int64_t flat_of(const Ix& idx, const ir::Shape& s) {
+  int64_t f = 0;
+  for (size_t d = 0; d < s.size(); ++d) f = f * s[d] + idx[d];
+  return f;
+}
+
+void unflat(int64_t f, const ir::Shape& s, Ix& idx) {
+  for (size_t d = s.size(); d-- > 0;) {
+    idx[d] = s[d] == 0 ? 0 : f % s[d];
+    f = s[d] == 0 ? 0 : f / s[d];
+  }
+}
+
+// The index ops from `v` back to a graph input (empty optional when another op is met).
+std::optional<std::vector<Step>> index_chain(const ir::Graph& g, ir::ValueId v, ir::ValueId& input) {
+  std::vector<Step> chain;
+  for (;;) {
+    const ir::Node& n = g.node(v);
+    if (n.type.shape.size() > kMaxRank) return std::nullopt;
+    if (n.op == Op::input) {
+      input = v;
+      return chain;
+    }
+    Step s;
+    s.op = n.op;
+    s.out = n.type.shape;
+    switch (n.op) {
+      case Op::view: case Op::reshape: case Op::contiguous: case Op::unsqueeze: case Op::squeeze:
+      case Op::expand:
+        break;
+      case Op::transpose:
+        s.a = wrap_dim(n.attr_int("dim0", 0), int64_t(s.out.size()));
+        s.b = wrap_dim(n.attr_int("dim1", 1), int64_t(s.out.size()));
+        break;
+      case Op::permute:
+        s.dims = n.attr_ints("dims");
+        for (int64_t& d : s.dims) d = wrap_dim(d, int64_t(s.out.size()));
+        break;
+      case Op::slice: {
+        s.a = wrap_dim(n.attr_int("dim", 0), int64_t(s.out.size()));
+        int64_t size = g.type(n.inputs.at(0)).shape[size_t(s.a)];
+        int64_t start = n.attr_int("start", 0);
+        if (start < 0) start += size;
+        s.b = std::max<int64_t>(0, std::min(start, size));
+        s.c = n.attr_int("step", 1);
+        break;
+      }
+      default:
+        return std::nullopt;
+    }
+    v = n.inputs.at(0);
+    s.in = g.type(v).shape;
+    if (s.in.size() > kMaxRank) return std::nullopt;
+    chain.push_back(std::move(s));
+  }
+}
+
+// Flat offset in the chain's input of the element at `idx` of the chain's first value.
+int64_t follow(const std::vector<Step>& chain, const ir::Shape& top, Ix idx) {
+  const ir::Shape* shape = &top;
+  for (const Step& s : chain) {
+    switch (s.op) {
+      case Op::transpose: std::swap(idx[size_t(s.a)], idx[size_t(s.b)]); break;
+      case Op::permute: {
+        Ix sub{};
+        for (size_t i = 0; i < s.dims.size(); ++i) sub[size_t(s.dims[i])] = idx[i];
+        idx = sub;
+        break;
+      }
+      case Op::expand: {
+        Ix sub{};
+        size_t off = s.out.size() - s.in.size();
+        for (size_t d = 0; d < s.in.size(); ++d) sub[d] = s.in[d] == 1 ? 0 : idx[off + d];
+        idx = sub;
+        break;
+      }
+      case Op::slice: idx[size_t(s.a)] = s.b + idx[size_t(s.a)] * s.c; break;
+      default: unflat(flat_of(idx, s.out), s.in, idx); break;  // views: row-major remap
+    }
+    shape = &s.in;
+  }
+  return flat_of(idx, *shape);
+}
+
+// Operand `which` (0 = A, 1 = B) of matmul `mm` at batch entry z (of the output's batch dims),
+// output row/column position `mn` and depth `k` (torch.matmul's broadcasting of batch dims).
+Ix operand_index(const ir::Graph& g, ir::ValueId mm, int which, const ir::Shape& batch, int64_t z, int64_t mn,
+                 int64_t k) {
+  const ir::Shape& s = g.type(g.node(mm).inputs.at(size_t(which))).shape;
+  Ix ob{}, out{};
+  unflat(z, batch, ob);
+  size_t r = s.size(), nb = batch.size();
+  for (size_t d = 0; d + 2 < r; ++d) out[d] = s[d] == 1 ? 0 : ob[nb - (r - 2) + d];
+  if (which == 0) {
+    out[r - 2] = mn;
+    out[r - 1] = k;
+  } else {
+    out[r - 2] = k;
+    out[r - 1] = mn;
+  }
+  return out;
+}
+
+// True when the chain carries dimension `pos` of its first value to the innermost dimension of its
+// input (of rank `input_rank`) unchanged and no other input coordinate depends on it: consecutive
+// positions along it are then consecutive elements in memory.
+bool innermost_preserved(const std::vector<Step>& chain, size_t pos, int64_t input_rank) {
+  for (const Step& s : chain) {
+    switch (s.op) {
+      case Op::transpose:
+        if (pos == size_t(s.a)) pos = size_t(s.b);
+        else if (pos == size_t(s.b)) pos = size_t(s.a);
+        break;
+      case Op::permute: pos = size_t(s.dims.at(pos)); break;
+      case Op::expand: {
+        const size_t off = s.out.size() - s.in.size();
+        if (pos < off || s.in[pos - off] != s.out[pos]) return false;  // broadcast along it
+        pos -= off;
+        break;
+      }
+      case Op::slice:
+        if (size_t(s.a) == pos && s.c != 1) return false;  // a start offset is fine, a step is not
+        break;
+      default:  // views (flat remaps): a run along the innermost dimension stays in one input row
+        if (pos + 1 != s.out.size() || s.in.empty() || s.out.back() == 0 || s.in.back() % s.out.back() != 0) return false;
+        pos = s.in.size() - 1;
+        break;
+    }
+  }
+  return int64_t(pos) + 1 == input_rank;
+}
+
+// How an operand's tiles are loaded: `ptr` non-empty = the fast path, element (z, row, col) at
+// ptr[base(z) + row * row_stride + col], base a C++ expression in `bz`.
+struct OperandPlan {
+  std::string ptr, base;
+  int64_t row_stride = 0;
+};
+
+// Checks on the host that operand `which` of `mm` is, per batch entry, rows of `cols` contiguous
+// elements of one input at a common row stride, every row starting at a multiple of 8 elements.
+// `rows`/`cols` run over the output position and the depth (A: row = m, col = k; B as k^T:
+// row = n, col = k; B as v: row = k, col = n).
+OperandPlan plan_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId mm, int which, bool row_is_k,
+                         const ir::Shape& batch, int64_t rows, int64_t cols) {
+  OperandPlan plan;
+  ir::ValueId x = g.node(mm).inputs.at(size_t(which)), input = -1;
+  auto chain = index_chain(g, x, input);
+  if (!chain || ir::size_of(g.type(input).dtype) != 2 || cols % 8 != 0) return plan;
+  const ir::Shape& top = g.type(x).shape;
+  // Columns: contiguous by construction of the index ops (checked structurally).
+  const size_t col_dim = which == 1 && !row_is_k ? top.size() - 2 : top.size() - 1;
+  if (!innermost_preserved(*chain, col_dim, g.type(input).rank())) return plan;
+  // Rows: at a common stride from each batch entry's base (checked at every row).
+  const int64_t Z = numel_of(batch);
+  if (Z * rows > (int64_t(1) << 24)) return plan;  // keep code generation fast
+  auto at = [&](int64_t z, int64_t r, int64_t c) {
+    Ix idx = row_is_k ? operand_index(g, mm, which, batch, z, c, r) : operand_index(g, mm, which, batch, z, r, c);
+    return follow(*chain, top, idx);
+  };
+  const int64_t stride = rows > 1 ? at(0, 1, 0) - at(0, 0, 0) : 0;
+  if (stride % 8 != 0) return plan;
+  for (int64_t z = 0; z < Z; ++z) {
+    const int64_t base = at(z, 0, 0);
+    if (base % 8 != 0) return plan;
+    for (int64_t r = 1; r < rows; ++r)
+      if (at(z, r, 0) != base + r * stride) return plan;
+  }
+  // The base as an expression of bz: the same index ops, followed symbolically by ExprGen.
+  ExprGen cap(g);
+  Index captured;
+  cap.bind(input, [&captured](const Index& idx, Body&) {
+    captured = idx;
+    return std::string("0.f");
+  });
+  Index out = unflatten("bz", batch);
+  out.push_back("0");
+  out.push_back("0");
+  Index a, b;
+  cap.gemm_operands(mm, out, "0", a, b);
+  Body scratch(1);
+  cap.value(x, which == 0 ? a : b, scratch);
+  if (captured.empty() && !g.type(input).shape.empty()) return plan;
+  auto ins = g.inputs();
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i] == input) plan.ptr = m.input_name(i);
+  plan.base = flat_offset(captured, g.type(input).shape);
+  plan.row_stride = stride;
+  return plan;
+}
+
+// ---- Matching ---------------------------------------------------------------------------------
+
+struct Parts {
+  AttentionMatch match;
+  ir::ValueId q = -1, kt = -1, v = -1, probs = -1;  // operands of the two products
+  ir::Shape batch;                                  // the scores' batch dims
+  int64_t Z = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  bool causal_skip = false;  // tiles above the diagonal contribute nothing
+};
+
+bool is_neg_inf_constant(const ir::Graph& g, ir::ValueId v) {
+  const ir::Node& n = g.node(v);
+  double x = n.op == Op::constant ? n.attr_double("value", 0) : 0;
+  return n.op == Op::constant && std::isinf(x) && x < 0;
+}
+
+bool is_causal_mask(const ir::Graph& g, ir::ValueId v) {
+  const ir::Node& n = g.node(v);
+  return n.op == Op::input && n.attr_string("role", "") == "causal_mask" && n.type.dtype == ir::DType::boolean &&
+         n.type.rank() == 2;
+}
+
+Parts match_parts(const ir::Graph& g) {
+  ir::Kernel all;
+  for (size_t v = 0; v < g.nodes.size(); ++v)
+    if (g.nodes[v].op != Op::input && g.nodes[v].op != Op::constant) all.nodes.push_back(static_cast<ir::ValueId>(v));
+  auto match = match_attention(g, all);
+  if (!match) throw Unsupported("attention: the kernel is not q @ k^T -> softmax -> @ v");
+  Parts p;
+  p.match = *match;
+  const ir::ValueId M1 = match->scores, M2 = match->values, S = match->softmax;
+  const ir::Node &n1 = g.node(M1), &n2 = g.node(M2);
+  for (ir::ValueId mm : {M1, M2})
+    for (ir::ValueId in : g.node(mm).inputs)
+      if (g.type(in).rank() < 2) throw Unsupported("attention: a 1-D matmul operand");
+  const ir::Shape &s1 = n1.type.shape, &s2 = n2.type.shape;
+  if (s1.size() != s2.size() || s1.size() > kMaxRank) throw Unsupported("attention: score and result ranks differ");
+  p.batch = ir::Shape(s1.begin(), s1.end() - 2);
+  if (ir::Shape(s2.begin(), s2.end() - 2) != p.batch) throw Unsupported("attention: score and result batches differ");
+  p.Z = numel_of(p.batch);
+  p.Sq = s1[s1.size() - 2];
+  p.Sk = s1.back();
+  p.Dv = s2.back();
+  p.D = ExprGen(g).gemm_depth(M1);
+  if (s2[s2.size() - 2] != p.Sq || ExprGen(g).gemm_depth(M2) != p.Sk) throw Unsupported("attention: shapes");
+  if (p.Z < 1 || p.Sq < 1 || p.Sk < 1 || p.D < 1 || p.Dv < 1) throw Unsupported("attention: empty shapes");
+  if (p.Z > 65535) throw Unsupported("attention: too many batch entries for grid y");
+  const ir::Node& sn = g.node(S);
+  if (sn.type.shape != s1 || g.type(sn.inputs.at(0)).shape != s1) throw Unsupported("attention: softmax not over the scores");
+  // The probabilities reach the second product unchanged but for casts.
+  p.q = n1.inputs[0];
+  p.kt = n1.inputs[1];
+  p.probs = n2.inputs[0];
+  p.v = n2.inputs[1];
+  for (ir::ValueId c : match->prob_chain)
+    if (g.node(c).op != Op::cast || g.type(c).shape != s1) throw Unsupported("attention: prob chain is not casts");
+  if (g.type(p.probs).shape != s1) throw Unsupported("attention: probabilities reshaped before @ v");
+  for (ir::DType t : {n1.type.dtype, n2.type.dtype})
+    if (!ir::is_floating(t) || t == ir::DType::f64) throw Unsupported("attention: dtype");
+  for (ir::ValueId o : g.outputs) {
+    bool ok = o == M2;
+    for (ir::ValueId e : match->epilogue) ok = ok || e == o;
+    if (!ok) throw Unsupported("attention: a value other than the result leaves the kernel");
+  }
+  // Causal tile skipping: softmax input = casts of where(causal_mask[Sq, Sk], x, -inf).
+  ir::ValueId w = sn.inputs.at(0);
+  while (g.node(w).op == Op::cast && w > M1) w = g.node(w).inputs.at(0);
+  const ir::Node& wn = g.node(w);
+  if (wn.op == Op::where && wn.type.shape == s1 && is_causal_mask(g, wn.inputs.at(0)) &&
+      g.type(wn.inputs.at(0)).shape == ir::Shape({p.Sq, p.Sk}) && is_neg_inf_constant(g, wn.inputs.at(2)))
+    p.causal_skip = true;
+  return p;
+}
+
+// Reader for a bound product: the accumulator, only at the index being computed (a score chain
+// that re-indexes the scores, e.g. a transpose, cannot be evaluated from one accumulator).
+ExprGen::Reader accumulator_reader(const Index& expected, ir::DType t, const std::string& acc) {
+  return [expected, t, acc](const Index& idx, Body&) -> std::string {
+    if (idx != expected) throw Unsupported("attention: the chain re-indexes the product");
+    return "(" + compute_type(t) + ")" + rounded(t, acc);
+  };
+}
+
+// Binds causal-mask inputs to the comparison they hold (no memory traffic).
+void bind_causal_masks(ExprGen& e) {
+  const ir::Graph& g = e.graph();
+  for (ir::ValueId in : g.inputs())
+    if (is_causal_mask(g, in))
+      e.bind(in, [](const Index& idx, Body&) {
+        return "((long long)(" + idx[1] + ") <= (long long)(" + idx[0] + "))";
+      });
+}
+
+Index batch_index(const Parts& p, const std::string& row, const std::string& col) {
+  Index idx = unflatten("bz", p.batch);
+  idx.push_back(row);
+  idx.push_back(col);
+  return idx;
+}
+
+// The generic tile load: element (row e / cols, col e % cols) of operand `x` through ExprGen.
+// `index` gives the operand index for the loop variables rr (tile row) and cc (column);
+// `store` is the statement storing float t.
+void generic_load(ExprGen& e, Body& b, const std::string& guard, const Index& index, ir::ValueId x, int64_t rows,
+                  int64_t cols, int64_t threads, const std::string& row_decl, const std::string& store) {
+  Body load(b);
+  load.line("const int rr = e / " + num(cols) + ", cc = e % " + num(cols) + ";");
+  load.line(row_decl);
+  load.line("float t = 0.f;");
+  Body guarded(load);
+  guarded.line("t = (float)" + e.value(x, index, guarded) + ";");
+  load.block("if (" + guard + ")", guarded);
+  load.line(store);
+  b.block("for (int e = threadIdx.x; e < " + num(rows * cols) + "; e += " + num(threads) + ")", load);
+}
+
+// The outputs at (gm, gd) of the result, with the result bound to `acc` (fused outputs), plus
+// the result into `scratch` when some output needs a second kernel.
+void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p, const std::vector<bool>& fused,
+                   const std::string& scratch, const std::string& acc, Body& b) {
+  const ir::Graph& g = e.graph();
+  const ir::ValueId M2 = p.match.values;
+  Index oi = batch_index(p, "gm", "gd");
+  e.bind(M2, accumulator_reader(oi, g.type(M2).dtype, acc));
+  Body store(b);
+  const ir::Shape& out = g.type(M2).shape;
+  if (!scratch.empty())
+    store.line(scratch + "[" + flat_offset(oi, out) + "] = " + store_element(g.type(M2).dtype, e.value(M2, oi, store)) + ";");
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    if (!fused[k]) continue;
+    std::string v = e.value(g.outputs[k], oi, store);
+    store.line(m.output_name(k) + "[" + flat_offset(oi, out) + "] = " + store_element(g.type(g.outputs[k]).dtype, v) + ";");
+  }
+  b.block("if (gm < " + num(p.Sq) + "LL)", store);
+}
+
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+// ---- The tensor-core path ---------------------------------------------------------------------
+
+std::string mma(const std::string& ty, const std::string& c, const std::string& a, const std::string& b0,
+                const std::string& b1) {
+  return "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + ty + "." + ty +
+         ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(" + c + "[0]), \"+f\"(" + c +
+         "[1]), \"+f\"(" + c + "[2]), \"+f\"(" + c + "[3]) : \"r\"(" + a + "[0]), \"r\"(" + a + "[1]), \"r\"(" + a +
+         "[2]), \"r\"(" + a + "[3]), \"r\"(" + b0 + "), \"r\"(" + b1 + "));";
+}
+
+void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues& knobs,
+                        const std::vector<bool>& fused, const std::string& scratch, std::string& note) {
+  const ir::Graph& g = e.graph();
+  const int64_t BQ = knobs.at("block_q"), BKV = knobs.at("block_kv");
+  // Warps own whole 16-row slices of the query tile (WR row warps); warps beyond the slices split
+  // each key/value tile's columns into KG groups of 16 or more (every group keeps its own online
+  // softmax; they are merged at the end), so small batches still give every scheduler warps.
+  const int64_t WR = std::min(knobs.at("warps"), BQ / 16);
+  const int64_t KG = std::max<int64_t>(1, std::min(knobs.at("warps") / WR, BKV / 16));
+  const int64_t W = WR * KG, T = W * 32, KC = BKV / KG;
+  if (BQ % (16 * WR) != 0 || KC % 16 != 0 || KC * KG != BKV)
+    throw Unsupported("attention: tiles do not split into 16-row slices");
+  const int64_t MI = BQ / (16 * WR), NS = KC / 8, NV = p.Dv / 8, D = p.D, Dv = p.Dv;
+  // Rows padded by 16 bytes: fragment reads of 8 rows x 4 words hit 32 distinct banks.
+  const int64_t LDQ = D + 8, LDK = D + 8, LDV = Dv + 8;
+  const int64_t q_bytes = BQ * LDQ * 2, k_bytes = BKV * LDK * 2, v_bytes = BKV * LDV * 2;
+  const ir::DType t16 = g.type(p.q).dtype;
+  const std::string ty = t16 == ir::DType::bf16 ? "bf16" : "f16";
+  const std::string conv = t16 == ir::DType::bf16 ? "emmy_f2bf" : "emmy_f2h";
+  const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
+
+  OperandPlan qp = plan_operand(g, m, M1, 0, false, p.batch, p.Sq, D);
+  OperandPlan kp = plan_operand(g, m, M1, 1, false, p.batch, p.Sk, D);
+  OperandPlan vp = plan_operand(g, m, M2, 1, true, p.batch, p.Sk, Dv);
+  note = " mma.sync m16n8k16 " + ty + " warps=" + num(WR) + "x" + num(KG) + std::string(qp.ptr.empty() ? "" : " Q:16B") + (kp.ptr.empty() ? "" : " K:16B") +
+         (vp.ptr.empty() ? "" : " V:16B") + (p.causal_skip ? " causal-skip" : "");
+  // With both k and v on the 16-byte path and stages=2, tile t+1 is copied by cp.async while tile
+  // t is computed (two shared-memory buffers for each of k and v).
+  const bool pipelined = knobs.at("stages") == 2 && !kp.ptr.empty() && !vp.ptr.empty();
+  if (pipelined) note += " cp.async x2";
+  const int64_t smem = std::max(q_bytes + (k_bytes + v_bytes) * (pipelined ? 2 : 1),
+                                (KG - 1) * WR * (MI * 4 + MI * NV * 4) * 32 * 4);
+  if (smem > kMaxSharedBytes) throw Unsupported("attention: tiles exceed shared memory");
+
+  Body b(1);
+  b.line("extern __shared__ __align__(16) unsigned char emmy_attn_smem[];");
+  b.line("unsigned short (*Qs)[" + num(LDQ) + "] = (unsigned short (*)[" + num(LDQ) + "])emmy_attn_smem;");
+  if (!pipelined) {
+    b.line("unsigned short (*Ks)[" + num(LDK) + "] = (unsigned short (*)[" + num(LDK) + "])(emmy_attn_smem + " + num(q_bytes) + ");");
+    b.line("unsigned short (*Vs)[" + num(LDV) + "] = (unsigned short (*)[" + num(LDV) + "])(emmy_attn_smem + " +
+           num(q_bytes + k_bytes) + ");");
+  }
+  b.line("const long long bz = blockIdx.y;");
+  b.line("// Heaviest (causal) query tiles first.");
+  b.line("const long long q0 = (long long)(gridDim.x - 1 - blockIdx.x) * " + num(BQ) + "LL;");
+  b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;");
+  b.line("const int rw = warp % " + num(WR) + ", kg = warp / " + num(WR) + ";  // row slice, column group");
+  b.line("const int wr0 = rw * " + num(MI * 16) + ", c0 = kg * " + num(KC) + ";");
+  for (const auto& [plan, name] : {std::pair{&qp, "qbase"}, std::pair{&kp, "kbase"}, std::pair{&vp, "vbase"}})
+    if (!plan->ptr.empty()) b.line("const long long " + std::string(name) + " = " + plan->base + ";");
+
+  // Q tile -> Qs[row][d].
+  if (!qp.ptr.empty()) {
+    Body load(b);
+    load.line("const int rr = e / " + num(D / 8) + ", cc = (e % " + num(D / 8) + ") * 8;");
+    load.line("const long long gm = q0 + rr;");
+    load.line("uint4 t = make_uint4(0, 0, 0, 0);");
+    load.line("if (gm < " + num(p.Sq) + "LL) t = *(const uint4*)&" + qp.ptr + "[qbase + gm * " + num(qp.row_stride) + "LL + cc];");
+    load.line("*(uint4*)&Qs[rr][cc] = t;");
+    b.block("for (int e = threadIdx.x; e < " + num(BQ * D / 8) + "; e += " + num(T) + ")", load);
+  } else {
+    Index ai, bi;
+    e.gemm_operands(M1, batch_index(p, "gm", "0"), "cc", ai, bi);
+    generic_load(e, b, "gm < " + num(p.Sq) + "LL", ai, p.q, BQ, D, T, "const long long gm = q0 + rr;",
+                 "Qs[rr][cc] = " + conv + "(t);");
+  }
+  b.line("float o[" + num(MI) + "][" + num(NV) + "][4], mrow[" + num(MI) + "][2], lrow[" + num(MI) + "][2];");
+  b.line("#pragma unroll");
+  b.line("for (int i = 0; i < " + num(MI) + "; ++i) {");
+  b.line("  mrow[i][0] = mrow[i][1] = -INFINITY; lrow[i][0] = lrow[i][1] = 0.f;");
+  b.line("  #pragma unroll");
+  b.line("  for (int n = 0; n < " + num(NV) + "; ++n) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.f;");
+  b.line("}");
+  b.line("const long long kv_end = " +
+         (p.causal_skip ? "min(" + num(p.Sk) + "LL, q0 + " + num(BQ) + "LL)" : num(p.Sk) + "LL") + ";");
+
+  auto copy_tile = [&](Body& at, const OperandPlan& plan, const std::string& base, int64_t cols, const std::string& dst,
+                       const std::string& first) {
+    Body load(at);
+    load.line("const int rr = e / " + num(cols / 8) + ", cc = (e % " + num(cols / 8) + ") * 8;");
+    load.line("const long long gn = " + first + " + rr;");
+    if (pipelined) {
+      // Positions past the end are zero-filled (source size 0) from a valid address.
+      load.line("const unsigned dst = (unsigned)__cvta_generic_to_shared(&" + dst + "[rr][cc]);");
+      load.line("const void* src = &" + plan.ptr + "[" + base + " + (gn < " + num(p.Sk) + "LL ? gn : 0LL) * " +
+                num(plan.row_stride) + "LL + cc];");
+      load.line("asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(dst), \"l\"(src), \"r\"(gn < " +
+                num(p.Sk) + "LL ? 16 : 0));");
+    } else {
+      load.line("uint4 t = make_uint4(0, 0, 0, 0);");
+      load.line("if (gn < " + num(p.Sk) + "LL) t = *(const uint4*)&" + plan.ptr + "[" + base + " + gn * " +
+                num(plan.row_stride) + "LL + cc];");
+      load.line("*(uint4*)&" + dst + "[rr][cc] = t;");
+    }
+    at.block("for (int e = threadIdx.x; e < " + num(BKV * cols / 8) + "; e += " + num(T) + ")", load);
+  };
+  const std::string k_type = "unsigned short (*)[" + num(LDK) + "]", v_type = "unsigned short (*)[" + num(LDV) + "]";
+  auto stage_k = [&](const std::string& st) {
+    return "((" + k_type + ")(emmy_attn_smem + " + num(q_bytes) + " + (" + st + ") * " + num(k_bytes + v_bytes) + "))";
+  };
+  auto stage_v = [&](const std::string& st) {
+    return "((" + v_type + ")(emmy_attn_smem + " + num(q_bytes + k_bytes) + " + (" + st + ") * " + num(k_bytes + v_bytes) + "))";
+  };
+  if (pipelined) {
+    b.line("int stage = 0;");
+    copy_tile(b, kp, "kbase", D, stage_k("0"), "0LL");
+    copy_tile(b, vp, "vbase", Dv, stage_v("0"), "0LL");
+    b.line("asm volatile(\"cp.async.commit_group;\");");
+  }
+  Body kv(b);
+  if (pipelined) {
+    Body next(kv);
+    copy_tile(next, kp, "kbase", D, stage_k("stage ^ 1"), "(kv0 + " + num(BKV) + "LL)");
+    copy_tile(next, vp, "vbase", Dv, stage_v("stage ^ 1"), "(kv0 + " + num(BKV) + "LL)");
+    kv.block("if (kv0 + " + num(BKV) + "LL < kv_end)", next);
+    kv.line("asm volatile(\"cp.async.commit_group;\");");
+    kv.line("asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\");  // this tile's copies are done");
+    kv.line("__syncthreads();");
+    kv.line("unsigned short (*Ks)[" + num(LDK) + "] = " + stage_k("stage") + ";");
+    kv.line("unsigned short (*Vs)[" + num(LDV) + "] = " + stage_v("stage") + ";");
+  } else {
+    kv.line("__syncthreads();  // the previous tile's readers are done");
+    if (!kp.ptr.empty()) {
+      copy_tile(kv, kp, "kbase", D, "Ks", "kv0");
+    } else {
+      Index ai, bi;
+      e.gemm_operands(M1, batch_index(p, "0", "gn"), "cc", ai, bi);
+      generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.kt, BKV, D, T, "const long long gn = kv0 + rr;",
+                   "Ks[rr][cc] = " + conv + "(t);");
+    }
+    if (!vp.ptr.empty()) {
+      copy_tile(kv, vp, "vbase", Dv, "Vs", "kv0");
+    } else {
+      Index ai, bi;
+      e.gemm_operands(M2, batch_index(p, "0", "cc"), "gn", ai, bi);
+      generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.v, BKV, Dv, T, "const long long gn = kv0 + rr;",
+                   "Vs[rr][cc] = " + conv + "(t);");
+    }
+    kv.line("__syncthreads();");
+  }
+  // S = Q K^T for this warp's rows and the tile's columns.
+  kv.line("float s[" + num(MI) + "][" + num(NS) + "][4];");
+  kv.line("#pragma unroll");
+  kv.line("for (int i = 0; i < " + num(MI) + "; ++i)");
+  kv.line("  #pragma unroll");
+  kv.line("  for (int j = 0; j < " + num(NS) + "; ++j) s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0.f;");
+  kv.line("#pragma unroll");
+  kv.line("for (int kk = 0; kk < " + num(D) + "; kk += 16) {");
+  kv.line("  unsigned a[" + num(MI) + "][4];");
+  kv.line("  #pragma unroll");
+  // A fragments: lanes 0-15 address rows 0-15 at column kk, lanes 16-31 the same rows at kk + 8.
+  kv.line("  for (int i = 0; i < " + num(MI) + "; ++i)");
+  kv.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(a[i][0]), "
+          "\"=r\"(a[i][1]), \"=r\"(a[i][2]), \"=r\"(a[i][3]) : \"r\"((unsigned)__cvta_generic_to_shared("
+          "&Qs[wr0 + i * 16 + (lane & 15)][kk + (lane >> 4) * 8])));");
+  // B fragments of n-tiles j and j + 1 at once: lanes 0-7 / 8-15 address tile j's rows at kk /
+  // kk + 8, lanes 16-31 tile j + 1's.
+  kv.line("  #pragma unroll");
+  kv.line("  for (int j = 0; j < " + num(NS) + "; j += 2) {");
+  kv.line("    unsigned b[4];");
+  kv.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(b[0]), \"=r\"(b[1]), "
+          "\"=r\"(b[2]), \"=r\"(b[3]) : \"r\"((unsigned)__cvta_generic_to_shared("
+          "&Ks[c0 + (j + (lane >> 4)) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8])));");
+  kv.line("    #pragma unroll");
+  kv.line("    for (int i = 0; i < " + num(MI) + "; ++i) {");
+  kv.line("      " + mma(ty, "s[i][j]", "a[i]", "b[0]", "b[1]"));
+  kv.line("      " + mma(ty, "s[i][j + 1]", "a[i]", "b[2]", "b[3]"));
+  kv.line("    }");
+  kv.line("  }");
+  kv.line("}");
+  // The score chain, element by element (masked and out-of-range positions are -inf).
+  {
+    Body el(kv);
+    el.line("const long long gm = q0 + wr0 + i * 16 + grp + (q >> 1) * 8, gn = kv0 + c0 + j * 8 + tig * 2 + (q & 1);");
+    el.line("float x = -INFINITY;");
+    Body guarded(el);
+    Index si = batch_index(p, "gm", "gn");
+    e.bind(M1, accumulator_reader(si, g.type(M1).dtype, "s[i][j][q]"));
+    guarded.line("x = (float)" + e.value(g.node(p.match.softmax).inputs.at(0), si, guarded) + ";");
+    el.block("if (gm < " + num(p.Sq) + "LL && gn < " + num(p.Sk) + "LL)", guarded);
+    el.line("s[i][j][q] = x;");
+    kv.line("#pragma unroll");
+    kv.line("for (int i = 0; i < " + num(MI) + "; ++i)");
+    kv.line("  #pragma unroll");
+    kv.line("  for (int j = 0; j < " + num(NS) + "; ++j)");
+    kv.line("    #pragma unroll");
+    kv.block("    for (int q = 0; q < 4; ++q)", el);
+  }
+  // Online softmax: rows grp and grp + 8 of each 16-row slice; a row's columns are spread over
+  // the 4 threads of a quad.
+  kv.line("#pragma unroll");
+  kv.line("for (int i = 0; i < " + num(MI) + "; ++i)");
+  kv.line("  #pragma unroll");
+  kv.line("  for (int h = 0; h < 2; ++h) {");
+  kv.line("    float mx = -INFINITY;");
+  kv.line("    #pragma unroll");
+  kv.line("    for (int j = 0; j < " + num(NS) + "; ++j) mx = fmaxf(mx, fmaxf(s[i][j][h * 2], s[i][j][h * 2 + 1]));");
+  kv.line("    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));");
+  kv.line("    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));");
+  kv.line("    const float mnew = fmaxf(mrow[i][h], mx);");
+  kv.line("    const float base = mnew == -INFINITY ? 0.f : mnew;  // a row masked so far stays empty");
+  kv.line("    const float corr = __expf(mrow[i][h] - base);  // probabilities end up 16-bit");
+  kv.line("    mrow[i][h] = mnew;");
+  kv.line("    float sum = 0.f;");
+  kv.line("    #pragma unroll");
+  kv.line("    for (int j = 0; j < " + num(NS) + "; ++j) {");
+  kv.line("      s[i][j][h * 2] = __expf(s[i][j][h * 2] - base);");
+  kv.line("      s[i][j][h * 2 + 1] = __expf(s[i][j][h * 2 + 1] - base);");
+  kv.line("      sum += s[i][j][h * 2] + s[i][j][h * 2 + 1];");
+  kv.line("    }");
+  kv.line("    lrow[i][h] = lrow[i][h] * corr + sum;");
+  kv.line("    #pragma unroll");
+  kv.line("    for (int n = 0; n < " + num(NV) + "; ++n) { o[i][n][h * 2] *= corr; o[i][n][h * 2 + 1] *= corr; }");
+  kv.line("  }");
+  // O += P V: the score accumulators of two adjacent n-tiles are one A fragment; V's B
+  // fragments come transposed out of its row-major tile (ldmatrix .trans: lanes 0-15 address the
+  // tile rows kb*16 .. kb*16+15 at column n*8).
+  auto pack = [&](const std::string& lo, const std::string& hi) {
+    return "((unsigned)" + conv + "(" + lo + ") | ((unsigned)" + conv + "(" + hi + ") << 16))";
+  };
+  kv.line("#pragma unroll");
+  kv.line("for (int kb = 0; kb < " + num(KC / 16) + "; ++kb) {");
+  kv.line("  unsigned pa[" + num(MI) + "][4];");
+  kv.line("  #pragma unroll");
+  kv.line("  for (int i = 0; i < " + num(MI) + "; ++i) {");
+  kv.line("    pa[i][0] = " + pack("s[i][2 * kb][0]", "s[i][2 * kb][1]") + ";");
+  kv.line("    pa[i][1] = " + pack("s[i][2 * kb][2]", "s[i][2 * kb][3]") + ";");
+  kv.line("    pa[i][2] = " + pack("s[i][2 * kb + 1][0]", "s[i][2 * kb + 1][1]") + ";");
+  kv.line("    pa[i][3] = " + pack("s[i][2 * kb + 1][2]", "s[i][2 * kb + 1][3]") + ";");
+  kv.line("  }");
+  kv.line("  #pragma unroll");
+  kv.line("  for (int n = 0; n < " + num(NV) + "; ++n) {");
+  kv.line("    unsigned b0, b1;");
+  kv.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\" : \"=r\"(b0), \"=r\"(b1) : "
+          "\"r\"((unsigned)__cvta_generic_to_shared(&Vs[c0 + kb * 16 + (lane & 15)][n * 8])));");
+  kv.line("    #pragma unroll");
+  kv.line("    for (int i = 0; i < " + num(MI) + "; ++i) " + mma(ty, "o[i][n]", "pa[i]", "b0", "b1"));
+  kv.line("  }");
+  kv.line("}");
+  if (pipelined) {
+    kv.line("__syncthreads();  // every warp is done with this stage before it is refilled");
+    b.block("for (long long kv0 = 0; kv0 < kv_end; kv0 += " + num(BKV) + "LL, stage ^= 1)", kv);
+  } else {
+    b.block("for (long long kv0 = 0; kv0 < kv_end; kv0 += " + num(BKV) + "LL)", kv);
+  }
+
+  // Column groups > 0 hand their (max, sum, output) to group 0 through shared memory.
+  const int64_t F = MI * 4 + MI * NV * 4;  // floats per lane
+  if (KG > 1) {
+    b.line("__syncthreads();  // the tiles' buffers become the exchange area");
+    b.line("float* xch = (float*)emmy_attn_smem;");
+    Body put(b);
+    put.line("float* x = xch + ((kg - 1) * " + num(WR) + " + rw) * " + num(F * 32) + " + lane;");
+    put.line("#pragma unroll");
+    put.line("for (int i = 0; i < " + num(MI) + "; ++i) {");
+    put.line("  x[(i * 2) * 32] = mrow[i][0]; x[(i * 2 + 1) * 32] = mrow[i][1];");
+    put.line("  x[(" + num(MI * 2) + " + i * 2) * 32] = lrow[i][0]; x[(" + num(MI * 2) + " + i * 2 + 1) * 32] = lrow[i][1];");
+    put.line("  #pragma unroll");
+    put.line("  for (int n = 0; n < " + num(NV) + "; ++n)");
+    put.line("    #pragma unroll");
+    put.line("    for (int q = 0; q < 4; ++q) x[(" + num(MI * 4) + " + (i * " + num(NV) + " + n) * 4 + q) * 32] = o[i][n][q];");
+    put.line("}");
+    b.block("if (kg > 0)", put);
+    b.line("__syncthreads();");
+    b.line("if (kg > 0) return;");
+    Body merge(b);
+    merge.line("const float* x = xch + ((g - 1) * " + num(WR) + " + rw) * " + num(F * 32) + " + lane;");
+    merge.line("#pragma unroll");
+    merge.line("for (int i = 0; i < " + num(MI) + "; ++i)");
+    merge.line("  #pragma unroll");
+    merge.line("  for (int h = 0; h < 2; ++h) {");
+    merge.line("    const float m2 = x[(i * 2 + h) * 32], l2 = x[(" + num(MI * 2) + " + i * 2 + h) * 32];");
+    merge.line("    const float mnew = fmaxf(mrow[i][h], m2);");
+    merge.line("    const float base = mnew == -INFINITY ? 0.f : mnew;");
+    merge.line("    const float a = __expf(mrow[i][h] - base), c = __expf(m2 - base);");
+    merge.line("    mrow[i][h] = mnew;");
+    merge.line("    lrow[i][h] = lrow[i][h] * a + l2 * c;");
+    merge.line("    #pragma unroll");
+    merge.line("    for (int n = 0; n < " + num(NV) + "; ++n)");
+    merge.line("      #pragma unroll");
+    merge.line("      for (int u = 0; u < 2; ++u)");
+    merge.line("        o[i][n][h * 2 + u] = o[i][n][h * 2 + u] * a + x[(" + num(MI * 4) + " + (i * " + num(NV) +
+               " + n) * 4 + h * 2 + u) * 32] * c;");
+    merge.line("  }");
+    b.block("for (int g = 1; g < " + num(KG) + "; ++g)", merge);
+  }
+  // Normalise and store.
+  b.line("float inv[" + num(MI) + "][2];");
+  b.line("#pragma unroll");
+  b.line("for (int i = 0; i < " + num(MI) + "; ++i)");
+  b.line("  #pragma unroll");
+  b.line("  for (int h = 0; h < 2; ++h) {");
+  b.line("    float l = lrow[i][h];");
+  b.line("    l += __shfl_xor_sync(0xffffffffu, l, 1);");
+  b.line("    l += __shfl_xor_sync(0xffffffffu, l, 2);");
+  b.line("    inv[i][h] = 1.f / l;");
+  b.line("  }");
+  Body st(b);
+  st.line("const long long gm = q0 + wr0 + i * 16 + grp + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
+  store_outputs(e, m, p, fused, scratch, "o[i][n][q] * inv[i][q >> 1]", st);
+  b.line("#pragma unroll");
+  b.line("for (int i = 0; i < " + num(MI) + "; ++i)");
+  b.line("  #pragma unroll");
+  b.line("  for (int n = 0; n < " + num(NV) + "; ++n)");
+  b.line("    #pragma unroll");
+  b.block("    for (int q = 0; q < 4; ++q)", st);
+  int64_t grid[3] = {ceil_div(p.Sq, BQ), p.Z, 1};
+  m.add_kernel("emmy_attention", grid, T, b.code(), smem);
+}
+
+// ---- The SIMT path (f32, mixed dtypes) --------------------------------------------------------
+
+void simt_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues& knobs, const std::vector<bool>& fused,
+                 const std::string& scratch, std::string& note) {
+  const ir::Graph& g = e.graph();
+  const int64_t BQ = knobs.at("block_q"), BKV = knobs.at("block_kv"), D = p.D, Dv = p.Dv;
+  const int64_t smem = (D * BQ + BKV * D + BKV * Dv) * 4;
+  if (smem > kMaxSharedBytes || Dv > 256) throw Unsupported("attention: head dims too large for the simple path");
+  const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
+  note = " simt" + std::string(p.causal_skip ? " causal-skip" : "");
+  Body b(1);
+  b.line("extern __shared__ __align__(16) unsigned char emmy_attn_smem[];");
+  b.line("float (*Qs)[" + num(BQ) + "] = (float (*)[" + num(BQ) + "])emmy_attn_smem;  // [d][row]: conflict-free");
+  b.line("float (*Ks)[" + num(D) + "] = (float (*)[" + num(D) + "])(emmy_attn_smem + " + num(D * BQ * 4) + ");");
+  b.line("float (*Vs)[" + num(Dv) + "] = (float (*)[" + num(Dv) + "])(emmy_attn_smem + " + num((D * BQ + BKV * D) * 4) + ");");
+  b.line("const long long bz = blockIdx.y;");
+  b.line("const long long q0 = (long long)(gridDim.x - 1 - blockIdx.x) * " + num(BQ) + "LL;");
+  b.line("const int t = threadIdx.x;");
+  {
+    Index ai, bi;
+    e.gemm_operands(M1, batch_index(p, "gm", "0"), "cc", ai, bi);
+    Body load(b);
+    load.line("const int rr = e % " + num(BQ) + ", cc = e / " + num(BQ) + ";");
+    load.line("const long long gm = q0 + rr;");
+    load.line("float v = 0.f;");
+    Body guarded(load);
+    guarded.line("v = (float)" + e.value(p.q, ai, guarded) + ";");
+    load.block("if (gm < " + num(p.Sq) + "LL)", guarded);
+    load.line("Qs[cc][rr] = v;");
+    b.block("for (int e = threadIdx.x; e < " + num(BQ * D) + "; e += " + num(BQ) + ")", load);
+  }
+  b.line("const long long gm = q0 + t;");
+  b.line("float o[" + num(Dv) + "], mrow = -INFINITY, lrow = 0.f, sc[" + num(BKV) + "];");
+  b.line("#pragma unroll");
+  b.line("for (int d = 0; d < " + num(Dv) + "; ++d) o[d] = 0.f;");
+  b.line("const long long kv_end = " +
+         (p.causal_skip ? "min(" + num(p.Sk) + "LL, q0 + " + num(BQ) + "LL)" : num(p.Sk) + "LL") + ";");
+  Body kv(b);
+  kv.line("__syncthreads();");
+  {
+    Index ai, bi;
+    e.gemm_operands(M1, batch_index(p, "0", "gn"), "cc", ai, bi);
+    generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.kt, BKV, D, BQ, "const long long gn = kv0 + rr;", "Ks[rr][cc] = t;");
+    e.gemm_operands(M2, batch_index(p, "0", "cc"), "gn", ai, bi);
+    generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.v, BKV, Dv, BQ, "const long long gn = kv0 + rr;", "Vs[rr][cc] = t;");
+  }
+  kv.line("__syncthreads();");
+  kv.line("float mx = -INFINITY;");
+  {
+    Body el(kv);
+    el.line("float dot = 0.f;");
+    el.line("#pragma unroll 8");
+    el.line("for (int d = 0; d < " + num(D) + "; ++d) dot = fmaf(Qs[d][t], Ks[j][d], dot);");
+    el.line("const long long gn = kv0 + j;");
+    el.line("float x = -INFINITY;");
+    Body guarded(el);
+    Index si = batch_index(p, "gm", "gn");
+    e.bind(M1, accumulator_reader(si, g.type(M1).dtype, "dot"));
+    guarded.line("x = (float)" + e.value(g.node(p.match.softmax).inputs.at(0), si, guarded) + ";");
+    el.block("if (gm < " + num(p.Sq) + "LL && gn < " + num(p.Sk) + "LL)", guarded);
+    el.line("sc[j] = x;");
+    el.line("mx = fmaxf(mx, x);");
+    kv.line("#pragma unroll");
+    kv.block("for (int j = 0; j < " + num(BKV) + "; ++j)", el);
+  }
+  kv.line("const float mnew = fmaxf(mrow, mx);");
+  kv.line("const float base = mnew == -INFINITY ? 0.f : mnew;");
+  kv.line("const float corr = expf(mrow - base);");
+  kv.line("mrow = mnew;");
+  kv.line("lrow *= corr;");
+  kv.line("#pragma unroll");
+  kv.line("for (int d = 0; d < " + num(Dv) + "; ++d) o[d] *= corr;");
+  kv.line("#pragma unroll 1");
+  kv.line("for (int j = 0; j < " + num(BKV) + "; ++j) {");
+  kv.line("  const float pj = expf(sc[j] - base);");
+  kv.line("  lrow += pj;");
+  kv.line("  #pragma unroll");
+  kv.line("  for (int d = 0; d < " + num(Dv) + "; ++d) o[d] = fmaf(pj, Vs[j][d], o[d]);");
+  kv.line("}");
+  b.block("for (long long kv0 = 0; kv0 < kv_end; kv0 += " + num(BKV) + "LL)", kv);
+  b.line("const float inv = 1.f / lrow;");
+  Body st(b);
+  st.line("const long long gd = d;");
+  store_outputs(e, m, p, fused, scratch, "o[d] * inv", st);
+  b.line("#pragma unroll");
+  b.block("for (int d = 0; d < " + num(Dv) + "; ++d)", st);
+  int64_t grid[3] = {ceil_div(p.Sq, BQ), p.Z, 1};
+  m.add_kernel("emmy_attention", grid, BQ, b.code(), smem);
+}
+
+}  // namespace
+
+std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
+  const Parts p = match_parts(g);
+  const ir::ValueId M2 = p.match.values;
+  ModuleBuilder m(g);
+  ExprGen e(g);
+  bind_inputs(e, m);
+  bind_causal_masks(e);
+  std::vector<bool> fused(g.outputs.size());
+  bool all_fused = true;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    fused[k] = fusable_output(g, M2, g.outputs[k]);
+    all_fused = all_fused && fused[k];
+  }
+  std::string scratch = all_fused ? "" : m.add_scratch(g.type(M2).dtype, g.type(M2).numel());
+
+  const ir::DType tq = g.type(p.q).dtype;
+  const bool sixteen = (tq == ir::DType::bf16 || tq == ir::DType::f16) && g.type(p.kt).dtype == tq &&
+                       g.type(p.v).dtype == tq && g.type(p.probs).dtype == tq && p.D % 16 == 0 && p.D <= 256 &&
+                       p.Dv % 8 == 0 && p.Dv <= 256;
+  std::string note;
+  if (sixteen) tensor_core_kernel(m, e, p, knobs, fused, scratch, note);
+  else simt_kernel(m, e, p, knobs, fused, scratch, note);
+  if (!all_fused) {
+    // The remaining outputs (e.g. a transposed result) from the result in scratch.
+    ExprGen e2(g);
+    bind_inputs(e2, m);
+    e2.bind_buffer(M2, scratch);
+    add_pointwise_kernel(m, e2, "emmy_attention_epilogue", 256, 1);
+  }
+  return m.finish("template: attention block_q=" + num(knobs.at("block_q")) + " block_kv=" + num(knobs.at("block_kv")) +
+                  " warps=" + num(knobs.at("warps")) + note);
+}
+
+}  // namespace emmy::cuda

@@ -1,0 +1,170 @@
+// The attention template without a GPU: which kernels it generates (and which it refuses, so
+// they fall back), the paths it picks, and NVRTC compiling what it generates for sm_90a.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "attention_graphs.hpp"
+#include "emmy/templates.hpp"
+#include "cuda_backend.hpp"
+#include "module.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_cache(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("emmy-cuda-attn-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+PluginOptions offline(const std::string& cache) { return {{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}}; }
+
+// Builds through the backend (NVRTC) and returns the source; fails the test on a build error.
+std::string compiles(const Case& c) {
+  const std::string cache = temp_cache(c.name);
+  CudaBackend backend(offline(cache));
+  Artifact art;
+  MeasureResult failure;
+  Status st = backend.build(slice_of(c), Regime::rank, art, failure);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(failure.failure, FailureKind::none) << c.name << ": " << failure.message << "\n" << art.source;
+  EXPECT_TRUE(fs::exists(art.handle)) << c.name;
+  fs::remove_all(cache);
+  return art.source;
+}
+
+TEST(CudaAttention, CasesAreValidGraphsThatFitTheTemplate) {
+  for (Case c : attention_cases()) {
+    EXPECT_EQ(ir::verify(c.graph), "") << c.name;
+    ir::Slice s = slice_of(c);
+    EXPECT_TRUE(fits_template(s.graph, s.grouping.kernels.at(0), "attention")) << c.name;
+  }
+}
+
+class AttentionCase : public ::testing::TestWithParam<int> {};
+
+TEST_P(AttentionCase, GeneratesTheAttentionTemplateAndCompiles) {
+  Case c = attention_cases().at(size_t(GetParam()));
+  std::string used;
+  std::string source = generate_source(slice_of(c), &used);
+  ASSERT_EQ(used, "attention") << source.substr(source.rfind("//"));
+  EXPECT_NE(source.find("template: attention"), std::string::npos);
+  Plan plan = parse_plan(source);
+  ASSERT_FALSE(plan.launches.empty());
+  EXPECT_EQ(plan.launches.front().kernel, "emmy_attention");
+  EXPECT_GT(plan.launches.front().shared_bytes, 0);
+  EXPECT_EQ(compiles(c), source);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, AttentionCase, ::testing::Range(0, int(attention_cases().size())),
+                         [](const auto& info) { return attention_cases().at(size_t(info.param)).name; });
+
+TEST(CudaAttention, QwenShapeUsesTensorCoresSixteenByteLoadsAndSkipsMaskedTiles) {
+  for (int64_t seq : {128, 512}) {
+    Case c = qwen3_attention(seq);
+    std::string source = generate_source(slice_of(c));
+    // 8 warps by default: 4 own the 64 query rows, 2 groups of them split each key/value tile.
+    EXPECT_NE(source.find("mma.sync m16n8k16 bf16 warps=4x2"), std::string::npos) << seq;
+    // q and k are plain inputs; v is a slice of the fused projection viewed per head: all three
+    // are rows of contiguous runs (grouped-query heads share k/v rows).
+    EXPECT_NE(source.find("Q:16B K:16B V:16B causal-skip cp.async x2"), std::string::npos) << source.substr(0, 2000);
+    // Query tile count x 16 heads blocks.
+    Plan plan = parse_plan(source);
+    EXPECT_EQ(plan.launches.front().grid[0], seq / 64);
+    EXPECT_EQ(plan.launches.front().grid[1], 16);
+    EXPECT_EQ(plan.launches.size(), 1u);
+    // The causal mask is computed, never read: its buffer (input 3) does not appear.
+    EXPECT_EQ(source.find("in3["), std::string::npos);
+  }
+}
+
+TEST(CudaAttention, PathsFollowDtypesMasksAndOperandLayouts) {
+  std::string f32 = generate_source(slice_of(causal_f32()));
+  EXPECT_NE(f32.find(" simt causal-skip"), std::string::npos);
+  EXPECT_EQ(f32.find("mma.sync"), std::string::npos);
+  std::string padded = generate_source(slice_of(padding_mask_bf16()));
+  EXPECT_NE(padded.find("mma.sync m16n8k16 bf16"), std::string::npos);
+  EXPECT_EQ(padded.find("causal-skip"), std::string::npos);  // a padding mask proves nothing
+  EXPECT_NE(padded.find("in3["), std::string::npos);         // and is read
+  std::string cat = generate_source(slice_of(cat_keys_bf16()));
+  EXPECT_NE(cat.find("Q:16B V:16B"), std::string::npos);  // k goes through the generic loads
+  EXPECT_EQ(cat.find("cp.async"), std::string::npos);      // so no k/v pipeline
+  std::string f16 = generate_source(slice_of(mha_hd64_f16()));
+  EXPECT_NE(f16.find("mma.sync m16n8k16 f16"), std::string::npos);
+  std::string tout = generate_source(slice_of(transposed_output_bf16()));
+  EXPECT_EQ(parse_plan(tout).launches.size(), 2u);  // the result, then its transposed view
+  EXPECT_EQ(parse_plan(tout).launches.back().kernel, "emmy_attention_epilogue");
+}
+
+// The 16-byte path needs each operand row contiguous along the head dim; layouts where it is not
+// (keys stored as [B, H, D, S]; a head dim split over a broadcast) go through the generic loads.
+TEST(CudaAttention, OperandsNotContiguousAlongTheHeadDimUseGenericLoads) {
+  Case c{"strided", "attention", {}, {}};
+  ir::Builder b(c.graph);
+  auto q = b.input("q", {ir::DType::bf16, {1, 2, 96, 64}});
+  auto kt = b.input("kt", {ir::DType::bf16, {1, 2, 64, 96}});  // already k^T
+  auto v = b.input("v", {ir::DType::bf16, {1, 2, 96, 1}});
+  auto s = b.mul(b.matmul(q, kt), b.constant(0.125));
+  b.output(b.matmul(b.softmax(s, -1), b.expand(v, {1, 2, 96, 64})));
+  std::string used;
+  std::string source = generate_source(slice_of(c), &used);
+  ASSERT_EQ(used, "attention");
+  EXPECT_NE(source.find("bf16 warps=4x2 Q:16B\n"), std::string::npos) << source.substr(0, 1500);
+  compiles(c);
+}
+
+TEST(CudaAttention, EveryKnobValueGeneratesTheTemplate) {
+  BackendCaps caps = cuda_capabilities();
+  ASSERT_TRUE(caps.templates.count("attention"));
+  Case c = qwen3_attention(128);
+  for (const KnobSpec& spec : caps.templates.at("attention"))
+    for (double v : spec.values) {
+      c.knobs = {{spec.name, v}};
+      std::string used;
+      std::string source = generate_source(slice_of(c), &used);
+      EXPECT_EQ(used, "attention") << spec.name << "=" << v;
+      compiles(c);
+    }
+  // The largest tiles still fit shared memory and compile; so do the most warps on the fewest columns.
+  for (std::map<std::string, double> knobs : {std::map<std::string, double>{{"block_q", 128}, {"block_kv", 128}, {"warps", 16}},
+                                              {{"block_q", 64}, {"block_kv", 32}, {"warps", 16}, {"stages", 1}}}) {
+    c.knobs = knobs;
+    EXPECT_EQ(compiles(c), generate_source(slice_of(c)));
+  }
+}
+
+TEST(CudaAttention, WhatTheTemplateCannotProveFallsBack) {
+  // Scores transposed before the softmax: one accumulator cannot give the transposed element.
+  Case t = transposed_scores_bf16();
+  std::string used;
+  std::string source = generate_source(slice_of(t), &used);
+  EXPECT_EQ(used, "fallback");
+  EXPECT_NE(source.find("template fell back: attention"), std::string::npos);
+  // A kernel that is no attention at all, lowered to it by mistake.
+  Case mm = matmul_f32(64);
+  mm.templ = "attention";
+  EXPECT_EQ((generate_source(slice_of(mm), &used), used), "fallback");
+  // A mask given as a float input added to the scores is read like any other operand.
+  Case add_mask{"add_mask", "attention", {}, {}};
+  ir::Builder b(add_mask.graph);
+  auto q = b.input("q", {ir::DType::bf16, {1, 2, 64, 64}});
+  auto k = b.input("k", {ir::DType::bf16, {1, 2, 64, 64}});
+  auto v = b.input("v", {ir::DType::bf16, {1, 2, 64, 64}});
+  auto m = b.input("m", {ir::DType::bf16, {1, 1, 64, 64}});
+  b.output(ir::build_attention(b, q, k, v, m, 0, false));
+  source = generate_source(slice_of(add_mask), &used);
+  EXPECT_EQ(used, "attention");
+  EXPECT_EQ(source.find("causal-skip"), std::string::npos);
+}
+
+TEST(CudaAttention, UndeclaredKnobValuesAreRejected) {
+  EXPECT_THROW(resolve_knobs("attention", {{"block_q", 32}}), Error);
+  EXPECT_EQ(resolve_knobs("attention", {}).at("block_kv"), 128);
+}
+
+}  // namespace
+}  // namespace emmy::cuda::test

@@ -1,0 +1,180 @@
+// CI side of the cuda backend's fast paths (no GPU): every new knob value (pointwise/reduction
+// vec, reduction row_warp, matmul stages and tile_n=256) either generates a module that NVRTC
+// compiles for sm_90a, or is refused with a build error naming why: never a fallback in disguise.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cuda_backend.hpp"
+#include "expr.hpp"
+#include "module.hpp"
+#include "perf_graphs.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda::perf {
+namespace {
+
+namespace fs = std::filesystem;
+using ir::DType;
+using Knobs = std::map<std::string, double>;
+
+CudaBackend& offline_backend() {
+  static const std::string cache =
+      (fs::temp_directory_path() / ("emmy-cuda-perf-codegen-" + std::to_string(::getpid()))).string();
+  static CudaBackend b({{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}});
+  return b;
+}
+
+// Builds the slice; returns the failure (none when it compiled) and the source it generated.
+MeasureResult build(const ir::Slice& s, std::string* source = nullptr) {
+  Artifact art;
+  MeasureResult failure;
+  Status st = offline_backend().build(s, Regime::rank, art, failure);
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (failure.failure == FailureKind::none) {
+    EXPECT_TRUE(fs::exists(art.handle));
+  }
+  if (source) *source = art.source;
+  return failure;
+}
+
+void expect_compiles(const ir::Slice& s, const std::string& what, const std::string& must_contain) {
+  std::string used;
+  std::string source = generate_source(s, &used);
+  EXPECT_EQ(used, s.grouping.kernels.back().templ) << what;
+  EXPECT_NE(source.find(must_contain), std::string::npos) << what << ": no '" << must_contain << "'\n" << source;
+  MeasureResult r = build(s);
+  EXPECT_EQ(r.failure, FailureKind::none) << what << ": " << r.message << "\n" << source;
+}
+
+void expect_refused(const ir::Slice& s, const std::string& what, const std::string& reason) {
+  EXPECT_THROW(generate_source(s), KnobRefused) << what;
+  MeasureResult r = build(s);
+  EXPECT_EQ(r.failure, FailureKind::build_error) << what;
+  EXPECT_NE(r.message.find("refused"), std::string::npos) << what << ": " << r.message;
+  EXPECT_NE(r.message.find(reason), std::string::npos) << what << ": " << r.message;
+}
+
+TEST(CudaPerfCodegen, NewKnobsAreDeclared) {
+  BackendCaps caps = cuda_capabilities();
+  auto values = [&](const std::string& t, const std::string& k) {
+    for (const KnobSpec& s : caps.templates.at(t))
+      if (s.name == k) return s.values;
+    return std::vector<double>{};
+  };
+  EXPECT_EQ(values("pointwise", "vec"), (std::vector<double>{1, 4, 8}));
+  EXPECT_EQ(values("reduction", "vec"), (std::vector<double>{1, 4, 8}));
+  EXPECT_EQ(values("reduction", "row_warp"), (std::vector<double>{0, 1}));
+  EXPECT_EQ(values("matmul", "stages"), (std::vector<double>{1, 2, 3, 4}));
+  auto tk = values("matmul", "tile_k");
+  EXPECT_NE(std::find(tk.begin(), tk.end(), 64.0), tk.end());
+  auto tn = values("matmul", "tile_n");
+  EXPECT_NE(std::find(tn.begin(), tn.end(), 256.0), tn.end());
+}
+
+TEST(CudaPerfCodegen, SquaresAndSixteenBitActivationsAreCheap) {
+  // RMSNorm's x^2 is a product, not powf; bf16 sigmoid uses the approximate exp and division.
+  std::string source = generate_source(one_kernel(rmsnorm(4, 1024), "reduction", {}));
+  EXPECT_EQ(source.find("powf("), std::string::npos);
+  source = generate_source(one_kernel(silu_bias(4, 64, DType::bf16), "pointwise", {}));
+  EXPECT_NE(source.find("(emmy_sigmoid_fast(v"), std::string::npos);
+  source = generate_source(one_kernel(silu_bias(4, 64, DType::f32), "pointwise", {}));
+  EXPECT_EQ(source.find("(emmy_sigmoid_fast(v"), std::string::npos);  // f32 keeps the exact functions
+}
+
+TEST(CudaPerfCodegen, VectorizedPointwiseUsesSixteenByteAccesses) {
+  std::string source = generate_source(one_kernel(silu_bias(64, 1024, DType::bf16), "pointwise", {{"vec", 8}}));
+  EXPECT_NE(source.find("const uint4 ld"), std::string::npos) << source;  // x and bias, 8 bf16 at once
+  EXPECT_NE(source.find("*(uint4*)&out0["), std::string::npos) << source;
+  source = generate_source(one_kernel(silu_bias(64, 1024, DType::f32), "pointwise", {{"vec", 4}}));
+  EXPECT_NE(source.find("const uint4 ld"), std::string::npos) << source;
+  // f32 with vec=8: two 16-byte accesses per group.
+  source = generate_source(one_kernel(silu_bias(64, 1024, DType::f32), "pointwise", {{"vec", 8}}));
+  EXPECT_NE(source.find("emmy_c0 + 4"), std::string::npos) << source;
+}
+
+TEST(CudaPerfCodegen, EveryPointwiseVecCompiles) {
+  for (DType t : {DType::bf16, DType::f32})
+    for (double vec : {1.0, 4.0, 8.0})
+      for (double items : {1.0, 4.0}) {
+        Knobs k{{"vec", vec}, {"items", items}, {"block", 256}};
+        expect_compiles(one_kernel(silu_bias(33, 1024, t), "pointwise", k), "silu_bias " + describe(k), "vec=");
+        // slice + cat on the innermost dim: the reads that are not aligned groups stay scalar.
+        expect_compiles(one_kernel(rotate_half(5, 64, t), "pointwise", k), "rotate_half " + describe(k), "vec=");
+      }
+}
+
+TEST(CudaPerfCodegen, PointwiseVecNotDividingTheRowIsRefused) {
+  expect_refused(one_kernel(silu_bias(64, 1020, DType::bf16), "pointwise", {{"vec", 8}}), "1020 vec=8", "1020");
+  expect_compiles(one_kernel(silu_bias(64, 1020, DType::bf16), "pointwise", {{"vec", 4}}), "1020 vec=4", "vec=4");
+  expect_refused(one_kernel(silu_bias(64, 1022, DType::f32), "pointwise", {{"vec", 4}}), "1022 vec=4", "1022");
+}
+
+TEST(CudaPerfCodegen, EveryReductionKnobCompilesFused) {
+  for (double warp : {0.0, 1.0})
+    for (double vec : {1.0, 4.0, 8.0})
+      for (double block : {128.0, 1024.0}) {
+        Knobs k{{"vec", vec}, {"row_warp", warp}, {"block", block}};
+        ir::Slice s = one_kernel(rmsnorm(37, 1024), "reduction", k);
+        // warp + vec=1: 32 lanes x 1 element, 32 per thread, the most kept in registers.
+        expect_compiles(s, "rmsnorm " + describe(k), "fused");
+        EXPECT_EQ(parse_plan(generate_source(s)).launches.size(), 1u) << describe(k);
+        expect_compiles(one_kernel(softmax(10, 200, DType::f32), "reduction", k), "softmax " + describe(k), "fused");
+      }
+}
+
+TEST(CudaPerfCodegen, ReductionKnobsThatCannotWorkAreRefused) {
+  // Rows of 77: no vector groups.
+  expect_refused(one_kernel(softmax(6, 77, DType::f32), "reduction", {{"vec", 4}}), "77 vec=4", "row length 77");
+  // A warp per row of 4096 one element at a time: 128 per thread, too many for registers.
+  expect_refused(one_kernel(softmax(6, 4096, DType::f32), "reduction", {{"row_warp", 1}}), "4096 warp", "registers");
+  // The defaults on such a row still build: the two-pass kernels.
+  std::string source = generate_source(one_kernel(softmax(6, 16384, DType::f32), "reduction", {}));
+  EXPECT_EQ(parse_plan(source).launches.size(), 2u);
+  expect_compiles(one_kernel(softmax(6, 16384, DType::f32), "reduction", {}), "16384 defaults", "block=256");
+}
+
+TEST(CudaPerfCodegen, EveryMatmulStageCompilesWithCpAsyncAndLdmatrix) {
+  const std::vector<Knobs> tiles = {
+      {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}},
+      {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}},
+      {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 64}, {"warps", 8}},  // 4 stages: 216 KiB
+      {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 4}},
+      {{"tile_m", 64}, {"tile_n", 32}, {"tile_k", 32}, {"warps", 8}},  // one n8 block per warp (odd)
+  };
+  for (Knobs k : tiles)
+    for (double stages : {2.0, 3.0, 4.0}) {
+      k["stages"] = stages;
+      // Ragged M, N and K (K a multiple of 8, not of tile_k).
+      expect_compiles(one_kernel(linear(300, 200, 136, true), "matmul", k), "linear " + describe(k), "cp.async stages=");
+      expect_compiles(one_kernel(linear(100, 64, 75, true), "matmul", k), "odd N " + describe(k), "cp.async stages=");
+      std::string source = generate_source(one_kernel(linear(300, 200, 136, true), "matmul", k));
+      EXPECT_NE(source.find("ldmatrix.sync.aligned.m8n8.x4"), std::string::npos);
+      EXPECT_NE(parse_plan(source).launches.at(0).shared_bytes, 0) << "the ring is dynamic shared memory";
+    }
+  Knobs big{{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}, {"stages", 1}};
+  expect_compiles(one_kernel(linear(300, 200, 136, true), "matmul", big), "128x256 one stage", "mma.sync");
+}
+
+TEST(CudaPerfCodegen, TensorCoreEpilogueStoresColumnPairs) {
+  Knobs k{{"tile_k", 32}, {"stages", 3}};
+  EXPECT_NE(generate_source(one_kernel(linear(64, 64, 136, true), "matmul", k)).find("*(unsigned*)&out0["), std::string::npos);
+  EXPECT_EQ(generate_source(one_kernel(linear(64, 64, 75, true), "matmul", k)).find("*(unsigned*)&out0["), std::string::npos);
+}
+
+TEST(CudaPerfCodegen, MatmulStagesWithoutCopyableOperandsAreRefused) {
+  // B of a matmul is [K, N]: not k-contiguous.
+  expect_refused(one_kernel(matmul(64, 64, 64), "matmul", {{"stages", 3}}), "matmul stages=3", "B is not");
+  // K not a multiple of 8: no 16-byte copies.
+  expect_refused(one_kernel(linear(64, 60, 64, false), "matmul", {{"stages", 2}}), "K=60", "stages=2");
+  // One stage of 128x256x64 needs 54 KiB of static shared memory.
+  expect_refused(one_kernel(linear(64, 64, 64, false), "matmul",
+                            {{"stages", 1}, {"tile_m", 128}, {"tile_n", 256}, {"tile_k", 64}, {"warps", 8}}),
+                 "128x256x64 one stage", "static shared memory");
+  // tile_k 8 has no tensor-core path.
+  expect_refused(one_kernel(linear(64, 64, 64, false), "matmul", {{"stages", 2}, {"tile_k", 8}}), "tile_k=8",
+                 "tensor-core");
+}
+
+}  // namespace
+}  // namespace emmy::cuda::perf

@@ -1,0 +1,94 @@
+#include "perf_graphs.hpp"
+
+namespace emmy::cuda::perf {
+
+using ir::DType;
+
+ir::Graph silu_bias(int64_t rows, int64_t cols, DType t) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("x", {t, {rows, cols}});
+  auto bias = b.input("bias", {t, {cols}}, "weight");
+  b.output(b.add(b.mul(x, b.unary(ir::Op::sigmoid, x)), bias));
+  return g;
+}
+
+ir::Graph residual_add(int64_t rows, int64_t cols) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("x", {DType::bf16, {rows, cols}});
+  auto y = b.input("residual", {DType::bf16, {rows, cols}});
+  b.output(b.add(x, y));
+  return g;
+}
+
+ir::Graph rotate_half(int64_t rows, int64_t cols, DType t) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("x", {t, {rows, 4, cols}});
+  auto cos = b.input("cos", {t, {4, cols}});
+  auto x1 = b.slice(x, -1, 0, cols / 2), x2 = b.slice(x, -1, cols / 2, cols);
+  auto rot = b.cat({b.unary(ir::Op::neg, x2), x1}, -1);
+  b.output(b.add(b.mul(x, cos), rot));
+  return g;
+}
+
+ir::Graph rmsnorm(int64_t rows, int64_t cols) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("x", {DType::bf16, {rows, cols}});
+  auto w = b.input("w", {DType::bf16, {cols}}, "weight");
+  auto xf = b.cast(x, DType::f32);
+  auto var = b.mean(b.pow(xf, b.constant(2.0)), {-1}, true);
+  auto y = b.mul(xf, b.unary(ir::Op::rsqrt, b.add(var, b.constant(1e-6))));
+  b.output(b.mul(b.cast(y, DType::bf16), w));
+  return g;
+}
+
+ir::Graph softmax(int64_t rows, int64_t cols, DType t) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("x", {t, {rows, cols}});
+  b.output(b.softmax(b.mul(x, b.constant(0.125)), -1));
+  return g;
+}
+
+ir::Graph linear(int64_t m, int64_t k, int64_t n, bool epilogue) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("x", {DType::bf16, {m, k}});
+  auto w = b.input("w", {DType::bf16, {n, k}}, "weight");
+  if (epilogue) {
+    auto bias = b.input("bias", {DType::bf16, {n}}, "weight");
+    b.output(b.unary(ir::Op::silu, b.linear(x, w, bias)));
+  } else {
+    b.output(b.linear(x, w));
+  }
+  return g;
+}
+
+ir::Graph matmul(int64_t m, int64_t k, int64_t n) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("a", {DType::bf16, {m, k}});
+  auto y = b.input("b", {DType::bf16, {k, n}});
+  b.output(b.matmul(x, y));
+  return g;
+}
+
+ir::Slice one_kernel(const ir::Graph& g, const std::string& templ, const std::map<std::string, double>& knobs) {
+  ir::Kernel k;
+  for (size_t v = 0; v < g.nodes.size(); ++v)
+    if (g.nodes[v].op != ir::Op::input && g.nodes[v].op != ir::Op::constant) k.nodes.push_back(static_cast<ir::ValueId>(v));
+  k.templ = templ;
+  k.knobs = knobs;
+  return ir::make_slice(g, k);
+}
+
+std::string describe(const std::map<std::string, double>& knobs) {
+  std::string s;
+  for (const auto& [name, v] : knobs) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(int64_t(v));
+  return s;
+}
+
+}  // namespace emmy::cuda::perf

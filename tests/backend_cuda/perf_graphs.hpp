@@ -1,0 +1,33 @@
+// Graphs of the fast paths of the cuda backend's pointwise, reduction and matmul templates
+// (vectorized accesses, fused rows, cp.async pipelines), at any size, for the perf tests.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "emmy/ir.hpp"
+
+namespace emmy::cuda::perf {
+
+// y = x * sigmoid(x) + bias[cols] over x[rows, cols].
+ir::Graph silu_bias(int64_t rows, int64_t cols, ir::DType t);
+// x + y over two bf16 [rows, cols] tensors.
+ir::Graph residual_add(int64_t rows, int64_t cols);
+// rotate_half over x[rows, 4, cols] (slice + cat on the innermost dim: scalar reads) times cos.
+ir::Graph rotate_half(int64_t rows, int64_t cols, ir::DType t);
+// Qwen3's RMSNorm in bf16: (x.f32 * rsqrt(mean(x.f32^2) + eps)).bf16 * w over x[rows, cols].
+ir::Graph rmsnorm(int64_t rows, int64_t cols);
+// softmax(x * 0.125) over the last dim of x[rows, cols].
+ir::Graph softmax(int64_t rows, int64_t cols, ir::DType t);
+// bf16 x[m, k] @ w[n, k]^T (+ bias, silu when `epilogue`).
+ir::Graph linear(int64_t m, int64_t k, int64_t n, bool epilogue);
+// bf16 a[m, k] @ b[k, n] (B not k-contiguous).
+ir::Graph matmul(int64_t m, int64_t k, int64_t n);
+
+// All compute nodes of g as one kernel of `templ` with `knobs`.
+ir::Slice one_kernel(const ir::Graph& g, const std::string& templ, const std::map<std::string, double>& knobs);
+
+// "block=128 vec=8" (for messages).
+std::string describe(const std::map<std::string, double>& knobs);
+
+}  // namespace emmy::cuda::perf
