@@ -164,7 +164,7 @@ for n, dt in ((512, torch.float32), (1024, torch.bfloat16)):
     print(f"torch {n}x{n}x{n} {dt}: median {ts[len(ts)//2]:.2f} us (tf32 {torch.backends.cuda.matmul.allow_tf32})")
 PY
     echo "== emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5" | tee "$out/qwen.log"
-    /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 2>&1 | tail -60 | tee -a "$out/qwen.log"
+    /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --json "$out/qwen.json" 2>&1 | tail -60 | tee -a "$out/qwen.log"
     # With several GPUs: the same tune fanned out over all of them, into a fresh database, so its
     # per-kernel choices and wall time can be set beside the one-GPU run above.
     local gpus
@@ -172,7 +172,23 @@ PY
     if (( gpus > 1 )); then
       echo "== emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus $gpus" | tee "$out/qwen-gpus.log"
       EMMY_DB=$EMMY_HOME/tuning-gpus.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
-        "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus "$gpus" 2>&1 | tail -60 | tee -a "$out/qwen-gpus.log"
+        "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus "$gpus" \
+        --json "$out/qwen-gpus.json" 2>&1 | tail -60 | tee -a "$out/qwen-gpus.log"
+      # The same tune on one GPU over the fanned-out run's measurements: the device count must not
+      # change the path (launches 0) nor any kernel's choice or the total.
+      echo "== the same on 1 GPU over that database (should launch nothing, same choices)" | tee -a "$out/qwen-gpus.log"
+      EMMY_DB=$EMMY_HOME/tuning-gpus.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
+        "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus 1 \
+        --json "$out/qwen-gpus-1.json" 2>&1 | tail -20 | tee -a "$out/qwen-gpus.log"
+      python3 - "$out/qwen-gpus.json" "$out/qwen-gpus-1.json" <<'PY' 2>&1 | tee -a "$out/qwen-gpus.log"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+same = [(x["key"], x["config"], x["best_deploy_us"]) for x in a["kernels"]] == \
+       [(x["key"], x["config"], x["best_deploy_us"]) for x in b["kernels"]]
+print(f"devices {a['devices']} vs {b['devices']}: wall {a['wall_s']:.1f} s vs {b['wall_s']:.1f} s; "
+      f"launches {a['launches']} vs {b['launches']}; total {a['best_total_us']:.2f} vs "
+      f"{b['best_total_us']:.2f} us; per-kernel choices identical: {same}")
+PY
     fi
   fi
 

@@ -29,9 +29,11 @@ so far are re-measured at the deploy setting. The assembled graph is measured on
 compared with the sum of its kernels (the validation gap).
 
 Devices: --gpus N / --devices LIST (cuda) and --workers N (cpu) tune the new kernels of a grouping
-side by side, one kernel per device at a time. Each kernel's search has its own seed and starts
-from the same prior, so the per-kernel choices and the total do not depend on the device count
-(only on the timings measured); the wall time does.
+side by side, each device measuring one kernel at a time (the cuda backend keeps 4 kernels per
+device in flight so that builds overlap measurements; --backend-option kernels_per_device=1 turns
+that off). Each kernel's search has its own seed and starts from the same prior, so per-kernel
+choices and the total do not depend on the device count (only on the timings measured); the wall
+time does.
 
 Examples:
   emmy tune --backend cpu --code "torch.matmul(torch.randn(256,256), torch.randn(256,256))" --patience 10

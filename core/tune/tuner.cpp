@@ -171,19 +171,21 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
                  {}};
   report.env = run.env;
   report.devices = std::max(1, run.caps.devices);
+  const int kernels_in_flight = report.devices * std::max(1, run.caps.kernels_per_device);
 
   ir::Program program{graph, ir::singleton_grouping(graph)};
   progress.set_total(estimate_distinct(program, passes, run.caps));
 
   // 3-5. Outer search over groupings; each new kernel tuned once by the inner search. A
-  // grouping's new kernels are tuned side by side, one per device: each with its own prior
+  // grouping's new kernels are tuned side by side, kernels_per_device per device (a device
+  // measures one at a time; the others build meanwhile): each with its own prior
   // restored from the run's start and its own seed, so its result does not depend on which
   // device took it or what ran beside it.
   std::map<std::string, KernelOutcome> outcomes;
   std::mutex outcomes_mutex;
   search::TuneKernels tune = [&](const std::vector<search::KernelJob>& jobs) {
     std::vector<double> times(jobs.size(), std::numeric_limits<double>::infinity());
-    run_on_slots(jobs.size(), report.devices, [&](size_t i) {
+    run_on_slots(jobs.size(), kernels_in_flight, [&](size_t i) {
       const search::KernelJob& j = jobs[i];
       KernelOutcome o = tune_kernel(run, *j.graph, *j.kernel, nullptr, j.key);
       if (o.ok) times[i] = o.best_deploy_us;

@@ -227,5 +227,20 @@ TEST(CudaBackendOptions, FingerprintWithoutADeviceSaysSo) {
   EXPECT_EQ(backend.capabilities().templates.count("matmul"), 1u);
 }
 
+// The tuner's fan-out reads these: one slot per device, kernels_per_device kernels in flight each.
+TEST(CudaBackendOptions, DevicesAndKernelsInFlightReachTheCaps) {
+  PluginOptions o = offline(temp_cache("caps"));
+  o["gpus"] = "2";
+  CudaBackend two(o);
+  EXPECT_EQ(two.capabilities().devices, 2);
+  EXPECT_EQ(two.capabilities().kernels_per_device, 4);
+  o["kernels_per_device"] = "1";
+  EXPECT_EQ(CudaBackend(o).capabilities().kernels_per_device, 1);
+  for (const char* bad : {"0", "x", "-2", "1000"}) {
+    o["kernels_per_device"] = bad;
+    EXPECT_THROW(CudaBackend{o}, Error) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace emmy::cuda::test

@@ -32,6 +32,9 @@ struct BackendCaps {
   // measure() must then be safe to call from that many threads; the tuner tunes that many
   // distinct kernels side by side, each device taking one kernel at a time.
   int devices = 1;
+  // Kernels in flight per device: while a device measures one kernel (never two at once), the
+  // others are generated, built and checked on the host. 1 = strictly one kernel per device.
+  int kernels_per_device = 1;
 };
 
 // A built candidate. `handle` is backend-defined (a path to a shared object or cubin).

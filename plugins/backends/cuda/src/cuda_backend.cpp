@@ -75,10 +75,21 @@ std::vector<std::string> parse_devices(const PluginOptions& o) {
   return out;
 }
 
+namespace {
+int parse_kernels_per_device(const PluginOptions& o) {
+  std::string text = option(o, "kernels_per_device", "4");
+  if (text.empty() || text.size() > 3 || text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(text) < 1)
+    throw Error("cuda backend: kernels_per_device '" + text + "' is not a number from 1 to 999");
+  return std::stoi(text);
+}
+}  // namespace
+
 CudaBackend::CudaBackend(const PluginOptions& options)
     : worker_path_(find_worker(options)),
       device_ids_(parse_devices(options)),
       use_graph_(option(options, "graph", "1") != "0"),
+      kernels_per_device_(parse_kernels_per_device(options)),
       arch_option_(option(options, "arch", "")),
       compiler_(option(options, "cache_dir", default_cache_dir()), "sm_90a") {
   for (size_t i = 0; i < device_ids_.size(); ++i) {
@@ -92,6 +103,7 @@ CudaBackend::~CudaBackend() = default;
 BackendCaps CudaBackend::capabilities() const {
   BackendCaps caps = cuda_capabilities();
   caps.devices = static_cast<int>(slots_.size());  // one worker process per device
+  caps.kernels_per_device = kernels_per_device_;
   return caps;
 }
 

@@ -4,7 +4,9 @@
 // Plugin options: cache_dir=PATH (default $EMMY_HOME/cache/cuda, EMMY_HOME defaulting to ~/.emmy);
 // worker=PATH (default $EMMY_CUDA_WORKER, else <plugin dir>/../../../libexec/emmy/emmy-cuda-worker);
 // arch=sm_XX[a] (default: asked of device 0, sm_90a when there is none); devices=0,2 or gpus=N
-// (default device 0); graph=0 measures plain launches instead of a captured CUDA graph.
+// (default device 0); graph=0 measures plain launches instead of a captured CUDA graph;
+// kernels_per_device=N (default 4): kernels the tuner keeps in flight per device, so that NVRTC
+// builds on the host overlap the device's measurements (which stay one at a time per device).
 #pragma once
 
 #include <condition_variable>
@@ -61,6 +63,7 @@ class CudaBackend : public Backend {
   std::vector<std::string> device_ids_;
   std::vector<std::unique_ptr<Slot>> slots_;
   bool use_graph_ = true;
+  int kernels_per_device_ = 4;
   std::string arch_option_;
   mutable NvrtcCompiler compiler_;
   mutable std::once_flag info_once_;
