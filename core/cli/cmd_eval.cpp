@@ -78,7 +78,8 @@ int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) 
   auto vm = parse_layered(g, "eval", desc, {}, args);
   if (vm.count("help")) {
     print_help("emmy eval failures [--kernel NAME] [--json]", desc,
-               "Groups: build_error, runtime_fault, timeout, wrong_result; each with its count, "
+               "Groups: build_error, runtime_fault, timeout, wrong_result, refused (knob values the\n"
+               "template cannot take for that kernel); each with its count, "
                "a sample\nmessage and the knob values that every failing row of the group has.");
     return kExitOk;
   }

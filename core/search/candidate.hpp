@@ -28,6 +28,9 @@ struct Evaluation {
   double time_us = 0;
   bool cached = false;
   std::string message;  // why it failed, for -v lines
+  // The backend refused the configuration before building anything (a knob value this kernel
+  // cannot take): a failure that does not use up patience.
+  bool refused = false;
 };
 
 using Evaluate = std::function<Evaluation(const Candidate&)>;
@@ -62,6 +65,9 @@ struct SearchOptions {
   // The first candidate is the all-defaults one (option 0 at every fork): the backend's untuned
   // configuration, a known-good baseline before the prior's guesses.
   bool defaults_first = true;
+  // Refused configurations cost nothing and do not count against patience; past this many in one
+  // search, they do.
+  int max_free_refusals = 256;
   double exploration = 0.25;  // weight of the "little tried" term against measured quality (0..1 scale)
   double best_weight = 0.5;   // quality of a subtree: this much its best time, the rest its mean (log space)
 };

@@ -11,6 +11,7 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
   SearchResult r;
   std::map<int, Evaluation> results;  // endpoint node -> its evaluation, for replays
   int since_best = 0;
+  int refusals = 0;
 
   for (int step = 0; step < options.max_steps && !tree.exhausted(); ++step) {
     TreeResolver resolver(tree, searched, hooks.predict, options.defaults_first && step == 0);
@@ -47,7 +48,7 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
       r.best = cand;
       r.best_us = e.time_us;
       since_best = 0;
-    } else {
+    } else if (!(e.refused && ++refusals <= options.max_free_refusals)) {
       ++since_best;
     }
 

@@ -53,7 +53,7 @@ struct FailureGroup {
 };
 
 // Groups failing rows (rows that succeeded are ignored) by kind, in the order build_error,
-// runtime_fault, timeout, wrong_result; a kind with no rows has no group.
+// runtime_fault, timeout, wrong_result, refused; a kind with no rows has no group.
 std::vector<FailureGroup> group_failures(const std::vector<MeasurementRecord>& rows);
 
 // The knob=value pairs present, with the same value, in every row (empty for no rows).

@@ -110,7 +110,7 @@ emmy::FailureKind get_failure(const json& j) {
   std::string s = j.get<std::string>();
   for (auto k : {emmy::FailureKind::none, emmy::FailureKind::build_error,
                  emmy::FailureKind::runtime_fault, emmy::FailureKind::timeout,
-                 emmy::FailureKind::wrong_result})
+                 emmy::FailureKind::wrong_result, emmy::FailureKind::refused})
     if (s == emmy::to_string(k)) return k;
   throw std::runtime_error("unknown failure kind '" + s + "'");
 }

@@ -85,7 +85,7 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
   Artifact artifact;
   MeasureResult built;
   Status st = run.backend.build(slice, regime, artifact, built);
-  ++run.counters.built;
+  if (built.failure != FailureKind::refused) ++run.counters.built;  // a refusal built nothing
   if (!st.ok()) {
     rec.failure = FailureKind::build_error;
     rec.message = "backend '" + run.backend.name() + "' failed to build: " + st.message();
@@ -218,6 +218,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     if (!rank.ok()) {
       ++out.failures;
       e.ok = false;
+      e.refused = rank.failure == FailureKind::refused;
       e.message = std::string(to_string(rank.failure)) + ": " + first_line(rank.message);
       return e;
     }

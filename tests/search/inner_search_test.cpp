@@ -364,5 +364,35 @@ TEST(InnerSearch, FailuresBeforeTheFirstSuccessDoNotUseUpPatience) {
   EXPECT_EQ(none.evaluations, 10);
 }
 
+// Refused configurations (knob values the kernel cannot take; nothing was built) are dropped
+// without using up patience: three in four configurations here are refused.
+TEST(InnerSearch, RefusedConfigurationsDoNotUseUpPatience) {
+  const Landscape l = Landscape::random(9, 3, 4, 0.05);
+  KnobPass lower;
+  auto run = [&](int free_refusals, int* real) {
+    *real = 0;
+    InnerOptions o = with_patience(2);
+    o.max_free_refusals = free_refusals;
+    return inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+                        [&](const Candidate& c) {
+                          if (c.knobs.at("b") != 0) {
+                            Evaluation e{false, 0, false, "refused"};
+                            e.refused = true;
+                            return e;
+                          }
+                          ++*real;
+                          return l.evaluator()(c);
+                        },
+                        o);
+  };
+  int real_free = 0, real_counted = 0;
+  InnerResult free = run(256, &real_free);
+  InnerResult counted = run(0, &real_counted);
+  EXPECT_TRUE(free.found);
+  EXPECT_GE(real_free, 3);  // patience 2: three real candidates without a new best at least
+  EXPECT_GT(free.failures, 0);
+  EXPECT_GT(real_free, real_counted);  // counted refusals end the search sooner
+}
+
 }  // namespace
 }  // namespace emmy::search

@@ -48,7 +48,9 @@ struct Buffers {
   std::vector<std::vector<unsigned char>> tensors;
 };
 
-enum class FailureKind : unsigned char { none, build_error, runtime_fault, timeout, wrong_result };
+// refused: the template cannot take this knob combination for this kernel (nothing was built);
+// the search drops it without spending patience on it.
+enum class FailureKind : unsigned char { none, build_error, runtime_fault, timeout, wrong_result, refused };
 inline const char* to_string(FailureKind f) {
   switch (f) {
     case FailureKind::none: return "ok";
@@ -56,6 +58,7 @@ inline const char* to_string(FailureKind f) {
     case FailureKind::runtime_fault: return "runtime_fault";
     case FailureKind::timeout: return "timeout";
     case FailureKind::wrong_result: return "wrong_result";
+    case FailureKind::refused: return "refused";
   }
   return "?";
 }

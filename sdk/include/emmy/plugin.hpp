@@ -22,7 +22,7 @@
 #include "emmy/prior.hpp"
 
 // Bumped on any change to the entry struct or to a plugin interface's layout or virtual table.
-// 2: BackendCaps::devices and kernels_per_device.
+// 2: BackendCaps::devices and kernels_per_device, FailureKind::refused.
 #define EMMY_SDK_ABI_VERSION 2u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 

@@ -145,10 +145,10 @@ Status CudaBackend::build(const ir::Slice& slice, Regime regime, Artifact& artif
     try {
       source = generate_source(slice);
     } catch (const KnobRefused& why) {
-      // A knob value this slice cannot take: a failed candidate the search drops, not an error.
+      // A knob value this slice cannot take: a refused candidate the search drops, not an error.
       artifact = Artifact{};
       failure = MeasureResult{};
-      failure.failure = FailureKind::build_error;
+      failure.failure = FailureKind::refused;
       failure.message = std::string("cuda backend: knob value refused: ") + why.what();
       return Status::Ok();
     }

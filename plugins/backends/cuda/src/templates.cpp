@@ -23,12 +23,12 @@ BackendCaps cuda_capabilities() {
   caps.templates["reduction"] = {{"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
   // stages: 1 = one shared-memory buffer loaded by plain copies; 2..4 = a cp.async ring of that
   // many tile_k slices with ldmatrix fragments (tensor-core path, 16-byte-copyable operands).
-  // Default tile: 128x128x32 with 8 warps, the best one-stage tile on the H200 for bf16.
+  // Default tile: 64x64x16 with 4 warps, enough blocks to fill the GPU for small products.
   caps.templates["matmul"] = {
-      {"tile_m", {128, 64, 32}},
-      {"tile_n", {128, 64, 32, 256}},
-      {"tile_k", {32, 16, 8, 64}},
-      {"warps", {8, 4, 2}},
+      {"tile_m", {64, 32, 128}},
+      {"tile_n", {64, 32, 128, 256}},
+      {"tile_k", {16, 8, 32, 64}},
+      {"warps", {4, 2, 8}},
       {"stages", {1, 2, 3, 4}},
   };
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
