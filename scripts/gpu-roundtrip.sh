@@ -163,29 +163,39 @@ for n, dt in ((512, torch.float32), (1024, torch.bfloat16)):
     ts.sort()
     print(f"torch {n}x{n}x{n} {dt}: median {ts[len(ts)//2]:.2f} us (tf32 {torch.backends.cuda.matmul.allow_tf32})")
 PY
+    # Layer 0 from an empty home (no database, compile cache or prior checkpoint), so that the
+    # wall time can be set beside the fanned-out run below, which starts from the same nothing.
     echo "== emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5" | tee "$out/qwen.log"
-    /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --json "$out/qwen.json" 2>&1 | tail -60 | tee -a "$out/qwen.log"
-    # With several GPUs: the same tune fanned out over all of them, into a fresh database, so its
-    # per-kernel choices and wall time can be set beside the one-GPU run above.
+    rm -rf /tmp/emmy-qwen-1gpu
+    EMMY_HOME=/tmp/emmy-qwen-1gpu EMMY_DB=/tmp/emmy-qwen-1gpu/tuning.db /usr/bin/time -f "wall %e s" \
+      timeout "${EMMY_QWEN_TIMEOUT:-240}" "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda \
+      --patience 5 --json "$out/qwen.json" 2>&1 | tail -60 | tee -a "$out/qwen.log"
+    # With several GPUs: the same tune fanned out over all of them, from an empty home too.
     local gpus
     gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
     if (( gpus > 1 )); then
+      local many=/tmp/emmy-qwen-gpus
+      rm -rf "$many"
       echo "== emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus $gpus" | tee "$out/qwen-gpus.log"
-      EMMY_DB=$EMMY_HOME/tuning-gpus.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
+      EMMY_HOME=$many EMMY_DB=$many/tuning.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
         "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus "$gpus" \
         --json "$out/qwen-gpus.json" 2>&1 | tail -60 | tee -a "$out/qwen-gpus.log"
       # The same tune on one GPU over the fanned-out run's measurements: the device count must not
       # change the path (launches 0) nor any kernel's choice or the total.
       echo "== the same on 1 GPU over that database (should launch nothing, same choices)" | tee -a "$out/qwen-gpus.log"
-      EMMY_DB=$EMMY_HOME/tuning-gpus.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
+      EMMY_HOME=$many EMMY_DB=$many/tuning.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
         "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus 1 \
         --json "$out/qwen-gpus-1.json" 2>&1 | tail -20 | tee -a "$out/qwen-gpus.log"
-      python3 - "$out/qwen-gpus.json" "$out/qwen-gpus-1.json" <<'PY' 2>&1 | tee -a "$out/qwen-gpus.log"
+      python3 - "$out/qwen-gpus.json" "$out/qwen-gpus-1.json" "$out/qwen.json" <<'PY' 2>&1 | tee -a "$out/qwen-gpus.log"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 same = [(x["key"], x["config"], x["best_deploy_us"]) for x in a["kernels"]] == \
        [(x["key"], x["config"], x["best_deploy_us"]) for x in b["kernels"]]
-print(f"devices {a['devices']} vs {b['devices']}: wall {a['wall_s']:.1f} s vs {b['wall_s']:.1f} s; "
+one = json.load(open(sys.argv[3]))
+print(f"from empty homes: 1 GPU {one['wall_s']:.1f} s ({one['launches']} launches, total "
+      f"{one['best_total_us']:.2f} us), {a['devices']} GPUs {a['wall_s']:.1f} s ({a['launches']} launches, "
+      f"total {a['best_total_us']:.2f} us)")
+print(f"devices {a['devices']} vs {b['devices']} over the same database: wall {a['wall_s']:.1f} s vs {b['wall_s']:.1f} s; "
       f"launches {a['launches']} vs {b['launches']}; total {a['best_total_us']:.2f} vs "
       f"{b['best_total_us']:.2f} us; per-kernel choices identical: {same}")
 PY
