@@ -605,4 +605,155 @@ __device__ __forceinline__ float emmy_warp_max(float v) { for (int o = 16; o > 0
   return text;
 }
 
+bool reshape_strided(StridedView& v, const ir::Shape& to) {
+  // All factors in row-major order, size-1 ones dropped, neighbours that are contiguous with
+  // each other merged (so that a later split may cut anywhere inside them).
+  std::vector<StridedFactor> flat;
+  for (const StridedDim& d : v.dims)
+    for (const StridedFactor& f : d) {
+      if (f.size == 1) continue;
+      if (!flat.empty() && flat.back().stride == f.stride * f.size) {
+        flat.back().size *= f.size;
+        flat.back().stride = f.stride;
+      } else {
+        flat.push_back(f);
+      }
+    }
+  std::vector<StridedDim> dims;
+  size_t next = 0;
+  for (int64_t n : to) {
+    if (n <= 0) return false;
+    StridedDim d;
+    int64_t need = n;
+    while (need > 1) {
+      if (next >= flat.size()) return false;
+      StridedFactor& f = flat[next];
+      if (f.size <= need) {
+        if (need % f.size != 0) return false;
+        d.push_back(f);
+        need /= f.size;
+        ++next;
+      } else {
+        if (f.size % need != 0) return false;
+        // The outer part of f becomes this dim; the inner part stays for the next dims.
+        d.push_back({need, f.stride * (f.size / need)});
+        f.size /= need;
+        need = 1;
+      }
+    }
+    dims.push_back(std::move(d));
+  }
+  if (next != flat.size()) return false;
+  v.dims = std::move(dims);
+  return true;
+}
+
+bool strided_view(const ir::Graph& g, ir::ValueId v, StridedView& out, std::string& why) {
+  const ir::Node& n = g.node(v);
+  const ir::Shape& shape = n.type.shape;
+  if (n.op == Op::input) {
+    out.source = v;
+    out.dims.assign(shape.size(), {});
+    int64_t stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      out.dims[d] = {{shape[d], stride}};
+      stride *= shape[d];
+    }
+    return true;
+  }
+  if (!is_index_op(n.op) || n.inputs.empty()) {
+    why = "computed by " + std::string(ir::to_string(n.op));
+    return false;
+  }
+  ir::ValueId x = n.inputs[0];
+  if (g.type(x).dtype != n.type.dtype) {
+    why = "changes dtype";
+    return false;
+  }
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  switch (n.op) {
+    case Op::view:
+    case Op::reshape:
+    case Op::contiguous:
+    case Op::unsqueeze:
+    case Op::squeeze:
+      if (!strided_view(g, x, out, why)) return false;
+      if (!reshape_strided(out, shape)) {
+        why = "a reshape splits a dim unevenly";
+        return false;
+      }
+      return true;
+    case Op::transpose: {
+      if (!strided_view(g, x, out, why)) return false;
+      int64_t d0 = wrap_dim(n.attr_int("dim0", 0), rank), d1 = wrap_dim(n.attr_int("dim1", 1), rank);
+      std::swap(out.dims[size_t(d0)], out.dims[size_t(d1)]);
+      return true;
+    }
+    case Op::permute: {
+      if (!strided_view(g, x, out, why)) return false;
+      auto perm = n.attr_ints("dims");
+      if (perm.size() != out.dims.size()) {
+        why = "permute rank";
+        return false;
+      }
+      std::vector<StridedDim> dims(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) dims[i] = out.dims[size_t(wrap_dim(perm[i], rank))];
+      out.dims = std::move(dims);
+      return true;
+    }
+    case Op::expand: {
+      if (!strided_view(g, x, out, why)) return false;
+      const ir::Shape& in = g.type(x).shape;
+      if (in.size() > shape.size()) {
+        why = "expand rank";
+        return false;
+      }
+      const size_t off = shape.size() - in.size();
+      std::vector<StridedDim> dims(shape.size());
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (d < off || in[d - off] != shape[d]) {
+          if (d >= off && in[d - off] != 1) {
+            why = "expand of a dim that is not 1";
+            return false;
+          }
+          dims[d] = {{shape[d], 0}};  // broadcast: every index reads the same element
+        } else {
+          dims[d] = out.dims[d - off];
+        }
+      }
+      out.dims = std::move(dims);
+      return true;
+    }
+    default:
+      why = "read through " + std::string(ir::to_string(n.op));
+      return false;
+  }
+}
+
+int64_t strided_offset(const StridedDim& d, int64_t i) {
+  int64_t off = 0;
+  for (size_t f = d.size(); f-- > 0;) {
+    off += (i % d[f].size) * d[f].stride;
+    i /= d[f].size;
+  }
+  return off;
+}
+
+std::string strided_offset_expr(const StridedDim& d, const std::string& i) {
+  std::string sum;
+  int64_t inner = 1;
+  for (size_t f = d.size(); f-- > 0;) {
+    const StridedFactor& x = d[f];
+    if (x.stride != 0 && x.size > 1) {
+      std::string digit = inner == 1 ? "(" + i + ")" : "((" + i + ") / " + std::to_string(inner) + "LL)";
+      // The outermost factor needs no modulo: an index inside the dim has no higher digit.
+      if (f > 0) digit = "(" + digit + " % " + std::to_string(x.size) + "LL)";
+      sum += (sum.empty() ? "" : " + ") + (x.stride == 1 ? digit : digit + " * " + std::to_string(x.stride) + "LL");
+    }
+    inner *= x.size;
+  }
+  return sum.empty() ? "0LL" : "(" + sum + ")";
+}
+
+
 }  // namespace emmy::cuda

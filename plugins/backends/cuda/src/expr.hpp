@@ -120,6 +120,31 @@ void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::strin
 // Elementwise ops: emmy::is_elementwise_op (emmy/templates.hpp), shared with the passes.
 bool is_index_op(ir::Op op);  // index remaps, incl. embedding (a gather)
 
+// A value seen as a strided view of a graph input's row-major buffer (what cp.async copies can
+// read without computing each element). A logical dim is a list of factors, outermost first:
+// index i of the dim decomposes into digits of the factors' sizes, and the element lies at the
+// sum of digit * stride (in elements). Several factors arise when a reshape merges dims that
+// are not adjacent in memory (e.g. transpose(1, 2) then reshape of the heads into one dim).
+struct StridedFactor {
+  int64_t size = 1;
+  int64_t stride = 0;
+};
+using StridedDim = std::vector<StridedFactor>;
+struct StridedView {
+  ir::ValueId source = -1;  // a Op::input node
+  std::vector<StridedDim> dims;
+};
+// v as a strided view of a graph input, following view / reshape / contiguous / unsqueeze /
+// squeeze / transpose / permute / expand; false (and `why`) for anything else.
+bool strided_view(const ir::Graph& g, ir::ValueId v, StridedView& out, std::string& why);
+// Regroups the view's elements (row-major order) into `to`; false when a dim of `to` cannot be
+// expressed as factors (never happens for shapes of equal numel built by the ops above, except
+// through sizes that do not divide each other).
+bool reshape_strided(StridedView& v, const ir::Shape& to);
+// Host and device spellings of the element offset of index `i` along d.
+int64_t strided_offset(const StridedDim& d, int64_t i);
+std::string strided_offset_expr(const StridedDim& d, const std::string& i);
+
 // Device helpers every generated module starts with (16-bit float conversions, activations).
 const std::string& device_prelude();
 

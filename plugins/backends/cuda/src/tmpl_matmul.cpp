@@ -36,6 +36,74 @@ bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
   return reaches;
 }
 
+// An operand of the product as [batch?, rows, cols] over a kernel input's buffer, `cols` the
+// dim copied in 16-byte runs: its innermost factor has stride 1 and a size that is a multiple
+// of 8, and every other stride is a multiple of 8 elements, so every run of 8 starting at a
+// multiple of 8 is contiguous and 16-byte aligned (kernel inputs are 16-byte aligned).
+struct ChunkedOperand {
+  ir::ValueId source = -1;
+  StridedDim batch, rows, cols;  // batch empty: one matrix shared by every batch
+  bool swapped = false;          // rows and cols exchanged (the operand's C dim is `rows`)
+  // Anything but a plain row-major matrix (per batch): reads go through strided offsets.
+  bool strided() const {
+    auto plain = [](const StridedDim& d, int64_t stride) { return d.size() <= 1 && (d.empty() || d[0].stride == stride); };
+    int64_t c = 1, r = 1;
+    for (const StridedFactor& f : cols) c *= f.size;
+    for (const StridedFactor& f : rows) r *= f.size;
+    return swapped || !plain(cols, 1) || !plain(rows, c) || !plain(batch, r * c);
+  }
+};
+
+bool runs_of_16_bytes(const ChunkedOperand& op, std::string& why) {
+  if (op.cols.empty() || op.cols.back().stride != 1) {
+    why = "its contiguous dim is not the one read in runs";
+    return false;
+  }
+  if (op.cols.back().size % 8 != 0) {
+    why = "its contiguous runs are " + std::to_string(op.cols.back().size) + " elements, not a multiple of 8";
+    return false;
+  }
+  for (const StridedDim* d : {&op.batch, &op.rows, &op.cols})
+    for (const StridedFactor& f : *d)
+      if (f.stride % 8 != 0 && &f != &op.cols.back()) {
+        why = "a stride of " + std::to_string(f.stride) + " elements breaks 16-byte alignment";
+        return false;
+      }
+  return true;
+}
+
+// v (the operand: [batch..., R, C], or [R, C] shared by every batch) as a ChunkedOperand with
+// cols = C, or with rows and cols exchanged when `may_swap` and only R has 16-byte runs.
+bool chunked_operand(const ir::Graph& g, ir::ValueId v, int64_t batch, int64_t R, int64_t C, bool may_swap, ChunkedOperand& out,
+                     std::string& why) {
+  StridedView view;
+  if (!strided_view(g, v, view, why)) return false;
+  const int64_t n = numel_of(g.type(v).shape);
+  if (n != R * C && n != batch * R * C) {
+    why = "its batch dims broadcast only partly";
+    return false;
+  }
+  const bool batched = n != R * C;
+  if (!reshape_strided(view, batched ? ir::Shape{batch, R, C} : ir::Shape{R, C})) {
+    why = "its layout does not split into matrices";
+    return false;
+  }
+  out.source = view.source;
+  out.batch = batched ? view.dims[0] : StridedDim{};
+  out.rows = view.dims[batched ? 1 : 0];
+  out.cols = view.dims[batched ? 2 : 1];
+  out.swapped = false;
+  if (runs_of_16_bytes(out, why)) return true;
+  if (!may_swap) return false;
+  ChunkedOperand t = out;
+  std::swap(t.rows, t.cols);
+  t.swapped = true;
+  std::string why_t;
+  if (!runs_of_16_bytes(t, why_t)) return false;
+  out = t;
+  return true;
+}
+
 }  // namespace
 
 std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
@@ -200,55 +268,79 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
     const bool b_contig_n = b_plain && !linear && N % 8 == 0;
     const std::string b_base = b_batched ? "bz * " + std::to_string(K * N) + "LL" : "0LL";
     note += std::string(a_contig ? " A:16B" : "") + (b_contig_k || b_contig_n ? " B:16B" : "");
+    // Operands as 16-byte runs of their contiguous dim (chunked_operand): A and a linear's
+    // weight along K; a matmul's B along N when it is [K, N] row-major, else along K when it is
+    // a transposed view. Plain row-major inputs are such operands too; views (o_proj's A) only
+    // add a strided offset per run.
+    ChunkedOperand ao, bo;
+    std::string why_a, why_b;
+    bool a_ok = chunked_operand(g, p.inputs[0], batch, M, K, false, ao, why_a);
+    bool b_ok = linear ? chunked_operand(g, p.inputs[1], batch, N, K, false, bo, why_b)
+                       : chunked_operand(g, p.inputs[1], batch, K, N, true, bo, why_b);
+    if (a_ok && input_ptr(ao.source).empty()) {
+      a_ok = false;
+      why_a = "not read from a kernel input";
+    }
+    if (b_ok && input_ptr(bo.source).empty()) {
+      b_ok = false;
+      why_b = "not read from a kernel input";
+    }
     if (stages > 1) {
-      // cp.async ring of `stages` tile_k slices; fragments by ldmatrix.
-      if (!a_contig || !b_contig_k)
+      // cp.async ring of `stages` tile_k slices; fragments by ldmatrix (.trans for a B whose
+      // runs are along N).
+      if (!a_ok || !b_ok)
         throw KnobRefused("matmul: stages=" + std::to_string(stages) +
-                          " needs both operands as row-major kernel inputs with K contiguous and a multiple of 8 (" +
-                          (a_contig ? "B" : "A") + " is not)");
-      const int64_t stage_elems = (BM + BN) * LD;
+                          " needs both operands as views of kernel inputs with 16-byte runs along K (or N for a matmul's B) (" +
+                          (a_ok ? "B is not: " + why_b : "A is not: " + why_a) + ")");
+      const std::string ap = input_ptr(ao.source), bp = input_ptr(bo.source);
+      // B's smem tile: [BN][BK + 8] (k contiguous) or, when B's runs are along N, [BK][BN + 8].
+      const bool b_trans = !linear && !bo.swapped;
+      const int64_t b_ld = b_trans ? BN + 8 : LD;
+      const int64_t stage_elems = BM * LD + (b_trans ? BK * b_ld : BN * LD);
       b.line("extern __shared__ __align__(16) unsigned short emmy_smem[];");
       b.line("const unsigned emmy_smem_base = (unsigned)__cvta_generic_to_shared(emmy_smem);");
-      // Stage s: A rows [BM][LD] then B rows [BN][LD], as 16-bit elements from emmy_smem.
-      auto a_at = [&](const std::string& st, const std::string& row, const std::string& col) {
-        return "emmy_smem_base + 2u * (unsigned)((" + st + ") * " + std::to_string(stage_elems) + " + (" + row + ") * " +
-               std::to_string(LD) + " + (" + col + "))";
-      };
-      auto b_at = [&](const std::string& st, const std::string& row, const std::string& col) {
-        return "emmy_smem_base + 2u * (unsigned)((" + st + ") * " + std::to_string(stage_elems) + " + " + std::to_string(BM * LD) +
-               " + (" + row + ") * " + std::to_string(LD) + " + (" + col + "))";
+      // Stage s: A rows [BM][LD] then B's tile, as 16-bit elements from emmy_smem.
+      auto smem_at = [&](int64_t first, int64_t ld, const std::string& st, const std::string& row, const std::string& col) {
+        return "emmy_smem_base + 2u * (unsigned)((" + st + ") * " + std::to_string(stage_elems) + " + " + std::to_string(first) +
+               " + (" + row + ") * " + std::to_string(ld) + " + (" + col + "))";
       };
       // Each thread's chunks of a k-slice are the same in every slice: their rows, shared-memory
-      // offsets and global pointers are computed once, here; a slice only adds kt * tile_k.
-      // load: issues the copies of k-slice `kt` into stage `st` (rows past M/N and columns past
-      // K are zero-filled: src-size 0).
+      // offsets and the part of their global address that does not depend on k are computed
+      // once, here; a slice adds the offset of its k (one strided_offset_expr per run).
+      // load: issues the copies of k-slice `kt` into stage `st` (rows past M/N and runs past
+      // K or N are zero-filled: src-size 0).
       Body load(b);
-      auto chunks = [&](const std::string& tag, int64_t rows, int64_t limit, const std::string& origin,
-                        const std::string& ptr, const std::string& base, int64_t smem_row0) {
-        const int64_t count = rows * BK / 8, per = ceil_div(count, T);
+      auto chunks = [&](const std::string& tag, const ChunkedOperand& op, const std::string& ptr, bool k_in_rows, int64_t tile_other,
+                        const std::string& origin, int64_t limit, int64_t smem_first, int64_t ld) {
+        const int64_t rows = k_in_rows ? BK : tile_other, cols = k_in_rows ? tile_other : BK;
+        const int64_t count = rows * cols / 8, per = ceil_div(count, T);
+        const StridedDim& kdim = k_in_rows ? op.rows : op.cols;
+        const StridedDim& other = k_in_rows ? op.cols : op.rows;
         for (int64_t r = 0; r < per; ++r) {
           const std::string id = tag + std::to_string(r);
           b.line("const int emmy_e" + id + " = threadIdx.x + " + std::to_string(r * T) + ";");
-          b.line("const int emmy_r" + id + " = emmy_e" + id + " / " + std::to_string(BK / 8) + ", emmy_k" + id + " = (emmy_e" + id +
-                 " % " + std::to_string(BK / 8) + ") * 8;");
-          b.line("const bool emmy_ok" + id + " = " + origin + " + emmy_r" + id + " < " + std::to_string(limit) + "LL;");
-          b.line("const unsigned short* emmy_src" + id + " = " + ptr + " + " + base + " + (emmy_ok" + id + " ? (" + origin + " + emmy_r" +
-                 id + ") * " + std::to_string(K) + "LL + emmy_k" + id + " : 0LL);");
-          b.line("const unsigned emmy_dst" + id + " = emmy_smem_base + 2u * (unsigned)(" + std::to_string(smem_row0 * LD) + " + emmy_r" +
-                 id + " * " + std::to_string(LD) + " + emmy_k" + id + ");");
+          b.line("const int emmy_r" + id + " = emmy_e" + id + " / " + std::to_string(cols / 8) + ", emmy_c" + id + " = (emmy_e" + id +
+                 " % " + std::to_string(cols / 8) + ") * 8;");
+          b.line("const long long emmy_x" + id + " = " + origin + " + " + (k_in_rows ? "emmy_c" : "emmy_r") + id + ";");
+          b.line("const bool emmy_ok" + id + " = emmy_x" + id + " < " + std::to_string(limit) + "LL;");
+          b.line("const unsigned short* emmy_src" + id + " = " + ptr + " + (emmy_ok" + id + " ? " + strided_offset_expr(op.batch, "bz") +
+                 " + " + strided_offset_expr(other, "emmy_x" + id) + " : 0LL);");
+          b.line("const unsigned emmy_dst" + id + " = emmy_smem_base + 2u * (unsigned)(" + std::to_string(smem_first) + " + emmy_r" + id +
+                 " * " + std::to_string(ld) + " + emmy_c" + id + ");");
           Body one(load);
+          one.line("const long long kg = kt * " + std::to_string(BK) + "LL + " + (k_in_rows ? "emmy_r" : "emmy_c") + id + ";");
           std::string ok = "emmy_ok" + id;
-          if (K % BK != 0) ok += " && kt * " + std::to_string(BK) + "LL + emmy_k" + id + " < " + std::to_string(K) + "LL";
+          if (K % BK != 0) ok += " && kg < " + std::to_string(K) + "LL";
           one.line("const bool ok = " + ok + ";");
           one.line("asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(emmy_dst" + id + " + " +
-                   std::to_string(stage_elems * 2) + "u * (unsigned)st), \"l\"(ok ? emmy_src" + id + " + kt * " + std::to_string(BK) +
-                   "LL : " + ptr + "), \"r\"(ok ? 16 : 0));");
+                   std::to_string(stage_elems * 2) + "u * (unsigned)st), \"l\"(ok ? emmy_src" + id + " + " +
+                   strided_offset_expr(kdim, "kg") + " : " + ptr + "), \"r\"(ok ? 16 : 0));");
           // A thread past the tile's last chunk issues nothing (a zero-fill would land outside it).
           load.block((r + 1) * T > count ? "if (emmy_e" + id + " < " + std::to_string(count) + ")" : "", one);
         }
       };
-      chunks("a", BM, M, "m0", a_ptr, a_base, 0);
-      chunks("b", BN, N, "n0", b_ptr, b_base, BM);
+      chunks("a", ao, ap, false, BM, "m0", M, 0, LD);
+      chunks("b", bo, bp, b_trans, BN, "n0", N, BM * LD, b_ld);
       const int64_t KT = ceil_div(K, BK);
       b.line("const long long emmy_kt = " + std::to_string(KT) + "LL;");
       // Prologue: slices 0 .. stages-2 in flight (a group per slice, empty ones too, so that
@@ -278,15 +370,25 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
       kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i)");
       kloop.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"");
       kloop.line("                 : \"=r\"(a[i][0]), \"=r\"(a[i][1]), \"=r\"(a[i][2]), \"=r\"(a[i][3])");
-      kloop.line("                 : \"r\"(" + a_at("cs", "wm0 + i * 16 + (lane & 15)", "kk + (lane >> 4) * 8") + "));");
-      // B: each x4 covers two n8 blocks (k 0-7 and 8-15 of each); an odd last block reads its
-      // neighbour's rows only when they exist in the tile, else repeats its own.
+      kloop.line("                 : \"r\"(" + smem_at(0, LD, "cs", "wm0 + i * 16 + (lane & 15)", "kk + (lane >> 4) * 8") + "));");
+      // B: each x4 covers two n8 blocks (matrices: k 0-7 and 8-15 of block j, then of block
+      // j + 1); an odd last block reads its neighbour's rows only when they exist in the tile,
+      // else repeats its own. Lane l gives the address of row l & 7 of matrix l >> 3.
       kloop.line("  #pragma unroll");
       kloop.line("  for (int j = 0; j < " + std::to_string(NI) + "; j += 2) {");
-      kloop.line("    const int nrow = wn0 + j * 8 + (lane & 7) + (j + 1 < " + std::to_string(NI) + " ? ((lane >> 4) << 3) : 0);");
-      kloop.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"");
-      kloop.line("                 : \"=r\"(c[j][0]), \"=r\"(c[j][1]), \"=r\"(c[j + 1][0]), \"=r\"(c[j + 1][1])");
-      kloop.line("                 : \"r\"(" + b_at("cs", "nrow", "kk + ((lane >> 3) & 1) * 8") + "));");
+      if (b_trans) {
+        // Rows of the [k][n] tile are k: .trans hands each thread k pairs (2*tig, 2*tig+1) of
+        // column n = grp, the col-major B fragment of m16n8k16.
+        kloop.line("    const int ncol = wn0 + j * 8 + (j + 1 < " + std::to_string(NI) + " ? ((lane >> 4) << 3) : 0);");
+        kloop.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"");
+        kloop.line("                 : \"=r\"(c[j][0]), \"=r\"(c[j][1]), \"=r\"(c[j + 1][0]), \"=r\"(c[j + 1][1])");
+        kloop.line("                 : \"r\"(" + smem_at(BM * LD, b_ld, "cs", "kk + ((lane >> 3) & 1) * 8 + (lane & 7)", "ncol") + "));");
+      } else {
+        kloop.line("    const int nrow = wn0 + j * 8 + (lane & 7) + (j + 1 < " + std::to_string(NI) + " ? ((lane >> 4) << 3) : 0);");
+        kloop.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"");
+        kloop.line("                 : \"=r\"(c[j][0]), \"=r\"(c[j][1]), \"=r\"(c[j + 1][0]), \"=r\"(c[j + 1][1])");
+        kloop.line("                 : \"r\"(" + smem_at(BM * LD, LD, "cs", "nrow", "kk + ((lane >> 3) & 1) * 8") + "));");
+      }
       kloop.line("  }");
       kloop.line("  #pragma unroll");
       kloop.line("  for (int i = 0; i < " + std::to_string(MI) + "; ++i)");
@@ -299,17 +401,30 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
       b.block("for (int k0 = 0; k0 < (int)emmy_kt; ++k0)", kloop);
       b.line("asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\");");
       dynamic_smem = stages * stage_elems * 2;
-      note += " cp.async stages=" + std::to_string(stages) + " ldmatrix";
+      note += " cp.async stages=" + std::to_string(stages) + " ldmatrix" + (b_trans ? " B:trans" : "") +
+              (ao.strided() ? " A:strided" : "") + (bo.strided() ? " B:strided" : "");
     } else {
       Body kloop(b);
       // Operands read straight from a kernel input, row-major with the contiguous dim a multiple of
       // 8, are copied raw in 16-byte chunks; anything else goes through the generic index path.
-      if (a_contig) {
+      // Views with 16-byte runs (o_proj's A) are copied the same way, each run's offset computed
+      // from the strided view once (not through the index chain element by element).
+      auto run_at = [](const std::string& ptr, const ChunkedOperand& op, const std::string& row, const std::string& col) {
+        return ptr + "[" + strided_offset_expr(op.batch, "bz") + " + " + strided_offset_expr(op.rows, row) + " + " +
+               strided_offset_expr(op.cols, col) + "]";
+      };
+      const bool a_runs = !a_contig && a_ok;
+      const bool b_k_runs = !b_contig_k && !b_contig_n && b_ok && (linear || bo.swapped);
+      const bool b_n_runs = !b_contig_k && !b_contig_n && b_ok && !linear && !bo.swapped;
+      if (a_runs) note += " A:strided16B";
+      if (b_k_runs || b_n_runs) note += " B:strided16B";
+      if (a_contig || a_runs) {
+        const std::string src =
+            a_contig ? a_ptr + "[" + a_base + " + gm * " + std::to_string(K) + "LL + gk]" : run_at(input_ptr(ao.source), ao, "gm", "gk");
         Body load(kloop);
         load.line("const int mm = e / " + std::to_string(BK / 8) + ", kc = (e % " + std::to_string(BK / 8) + ") * 8;");
         load.line("const long long gm = m0 + mm, gk = k0 + kc;");
-        load.line("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&As[mm][kc] = *(const uint4*)&" + a_ptr +
-                  "[" + a_base + " + gm * " + std::to_string(K) + "LL + gk];");
+        load.line("if (gm < " + std::to_string(M) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&As[mm][kc] = *(const uint4*)&" + src + ";");
         load.line("else *(uint4*)&As[mm][kc] = make_uint4(0, 0, 0, 0);");
         kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK / 8) + "; e += " + std::to_string(T) + ")", load);
       } else {
@@ -325,21 +440,24 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
         load.line("As[mm][kk] = " + conv + "(t);");
         kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BM * BK) + "; e += " + std::to_string(T) + ")", load);
       }
-      if (b_contig_k) {
+      if (b_contig_k || b_k_runs) {
+        // A swapped view's rows are N and its cols K, as a linear weight's.
+        const std::string src =
+            b_contig_k ? b_ptr + "[" + b_base + " + gn * " + std::to_string(K) + "LL + gk]" : run_at(input_ptr(bo.source), bo, "gn", "gk");
         Body load(kloop);
         load.line("const int nn = e / " + std::to_string(BK / 8) + ", kc = (e % " + std::to_string(BK / 8) + ") * 8;");
         load.line("const long long gn = n0 + nn, gk = k0 + kc;");
-        load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&Bs[nn][kc] = *(const uint4*)&" + b_ptr +
-                  "[" + b_base + " + gn * " + std::to_string(K) + "LL + gk];");
+        load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) *(uint4*)&Bs[nn][kc] = *(const uint4*)&" + src + ";");
         load.line("else *(uint4*)&Bs[nn][kc] = make_uint4(0, 0, 0, 0);");
         kloop.block("for (int e = threadIdx.x; e < " + std::to_string(BN * BK / 8) + "; e += " + std::to_string(T) + ")", load);
-      } else if (b_contig_n) {
+      } else if (b_contig_n || b_n_runs) {
+        const std::string src =
+            b_contig_n ? b_ptr + "[" + b_base + " + gk * " + std::to_string(N) + "LL + gn]" : run_at(input_ptr(bo.source), bo, "gk", "gn");
         Body load(kloop);
         load.line("const int kk = e / " + std::to_string(BN / 8) + ", nc = (e % " + std::to_string(BN / 8) + ") * 8;");
         load.line("const long long gn = n0 + nc, gk = k0 + kk;");
         load.line("uint4 v = make_uint4(0, 0, 0, 0);");
-        load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) v = *(const uint4*)&" + b_ptr + "[" + b_base +
-                  " + gk * " + std::to_string(N) + "LL + gn];");
+        load.line("if (gn < " + std::to_string(N) + "LL && gk < " + std::to_string(K) + "LL) v = *(const uint4*)&" + src + ";");
         load.line("const unsigned short* h = (const unsigned short*)&v;");
         load.line("#pragma unroll");
         load.line("for (int u = 0; u < 8; ++u) Bs[nc + u][kk] = h[u];");
