@@ -9,21 +9,14 @@
 
 #include "attention_graphs.hpp"
 #include "cuda_backend.hpp"
+#include "gpu_harness.hpp"
 #include "ir/interpreter.hpp"
 
 namespace emmy::cuda::test {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string worker_path() {
-  const char* env = std::getenv("EMMY_CUDA_WORKER");
-  return env && *env ? env : EMMY_BUILD_DIR "/libexec/emmy/emmy-cuda-worker";
-}
-
 CudaBackend& backend() {
-  static CudaBackend b({{"cache_dir", (fs::temp_directory_path() / "emmy-cuda-attn-gpu-test").string()},
-                        {"worker", worker_path()}});
+  static CudaBackend b(gpu_test_options("emmy-cuda-attn-gpu-test"));
   return b;
 }
 

@@ -9,22 +9,14 @@
 
 #include "cuda_backend.hpp"
 #include "cuda_graphs.hpp"
+#include "gpu_harness.hpp"
 #include "ir/interpreter.hpp"
 
 namespace emmy::cuda::test {
 namespace {
 
-namespace fs = std::filesystem;
-
-// The worker: $EMMY_CUDA_WORKER (a carried build), else the build tree's.
-std::string worker_path() {
-  const char* env = std::getenv("EMMY_CUDA_WORKER");
-  return env && *env ? env : EMMY_BUILD_DIR "/libexec/emmy/emmy-cuda-worker";
-}
-
 CudaBackend& backend() {
-  static CudaBackend b({{"cache_dir", (fs::temp_directory_path() / "emmy-cuda-gpu-test").string()},
-                        {"worker", worker_path()}});
+  static CudaBackend b(gpu_test_options("emmy-cuda-gpu-test"));
   return b;
 }
 
@@ -139,8 +131,9 @@ TEST(CudaGpu, HangIsATimeoutRowAndTheNextRunWorks) {
 // Two devices measuring at once (skipped with fewer than two): each gets its own worker, both
 // results match the reference.
 TEST(CudaGpu, TwoDevicesMeasureInParallel) {
-  CudaBackend two({{"cache_dir", (fs::temp_directory_path() / "emmy-cuda-gpu-test").string()},
-                   {"worker", worker_path()}, {"gpus", "2"}});
+  PluginOptions options = gpu_test_options("emmy-cuda-gpu-test");
+  options["gpus"] = "2";
+  CudaBackend two(options);
   try {
     two.probe_device(1);
   } catch (const std::exception& e) {

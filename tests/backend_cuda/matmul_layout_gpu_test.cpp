@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "cuda_backend.hpp"
+#include "gpu_harness.hpp"
 #include "ir/interpreter.hpp"
 #include "matmul_layout_graphs.hpp"
 #include "perf_graphs.hpp"
@@ -18,19 +19,12 @@
 namespace emmy::cuda::layout {
 namespace {
 
-namespace fs = std::filesystem;
 using Knobs = std::map<std::string, double>;
 using perf::describe;
 using perf::one_kernel;
 
-std::string worker_path() {
-  const char* env = std::getenv("EMMY_CUDA_WORKER");
-  return env && *env ? env : EMMY_BUILD_DIR "/libexec/emmy/emmy-cuda-worker";
-}
-
 CudaBackend& backend() {
-  static CudaBackend b({{"cache_dir", (fs::temp_directory_path() / "emmy-cuda-layout-gpu-test").string()},
-                        {"worker", worker_path()}});
+  static CudaBackend b(test::gpu_test_options("emmy-cuda-layout-gpu-test"));
   return b;
 }
 

@@ -9,24 +9,18 @@
 #include <filesystem>
 
 #include "cuda_backend.hpp"
+#include "gpu_harness.hpp"
 #include "ir/interpreter.hpp"
 #include "perf_graphs.hpp"
 
 namespace emmy::cuda::perf {
 namespace {
 
-namespace fs = std::filesystem;
 using ir::DType;
 using Knobs = std::map<std::string, double>;
 
-std::string worker_path() {
-  const char* env = std::getenv("EMMY_CUDA_WORKER");
-  return env && *env ? env : EMMY_BUILD_DIR "/libexec/emmy/emmy-cuda-worker";
-}
-
 CudaBackend& backend() {
-  static CudaBackend b({{"cache_dir", (fs::temp_directory_path() / "emmy-cuda-perf-gpu-test").string()},
-                        {"worker", worker_path()}});
+  static CudaBackend b(test::gpu_test_options("emmy-cuda-perf-gpu-test"));
   return b;
 }
 

@@ -756,4 +756,23 @@ std::string strided_offset_expr(const StridedDim& d, const std::string& i) {
 }
 
 
+std::string rounded(ir::DType t, const std::string& e) {
+  if (t == ir::DType::bf16) return "emmy_rbf(" + e + ")";
+  if (t == ir::DType::f16) return "emmy_rh(" + e + ")";
+  return e;
+}
+
+bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
+  if (o == mm) return true;
+  const ir::Node& n = g.node(o);
+  if (!is_elementwise_op(n.op) || n.type.shape != g.type(mm).shape) return false;
+  bool reaches = false;
+  for (ir::ValueId x : n.inputs) {
+    if (x < mm) continue;  // computed before the product: cannot depend on it
+    if (!fusable_output(g, mm, x)) return false;
+    reaches = true;
+  }
+  return reaches;
+}
+
 }  // namespace emmy::cuda

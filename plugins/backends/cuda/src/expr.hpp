@@ -59,6 +59,13 @@ std::string storage_type(ir::DType t);
 std::string compute_type(ir::DType t);
 std::string load_element(ir::DType t, const std::string& lvalue);
 std::string store_element(ir::DType t, const std::string& value);
+// `e` rounded to bf16/f16 precision when `t` is one of them (the emmy_rbf / emmy_rh helpers), as
+// the reference interpreter rounds every node's result to its dtype.
+std::string rounded(ir::DType t, const std::string& e);
+// True when output `o` is the value `mm` itself or an elementwise function of it at the same
+// index (that cannot depend on anything computed before `mm`): an epilogue the kernel producing
+// `mm` can compute in place.
+bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o);
 std::string literal(double v);
 
 std::string flat_offset(const Index& idx, const ir::Shape& shape);

@@ -37,26 +37,6 @@ using ir::Op;
 
 std::string num(int64_t v) { return std::to_string(v); }
 
-std::string rounded(ir::DType t, const std::string& e) {
-  if (t == ir::DType::bf16) return "emmy_rbf(" + e + ")";
-  if (t == ir::DType::f16) return "emmy_rh(" + e + ")";
-  return e;
-}
-
-// True when `o` is the result or an elementwise function of it at the same index.
-bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
-  if (o == mm) return true;
-  const ir::Node& n = g.node(o);
-  if (!is_elementwise_op(n.op) || n.type.shape != g.type(mm).shape) return false;
-  bool reaches = false;
-  for (ir::ValueId x : n.inputs) {
-    if (x < mm) continue;
-    if (!fusable_output(g, mm, x)) return false;
-    reaches = true;
-  }
-  return reaches;
-}
-
 // ---- Host-side index tracing (proves the 16-byte load path) -----------------------------------
 
 constexpr size_t kMaxRank = 8;

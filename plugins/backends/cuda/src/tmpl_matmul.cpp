@@ -16,26 +16,6 @@ namespace emmy::cuda {
 
 namespace {
 
-std::string rounded(ir::DType t, const std::string& e) {
-  if (t == ir::DType::bf16) return "emmy_rbf(" + e + ")";
-  if (t == ir::DType::f16) return "emmy_rh(" + e + ")";
-  return e;
-}
-
-// True when `o` is the product or an elementwise function of it at the same index.
-bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
-  if (o == mm) return true;
-  const ir::Node& n = g.node(o);
-  if (!is_elementwise_op(n.op) || n.type.shape != g.type(mm).shape) return false;
-  bool reaches = false;
-  for (ir::ValueId x : n.inputs) {
-    if (x < mm) continue;  // cannot depend on the product
-    if (!fusable_output(g, mm, x)) return false;
-    reaches = true;
-  }
-  return reaches;
-}
-
 // An operand of the product as [batch?, rows, cols] over a kernel input's buffer, `cols` the
 // dim copied in 16-byte runs: its innermost factor has stride 1 and a size that is a multiple
 // of 8, and every other stride is a multiple of 8 elements, so every run of 8 starting at a

@@ -35,12 +35,6 @@ void block_combine(Body& b, const std::string& acc, const std::string& op) {
   b.line("__syncthreads();");
 }
 
-std::string rounded(ir::DType t, const std::string& e) {
-  if (t == ir::DType::bf16) return "emmy_rbf(" + e + ")";
-  if (t == ir::DType::f16) return "emmy_rh(" + e + ")";
-  return e;
-}
-
 }  // namespace
 
 // A thread's share of a row kept in registers, at most (elements per input).

@@ -1,0 +1,25 @@
+// What every GPU test (ctest label "gpu") shares: where the measurement worker is and the backend
+// options that point at it, each test binary keeping its own cubin cache.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "cuda_backend.hpp"
+
+namespace emmy::cuda::test {
+
+// The worker: $EMMY_CUDA_WORKER (a carried build on the GPU machine), else the build tree's.
+inline std::string worker_path() {
+  const char* env = std::getenv("EMMY_CUDA_WORKER");
+  return env && *env ? env : EMMY_BUILD_DIR "/libexec/emmy/emmy-cuda-worker";
+}
+
+// Backend options for a GPU test: that worker and a cache under the temp folder named `cache`.
+inline PluginOptions gpu_test_options(const std::string& cache) {
+  return {{"cache_dir", (std::filesystem::temp_directory_path() / cache).string()},
+          {"worker", worker_path()}};
+}
+
+}  // namespace emmy::cuda::test
