@@ -106,6 +106,20 @@ TEST(CpuWorkers, BadWorkerCountsAreRefusedByName) {
   }
 }
 
+TEST(CpuWorkers, TheCoresOfAWorkerAreInTheFingerprintAndPinned) {
+  if (usable_cores() < 2) GTEST_SKIP() << "needs two cores";
+  CpuBackend narrow{{{"cache_dir", fresh_cache_dir()}, {"cores_per_worker", "1"}}};
+  CpuBackend two{{{"cache_dir", fresh_cache_dir()}, {"workers", "2"}}};
+  CpuBackend wide{{{"cache_dir", fresh_cache_dir()}, {"cores_per_worker", std::to_string(usable_cores())}}};
+  EXPECT_EQ(narrow.worker_cpus(0).size(), 1u);
+  EXPECT_EQ(narrow.environment_fingerprint(), two.environment_fingerprint());  // one core each
+  EXPECT_NE(narrow.environment_fingerprint(), wide.environment_fingerprint());
+  EXPECT_NE(narrow.environment_fingerprint().find("|1 core"), std::string::npos);
+  EXPECT_THROW((CpuBackend{{{"cache_dir", fresh_cache_dir()}, {"workers", "2"},
+                            {"cores_per_worker", std::to_string(usable_cores())}}}),
+               Error);
+}
+
 TEST(CpuWorkers, OneWorkerIsTheDefaultAndIsNotPinned) {
   CpuBackend backend{{{"cache_dir", fresh_cache_dir()}}};
   EXPECT_EQ(backend.capabilities().devices, 1);

@@ -188,17 +188,20 @@ TEST_F(TuneE2E, QwenLayerZeroTunesEndToEnd) {
   EXPECT_GT(r["assembled_us"].get<double>(), 0) << r.dump(2);
 }
 
-// Two worker processes tune a grouping's kernels side by side. The result does not depend on how
-// many there were: a one-worker run over the same measurements walks the same path (it launches
-// nothing) and reports the same kernels, configurations and total.
+// Two worker processes (one core each on CI's two cores) tune a grouping's kernels side by side.
+// The result does not depend on how many there were: one worker on the same one-core device over
+// the same measurements walks the same path (it launches nothing) and reports the same kernels,
+// configurations and total. One worker on both cores is another device: it measures afresh.
 TEST_F(TuneE2E, WorkersFanOutAndTheResultDoesNotDependOnTheirNumber) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two cores";
   const std::string code =
       "torch.matmul(torch.nn.functional.silu(torch.matmul(torch.randn(32,64), torch.randn(64,96))),"
       " torch.randn(96,48))";
-  auto tune = [&](const std::string& workers, const std::string& json_name) {
-    return emmy({"tune", "--backend", "cpu", "--code", code, "--workers", workers, "--patience",
-                 "2", "--samples", "3", "--warmup", "1", "--prior", "roofline", "--no-progress",
+  auto tune = [&](const std::string& workers, const std::string& json_name,
+                  const std::string& cores_per_worker = "1") {
+    return emmy({"tune", "--backend", "cpu", "--code", code, "--workers", workers,
+                 "--backend-option", "cores_per_worker=" + cores_per_worker, "--patience", "2",
+                 "--samples", "3", "--warmup", "1", "--prior", "roofline", "--no-progress",
                  "--json", path(json_name)});
   };
   Completed two = tune("2", "two.json");
@@ -221,6 +224,13 @@ TEST_F(TuneE2E, WorkersFanOutAndTheResultDoesNotDependOnTheirNumber) {
   for (size_t i = 0; i < r1["kernels"].size(); ++i)
     for (const char* field : {"key", "template", "config", "best_deploy_us", "evaluations"})
       EXPECT_EQ(r1["kernels"][i][field], r2["kernels"][i][field]) << field << " of kernel " << i;
+  EXPECT_EQ(r1["env"], r2["env"]);
+  // One worker on two cores measures on another device: nothing of the one-core runs is reused.
+  Completed wide = tune("1", "wide.json", "2");
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  json rw = report("wide.json");
+  EXPECT_NE(rw["env"], r1["env"]);
+  EXPECT_GT(rw["launches"].get<int>(), 0);
 
   // Devices belong to their backend; nonsense counts are usage errors.
   Completed gpus = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--gpus", "2"});

@@ -75,17 +75,15 @@ std::string cpu_model_name() {
 
 namespace {
 
-// workers=N: a positive number no larger than the cores this process may use (more would only
-// time kernels against each other).
-size_t parse_workers(const PluginOptions& options, size_t cores) {
-  std::string text = option_or(options, "workers", "1");
+// A positive count from option `name` (default `fallback`), at most `most`.
+size_t parse_count(const PluginOptions& options, const std::string& name, const std::string& fallback,
+                   size_t most, const std::string& most_what) {
+  std::string text = option_or(options, name, fallback);
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 6 ||
       std::stoul(text) < 1)
-    throw Error("cpu backend: workers '" + text + "' is not a positive number");
+    throw Error("cpu backend: " + name + " '" + text + "' is not a positive number");
   size_t n = std::stoul(text);
-  if (n > cores)
-    throw Error("cpu backend: workers " + text + " is more than the " + std::to_string(cores) +
-                " cores this process may use");
+  if (n > most) throw Error("cpu backend: " + name + " " + text + " is more than " + most_what);
   return n;
 }
 
@@ -107,13 +105,18 @@ CpuBackend::CpuBackend(const PluginOptions& options)
     : compiler_(option_or(options, "cache_dir", default_cache_dir()), option_or(options, "compiler", "")),
       worker_path_(find_worker(options)) {
   const std::vector<int> cpus = allowed_cpus();
-  const size_t n = parse_workers(options, cpus.size());
+  const std::string cores = std::to_string(cpus.size()) + " cores this process may use";
+  // More workers than cores would only time kernels against each other.
+  const size_t n = parse_count(options, "workers", "1", cpus.size(), "the " + cores);
+  cores_per_worker_ = parse_count(options, "cores_per_worker", std::to_string(cpus.size() / n),
+                                  cpus.size() / n, "the " + cores + " shared by " + std::to_string(n) +
+                                                       (n == 1 ? " worker" : " workers"));
   for (size_t i = 0; i < n; ++i) {
     auto slot = std::make_unique<Slot>();
-    // Worker i gets cores [i*c/n, (i+1)*c/n): disjoint shares, so side-by-side measurements do
-    // not compete for a core. A single worker keeps the process's whole set.
-    if (n > 1)
-      for (size_t c = i * cpus.size() / n; c < (i + 1) * cpus.size() / n; ++c)
+    // Worker i gets cores [i*k, (i+1)*k): disjoint shares, so side-by-side measurements do not
+    // compete for a core. One worker with every core keeps the process's own set (unpinned).
+    if (n > 1 || cores_per_worker_ < cpus.size())
+      for (size_t c = i * cores_per_worker_; c < (i + 1) * cores_per_worker_; ++c)
         slot->cpus.push_back(cpus[c]);
     slots_.push_back(std::move(slot));
   }
@@ -129,7 +132,10 @@ BackendCaps CpuBackend::capabilities() const {
 
 std::string CpuBackend::environment_fingerprint() const {
   std::call_once(fingerprint_once_, [this] {
-    fingerprint_ = "cpu|" + cpu_model_name() + "|" + compiler_.version_line();
+    // The cores a worker measures on are part of the device: a kernel timed on one core is not
+    // the same measurement as on two (its threads knob means something else).
+    fingerprint_ = "cpu|" + cpu_model_name() + "|" + compiler_.version_line() + "|" +
+                   std::to_string(cores_per_worker_) + (cores_per_worker_ == 1 ? " core" : " cores");
   });
   return fingerprint_;
 }

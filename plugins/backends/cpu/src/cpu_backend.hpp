@@ -5,7 +5,9 @@
 // worker=PATH (default $EMMY_CPU_WORKER, else <plugin dir>/../../../libexec/emmy/emmy-cpu-worker,
 // else <executable dir>/../libexec/emmy/emmy-cpu-worker), compiler=PATH (default $CXX, else c++),
 // workers=N (default 1): N worker processes measuring side by side, worker i pinned to its own
-// share of the cores, so the tuner can tune N kernels at once (BackendCaps::devices).
+// cores, so the tuner can tune N kernels at once (BackendCaps::devices); cores_per_worker=K
+// (default: the cores this process may use / N). K is part of the environment fingerprint: a
+// measurement on K cores is only reused by a run whose workers have K cores.
 #pragma once
 
 #include <atomic>
@@ -31,7 +33,7 @@ class CpuBackend : public Backend {
 
   std::string name() const override { return "cpu"; }
   BackendCaps capabilities() const override;
-  // "cpu|<cpu model from /proc/cpuinfo>|<compiler --version, first line>"
+  // "cpu|<cpu model from /proc/cpuinfo>|<compiler --version, first line>|<K> cores"
   std::string environment_fingerprint() const override;
   // Thread-safe: builds may run in parallel (see BuildPool).
   Status build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept override;
@@ -62,6 +64,7 @@ class CpuBackend : public Backend {
   Compiler compiler_;
   std::string worker_path_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  size_t cores_per_worker_ = 1;
   std::atomic<size_t> next_slot_{0};
   mutable std::once_flag fingerprint_once_;
   mutable std::string fingerprint_;
