@@ -75,7 +75,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("timeout", po::value<double>(&o.timeout_s)->default_value(20), "seconds before a candidate counts as hung")
     ("gpus", po::value<int>(&gpus), "cuda: use the first N devices")
     ("devices", po::value<std::string>(&devices), "cuda: device list, e.g. 0,2")
-    ("workers", po::value<int>(&workers), "cpu: measure in N worker processes, each pinned to its share of the cores (default 1)")
+    ("workers", po::value<int>(&workers), "cpu: measure in N worker processes, each pinned to its share of the cores (default 1; --backend-option cores_per_worker=K sets the share)")
     ("no-validate", "skip measuring the assembled graph at the end")
     ("no-progress", "no live progress bar (plain lines)")
     ("json", po::value<std::string>(&o.json_path), "write a JSON report to FILE");
