@@ -116,15 +116,8 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
       o.backend_options[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
   }
-  // Kernels are tuned side by side, one per device: GPUs for cuda, worker processes for cpu.
-  if (vm.count("gpus") && gpus < 1) {
-    std::cerr << "emmy tune: --gpus must be at least 1\n";
-    return kExitUsage;
-  }
-  if (vm.count("workers") && workers < 1) {
-    std::cerr << "emmy tune: --workers must be at least 1\n";
-    return kExitUsage;
-  }
+  // Kernels are tuned side by side, one per device: GPUs for cuda, worker processes for cpu. The
+  // counts go to the backend as given; it refuses what is not a positive number, by name.
   if (o.backend == "cpu" && (vm.count("gpus") || vm.count("devices"))) {
     std::cerr << "emmy tune: --gpus and --devices choose GPUs of the cuda backend; the cpu backend "
                  "fans out over --workers N\n";
@@ -135,8 +128,8 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
                  "--gpus N or --devices LIST\n";
     return kExitUsage;
   }
-  if (workers > 0) o.backend_options["workers"] = std::to_string(workers);
-  if (gpus > 0) o.backend_options["gpus"] = std::to_string(gpus);
+  if (vm.count("workers")) o.backend_options["workers"] = std::to_string(workers);
+  if (vm.count("gpus")) o.backend_options["gpus"] = std::to_string(gpus);
   if (!devices.empty()) o.backend_options["devices"] = devices;
   if (!passes.empty()) o.passes = pass_list(passes);
   o.validate = !vm.count("no-validate");
