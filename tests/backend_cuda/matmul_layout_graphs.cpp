@@ -48,6 +48,15 @@ ir::Graph matmul_transposed_b(int64_t m, int64_t k, int64_t n) {
   return g;
 }
 
+ir::Graph bmm_transposed_b(int64_t batch, int64_t m, int64_t k, int64_t n) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("a", {DType::bf16, {batch, m, k}});
+  auto y = b.input("b", {DType::bf16, {batch, n, k}});
+  b.output(b.matmul(x, b.transpose(y, 1, 2)));
+  return g;
+}
+
 ir::Graph o_proj(int64_t heads, int64_t s, int64_t d, int64_t n) {
   ir::Graph g;
   ir::Builder b(g);

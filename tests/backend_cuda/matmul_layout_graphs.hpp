@@ -14,6 +14,8 @@ ir::Graph matmul_kn(const ir::Shape& a_batch, const ir::Shape& b_batch, int64_t 
 ir::Graph bmm(int64_t batch, int64_t m, int64_t k, int64_t n);
 // bf16 a[m, k] @ w[n, k].transpose(0, 1): B is a view whose K is contiguous.
 ir::Graph matmul_transposed_b(int64_t m, int64_t k, int64_t n);
+// bf16 a[batch, m, k] @ b[batch, n, k].transpose(1, 2): a batched B with K contiguous (q @ k^T).
+ir::Graph bmm_transposed_b(int64_t batch, int64_t m, int64_t k, int64_t n);
 // Qwen3's o_proj: attn[1, heads, s, d] -> transpose(1, 2) -> contiguous -> reshape [1, s, heads*d]
 // -> contiguous -> linear with w[n, heads*d] (bf16).
 ir::Graph o_proj(int64_t heads, int64_t s, int64_t d, int64_t n);

@@ -126,6 +126,16 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   for (uint64_t s : spec.output_bytes) o.put(s);
   o.put(uint32_t(spec.plan.scratch_bytes.size()));
   for (int64_t s : spec.plan.scratch_bytes) o.put(uint64_t(s));
+  o.put(uint32_t(spec.plan.tensor_maps.size()));
+  for (const TensorMap& t : spec.plan.tensor_maps) {
+    o.put(uint32_t(t.buffer));
+    o.put(t.dtype == ir::DType::bf16 ? wire::kTmapBf16 : t.dtype == ir::DType::f16 ? wire::kTmapF16 : wire::kTmapF32);
+    o.put(uint32_t(t.swizzle_bytes));
+    o.put(uint32_t(t.dims.size()));
+    for (int64_t d : t.dims) o.put(uint64_t(d));
+    for (int64_t d : t.strides_bytes) o.put(uint64_t(d));
+    for (int64_t d : t.box) o.put(uint32_t(d));
+  }
   o.put(int32_t(spec.warmup));
   o.put(int32_t(spec.samples));
   o.put(uint32_t(spec.use_graph ? 1 : 0));

@@ -9,9 +9,30 @@ namespace emmy::cuda {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+namespace {
+
+// The dtypes a tensor map is encoded for (the worker maps the same names to CUtensorMapDataType).
+bool tensor_map_dtype(const std::string& name, ir::DType& out) {
+  for (ir::DType d : {ir::DType::bf16, ir::DType::f16, ir::DType::f32})
+    if (ir::to_string(d) == name) {
+      out = d;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
 std::string render_plan(const Plan& plan) {
   std::string s;
   for (int64_t b : plan.scratch_bytes) s += "//@emmy scratch " + std::to_string(b) + "\n";
+  for (const TensorMap& t : plan.tensor_maps) {
+    s += "//@emmy tmap " + std::to_string(t.buffer) + " " + std::string(ir::to_string(t.dtype)) + " " + std::to_string(t.swizzle_bytes) + " " +
+         std::to_string(t.dims.size());
+    for (const auto* list : {&t.dims, &t.strides_bytes, &t.box})
+      for (int64_t v : *list) s += " " + std::to_string(v);
+    s += "\n";
+  }
   for (const Launch& l : plan.launches)
     s += "//@emmy launch " + l.kernel + " " + std::to_string(l.grid[0]) + " " + std::to_string(l.grid[1]) + " " +
          std::to_string(l.grid[2]) + " " + std::to_string(l.block) + " " + std::to_string(l.shared_bytes) + "\n";
@@ -38,6 +59,25 @@ Plan parse_plan(const std::string& source) {
       if (!f || l.block <= 0 || l.grid[0] <= 0 || l.grid[1] <= 0 || l.grid[2] <= 0)
         throw Error("cuda backend: bad plan line '" + line + "'");
       plan.launches.push_back(l);
+    } else if (what == "tmap") {
+      TensorMap t;
+      std::string dtype;
+      int64_t rank = 0;
+      f >> t.buffer >> dtype >> t.swizzle_bytes >> rank;
+      bool ok = f && t.buffer >= 0 && tensor_map_dtype(dtype, t.dtype) && rank >= 1 && rank <= 5 &&
+                (t.swizzle_bytes == 0 || t.swizzle_bytes == 32 || t.swizzle_bytes == 64 || t.swizzle_bytes == 128);
+      auto read = [&](std::vector<int64_t>& list, int64_t n) {
+        list.resize(size_t(std::max<int64_t>(n, 0)));
+        for (int64_t& v : list) f >> v;
+        for (int64_t v : list) ok = ok && v > 0;
+      };
+      if (ok) {
+        read(t.dims, rank);
+        read(t.strides_bytes, rank - 1);
+        read(t.box, rank);
+      }
+      if (!ok || !f) throw Error("cuda backend: bad plan line '" + line + "'");
+      plan.tensor_maps.push_back(t);
     }
   }
   if (plan.launches.empty()) throw Error("cuda backend: the source has no '//@emmy launch' line");
@@ -51,10 +91,29 @@ ModuleBuilder::ModuleBuilder(const ir::Graph& g) : g_(g) {
 }
 
 std::string ModuleBuilder::add_scratch(ir::DType dtype, int64_t count) {
+  if (!plan_.tensor_maps.empty()) throw Error("cuda backend: scratch added after a tensor map (the maps' pointer follows the buffers)");
   std::string name = "scr" + std::to_string(plan_.scratch_bytes.size());
   plan_.scratch_bytes.push_back(std::max<int64_t>(1, count) * ir::size_of(dtype));
   pointers_.push_back({name, dtype});
   return name;
+}
+
+std::string ModuleBuilder::add_tensor_map(const std::string& pointer, std::vector<int64_t> dims, std::vector<int64_t> strides_bytes,
+                                          std::vector<int64_t> box, int64_t swizzle_bytes) {
+  TensorMap t;
+  t.buffer = -1;
+  for (size_t i = 0; i < pointers_.size(); ++i)
+    if (pointers_[i].first == pointer) {
+      t.buffer = int64_t(i);
+      t.dtype = pointers_[i].second;
+    }
+  if (t.buffer < 0) throw Error("cuda backend: a tensor map over '" + pointer + "', which is no buffer of the module");
+  t.dims = std::move(dims);
+  t.strides_bytes = std::move(strides_bytes);
+  t.box = std::move(box);
+  t.swizzle_bytes = swizzle_bytes;
+  plan_.tensor_maps.push_back(std::move(t));
+  return "(emmy_tmaps + " + std::to_string((plan_.tensor_maps.size() - 1) * 128) + "ull)";
 }
 
 void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], int64_t block, const std::string& body,
@@ -74,6 +133,8 @@ void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], i
     k += "  " + std::string(is_input ? "const " : "") + storage_type(dtype) + "* __restrict__ " + ptr + " = (" +
          (is_input ? "const " : "") + storage_type(dtype) + "*)emmy_buf[" + std::to_string(i) + "];\n";
   }
+  if (!plan_.tensor_maps.empty())
+    k += "  const unsigned long long emmy_tmaps = (unsigned long long)emmy_buf[" + std::to_string(pointers_.size()) + "];\n";
   k += body + "}\n\n";
   kernels_ += k;
 }

@@ -1,7 +1,9 @@
 // A generated CUDA module: its source and the launch plan the worker follows. The plan travels
 // inside the source as `//@emmy` comment lines, so an Artifact (cubin path + source) is enough
 // to run it. Kernels take one parameter, `void* const* emmy_buf`: the slice's inputs, then its
-// outputs, then scratch buffers, each a device pointer.
+// outputs, then scratch buffers, each a device pointer; a module that uses the bulk tensor copy
+// engine (TMA) gets one more: its tensor maps, 128 bytes each, which the worker encodes over
+// those buffers (they live in global memory, so the one-pointer kernel signature holds).
 #pragma once
 
 #include <cstdint>
@@ -19,12 +21,23 @@ struct Launch {
   int64_t shared_bytes = 0;  // dynamic shared memory
 };
 
+// A TMA tensor map over one of the module's buffers (cuTensorMapEncodeTiled's arguments):
+// dims and box innermost first, strides in bytes for dims 1.. (dim 0 is contiguous).
+struct TensorMap {
+  int64_t buffer = 0;  // index into emmy_buf (inputs, outputs, scratch)
+  ir::DType dtype = ir::DType::bf16;
+  std::vector<int64_t> dims, strides_bytes, box;
+  int64_t swizzle_bytes = 0;  // 0 (none), 32, 64 or 128
+};
+
 struct Plan {
   std::vector<Launch> launches;
   std::vector<int64_t> scratch_bytes;
+  std::vector<TensorMap> tensor_maps;
 };
 
-// "//@emmy scratch N" and "//@emmy launch NAME GX GY GZ BLOCK SMEM" lines.
+// "//@emmy scratch N", "//@emmy launch NAME GX GY GZ BLOCK SMEM" and
+// "//@emmy tmap BUFFER DTYPE SWIZZLE RANK DIMS... STRIDES... BOX..." lines.
 std::string render_plan(const Plan& plan);
 // Reads the plan back from a source; throws emmy::Error when it has no launch line or a bad one.
 Plan parse_plan(const std::string& source);
@@ -36,8 +49,13 @@ class ModuleBuilder {
   // Pointer names: in<i> / out<k> / scr<j>, declared in every kernel with their element types.
   std::string input_name(size_t i) const { return "in" + std::to_string(i); }
   std::string output_name(size_t k) const { return "out" + std::to_string(k); }
-  // A scratch buffer of `count` elements of `dtype`; returns its pointer name.
+  // A scratch buffer of `count` elements of `dtype`; returns its pointer name. Scratch comes
+  // before any tensor map (the maps' pointer follows the buffers).
   std::string add_scratch(ir::DType dtype, int64_t count);
+  // A tensor map over the buffer named `pointer` (in<i> / out<k> / scr<j>); returns a device
+  // expression for its generic address (in the `emmy_tmaps` table every kernel then declares).
+  std::string add_tensor_map(const std::string& pointer, std::vector<int64_t> dims, std::vector<int64_t> strides_bytes,
+                             std::vector<int64_t> box, int64_t swizzle_bytes);
   void add_kernel(const std::string& name, const int64_t grid[3], int64_t block, const std::string& body,
                   int64_t shared_bytes = 0);
   std::string finish(const std::string& note = "") const;

@@ -34,6 +34,23 @@ std::string content_hash(const std::string& text) {
   return buf;
 }
 
+namespace {
+
+// Write to a private temporary name, then rename: concurrent builds of one key stay whole.
+void write_whole(const fs::path& path, const std::string& bytes) {
+  static std::atomic<unsigned> counter{0};
+  std::ostringstream tmp_name;
+  tmp_name << path.string() << ".tmp." << ::getpid() << "." << std::this_thread::get_id() << "." << counter++;
+  {
+    std::ofstream f(tmp_name.str(), std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f) throw Error("cuda backend: cannot write " + tmp_name.str());
+  }
+  fs::rename(tmp_name.str(), path);
+}
+
+}  // namespace
+
 NvrtcCompiler::NvrtcCompiler(std::string cache_dir, std::string arch)
     : cache_dir_(std::move(cache_dir)), arch_(std::move(arch)) {}
 
@@ -80,16 +97,14 @@ CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime) 
   std::string bytes(size, '\0');
   nvrtcGetCUBIN(prog, bytes.data());
   nvrtcDestroyProgram(&prog);
-  // Write to a private temporary name, then rename: concurrent builds of one key stay whole.
-  static std::atomic<unsigned> counter{0};
-  std::ostringstream tmp_name;
-  tmp_name << cubin.string() << ".tmp." << ::getpid() << "." << std::this_thread::get_id() << "." << counter++;
-  {
-    std::ofstream f(tmp_name.str(), std::ios::binary);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f) throw Error("cuda backend: cannot write " + tmp_name.str());
-  }
-  fs::rename(tmp_name.str(), cubin);
+  // The source goes beside the cubin as <hash>.cu (first, so every cached cubin has one): it
+  // traces a cubin back to its template and knobs (bench/qwen_layer/sass_summary.py). Its first
+  // line names the NVRTC version and options, the rest of the hash key.
+  std::string traced = "// emmy nvrtc " + nvrtc_version();
+  for (const auto& o : opts) traced += " " + o;
+  traced += "\n" + source;
+  write_whole(fs::path(cubin).replace_extension(".cu"), traced);
+  write_whole(cubin, bytes);
   out.ok = true;
   return out;
 }

@@ -30,6 +30,9 @@ BackendCaps cuda_capabilities() {
       {"tile_k", {16, 8, 32, 64}},
       {"warps", {4, 2, 8}},
       {"stages", {1, 2, 3, 4}},
+      // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; tile_k 64, 4 warps per 64 rows of
+      // tile_m, stages >= 2, K-major operands read straight from kernel inputs).
+      {"wgmma", {0, 1}},
   };
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
   // shared-memory tile; warps: per block, 16 query rows each, more split the key/value tiles'

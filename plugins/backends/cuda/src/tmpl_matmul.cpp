@@ -9,6 +9,7 @@
 #include <set>
 
 #include "expr.hpp"
+#include "matmul_wgmma.hpp"
 #include "module.hpp"
 #include "templates.hpp"
 
@@ -81,6 +82,35 @@ bool chunked_operand(const ir::Graph& g, ir::ValueId v, int64_t batch, int64_t R
   std::string why_t;
   if (!runs_of_16_bytes(t, why_t)) return false;
   out = t;
+  return true;
+}
+
+// v as a TMA operand: `rows` x K with K contiguous (per batch), read straight from a kernel
+// input with one stride per dim. With `k_rows` (a matmul's B, [K, N]) only its transposed view
+// (K contiguous) qualifies: wgmma reads B K-major here.
+bool tma_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v, int64_t batch, int64_t rows, int64_t K, bool k_rows,
+                 TmaOperand& out, std::string& why) {
+  ChunkedOperand op;
+  if (!(k_rows ? chunked_operand(g, v, batch, K, rows, true, op, why) : chunked_operand(g, v, batch, rows, K, false, op, why))) return false;
+  if (k_rows && !op.swapped) {
+    why = "is [K, N] with N contiguous; this path reads B with K contiguous (a linear's weight, or w.t())";
+    return false;
+  }
+  if (op.rows.size() > 1 || op.cols.size() != 1 || op.batch.size() > 1) {
+    why = "is a view with more than one stride per dim (TMA here takes [batch,] rows, K)";
+    return false;
+  }
+  auto ins = g.inputs();
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i] == op.source) out.pointer = m.input_name(i);
+  if (out.pointer.empty()) {
+    why = "is not read from a kernel input";
+    return false;
+  }
+  out.rows = rows;
+  out.row_stride = op.rows.empty() ? K : op.rows[0].stride;
+  out.batch = op.batch.empty() ? 1 : op.batch[0].size;
+  out.batch_stride = op.batch.empty() ? 0 : op.batch[0].stride;
   return true;
 }
 
@@ -203,13 +233,32 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
         break;
       }
   const int64_t stages = knobs.count("stages") ? knobs.at("stages") : 1;
-  if (stages > 1 && WM == 0)
+  const bool use_wgmma = knobs.count("wgmma") && knobs.at("wgmma") == 1;
+  if (stages > 1 && WM == 0 && !use_wgmma)
     throw KnobRefused("matmul: stages=" + std::to_string(stages) +
                       " needs the tensor-core path (bf16/f16 operands, tile_k a multiple of 16, warps that tile the block)");
   int64_t dynamic_smem = 0;
   Body b(1);
   std::string note;
-  if (WM > 0) {
+  if (use_wgmma) {
+    // Hopper: TMA + wgmma (tmpl_matmul_wgmma.cpp), both operands K-major kernel inputs.
+    if (!sixteen) throw KnobRefused("matmul: wgmma=1 takes bf16/f16 operands of one dtype");
+    if (BK != 64) throw KnobRefused("matmul: wgmma=1 reads k-slices of 64 (128-byte swizzled rows): tile_k must be 64");
+    if (W != BM / 16) throw KnobRefused("matmul: wgmma=1 runs one warpgroup (4 warps) per 64 rows: warps must be tile_m / 16");
+    TmaOperand ta, tb;
+    std::string why;
+    if (!tma_operand(g, m, p.inputs[0], batch, M, K, false, ta, why)) throw KnobRefused("matmul: wgmma=1: A " + why);
+    if (!tma_operand(g, m, p.inputs[1], batch, N, K, !linear, tb, why)) throw KnobRefused("matmul: wgmma=1: B " + why);
+    dynamic_smem = emit_wgmma_mainloop(m, b, a_t, ta, tb, K, WgmmaTile{BM, BN, stages});
+    note = std::string(" wgmma m64n") + std::to_string(BN) + "k16 TMA stages=" + std::to_string(stages);
+    const std::string row = "m0 + emmy_wg * 64 + (warp & 3) * 16 + grp";
+    if (N % 2 == 0)
+      emit_epilogue(b, {"for (int j = 0; j < " + std::to_string(BN / 8) + "; ++j)", "for (int h = 0; h < 2; ++h)"},
+                    "const long long gm = " + row + " + h * 8, gn = n0 + j * 8 + tig * 2;", "acc[j][h * 2]", "acc[j][h * 2 + 1]");
+    else
+      emit_epilogue(b, {"for (int j = 0; j < " + std::to_string(BN / 8) + "; ++j)", "for (int q = 0; q < 4; ++q)"},
+                    "const long long gm = " + row + " + (q >> 1) * 8, gn = n0 + j * 8 + tig * 2 + (q & 1);", "acc[j][q]");
+  } else if (WM > 0) {
     const int64_t WN = W / WM, MI = BM / WM / 16, NI = BN / WN / 8, LD = BK + 8;
     const std::string ty = a_t == ir::DType::bf16 ? "bf16" : "f16";
     const std::string conv = a_t == ir::DType::bf16 ? "emmy_f2bf" : "emmy_f2h";
@@ -565,7 +614,7 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
   }
   int64_t grid[3] = {ceil_div(N, BN), ceil_div(M, BM), batch};
   // Static shared memory (the one-stage paths) is capped at 48 KiB by the compiler.
-  const int64_t static_smem = WM > 0 ? (stages == 1 ? (BM + BN) * (BK + 8) * 2 : 0) : BK * (BM + BN + 8) * 4;
+  const int64_t static_smem = use_wgmma ? 0 : WM > 0 ? (stages == 1 ? (BM + BN) * (BK + 8) * 2 : 0) : BK * (BM + BN + 8) * 4;
   if (static_smem > 48 * 1024)
     throw KnobRefused("matmul: a " + std::to_string(BM) + "x" + std::to_string(BN) + "x" + std::to_string(BK) +
                       " tile in one stage needs " + std::to_string(static_smem) +

@@ -6,6 +6,8 @@
 //                                                i32 cc major, i32 cc minor, i64 L2 bytes
 //   run:    u32 kRun, str cubin path, u32 n_launch x (str kernel, i64 gx, gy, gz, block, smem),
 //           u32 n_in x str bytes, u32 n_out x u64 size, u32 n_scratch x u64 size,
+//           u32 n_tmap x (u32 buffer, u32 dtype (kTmap*), u32 swizzle bytes, u32 rank,
+//                         rank x u64 dim, rank-1 x u64 stride bytes, rank x u32 box),
 //           i32 warmup, i32 samples, u32 use_graph, u64 flush bytes
 //                                             -> u32 kOk, u32 n x f64 us, u32 n_out x str bytes
 //   any failure                               -> u32 kFail, str message (the worker then exits)
@@ -28,6 +30,8 @@ inline constexpr uint32_t kHello = 0x43554831;  // "CUH1"
 inline constexpr uint32_t kRun = 0x43555231;    // "CUR1"
 inline constexpr uint32_t kOk = 0x43554f4b;     // "CUOK"
 inline constexpr uint32_t kFail = 0x43554652;   // "CUFR"
+// Tensor-map element types on the wire.
+inline constexpr uint32_t kTmapBf16 = 0, kTmapF16 = 1, kTmapF32 = 2;
 
 inline bool send_all(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);

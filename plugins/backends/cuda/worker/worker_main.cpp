@@ -1,7 +1,8 @@
 // emmy-cuda-worker: runs built cubins for the cuda backend on one device (the first visible:
 // the backend sets CUDA_VISIBLE_DEVICES), talking over stdin/stdout (wire.hpp). Inputs are
 // copied to the device once per request; the launches are captured into a CUDA graph and
-// replayed; before every timed sample the L2 is flushed by writing a buffer larger than it;
+// replayed (tensor maps, when the module uses TMA, are encoded once over the buffers and passed
+// in device memory); before every timed sample the L2 is flushed by writing a buffer larger than it;
 // each sample is timed with events around one replay. Any CUDA error is reported and the
 // worker exits: after an illegal address the context is unusable, and the backend starts a
 // fresh worker for the next candidate.
@@ -66,6 +67,30 @@ void hello(int out_fd) {
   o.send(out_fd);
 }
 
+struct TmapSpec {
+  uint32_t buffer = 0, dtype = 0, swizzle = 0, rank = 0;
+  cuuint64_t dims[5] = {}, strides[4] = {};
+  cuuint32_t box[5] = {};
+};
+
+// cuTensorMapEncodeTiled over buffer `t.buffer`; a bad map (a stride or box the hardware cannot
+// take) is a failure of this candidate like any other CUDA error.
+void encode_tensor_map(const TmapSpec& t, const std::vector<CUdeviceptr>& bufs, CUtensorMap& out) {
+  if (t.buffer >= bufs.size()) throw CudaFailure("tensor map over buffer " + std::to_string(t.buffer) + ", which does not exist");
+  CUtensorMapDataType type = t.dtype == wire::kTmapBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                             : t.dtype == wire::kTmapF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  CUtensorMapSwizzle swizzle = t.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                               : t.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                               : t.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                 : CU_TENSOR_MAP_SWIZZLE_NONE;
+  cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  check(cuTensorMapEncodeTiled(&out, type, t.rank, reinterpret_cast<void*>(bufs[t.buffer]), t.dims, t.strides, t.box,
+                               element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "cuTensorMapEncodeTiled");
+}
+
 struct LaunchSpec {
   std::string kernel;
   int64_t grid[3], block, smem;
@@ -90,6 +115,19 @@ void run(wire::In& in, int out_fd) {
   uint32_t n_scratch = in.get<uint32_t>();
   std::vector<uint64_t> scratch_sizes(n_scratch);
   for (auto& s : scratch_sizes) s = in.get<uint64_t>();
+  uint32_t n_tmap = in.get<uint32_t>();
+  if (!in.ok || n_tmap > 64) std::exit(3);
+  std::vector<TmapSpec> tmaps(n_tmap);
+  for (auto& t : tmaps) {
+    t.buffer = in.get<uint32_t>();
+    t.dtype = in.get<uint32_t>();
+    t.swizzle = in.get<uint32_t>();
+    t.rank = in.get<uint32_t>();
+    if (!in.ok || t.rank < 1 || t.rank > 5) std::exit(3);
+    for (uint32_t d = 0; d < t.rank; ++d) t.dims[d] = in.get<uint64_t>();
+    for (uint32_t d = 0; d + 1 < t.rank; ++d) t.strides[d] = in.get<uint64_t>();
+    for (uint32_t d = 0; d < t.rank; ++d) t.box[d] = in.get<uint32_t>();
+  }
   int32_t warmup = in.get<int32_t>(), samples = in.get<int32_t>();
   uint32_t use_graph = in.get<uint32_t>();
   uint64_t flush_bytes = in.get<uint64_t>();
@@ -122,9 +160,21 @@ void run(wire::In& in, int out_fd) {
   }
   for (uint64_t s : out_sizes) check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
   for (uint64_t s : scratch_sizes) check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
+  // Tensor maps: encoded over the buffers just allocated, kept in device memory; their address
+  // is the table's last entry.
+  std::vector<CUdeviceptr> table_entries = bufs;
+  CUdeviceptr tmap_buf = 0;
+  if (!tmaps.empty()) {
+    std::vector<CUtensorMap> encoded(tmaps.size());
+    for (size_t i = 0; i < tmaps.size(); ++i) encode_tensor_map(tmaps[i], bufs, encoded[i]);
+    check(cuMemAlloc(&tmap_buf, encoded.size() * sizeof(CUtensorMap)), "cuMemAlloc (tensor maps)");
+    check(cuMemcpyHtoD(tmap_buf, encoded.data(), encoded.size() * sizeof(CUtensorMap)), "cuMemcpyHtoD (tensor maps)");
+    table_entries.push_back(tmap_buf);
+  }
   CUdeviceptr table = 0;
-  check(cuMemAlloc(&table, std::max<size_t>(1, bufs.size()) * sizeof(CUdeviceptr)), "cuMemAlloc");
-  if (!bufs.empty()) check(cuMemcpyHtoD(table, bufs.data(), bufs.size() * sizeof(CUdeviceptr)), "cuMemcpyHtoD");
+  check(cuMemAlloc(&table, std::max<size_t>(1, table_entries.size()) * sizeof(CUdeviceptr)), "cuMemAlloc");
+  if (!table_entries.empty())
+    check(cuMemcpyHtoD(table, table_entries.data(), table_entries.size() * sizeof(CUdeviceptr)), "cuMemcpyHtoD");
   CUdeviceptr flush = 0;
   if (flush_bytes) check(cuMemAlloc(&flush, flush_bytes), "cuMemAlloc (L2 flush buffer)");
 
@@ -190,6 +240,7 @@ void run(wire::In& in, int out_fd) {
   cuStreamDestroy(stream);
   for (CUdeviceptr p : bufs) cuMemFree(p);
   cuMemFree(table);
+  if (tmap_buf) cuMemFree(tmap_buf);
   if (flush) cuMemFree(flush);
   cuModuleUnload(module);
   reply.send(out_fd);

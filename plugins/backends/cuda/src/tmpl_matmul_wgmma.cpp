@@ -1,0 +1,166 @@
+// The matmul template's wgmma + TMA main loop (matmul_wgmma.hpp).
+//
+// Shared memory, per stage: A's tile_m rows, then B's tile_n rows, each row the 64 elements
+// (128 bytes) of one k-slice, written by TMA with the 128-byte swizzle; stage bases are
+// 1024-byte aligned, as the swizzle pattern repeats every 8 rows. That is wgmma's canonical
+// K-major layout with 128-byte swizzle, so a descriptor names each operand directly: stride
+// between 8-row groups 1024 bytes, and the k16 steps inside the slice advance the start address
+// by 32 bytes.
+//
+// Synchronisation: thread 0 issues every copy. Stage s has one mbarrier ("full"), armed with
+// the stage's byte count; the copies complete on it. Every thread waits on it (phase parity =
+// round of the ring), the warpgroups issue their wgmmas and wait for them, and a block barrier
+// then tells thread 0 that stage s may be refilled with the slice `stages` ahead.
+#include <algorithm>
+#include <vector>
+
+#include "expr.hpp"
+#include "matmul_wgmma.hpp"
+#include "module.hpp"
+
+namespace emmy::cuda {
+
+namespace {
+
+std::string replace_all(std::string text, const std::string& key, const std::string& value) {
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+    text.replace(at, key.size(), value);
+  return text;
+}
+
+// A tensor map of `op`: 2-D {K, rows}, or 3-D {K, rows, batch} when it has one matrix per batch.
+std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t box_rows) {
+  std::vector<int64_t> dims = {K, op.rows}, strides = {op.row_stride * 2}, box = {64, box_rows};
+  if (op.batch > 1) {
+    dims.push_back(op.batch);
+    strides.push_back(op.batch_stride * 2);
+    box.push_back(1);
+  }
+  return m.add_tensor_map(op.pointer, dims, strides, box, 128);
+}
+
+// One TMA copy of `op`'s box at (k, row[, bz]) into shared address `dst`, completing on `bar`.
+std::string tma_copy(const TmaOperand& op, const std::string& map, const std::string& dst, const std::string& row) {
+  const bool batched = op.batch > 1;
+  return std::string("asm volatile(\"cp.async.bulk.tensor.") + (batched ? "3d" : "2d") +
+         ".shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3" + (batched ? ", %5" : "") +
+         "}], [%4];\" :: \"r\"(" + dst + "), \"l\"(" + map + "), \"r\"(kt * 64), \"r\"((int)(" + row +
+         ")), \"r\"(emmy_full_at(s))" + (batched ? ", \"r\"((int)bz)" : "") + " : \"memory\");";
+}
+
+// wgmma m64n<tile_n>k16 with both operands from shared memory (descriptors da, db), adding to
+// acc (scale-d = 1: the accumulators start at zero).
+std::string wgmma_call(ir::DType dtype, int64_t tile_n) {
+  const std::string ty = dtype == ir::DType::bf16 ? "bf16" : "f16";
+  const int64_t regs = tile_n / 2;
+  std::string list, operands;
+  for (int64_t r = 0; r < regs; ++r) {
+    list += (r ? ", %" : "%") + std::to_string(r);
+    operands += std::string(r ? ", " : "") + "\"+f\"(acc[" + std::to_string(r / 4) + "][" + std::to_string(r % 4) + "])";
+  }
+  return "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) +
+         ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(tile_n) + "k16.f32." + ty + "." + ty + " {" + list +
+         "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) + ", p, 1, 1, 0, 0;\\n}\"\n" +
+         "            : " + operands + "\n            : \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");";
+}
+
+// The loop, with @NAMES@ filled in by emit_wgmma_mainloop.
+const char* const kMainLoop = R"(extern __shared__ __align__(1024) unsigned char emmy_smem[];
+__shared__ __align__(8) unsigned long long emmy_full[@STAGES@];
+// The dynamic buffer is over-allocated by 1024 bytes: its start rounded up to the swizzle period.
+const unsigned emmy_base = ((unsigned)__cvta_generic_to_shared(emmy_smem) + 1023u) & ~1023u;
+const unsigned emmy_full0 = (unsigned)__cvta_generic_to_shared(&emmy_full[0]);
+auto emmy_full_at = [&](int s) { return emmy_full0 + 8u * (unsigned)s; };
+const long long bz = blockIdx.z;
+const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)blockIdx.x * @BN@LL;
+const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;
+const int emmy_wg = warp >> 2;
+float acc[@NJ@][4];
+#pragma unroll
+for (int j = 0; j < @NJ@; ++j) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
+if (threadIdx.x == 0) {
+  for (int s = 0; s < @STAGES@; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(emmy_full_at(s)) : "memory");
+  // The barriers' initialisation, visible to the copy engine before it completes on them.
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("prefetch.tensormap [%0];" :: "l"(@MAP_A@) : "memory");
+  asm volatile("prefetch.tensormap [%0];" :: "l"(@MAP_B@) : "memory");
+}
+__syncthreads();
+// Slice kt into stage s: arm the stage's barrier with its bytes, then both copies.
+auto emmy_issue = [&](int kt, int s) {
+  const unsigned a_dst = emmy_base + (unsigned)s * @STAGE_BYTES@u, b_dst = a_dst + @A_BYTES@u;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(emmy_full_at(s)), "r"(@STAGE_BYTES@) : "memory");
+  @COPY_A@
+  @COPY_B@
+};
+if (threadIdx.x == 0)
+  for (int s = 0; s < @STAGES@ && s < @KT@; ++s) emmy_issue(s, s);
+for (int kt = 0; kt < @KT@; ++kt) {
+  const int s = kt % @STAGES@;
+  const unsigned parity = (unsigned)(kt / @STAGES@) & 1u;
+  unsigned landed = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(landed) : "r"(emmy_full_at(s)), "r"(parity) : "memory");
+  } while (!landed);
+  const unsigned a_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + (unsigned)emmy_wg * 8192u;
+  const unsigned b_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + @A_BYTES@u;
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  #pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    // Descriptors: start >> 4, leading offset 1 (unused with the swizzle), 8-row stride
+    // 1024 >> 4, 128-byte swizzle (mode 1 in bits 62-63).
+    const unsigned long long da = (unsigned long long)(((a_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+    const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+    @WGMMA@
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  __syncthreads();  // every warpgroup is done with stage s
+  if (threadIdx.x == 0 && kt + @STAGES@ < @KT@) emmy_issue(kt + @STAGES@, s);
+}
+)";
+
+}  // namespace
+
+int64_t emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a, const TmaOperand& bop,
+                            int64_t K, const WgmmaTile& tile) {
+  if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
+    throw KnobRefused("matmul: wgmma=1 takes bf16/f16 operands");
+  if (tile.tile_m != 64 && tile.tile_m != 128) throw KnobRefused("matmul: wgmma=1 needs tile_m 64 or 128 (one warpgroup per 64 rows)");
+  if (tile.tile_n % 8 != 0 || tile.tile_n < 8 || tile.tile_n > 256)
+    throw KnobRefused("matmul: wgmma=1 needs tile_n a multiple of 8 up to 256");
+  if (tile.stages < 2) throw KnobRefused("matmul: wgmma=1 needs stages >= 2 (a ring of TMA buffers)");
+  for (const TmaOperand* op : {&a, &bop})
+    if (op->row_stride % 8 != 0 || (op->batch > 1 && op->batch_stride % 8 != 0) || K % 8 != 0)
+      throw KnobRefused("matmul: wgmma=1 needs 16-byte aligned rows (TMA global strides)");
+  const int64_t a_bytes = tile.tile_m * 128, stage_bytes = (tile.tile_m + tile.tile_n) * 128;
+  const int64_t smem = tile.stages * stage_bytes + 1024;
+  if (smem > 227 * 1024)
+    throw KnobRefused("matmul: wgmma=1 with stages=" + std::to_string(tile.stages) + " needs " + std::to_string(smem) +
+                      " bytes of shared memory, more than a block gets");
+  const std::string map_a = tensor_map(m, a, K, tile.tile_m), map_b = tensor_map(m, bop, K, tile.tile_n);
+  std::string text = kMainLoop;
+  text = replace_all(text, "@COPY_A@", tma_copy(a, map_a, "a_dst", "m0"));
+  text = replace_all(text, "@COPY_B@", tma_copy(bop, map_b, "b_dst", "n0"));
+  text = replace_all(text, "@WGMMA@", wgmma_call(dtype, tile.tile_n));
+  text = replace_all(text, "@MAP_A@", map_a);
+  text = replace_all(text, "@MAP_B@", map_b);
+  text = replace_all(text, "@STAGES@", std::to_string(tile.stages));
+  text = replace_all(text, "@STAGE_BYTES@", std::to_string(stage_bytes));
+  text = replace_all(text, "@A_BYTES@", std::to_string(a_bytes));
+  text = replace_all(text, "@BM@", std::to_string(tile.tile_m));
+  text = replace_all(text, "@BN@", std::to_string(tile.tile_n));
+  text = replace_all(text, "@NJ@", std::to_string(tile.tile_n / 8));
+  text = replace_all(text, "@KT@", std::to_string((K + 63) / 64));
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    b.line(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return smem;
+}
+
+}  // namespace emmy::cuda

@@ -1,0 +1,151 @@
+// CI side of the matmul template's Hopper path (wgmma=1: TMA + wgmma, tmpl_matmul_wgmma.cpp):
+// with no GPU, each accepted tile generates a module with its tensor maps in the plan that NVRTC
+// compiles for sm_90a, and every tile or operand the path cannot take is refused by name. The
+// results are checked against the reference on the GPU (cuda_wgmma_gpu_test).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "cuda_backend.hpp"
+#include "expr.hpp"
+#include "matmul_layout_graphs.hpp"
+#include "module.hpp"
+#include "perf_graphs.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+using Knobs = std::map<std::string, double>;
+using perf::describe;
+using perf::one_kernel;
+
+CudaBackend& offline_backend() {
+  static const std::string cache = (fs::temp_directory_path() / ("emmy-cuda-wgmma-codegen-" + std::to_string(::getpid()))).string();
+  static CudaBackend b({{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}});
+  return b;
+}
+
+MeasureResult build(const ir::Slice& s) {
+  Artifact art;
+  MeasureResult failure;
+  Status st = offline_backend().build(s, Regime::rank, art, failure);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return failure;
+}
+
+Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages) {
+  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", 64}, {"warps", double(tile_m / 16)},
+          {"stages", double(stages)}, {"wgmma", 1}};
+}
+
+TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
+  BackendCaps caps = cuda_capabilities();
+  const auto& knobs = caps.templates.at("matmul");
+  auto it = std::find_if(knobs.begin(), knobs.end(), [](const KnobSpec& k) { return k.name == "wgmma"; });
+  ASSERT_NE(it, knobs.end());
+  EXPECT_EQ(it->values, (std::vector<double>{0, 1}));  // the default stays mma.sync: it fits every kernel
+}
+
+TEST(CudaWgmmaCodegen, AcceptedTilesCompileForSm90aWithTheirTensorMaps) {
+  for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4)}) {
+    ir::Slice s = one_kernel(perf::linear(200, 136, 72, true), "matmul", k);
+    std::string source = generate_source(s);
+    EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(int64_t(k.at("tile_n"))) + "k16.f32.bf16.bf16"),
+              std::string::npos)
+        << describe(k);
+    EXPECT_NE(source.find("cp.async.bulk.tensor.2d"), std::string::npos) << describe(k);
+    Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.tensor_maps.size(), 2u) << describe(k);
+    // A: {K, M} boxes of 64 x tile_m; the weight: {K, N} boxes of 64 x tile_n; 128-byte swizzle.
+    EXPECT_EQ(plan.tensor_maps[0].dims, (std::vector<int64_t>{136, 200}));
+    EXPECT_EQ(plan.tensor_maps[0].strides_bytes, (std::vector<int64_t>{136 * 2}));
+    EXPECT_EQ(plan.tensor_maps[0].box, (std::vector<int64_t>{64, int64_t(k.at("tile_m"))}));
+    EXPECT_EQ(plan.tensor_maps[1].dims, (std::vector<int64_t>{136, 72}));
+    EXPECT_EQ(plan.tensor_maps[1].box, (std::vector<int64_t>{64, int64_t(k.at("tile_n"))}));
+    EXPECT_EQ(plan.tensor_maps[1].swizzle_bytes, 128);
+    EXPECT_EQ(plan.launches.at(0).block, int64_t(k.at("tile_m")) * 2);
+    MeasureResult r = build(s);
+    EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
+  }
+}
+
+TEST(CudaWgmmaCodegen, BatchedOperandsGetThreeDimensionalMaps) {
+  ir::Slice s = one_kernel(layout::matmul_transposed_b(96, 64, 48), "matmul", wgmma(64, 64, 2));
+  EXPECT_EQ(build(s).failure, FailureKind::none);
+  Plan plan2 = parse_plan(generate_source(s));
+  ASSERT_EQ(plan2.tensor_maps.size(), 2u);
+  EXPECT_EQ(plan2.tensor_maps[1].dims, (std::vector<int64_t>{64, 48}));  // w [N, K] read as is
+  ir::Slice bmm = one_kernel(layout::bmm_transposed_b(3, 70, 48, 40), "matmul", wgmma(64, 64, 2));
+  std::string source = generate_source(bmm);
+  EXPECT_NE(source.find("cp.async.bulk.tensor.3d"), std::string::npos);
+  Plan plan = parse_plan(source);
+  ASSERT_EQ(plan.tensor_maps.size(), 2u);
+  EXPECT_EQ(plan.tensor_maps[0].dims, (std::vector<int64_t>{48, 70, 3}));
+  EXPECT_EQ(plan.tensor_maps[0].strides_bytes, (std::vector<int64_t>{48 * 2, 70 * 48 * 2}));
+  EXPECT_EQ(plan.tensor_maps[1].dims, (std::vector<int64_t>{48, 40, 3}));
+  EXPECT_EQ(plan.launches.at(0).grid[2], 3);
+  EXPECT_EQ(build(bmm).failure, FailureKind::none) << build(bmm).message;
+}
+
+TEST(CudaWgmmaCodegen, WhatThePathCannotTakeIsRefusedByName) {
+  struct Case {
+    ir::Graph g;
+    Knobs k;
+    std::string reason;
+  };
+  std::vector<Case> cases;
+  cases.push_back({perf::linear(128, 128, 128, false), wgmma(32, 64, 2), "tile_m 64 or 128"});
+  Knobs k32 = wgmma(64, 64, 2);
+  k32["tile_k"] = 32;
+  cases.push_back({perf::linear(128, 128, 128, false), k32, "tile_k must be 64"});
+  Knobs warps = wgmma(128, 64, 2);
+  warps["warps"] = 4;
+  cases.push_back({perf::linear(128, 128, 128, false), warps, "warps must be tile_m / 16"});
+  cases.push_back({perf::linear(128, 128, 128, false), wgmma(64, 64, 1), "stages >= 2"});
+  cases.push_back({perf::matmul(128, 128, 128), wgmma(64, 64, 2), "N contiguous"});
+  cases.push_back({layout::o_proj(4, 37, 24, 72), wgmma(64, 64, 2), "more than one stride"});
+  for (const Case& c : cases) {
+    ir::Slice s = one_kernel(c.g, "matmul", c.k);
+    try {
+      generate_source(s);
+      ADD_FAILURE() << describe(c.k) << ": not refused";
+    } catch (const KnobRefused& e) {
+      EXPECT_NE(std::string(e.what()).find(c.reason), std::string::npos) << e.what();
+    }
+    MeasureResult r = build(s);
+    EXPECT_EQ(r.failure, FailureKind::refused) << describe(c.k);
+  }
+}
+
+TEST(CudaWgmmaCodegen, TensorMapPlanLinesRoundTripAndBadOnesAreErrors) {
+  Plan p;
+  p.launches.push_back({"k", {1, 2, 3}, 128, 4096});
+  TensorMap t;
+  t.buffer = 1;
+  t.dtype = ir::DType::f16;
+  t.dims = {64, 100, 3};
+  t.strides_bytes = {128, 12800};
+  t.box = {64, 64, 1};
+  t.swizzle_bytes = 128;
+  p.tensor_maps.push_back(t);
+  Plan q = parse_plan(render_plan(p));
+  ASSERT_EQ(q.tensor_maps.size(), 1u);
+  EXPECT_EQ(q.tensor_maps[0].buffer, 1);
+  EXPECT_EQ(q.tensor_maps[0].dtype, ir::DType::f16);
+  EXPECT_EQ(q.tensor_maps[0].dims, t.dims);
+  EXPECT_EQ(q.tensor_maps[0].strides_bytes, t.strides_bytes);
+  EXPECT_EQ(q.tensor_maps[0].box, t.box);
+  const std::string launch = "//@emmy launch k 1 1 1 128 0\n";
+  for (const char* bad : {"//@emmy tmap 0 bf16 128 2 64 100 128 64\n",     // box cut short
+                          "//@emmy tmap 0 i8 128 2 64 100 128 64 64\n",      // no such element type
+                          "//@emmy tmap 0 bf16 96 2 64 100 128 64 64\n",     // no such swizzle
+                          "//@emmy tmap 0 bf16 128 6 1 1 1 1 1 1 1 1 1 1\n",  // rank > 5
+                          "//@emmy tmap 0 bf16 128 2 64 0 128 64 64\n"})      // empty dim
+    EXPECT_THROW(parse_plan(launch + bad), Error) << bad;
+}
+
+}  // namespace
+}  // namespace emmy::cuda

@@ -1,0 +1,121 @@
+// On a GPU (ctest label "gpu"): the matmul template's Hopper path (wgmma=1, TMA + wgmma) against
+// the reference interpreter on ragged shapes (M, N and K not multiples of the tile: TMA's
+// zero fill), with a fused bias + SiLU epilogue, a transposed B and a batched one; then the
+// median time of mma.sync's best known settings and of the wgmma tiles on the real Qwen3
+// projections (printed only: no timing is asserted).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cuda_backend.hpp"
+#include "gpu_harness.hpp"
+#include "ir/interpreter.hpp"
+#include "matmul_layout_graphs.hpp"
+#include "perf_graphs.hpp"
+
+namespace emmy::cuda {
+namespace {
+
+using Knobs = std::map<std::string, double>;
+using perf::describe;
+using perf::one_kernel;
+
+CudaBackend& backend() {
+  static CudaBackend b(test::gpu_test_options("emmy-cuda-wgmma-gpu-test"));
+  return b;
+}
+
+Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages) {
+  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", 64}, {"warps", double(tile_m / 16)},
+          {"stages", double(stages)}, {"wgmma", 1}};
+}
+
+// Runs g as one matmul kernel with knobs k on seeded random inputs and compares every output
+// with the interpreter (computed once per graph through `reference`); returns the median µs,
+// or -1 when it failed.
+double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::string& what, int samples,
+                                std::vector<ir::HostTensor>& reference) {
+  ir::Slice s = one_kernel(g, "matmul", k);
+  Artifact art;
+  MeasureResult res;
+  Status st = backend().build(s, Regime::deploy, art, res);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(res.failure, FailureKind::none) << what << " " << describe(k) << ": " << res.message;
+  if (!st.ok() || res.failure != FailureKind::none) return -1;
+  std::vector<ir::HostTensor> inputs = ir::random_inputs(s.graph, 17);
+  if (reference.empty()) reference = ir::evaluate(s.graph, inputs);
+  MeasureRequest req;
+  for (auto& t : inputs) req.inputs.tensors.push_back(t.data);
+  req.warmup = samples > 5 ? 10 : 2;
+  req.samples = samples;
+  req.timeout_s = 60;
+  st = backend().measure(s, art, req, res);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(res.failure, FailureKind::none) << what << " " << describe(k) << ": " << res.message;
+  if (res.failure != FailureKind::none || res.outputs.tensors.size() != reference.size()) return -1;
+  bool ok = true;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    std::string diff = ir::compare(reference[i], ir::HostTensor{reference[i].type, res.outputs.tensors[i]});
+    EXPECT_EQ(diff, "") << what << " " << describe(k) << " output " << i;
+    ok = ok && diff.empty();
+  }
+  std::printf("[ wgmma    ] %-4s %-34s %-62s %9.2f us\n", ok ? "ok" : "BAD", what.c_str(), describe(k).c_str(), res.median_us);
+  return ok ? res.median_us : -1;
+}
+
+TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
+  struct Shape {
+    std::string what;
+    ir::Graph g;
+  };
+  std::vector<Shape> shapes;
+  shapes.push_back({"linear 200x136 -> 72 +bias silu", perf::linear(200, 136, 72, true)});
+  shapes.push_back({"linear 64x64 -> 64", perf::linear(64, 64, 64, false)});
+  shapes.push_back({"linear 130x520 -> 264", perf::linear(130, 520, 264, false)});
+  shapes.push_back({"a @ w.t() 100x64 -> 72", layout::matmul_transposed_b(100, 64, 72)});
+  shapes.push_back({"bmm a @ b.t() 3x70x48 -> 40", layout::bmm_transposed_b(3, 70, 48, 40)});
+  for (const Shape& sh : shapes) {
+    std::vector<ir::HostTensor> reference;
+    for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4), wgmma(64, 256, 2)})
+      expect_matches_reference(sh.g, k, sh.what, 3, reference);
+  }
+}
+
+// Qwen3-0.6B's projections at S=512 (M = 512) and S=2048: wgmma tiles against mma.sync's.
+TEST(CudaWgmmaGpu, PrintsTheQwenProjections) {
+  const std::vector<Knobs> mma = {
+      {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}},
+      {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}, {"stages", 4}},
+      {{"tile_m", 64}, {"tile_n", 128}, {"tile_k", 64}, {"warps", 4}, {"stages", 4}},
+  };
+  const std::vector<Knobs> hopper = {wgmma(128, 128, 3), wgmma(128, 128, 4), wgmma(128, 256, 3), wgmma(64, 128, 4),
+                                     wgmma(64, 256, 4),  wgmma(128, 64, 4),  wgmma(64, 64, 4)};
+  struct Proj {
+    int64_t m, k, n;
+    const char* name;
+  };
+  for (const Proj& p : {Proj{512, 1024, 4096, "qkv (fused)"}, Proj{512, 2048, 1024, "o_proj"},
+                        Proj{512, 1024, 6144, "gate+up (fused)"}, Proj{512, 3072, 1024, "down"},
+                        Proj{2048, 1024, 4096, "qkv S=2048"}, Proj{2048, 3072, 1024, "down S=2048"}}) {
+    const std::string what = std::string(p.name) + " " + std::to_string(p.m) + "x" + std::to_string(p.k) + "->" + std::to_string(p.n);
+    ir::Graph g = perf::linear(p.m, p.k, p.n, false);
+    std::vector<ir::HostTensor> reference;
+    double best_mma = 1e30, best_wgmma = 1e30;
+    std::string best_mma_k, best_wgmma_k;
+    for (const Knobs& k : mma) {
+      double us = expect_matches_reference(g, k, what, 20, reference);
+      if (us > 0 && us < best_mma) best_mma = us, best_mma_k = describe(k);
+    }
+    for (const Knobs& k : hopper) {
+      double us = expect_matches_reference(g, k, what, 20, reference);
+      if (us > 0 && us < best_wgmma) best_wgmma = us, best_wgmma_k = describe(k);
+    }
+    const double tflop = 2.0 * double(p.m) * double(p.k) * double(p.n) / 1e12;
+    std::printf("[ best     ] %-34s mma.sync %8.2f us (%5.0f TFLOP/s)  wgmma %8.2f us (%5.0f TFLOP/s)  %s\n", what.c_str(), best_mma,
+                tflop / (best_mma * 1e-6), best_wgmma, tflop / (best_wgmma * 1e-6), best_wgmma_k.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace emmy::cuda
