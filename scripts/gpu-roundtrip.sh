@@ -13,7 +13,8 @@
 # There (Ubuntu 24.04, H200), from the repository root, with carry [".carry"]:
 #   scripts/gpu-roundtrip.sh remote
 # builds the torchscript frontend against the machine's LibTorch (the carried one links Debian's
-# LibTorch 1.13), runs the GPU tests, then `emmy tune --backend cuda --code ... --patience 10 -v`,
+# LibTorch 1.13), runs the GPU tests (EMMY_GPU_TESTS: a gtest filter, "none" skips them), then
+# `emmy tune --backend cuda --code ... --patience 10 -v`,
 # its re-run (which should launch nothing), `emmy eval variants --kernel matmul` and
 # `emmy eval failures`, writing every log under $OUT (the device tool's output folder).
 #   scripts/gpu-roundtrip.sh remote-tests [GTEST_FILTER]
@@ -130,10 +131,11 @@ remote() {
       -o "$CARRY/lib/emmy/plugins/libemmy_torchscript.so" 2>&1 | tail -20 | tee -a "$out/torchscript-build.log"
   fi
 
-  echo "== GPU tests" | tee "$out/gpu-tests.log"
+  # EMMY_GPU_TESTS: a gtest filter for the GPU tests (default all; "none" skips them).
+  echo "== GPU tests (${EMMY_GPU_TESTS:-*})" | tee "$out/gpu-tests.log"
   for t in "$CARRY"/tests/*; do
-    [[ -x $t ]] || continue
-    "$t" --gtest_color=no 2>&1 | tee -a "$out/gpu-tests.log"
+    [[ -x $t && ${EMMY_GPU_TESTS:-*} != none ]] || continue
+    "$t" --gtest_color=no --gtest_filter="${EMMY_GPU_TESTS:-*}" 2>&1 | tee -a "$out/gpu-tests.log"
   done
 
   export EMMY_DB=$EMMY_HOME/tuning.db

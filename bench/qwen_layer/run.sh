@@ -131,4 +131,22 @@ for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
         out[os.path.basename(p)] = {"error": str(e)}
 json.dump(out, open(sys.argv[2], "w"), indent=1)
 PY
+# Disassembly evidence (issue 12): per shape, the cubins its tune compiled (the home and its
+# compile cache are shared by the shapes: a shape's cubins are those written after the previous
+# shape's report and before its own) with the kernels it chose marked; -> $OUT/sass.md.
+# ${EMMY_HOME%-model}: the layer tunes' home, also after the model tune moved EMMY_HOME.
+sass_after=()
+: >"$OUT/sass.md"
+for shape in ${SHAPES//,/ }; do
+  report=$WORK/tune-b${shape%x*}-s${shape#*x}.json
+  printf '## B=%s S=%s: %s\n\n' "${shape%x*}" "${shape#*x}" "${EMMY_HOME%-model}/cache/cuda" >>"$OUT/sass.md"
+  if [[ -f $report ]]; then
+    "$PY" "$HERE/sass_summary.py" "${EMMY_HOME%-model}/cache/cuda" "$report" "${sass_after[@]}" \
+      --before "$report" >>"$OUT/sass.md" 2>&1 || echo "sass_summary failed (rc $?)" >>"$OUT/sass.md"
+    sass_after=(--after "$report")
+  else
+    echo "no tune report ($report): nothing to summarize" >>"$OUT/sass.md"
+  fi
+done
+log "== disassembly: $OUT/sass.md ($(grep -c '^| ' "$OUT/sass.md") table lines)"
 log "== tables: $OUT/tables.md"

@@ -635,7 +635,7 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
     add_pointwise_kernel(mb, e2, "emmy_matmul_epilogue", 256, 1);
   }
   return m.finish("template: matmul tile_m=" + std::to_string(BM) + " tile_n=" + std::to_string(BN) +
-                  " tile_k=" + std::to_string(BK) + " warps=" + std::to_string(knobs.at("warps")) + " stages=" + std::to_string(stages) + note);
+                  " tile_k=" + std::to_string(BK) + " warps=" + std::to_string(knobs.at("warps")) + " stages=" + std::to_string(stages) + (use_wgmma ? " wgmma=1" : "") + note);
 }
 
 }  // namespace emmy::cuda

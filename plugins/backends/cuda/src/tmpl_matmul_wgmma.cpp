@@ -9,8 +9,9 @@
 //
 // Synchronisation: thread 0 issues every copy. Stage s has one mbarrier ("full"), armed with
 // the stage's byte count; the copies complete on it. Every thread waits on it (phase parity =
-// round of the ring), the warpgroups issue their wgmmas and wait for them, and a block barrier
-// then tells thread 0 that stage s may be refilled with the slice `stages` ahead.
+// round of the ring), the warpgroups issue their wgmmas and leave them in flight while waiting
+// for the previous slice's, and a block barrier then tells thread 0 that the previous slice's
+// stage may be refilled with the slice `stages` ahead of it.
 #include <algorithm>
 #include <vector>
 
@@ -115,10 +116,12 @@ for (int kt = 0; kt < @KT@; ++kt) {
     @WGMMA@
   }
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-  __syncthreads();  // every warpgroup is done with stage s
-  if (threadIdx.x == 0 && kt + @STAGES@ < @KT@) emmy_issue(kt + @STAGES@, s);
+  // Slice kt's products stay in flight; slice kt-1's are done, so its stage is free.
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  __syncthreads();  // every warpgroup is done with stage (kt - 1) % stages
+  if (threadIdx.x == 0 && kt >= 1 && kt - 1 + @STAGES@ < @KT@) emmy_issue(kt - 1 + @STAGES@, (kt - 1) % @STAGES@);
 }
+asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 )";
 
 }  // namespace
