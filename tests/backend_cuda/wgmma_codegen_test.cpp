@@ -36,9 +36,9 @@ MeasureResult build(const ir::Slice& s) {
   return failure;
 }
 
-Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages) {
-  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", 64}, {"warps", double(tile_m / 16)},
-          {"stages", double(stages)}, {"wgmma", 1}};
+Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages, int64_t tile_k = 64, int64_t warps = 0) {
+  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", double(tile_k)},
+          {"warps", double(warps ? warps : tile_m / 16)}, {"stages", double(stages)}, {"wgmma", 1}};
 }
 
 TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
@@ -50,11 +50,13 @@ TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
 }
 
 TEST(CudaWgmmaCodegen, AcceptedTilesCompileForSm90aWithTheirTensorMaps) {
-  for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4)}) {
+  for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4), wgmma(64, 64, 1, 16),
+                         wgmma(64, 128, 2, 32, 8), wgmma(128, 256, 2, 32, 8)}) {
     ir::Slice s = one_kernel(perf::linear(200, 136, 72, true), "matmul", k);
     std::string source = generate_source(s);
-    EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(int64_t(k.at("tile_n"))) + "k16.f32.bf16.bf16"),
-              std::string::npos)
+    // Warpgroups beside each other along N split tile_n: wgmma's n is tile_n / (warps / 4 / (tile_m / 64)).
+    const int64_t n_wg = int64_t(k.at("tile_n")) / (int64_t(k.at("warps")) / 4 / (int64_t(k.at("tile_m")) / 64));
+    EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(n_wg) + "k16.f32.bf16.bf16"), std::string::npos)
         << describe(k);
     EXPECT_NE(source.find("cp.async.bulk.tensor.2d"), std::string::npos) << describe(k);
     Plan plan = parse_plan(source);
@@ -62,11 +64,11 @@ TEST(CudaWgmmaCodegen, AcceptedTilesCompileForSm90aWithTheirTensorMaps) {
     // A: {K, M} boxes of 64 x tile_m; the weight: {K, N} boxes of 64 x tile_n; 128-byte swizzle.
     EXPECT_EQ(plan.tensor_maps[0].dims, (std::vector<int64_t>{136, 200}));
     EXPECT_EQ(plan.tensor_maps[0].strides_bytes, (std::vector<int64_t>{136 * 2}));
-    EXPECT_EQ(plan.tensor_maps[0].box, (std::vector<int64_t>{64, int64_t(k.at("tile_m"))}));
+    EXPECT_EQ(plan.tensor_maps[0].box, (std::vector<int64_t>{int64_t(k.at("tile_k")), int64_t(k.at("tile_m"))}));
     EXPECT_EQ(plan.tensor_maps[1].dims, (std::vector<int64_t>{136, 72}));
-    EXPECT_EQ(plan.tensor_maps[1].box, (std::vector<int64_t>{64, int64_t(k.at("tile_n"))}));
-    EXPECT_EQ(plan.tensor_maps[1].swizzle_bytes, 128);
-    EXPECT_EQ(plan.launches.at(0).block, int64_t(k.at("tile_m")) * 2);
+    EXPECT_EQ(plan.tensor_maps[1].box, (std::vector<int64_t>{int64_t(k.at("tile_k")), int64_t(k.at("tile_n"))}));
+    EXPECT_EQ(plan.tensor_maps[1].swizzle_bytes, int64_t(k.at("tile_k")) * 2);  // a k-slice row, swizzled at its width
+    EXPECT_EQ(plan.launches.at(0).block, int64_t(k.at("warps")) * 32);
     MeasureResult r = build(s);
     EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
   }
@@ -98,13 +100,9 @@ TEST(CudaWgmmaCodegen, WhatThePathCannotTakeIsRefusedByName) {
   };
   std::vector<Case> cases;
   cases.push_back({perf::linear(128, 128, 128, false), wgmma(32, 64, 2), "tile_m 64 or 128"});
-  Knobs k32 = wgmma(64, 64, 2);
-  k32["tile_k"] = 32;
-  cases.push_back({perf::linear(128, 128, 128, false), k32, "tile_k must be 64"});
-  Knobs warps = wgmma(128, 64, 2);
-  warps["warps"] = 4;
-  cases.push_back({perf::linear(128, 128, 128, false), warps, "warps must be tile_m / 16"});
-  cases.push_back({perf::linear(128, 128, 128, false), wgmma(64, 64, 1), "stages >= 2"});
+  cases.push_back({perf::linear(128, 128, 128, false), wgmma(64, 64, 2, 8), "tile_k 16, 32 or 64"});
+  cases.push_back({perf::linear(128, 128, 128, false), wgmma(128, 64, 2, 64, 4), "whole warpgroups"});
+  cases.push_back({perf::linear(128, 128, 128, false), wgmma(64, 64, 2, 64, 2), "whole warpgroups"});
   cases.push_back({perf::matmul(128, 128, 128), wgmma(64, 64, 2), "N contiguous"});
   cases.push_back({layout::o_proj(4, 37, 24, 72), wgmma(64, 64, 2), "more than one stride"});
   for (const Case& c : cases) {

@@ -26,9 +26,9 @@ CudaBackend& backend() {
   return b;
 }
 
-Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages) {
-  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", 64}, {"warps", double(tile_m / 16)},
-          {"stages", double(stages)}, {"wgmma", 1}};
+Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages, int64_t tile_k = 64, int64_t warps = 0) {
+  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", double(tile_k)},
+          {"warps", double(warps ? warps : tile_m / 16)}, {"stages", double(stages)}, {"wgmma", 1}};
 }
 
 // Runs g as one matmul kernel with knobs k on seeded random inputs and compares every output
@@ -77,7 +77,8 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
   shapes.push_back({"bmm a @ b.t() 3x70x48 -> 40", layout::bmm_transposed_b(3, 70, 48, 40)});
   for (const Shape& sh : shapes) {
     std::vector<ir::HostTensor> reference;
-    for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4), wgmma(64, 256, 2)})
+    for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4), wgmma(64, 256, 2),
+                           wgmma(64, 64, 1, 16), wgmma(64, 128, 3, 32, 8), wgmma(128, 256, 2, 32, 8), wgmma(64, 64, 4, 16, 8)})
       expect_matches_reference(sh.g, k, sh.what, 3, reference);
   }
 }
@@ -89,8 +90,9 @@ TEST(CudaWgmmaGpu, PrintsTheQwenProjections) {
       {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}, {"stages", 4}},
       {{"tile_m", 64}, {"tile_n", 128}, {"tile_k", 64}, {"warps", 4}, {"stages", 4}},
   };
-  const std::vector<Knobs> hopper = {wgmma(128, 128, 3), wgmma(128, 128, 4), wgmma(128, 256, 3), wgmma(64, 128, 4),
-                                     wgmma(64, 256, 4),  wgmma(128, 64, 4),  wgmma(64, 64, 4)};
+  const std::vector<Knobs> hopper = {wgmma(128, 128, 3), wgmma(128, 128, 4), wgmma(128, 256, 3),        wgmma(64, 128, 4),
+                                     wgmma(64, 256, 4),  wgmma(128, 64, 4),  wgmma(64, 64, 4),          wgmma(128, 256, 4, 32, 8),
+                                     wgmma(64, 128, 4, 32, 8), wgmma(128, 128, 4, 32, 8)};
   struct Proj {
     int64_t m, k, n;
     const char* name;

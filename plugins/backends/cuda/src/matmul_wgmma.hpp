@@ -1,7 +1,8 @@
 // The matmul template's Hopper path (knob wgmma=1, sm_90a): the bulk tensor copy engine (TMA)
-// brings tile_k = 64 slices of both operands into a ring of `stages` shared-memory buffers,
-// 128-byte swizzled, each completing on its mbarrier; one warpgroup per 64 rows of the tile
-// multiplies them with wgmma.mma_async straight from shared memory into f32 registers.
+// brings tile_k slices of both operands into a ring of `stages` shared-memory buffers, swizzled
+// at the width of a row, each completing on its mbarrier; warpgroups (64 rows each, the tile's
+// columns split between those beside each other) multiply them with wgmma.mma_async straight
+// from shared memory into f32 registers.
 // tmpl_matmul.cpp decides when it applies and writes the epilogue.
 #pragma once
 
@@ -25,17 +26,25 @@ struct TmaOperand {
 };
 
 struct WgmmaTile {
-  int64_t tile_m = 64;  // 64 per warpgroup (64 or 128)
-  int64_t tile_n = 64;  // wgmma's n: a multiple of 8 up to 256
-  int64_t stages = 2;   // ring depth
+  int64_t tile_m = 64;  // 64 rows per warpgroup along M (64 or 128)
+  int64_t tile_n = 64;  // split over the warpgroups along N: wgmma's n, a multiple of 8 up to 256, each
+  int64_t tile_k = 64;  // 16, 32 or 64: rows of 32, 64 or 128 bytes, swizzled at that width
+  int64_t warps = 4;    // 4 per warpgroup; tile_m / 64 of them along M, the rest along N
+  int64_t stages = 2;   // ring depth (1: no copy overlaps the products)
 };
 
-// Emits the main loop into `b` (threads: 128 per warpgroup) and returns the dynamic shared
-// memory it needs. On exit each thread holds `float acc[tile_n / 8][4]` of the product tile:
-// acc[j][h * 2 + c] is row m0 + emmy_wg * 64 + (warp & 3) * 16 + grp + h * 8, column
-// n0 + j * 8 + tig * 2 + c (the variables m0, n0, warp, grp, tig and bz are declared by it).
-// Throws KnobRefused for a tile the path cannot take.
-int64_t emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a, const TmaOperand& bop,
-                            int64_t K, const WgmmaTile& tile);
+struct WgmmaLoop {
+  int64_t shared_bytes = 0;  // dynamic shared memory
+  int64_t n_per_warpgroup = 0;
+};
+
+// Emits the main loop into `b` (threads: 32 * warps) and returns what the launch and the
+// epilogue need. On exit each thread holds `float acc[n_per_warpgroup / 8][4]`: acc[j][h * 2 + c]
+// is row m0 + emmy_wg_m * 64 + (warp & 3) * 16 + grp + h * 8, column
+// n0 + emmy_wg_n * n_per_warpgroup + j * 8 + tig * 2 + c (the variables m0, n0, warp, grp, tig,
+// bz, emmy_wg_m and emmy_wg_n are declared by it). Throws KnobRefused for a tile the path cannot
+// take.
+WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a, const TmaOperand& bop, int64_t K,
+                              const WgmmaTile& tile);
 
 }  // namespace emmy::cuda

@@ -30,8 +30,8 @@ BackendCaps cuda_capabilities() {
       {"tile_k", {16, 8, 32, 64}},
       {"warps", {4, 2, 8}},
       {"stages", {1, 2, 3, 4}},
-      // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; tile_k 64, 4 warps per 64 rows of
-      // tile_m, stages >= 2, K-major operands read straight from kernel inputs).
+      // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; bf16/f16 K-major operands read straight
+      // from kernel inputs, tile_m 64 or 128, whole warpgroups: tmpl_matmul_wgmma.cpp).
       {"wgmma", {0, 1}},
   };
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per

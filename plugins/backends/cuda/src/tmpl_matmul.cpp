@@ -243,21 +243,22 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
   if (use_wgmma) {
     // Hopper: TMA + wgmma (tmpl_matmul_wgmma.cpp), both operands K-major kernel inputs.
     if (!sixteen) throw KnobRefused("matmul: wgmma=1 takes bf16/f16 operands of one dtype");
-    if (BK != 64) throw KnobRefused("matmul: wgmma=1 reads k-slices of 64 (128-byte swizzled rows): tile_k must be 64");
-    if (W != BM / 16) throw KnobRefused("matmul: wgmma=1 runs one warpgroup (4 warps) per 64 rows: warps must be tile_m / 16");
     TmaOperand ta, tb;
     std::string why;
     if (!tma_operand(g, m, p.inputs[0], batch, M, K, false, ta, why)) throw KnobRefused("matmul: wgmma=1: A " + why);
     if (!tma_operand(g, m, p.inputs[1], batch, N, K, !linear, tb, why)) throw KnobRefused("matmul: wgmma=1: B " + why);
-    dynamic_smem = emit_wgmma_mainloop(m, b, a_t, ta, tb, K, WgmmaTile{BM, BN, stages});
-    note = std::string(" wgmma m64n") + std::to_string(BN) + "k16 TMA stages=" + std::to_string(stages);
-    const std::string row = "m0 + emmy_wg * 64 + (warp & 3) * 16 + grp";
+    const WgmmaLoop loop = emit_wgmma_mainloop(m, b, a_t, ta, tb, K, WgmmaTile{BM, BN, BK, W, stages});
+    dynamic_smem = loop.shared_bytes;
+    const int64_t NW = loop.n_per_warpgroup;
+    note = " wgmma m64n" + std::to_string(NW) + "k16 TMA swizzle " + std::to_string(BK * 2) + "B stages=" + std::to_string(stages);
+    const std::string row = "m0 + emmy_wg_m * 64 + (warp & 3) * 16 + grp";
+    const std::string col = "n0 + emmy_wg_n * " + std::to_string(NW) + " + j * 8 + tig * 2";
     if (N % 2 == 0)
-      emit_epilogue(b, {"for (int j = 0; j < " + std::to_string(BN / 8) + "; ++j)", "for (int h = 0; h < 2; ++h)"},
-                    "const long long gm = " + row + " + h * 8, gn = n0 + j * 8 + tig * 2;", "acc[j][h * 2]", "acc[j][h * 2 + 1]");
+      emit_epilogue(b, {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int h = 0; h < 2; ++h)"},
+                    "const long long gm = " + row + " + h * 8, gn = " + col + ";", "acc[j][h * 2]", "acc[j][h * 2 + 1]");
     else
-      emit_epilogue(b, {"for (int j = 0; j < " + std::to_string(BN / 8) + "; ++j)", "for (int q = 0; q < 4; ++q)"},
-                    "const long long gm = " + row + " + (q >> 1) * 8, gn = n0 + j * 8 + tig * 2 + (q & 1);", "acc[j][q]");
+      emit_epilogue(b, {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int q = 0; q < 4; ++q)"},
+                    "const long long gm = " + row + " + (q >> 1) * 8, gn = " + col + " + (q & 1);", "acc[j][q]");
   } else if (WM > 0) {
     const int64_t WN = W / WM, MI = BM / WM / 16, NI = BN / WN / 8, LD = BK + 8;
     const std::string ty = a_t == ir::DType::bf16 ? "bf16" : "f16";

@@ -1,11 +1,11 @@
 // The matmul template's wgmma + TMA main loop (matmul_wgmma.hpp).
 //
-// Shared memory, per stage: A's tile_m rows, then B's tile_n rows, each row the 64 elements
-// (128 bytes) of one k-slice, written by TMA with the 128-byte swizzle; stage bases are
-// 1024-byte aligned, as the swizzle pattern repeats every 8 rows. That is wgmma's canonical
-// K-major layout with 128-byte swizzle, so a descriptor names each operand directly: stride
-// between 8-row groups 1024 bytes, and the k16 steps inside the slice advance the start address
-// by 32 bytes.
+// Shared memory, per stage: A's tile_m rows, then B's tile_n rows, each row the tile_k elements
+// (32, 64 or 128 bytes) of one k-slice, written by TMA with the swizzle of that width; stage
+// bases are 1024-byte aligned (a swizzle pattern repeats every 8 rows, at most 1024 bytes). That
+// is wgmma's canonical K-major swizzled layout, so a descriptor names each operand directly:
+// stride between 8-row groups 8 rows' bytes, and the k16 steps inside the slice advance the
+// start address by 32 bytes.
 //
 // Synchronisation: thread 0 issues every copy. Stage s has one mbarrier ("full"), armed with
 // the stage's byte count; the copies complete on it. Every thread waits on it (phase parity =
@@ -30,14 +30,14 @@ std::string replace_all(std::string text, const std::string& key, const std::str
 }
 
 // A tensor map of `op`: 2-D {K, rows}, or 3-D {K, rows, batch} when it has one matrix per batch.
-std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t box_rows) {
-  std::vector<int64_t> dims = {K, op.rows}, strides = {op.row_stride * 2}, box = {64, box_rows};
+std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t tile_k, int64_t box_rows) {
+  std::vector<int64_t> dims = {K, op.rows}, strides = {op.row_stride * 2}, box = {tile_k, box_rows};
   if (op.batch > 1) {
     dims.push_back(op.batch);
     strides.push_back(op.batch_stride * 2);
     box.push_back(1);
   }
-  return m.add_tensor_map(op.pointer, dims, strides, box, 128);
+  return m.add_tensor_map(op.pointer, dims, strides, box, tile_k * 2);
 }
 
 // One TMA copy of `op`'s box at (k, row[, bz]) into shared address `dst`, completing on `bar`.
@@ -45,7 +45,7 @@ std::string tma_copy(const TmaOperand& op, const std::string& map, const std::st
   const bool batched = op.batch > 1;
   return std::string("asm volatile(\"cp.async.bulk.tensor.") + (batched ? "3d" : "2d") +
          ".shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3" + (batched ? ", %5" : "") +
-         "}], [%4];\" :: \"r\"(" + dst + "), \"l\"(" + map + "), \"r\"(kt * 64), \"r\"((int)(" + row +
+         "}], [%4];\" :: \"r\"(" + dst + "), \"l\"(" + map + "), \"r\"(kt * @BK@), \"r\"((int)(" + row +
          ")), \"r\"(emmy_full_at(s))" + (batched ? ", \"r\"((int)bz)" : "") + " : \"memory\");";
 }
 
@@ -75,7 +75,7 @@ auto emmy_full_at = [&](int s) { return emmy_full0 + 8u * (unsigned)s; };
 const long long bz = blockIdx.z;
 const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)blockIdx.x * @BN@LL;
 const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;
-const int emmy_wg = warp >> 2;
+const int emmy_wg_m = (warp >> 2) / @WG_N@, emmy_wg_n = (warp >> 2) % @WG_N@;
 float acc[@NJ@][4];
 #pragma unroll
 for (int j = 0; j < @NJ@; ++j) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
@@ -104,58 +104,75 @@ for (int kt = 0; kt < @KT@; ++kt) {
     asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
                  : "=r"(landed) : "r"(emmy_full_at(s)), "r"(parity) : "memory");
   } while (!landed);
-  const unsigned a_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + (unsigned)emmy_wg * 8192u;
-  const unsigned b_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + @A_BYTES@u;
+  const unsigned a_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + (unsigned)emmy_wg_m * @WG_A_BYTES@u;
+  const unsigned b_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + @A_BYTES@u + (unsigned)emmy_wg_n * @WG_B_BYTES@u;
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    // Descriptors: start >> 4, leading offset 1 (unused with the swizzle), 8-row stride
-    // 1024 >> 4, 128-byte swizzle (mode 1 in bits 62-63).
-    const unsigned long long da = (unsigned long long)(((a_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-    const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+  for (int kk = 0; kk < @K16@; ++kk) {
+    // Descriptors: start >> 4, leading offset 1 (unused with a swizzle), 8-row stride >> 4,
+    // swizzle mode in bits 62-63 (1: 128-byte, 2: 64-byte, 3: 32-byte).
+    const unsigned long long da = (unsigned long long)(((a_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
+    const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
     @WGMMA@
   }
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-  // Slice kt's products stay in flight; slice kt-1's are done, so its stage is free.
-  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-  __syncthreads();  // every warpgroup is done with stage (kt - 1) % stages
-  if (threadIdx.x == 0 && kt >= 1 && kt - 1 + @STAGES@ < @KT@) emmy_issue(kt - 1 + @STAGES@, (kt - 1) % @STAGES@);
+  // With a ring, slice kt's products stay in flight while slice kt-1's are waited for; with one
+  // buffer, slice kt's are waited for. Either way the slice waited for has a free stage.
+  asm volatile("wgmma.wait_group.sync.aligned @PIPE@;" ::: "memory");
+  __syncthreads();  // every warpgroup is done with that stage
+  if (threadIdx.x == 0 && kt >= @PIPE@ && kt - @PIPE@ + @STAGES@ < @KT@) emmy_issue(kt - @PIPE@ + @STAGES@, (kt - @PIPE@) % @STAGES@);
 }
 asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 )";
 
 }  // namespace
 
-int64_t emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a, const TmaOperand& bop,
-                            int64_t K, const WgmmaTile& tile) {
+WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a, const TmaOperand& bop, int64_t K,
+                              const WgmmaTile& tile) {
   if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
     throw KnobRefused("matmul: wgmma=1 takes bf16/f16 operands");
-  if (tile.tile_m != 64 && tile.tile_m != 128) throw KnobRefused("matmul: wgmma=1 needs tile_m 64 or 128 (one warpgroup per 64 rows)");
-  if (tile.tile_n % 8 != 0 || tile.tile_n < 8 || tile.tile_n > 256)
-    throw KnobRefused("matmul: wgmma=1 needs tile_n a multiple of 8 up to 256");
-  if (tile.stages < 2) throw KnobRefused("matmul: wgmma=1 needs stages >= 2 (a ring of TMA buffers)");
+  if (tile.tile_m != 64 && tile.tile_m != 128) throw KnobRefused("matmul: wgmma=1 needs tile_m 64 or 128 (64 rows per warpgroup)");
+  if (tile.tile_k != 16 && tile.tile_k != 32 && tile.tile_k != 64)
+    throw KnobRefused("matmul: wgmma=1 needs tile_k 16, 32 or 64 (rows of 32, 64 or 128 bytes, the TMA swizzle widths)");
+  const int64_t wg_m = tile.tile_m / 64, warpgroups = tile.warps / 4;
+  if (tile.warps % 4 != 0 || warpgroups % wg_m != 0)
+    throw KnobRefused("matmul: wgmma=1 needs warps a multiple of 4 per 64 rows of tile_m (whole warpgroups), not " +
+                      std::to_string(tile.warps) + " for tile_m=" + std::to_string(tile.tile_m));
+  const int64_t wg_n = warpgroups / wg_m, n_wg = tile.tile_n / wg_n;
+  if (tile.tile_n % wg_n != 0 || n_wg % 8 != 0 || n_wg > 256)
+    throw KnobRefused("matmul: wgmma=1 splits tile_n over " + std::to_string(wg_n) +
+                      " warpgroups: each needs a multiple of 8 columns up to 256");
   for (const TmaOperand* op : {&a, &bop})
     if (op->row_stride % 8 != 0 || (op->batch > 1 && op->batch_stride % 8 != 0) || K % 8 != 0)
       throw KnobRefused("matmul: wgmma=1 needs 16-byte aligned rows (TMA global strides)");
-  const int64_t a_bytes = tile.tile_m * 128, stage_bytes = (tile.tile_m + tile.tile_n) * 128;
+  const int64_t row_bytes = tile.tile_k * 2, a_bytes = tile.tile_m * row_bytes;
+  const int64_t stage_bytes = (tile.tile_m + tile.tile_n) * row_bytes;
   const int64_t smem = tile.stages * stage_bytes + 1024;
   if (smem > 227 * 1024)
     throw KnobRefused("matmul: wgmma=1 with stages=" + std::to_string(tile.stages) + " needs " + std::to_string(smem) +
                       " bytes of shared memory, more than a block gets");
-  const std::string map_a = tensor_map(m, a, K, tile.tile_m), map_b = tensor_map(m, bop, K, tile.tile_n);
+  const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m), map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n);
   std::string text = kMainLoop;
   text = replace_all(text, "@COPY_A@", tma_copy(a, map_a, "a_dst", "m0"));
   text = replace_all(text, "@COPY_B@", tma_copy(bop, map_b, "b_dst", "n0"));
-  text = replace_all(text, "@WGMMA@", wgmma_call(dtype, tile.tile_n));
+  text = replace_all(text, "@WGMMA@", wgmma_call(dtype, n_wg));
   text = replace_all(text, "@MAP_A@", map_a);
   text = replace_all(text, "@MAP_B@", map_b);
   text = replace_all(text, "@STAGES@", std::to_string(tile.stages));
+  text = replace_all(text, "@PIPE@", tile.stages > 1 ? "1" : "0");
   text = replace_all(text, "@STAGE_BYTES@", std::to_string(stage_bytes));
   text = replace_all(text, "@A_BYTES@", std::to_string(a_bytes));
+  text = replace_all(text, "@WG_A_BYTES@", std::to_string(64 * row_bytes));
+  text = replace_all(text, "@WG_B_BYTES@", std::to_string(n_wg * row_bytes));
+  text = replace_all(text, "@WG_N@", std::to_string(wg_n));
   text = replace_all(text, "@BM@", std::to_string(tile.tile_m));
   text = replace_all(text, "@BN@", std::to_string(tile.tile_n));
-  text = replace_all(text, "@NJ@", std::to_string(tile.tile_n / 8));
-  text = replace_all(text, "@KT@", std::to_string((K + 63) / 64));
+  text = replace_all(text, "@BK@", std::to_string(tile.tile_k));
+  text = replace_all(text, "@K16@", std::to_string(tile.tile_k / 16));
+  text = replace_all(text, "@SBO@", std::to_string(8 * row_bytes / 16));
+  text = replace_all(text, "@MODE@", row_bytes == 128 ? "1" : row_bytes == 64 ? "2" : "3");
+  text = replace_all(text, "@NJ@", std::to_string(n_wg / 8));
+  text = replace_all(text, "@KT@", std::to_string((K + tile.tile_k - 1) / tile.tile_k));
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
@@ -163,7 +180,7 @@ int64_t emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const Tm
     b.line(text.substr(start, end - start));
     start = end + 1;
   }
-  return smem;
+  return WgmmaLoop{smem, n_wg};
 }
 
 }  // namespace emmy::cuda
