@@ -36,6 +36,28 @@ MeasureResult build(const ir::Slice& s) {
   return failure;
 }
 
+// Two chained bf16 linears (x @ w1^T, then @ w2^T), each a wgmma=1 kernel, as one slice: the
+// tuner's assembled program, whose modules share one tensor-map table.
+ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2) {
+  ir::Slice s;
+  ir::Builder b(s.graph);
+  auto x = b.input("x", {ir::DType::bf16, {m, k}});
+  auto w1 = b.input("w1", {ir::DType::bf16, {n1, k}}, "weight");
+  auto w2 = b.input("w2", {ir::DType::bf16, {n2, n1}}, "weight");
+  auto h = b.linear(x, w1);
+  auto y = b.linear(h, w2);
+  s.graph.outputs = {y};
+  ir::Kernel k1, k2;
+  k1.nodes = {h};
+  k2.nodes = {y};
+  k1.templ = k2.templ = "matmul";
+  k1.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps", 4}, {"stages", 2}, {"wgmma", 1}};
+  k2.knobs = {{"tile_m", 128}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}, {"wgmma", 1}};
+  s.grouping.kernels = {k2, k1};  // not in dependency order: the program orders them
+  for (size_t v = 0; v < s.graph.nodes.size(); ++v) s.origin.push_back(static_cast<ir::ValueId>(v));
+  return s;
+}
+
 Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages, int64_t tile_k = 64, int64_t warps = 0) {
   return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", double(tile_k)},
           {"warps", double(warps ? warps : tile_m / 16)}, {"stages", double(stages)}, {"wgmma", 1}};
@@ -143,6 +165,21 @@ TEST(CudaWgmmaCodegen, TensorMapPlanLinesRoundTripAndBadOnesAreErrors) {
                           "//@emmy tmap 0 bf16 128 6 1 1 1 1 1 1 1 1 1 1\n",  // rank > 5
                           "//@emmy tmap 0 bf16 128 2 64 0 128 64 64\n"})      // empty dim
     EXPECT_THROW(parse_plan(launch + bad), Error) << bad;
+}
+
+TEST(CudaWgmmaCodegen, AProgramOfWgmmaKernelsSharesOneTensorMapTable) {
+  ir::Slice s = two_wgmma_linears(96, 64, 80, 48);
+  std::string used;
+  std::string source = generate_source(s, &used);
+  EXPECT_EQ(used, "program");
+  Plan plan = parse_plan(source);
+  ASSERT_EQ(plan.tensor_maps.size(), 4u);  // two per kernel
+  // The table follows the 3 inputs, the output and the intermediate (scratch): index 5; the
+  // second module's maps start 256 bytes in.
+  EXPECT_NE(source.find("(unsigned long long)emmy_buf[5] + 0ull;"), std::string::npos) << source;
+  EXPECT_NE(source.find("(unsigned long long)emmy_buf[5] + 256ull;"), std::string::npos) << source;
+  EXPECT_EQ(source.find("@EMMY_TMAPS@"), std::string::npos);
+  EXPECT_EQ(build(s).failure, FailureKind::none) << build(s).message;
 }
 
 }  // namespace

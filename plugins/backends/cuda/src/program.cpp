@@ -1,7 +1,8 @@
 // Slices holding several kernels (the tuner's assembled program, or a kernel with its attention
 // producer): each kernel is generated with its own template from its own slice, then the
 // modules are stitched into one: kernel names prefixed, buffer-table indices renumbered into one
-// table (the graph's inputs, its outputs, then intermediates and every module's scratch), and
+// table (the graph's inputs, its outputs, then intermediates and every module's scratch, then
+// one table of every module's TMA tensor maps), and
 // the launches concatenated in an order where every kernel runs after its producers.
 #include <cctype>
 #include <map>
@@ -22,8 +23,12 @@ std::string kernel_text(const std::string& source) {
   return at == std::string::npos ? "" : source.substr(at);
 }
 
-// Replaces every emmy_buf[<local>] by emmy_buf[<global>].
-std::string renumber(const std::string& text, const std::vector<int64_t>& global) {
+// Stands for the tensor-map table's index until the program's last scratch buffer is known.
+const std::string kTmapsSlot = "@EMMY_TMAPS@";
+
+// Replaces every emmy_buf[<local>] by emmy_buf[<global>]; the index one past the module's buffers
+// (its tensor-map table, when `has_maps`) by kTmapsSlot.
+std::string renumber(const std::string& text, const std::vector<int64_t>& global, bool has_maps) {
   static const std::string key = "emmy_buf[";
   std::string out;
   size_t pos = 0;
@@ -35,6 +40,11 @@ std::string renumber(const std::string& text, const std::vector<int64_t>& global
     out += text.substr(pos, digits - pos);
     if (end > digits && end < text.size() && text[end] == ']') {
       size_t local = std::stoul(text.substr(digits, end - digits));
+      if (has_maps && local == global.size()) {
+        out += kTmapsSlot;
+        pos = end;
+        continue;
+      }
       if (local >= global.size()) throw Error("cuda backend: generated module indexes buffer " + std::to_string(local) + " of " + std::to_string(global.size()));
       out += std::to_string(global[local]);
       pos = end;
@@ -89,7 +99,18 @@ std::string generate_program(const ir::Slice& slice) {
     }
     for (int64_t bytes : sub_plan.scratch_bytes) global.push_back(new_scratch(bytes));
     std::string prefix = "k" + std::to_string(pick) + "_";
-    std::string text = renumber(kernel_text(source), global);
+    std::string text = renumber(kernel_text(source), global, !sub_plan.tensor_maps.empty());
+    if (!sub_plan.tensor_maps.empty()) {
+      // One table for the whole program: this module's maps follow the earlier modules' ones.
+      const std::string from = "(unsigned long long)emmy_buf[" + kTmapsSlot + "];";
+      const std::string to = "(unsigned long long)emmy_buf[" + kTmapsSlot + "] + " +
+                             std::to_string(plan.tensor_maps.size() * 128) + "ull;";
+      for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+      for (TensorMap t : sub_plan.tensor_maps) {
+        t.buffer = global.at(size_t(t.buffer));
+        plan.tensor_maps.push_back(t);
+      }
+    }
     for (Launch l : sub_plan.launches) {
       std::string from = ") " + l.kernel + "(void* const*", to = ") " + prefix + l.kernel + "(void* const*";
       for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
@@ -115,6 +136,10 @@ std::string generate_program(const ir::Slice& slice) {
     l.block = 256;
     plan.launches.push_back(l);
   }
+  // The tensor-map table follows every buffer (the worker appends it to the table).
+  const std::string tmaps_index = std::to_string(n_fixed + int64_t(plan.scratch_bytes.size()));
+  for (size_t at = kernels.find(kTmapsSlot); at != std::string::npos; at = kernels.find(kTmapsSlot, at + tmaps_index.size()))
+    kernels.replace(at, kTmapsSlot.size(), tmaps_index);
   return device_prelude() + "// template: program of " + std::to_string(slice.grouping.kernels.size()) + " kernels\n" +
          notes + render_plan(plan) + "\n" + kernels;
 }
