@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cuda_backend.hpp"
+#include "cuda_graphs.hpp"
 #include "expr.hpp"
 #include "matmul_layout_graphs.hpp"
 #include "module.hpp"
@@ -180,6 +181,27 @@ TEST(CudaWgmmaCodegen, AProgramOfWgmmaKernelsSharesOneTensorMapTable) {
   EXPECT_NE(source.find("(unsigned long long)emmy_buf[5] + 256ull;"), std::string::npos) << source;
   EXPECT_EQ(source.find("@EMMY_TMAPS@"), std::string::npos);
   EXPECT_EQ(build(s).failure, FailureKind::none) << build(s).message;
+}
+
+TEST(CudaWgmmaCodegen, AWgmmaKernelReadingAnIntermediateCompilesInAProgram) {
+  // RMSNorm, then a linear on its result: in the program the linear's A is a scratch buffer.
+  ir::Slice s = test::two_kernel_program();
+  for (ir::Kernel& k : s.grouping.kernels)
+    if (k.templ == "matmul") k.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps", 4}, {"stages", 2}, {"wgmma", 1}};
+  MeasureResult r = build(s);
+  EXPECT_EQ(r.failure, FailureKind::none) << r.message.substr(0, 4000);
+}
+
+TEST(CudaWgmmaCodegen, WgmmaAndPipelinedMmaSyncKernelsCompileInOneProgram) {
+  // Their dynamic shared memory is declared per template (one translation unit: an extern
+  // __shared__ name declared with two types does not compile; Qwen's assembled layer hit it).
+  ir::Slice s = two_wgmma_linears(96, 64, 80, 48);
+  s.grouping.kernels[1].knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 2}};
+  std::string source = generate_source(s);
+  EXPECT_NE(source.find("mma.sync"), std::string::npos);
+  EXPECT_NE(source.find("wgmma.mma_async"), std::string::npos);
+  MeasureResult r = build(s);
+  EXPECT_EQ(r.failure, FailureKind::none) << r.message.substr(0, 4000);
 }
 
 }  // namespace

@@ -66,10 +66,10 @@ std::string wgmma_call(ir::DType dtype, int64_t tile_n) {
 }
 
 // The loop, with @NAMES@ filled in by emit_wgmma_mainloop.
-const char* const kMainLoop = R"(extern __shared__ __align__(1024) unsigned char emmy_smem[];
+const char* const kMainLoop = R"(extern __shared__ __align__(1024) unsigned char emmy_wgmma_smem[];
 __shared__ __align__(8) unsigned long long emmy_full[@STAGES@];
 // The dynamic buffer is over-allocated by 1024 bytes: its start rounded up to the swizzle period.
-const unsigned emmy_base = ((unsigned)__cvta_generic_to_shared(emmy_smem) + 1023u) & ~1023u;
+const unsigned emmy_base = ((unsigned)__cvta_generic_to_shared(emmy_wgmma_smem) + 1023u) & ~1023u;
 const unsigned emmy_full0 = (unsigned)__cvta_generic_to_shared(&emmy_full[0]);
 auto emmy_full_at = [&](int s) { return emmy_full0 + 8u * (unsigned)s; };
 const long long bz = blockIdx.z;
