@@ -24,7 +24,9 @@ using perf::describe;
 using perf::one_kernel;
 
 CudaBackend& offline_backend() {
-  static const std::string cache = (fs::temp_directory_path() / ("emmy-cuda-wgmma-codegen-" + std::to_string(::getpid()))).string();
+  static const std::string cache =
+      (fs::temp_directory_path() / ("emmy-cuda-wgmma-codegen-" + std::to_string(::getpid())))
+          .string();
   static CudaBackend b({{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}});
   return b;
 }
@@ -52,34 +54,45 @@ ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2) {
   k1.nodes = {h};
   k2.nodes = {y};
   k1.templ = k2.templ = "matmul";
-  k1.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps", 4}, {"stages", 2}, {"wgmma", 1}};
-  k2.knobs = {{"tile_m", 128}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}, {"wgmma", 1}};
+  k1.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64},
+              {"warps", 4},   {"stages", 2},  {"wgmma", 1}};
+  k2.knobs = {{"tile_m", 128}, {"tile_n", 64}, {"tile_k", 32},
+              {"warps", 8},    {"stages", 3},  {"wgmma", 1}};
   s.grouping.kernels = {k2, k1};  // not in dependency order: the program orders them
   for (size_t v = 0; v < s.graph.nodes.size(); ++v) s.origin.push_back(static_cast<ir::ValueId>(v));
   return s;
 }
 
-Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages, int64_t tile_k = 64, int64_t warps = 0) {
-  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", double(tile_k)},
-          {"warps", double(warps ? warps : tile_m / 16)}, {"stages", double(stages)}, {"wgmma", 1}};
+Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages, int64_t tile_k = 64,
+            int64_t warps = 0) {
+  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)},
+          {"tile_k", double(tile_k)}, {"warps", double(warps ? warps : tile_m / 16)},
+          {"stages", double(stages)}, {"wgmma", 1}};
 }
 
 TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
   BackendCaps caps = cuda_capabilities();
   const auto& knobs = caps.templates.at("matmul");
-  auto it = std::find_if(knobs.begin(), knobs.end(), [](const KnobSpec& k) { return k.name == "wgmma"; });
+  auto it =
+      std::find_if(knobs.begin(), knobs.end(), [](const KnobSpec& k) { return k.name == "wgmma"; });
   ASSERT_NE(it, knobs.end());
-  EXPECT_EQ(it->values, (std::vector<double>{0, 1}));  // the default stays mma.sync: it fits every kernel
+  EXPECT_EQ(it->values,
+            (std::vector<double>{0, 1}));  // the default stays mma.sync: it fits every kernel
 }
 
 TEST(CudaWgmmaCodegen, AcceptedTilesCompileForSm90aWithTheirTensorMaps) {
-  for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4), wgmma(64, 64, 1, 16),
-                         wgmma(64, 128, 2, 32, 8), wgmma(128, 256, 2, 32, 8)}) {
+  for (const Knobs& k :
+       {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4),
+        wgmma(64, 64, 1, 16), wgmma(64, 128, 2, 32, 8), wgmma(128, 256, 2, 32, 8)}) {
     ir::Slice s = one_kernel(perf::linear(200, 136, 72, true), "matmul", k);
     std::string source = generate_source(s);
-    // Warpgroups beside each other along N split tile_n: wgmma's n is tile_n / (warps / 4 / (tile_m / 64)).
-    const int64_t n_wg = int64_t(k.at("tile_n")) / (int64_t(k.at("warps")) / 4 / (int64_t(k.at("tile_m")) / 64));
-    EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(n_wg) + "k16.f32.bf16.bf16"), std::string::npos)
+    // Warpgroups beside each other along N split tile_n: wgmma's n is tile_n / (warps / 4 / (tile_m
+    // / 64)).
+    const int64_t n_wg =
+        int64_t(k.at("tile_n")) / (int64_t(k.at("warps")) / 4 / (int64_t(k.at("tile_m")) / 64));
+    EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(n_wg) +
+                          "k16.f32.bf16.bf16"),
+              std::string::npos)
         << describe(k);
     EXPECT_NE(source.find("cp.async.bulk.tensor.2d"), std::string::npos) << describe(k);
     Plan plan = parse_plan(source);
@@ -87,10 +100,13 @@ TEST(CudaWgmmaCodegen, AcceptedTilesCompileForSm90aWithTheirTensorMaps) {
     // A: {K, M} boxes of 64 x tile_m; the weight: {K, N} boxes of 64 x tile_n; 128-byte swizzle.
     EXPECT_EQ(plan.tensor_maps[0].dims, (std::vector<int64_t>{136, 200}));
     EXPECT_EQ(plan.tensor_maps[0].strides_bytes, (std::vector<int64_t>{136 * 2}));
-    EXPECT_EQ(plan.tensor_maps[0].box, (std::vector<int64_t>{int64_t(k.at("tile_k")), int64_t(k.at("tile_m"))}));
+    EXPECT_EQ(plan.tensor_maps[0].box,
+              (std::vector<int64_t>{int64_t(k.at("tile_k")), int64_t(k.at("tile_m"))}));
     EXPECT_EQ(plan.tensor_maps[1].dims, (std::vector<int64_t>{136, 72}));
-    EXPECT_EQ(plan.tensor_maps[1].box, (std::vector<int64_t>{int64_t(k.at("tile_k")), int64_t(k.at("tile_n"))}));
-    EXPECT_EQ(plan.tensor_maps[1].swizzle_bytes, int64_t(k.at("tile_k")) * 2);  // a k-slice row, swizzled at its width
+    EXPECT_EQ(plan.tensor_maps[1].box,
+              (std::vector<int64_t>{int64_t(k.at("tile_k")), int64_t(k.at("tile_n"))}));
+    EXPECT_EQ(plan.tensor_maps[1].swizzle_bytes,
+              int64_t(k.at("tile_k")) * 2);  // a k-slice row, swizzled at its width
     EXPECT_EQ(plan.launches.at(0).block, int64_t(k.at("warps")) * 32);
     MeasureResult r = build(s);
     EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
@@ -124,8 +140,10 @@ TEST(CudaWgmmaCodegen, WhatThePathCannotTakeIsRefusedByName) {
   std::vector<Case> cases;
   cases.push_back({perf::linear(128, 128, 128, false), wgmma(32, 64, 2), "tile_m 64 or 128"});
   cases.push_back({perf::linear(128, 128, 128, false), wgmma(64, 64, 2, 8), "tile_k 16, 32 or 64"});
-  cases.push_back({perf::linear(128, 128, 128, false), wgmma(128, 64, 2, 64, 4), "whole warpgroups"});
-  cases.push_back({perf::linear(128, 128, 128, false), wgmma(64, 64, 2, 64, 2), "whole warpgroups"});
+  cases.push_back(
+      {perf::linear(128, 128, 128, false), wgmma(128, 64, 2, 64, 4), "whole warpgroups"});
+  cases.push_back(
+      {perf::linear(128, 128, 128, false), wgmma(64, 64, 2, 64, 2), "whole warpgroups"});
   cases.push_back({perf::matmul(128, 128, 128), wgmma(64, 64, 2), "N contiguous"});
   cases.push_back({layout::o_proj(4, 37, 24, 72), wgmma(64, 64, 2), "more than one stride"});
   for (const Case& c : cases) {
@@ -160,9 +178,9 @@ TEST(CudaWgmmaCodegen, TensorMapPlanLinesRoundTripAndBadOnesAreErrors) {
   EXPECT_EQ(q.tensor_maps[0].strides_bytes, t.strides_bytes);
   EXPECT_EQ(q.tensor_maps[0].box, t.box);
   const std::string launch = "//@emmy launch k 1 1 1 128 0\n";
-  for (const char* bad : {"//@emmy tmap 0 bf16 128 2 64 100 128 64\n",     // box cut short
-                          "//@emmy tmap 0 i8 128 2 64 100 128 64 64\n",      // no such element type
-                          "//@emmy tmap 0 bf16 96 2 64 100 128 64 64\n",     // no such swizzle
+  for (const char* bad : {"//@emmy tmap 0 bf16 128 2 64 100 128 64\n",    // box cut short
+                          "//@emmy tmap 0 i8 128 2 64 100 128 64 64\n",   // no such element type
+                          "//@emmy tmap 0 bf16 96 2 64 100 128 64 64\n",  // no such swizzle
                           "//@emmy tmap 0 bf16 128 6 1 1 1 1 1 1 1 1 1 1\n",  // rank > 5
                           "//@emmy tmap 0 bf16 128 2 64 0 128 64 64\n"})      // empty dim
     EXPECT_THROW(parse_plan(launch + bad), Error) << bad;
@@ -187,7 +205,9 @@ TEST(CudaWgmmaCodegen, AWgmmaKernelReadingAnIntermediateCompilesInAProgram) {
   // RMSNorm, then a linear on its result: in the program the linear's A is a scratch buffer.
   ir::Slice s = test::two_kernel_program();
   for (ir::Kernel& k : s.grouping.kernels)
-    if (k.templ == "matmul") k.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps", 4}, {"stages", 2}, {"wgmma", 1}};
+    if (k.templ == "matmul")
+      k.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64},
+                 {"warps", 4},   {"stages", 2},  {"wgmma", 1}};
   MeasureResult r = build(s);
   EXPECT_EQ(r.failure, FailureKind::none) << r.message.substr(0, 4000);
 }
@@ -196,7 +216,8 @@ TEST(CudaWgmmaCodegen, WgmmaAndPipelinedMmaSyncKernelsCompileInOneProgram) {
   // Their dynamic shared memory is declared per template (one translation unit: an extern
   // __shared__ name declared with two types does not compile; Qwen's assembled layer hit it).
   ir::Slice s = two_wgmma_linears(96, 64, 80, 48);
-  s.grouping.kernels[1].knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 2}};
+  s.grouping.kernels[1].knobs = {
+      {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 2}};
   std::string source = generate_source(s);
   EXPECT_NE(source.find("mma.sync"), std::string::npos);
   EXPECT_NE(source.find("wgmma.mma_async"), std::string::npos);

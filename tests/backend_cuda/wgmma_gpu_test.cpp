@@ -41,23 +41,27 @@ ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2) {
   k1.nodes = {h};
   k2.nodes = {y};
   k1.templ = k2.templ = "matmul";
-  k1.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps", 4}, {"stages", 2}, {"wgmma", 1}};
-  k2.knobs = {{"tile_m", 128}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}, {"wgmma", 1}};
+  k1.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64},
+              {"warps", 4},   {"stages", 2},  {"wgmma", 1}};
+  k2.knobs = {{"tile_m", 128}, {"tile_n", 64}, {"tile_k", 32},
+              {"warps", 8},    {"stages", 3},  {"wgmma", 1}};
   s.grouping.kernels = {k2, k1};  // not in dependency order: the program orders them
   for (size_t v = 0; v < s.graph.nodes.size(); ++v) s.origin.push_back(static_cast<ir::ValueId>(v));
   return s;
 }
 
-Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages, int64_t tile_k = 64, int64_t warps = 0) {
-  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)}, {"tile_k", double(tile_k)},
-          {"warps", double(warps ? warps : tile_m / 16)}, {"stages", double(stages)}, {"wgmma", 1}};
+Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages, int64_t tile_k = 64,
+            int64_t warps = 0) {
+  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)},
+          {"tile_k", double(tile_k)}, {"warps", double(warps ? warps : tile_m / 16)},
+          {"stages", double(stages)}, {"wgmma", 1}};
 }
 
 // Runs g as one matmul kernel with knobs k on seeded random inputs and compares every output
 // with the interpreter (computed once per graph through `reference`); returns the median µs,
 // or -1 when it failed.
-double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::string& what, int samples,
-                                std::vector<ir::HostTensor>& reference) {
+double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::string& what,
+                                int samples, std::vector<ir::HostTensor>& reference) {
   ir::Slice s = one_kernel(g, "matmul", k);
   Artifact art;
   MeasureResult res;
@@ -78,11 +82,13 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
   if (res.failure != FailureKind::none || res.outputs.tensors.size() != reference.size()) return -1;
   bool ok = true;
   for (size_t i = 0; i < reference.size(); ++i) {
-    std::string diff = ir::compare(reference[i], ir::HostTensor{reference[i].type, res.outputs.tensors[i]});
+    std::string diff =
+        ir::compare(reference[i], ir::HostTensor{reference[i].type, res.outputs.tensors[i]});
     EXPECT_EQ(diff, "") << what << " " << describe(k) << " output " << i;
     ok = ok && diff.empty();
   }
-  std::printf("[ wgmma    ] %-4s %-34s %-62s %9.2f us\n", ok ? "ok" : "BAD", what.c_str(), describe(k).c_str(), res.median_us);
+  std::printf("[ wgmma    ] %-4s %-34s %-62s %9.2f us\n", ok ? "ok" : "BAD", what.c_str(),
+              describe(k).c_str(), res.median_us);
   return ok ? res.median_us : -1;
 }
 
@@ -99,8 +105,10 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
   shapes.push_back({"bmm a @ b.t() 3x70x48 -> 40", layout::bmm_transposed_b(3, 70, 48, 40)});
   for (const Shape& sh : shapes) {
     std::vector<ir::HostTensor> reference;
-    for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4), wgmma(64, 256, 2),
-                           wgmma(64, 64, 1, 16), wgmma(64, 128, 3, 32, 8), wgmma(128, 256, 2, 32, 8), wgmma(64, 64, 4, 16, 8)})
+    for (const Knobs& k :
+         {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4),
+          wgmma(64, 256, 2), wgmma(64, 64, 1, 16), wgmma(64, 128, 3, 32, 8),
+          wgmma(128, 256, 2, 32, 8), wgmma(64, 64, 4, 16, 8)})
       expect_matches_reference(sh.g, k, sh.what, 3, reference);
   }
 }
@@ -112,17 +120,21 @@ TEST(CudaWgmmaGpu, PrintsTheQwenProjections) {
       {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}, {"stages", 4}},
       {{"tile_m", 64}, {"tile_n", 128}, {"tile_k", 64}, {"warps", 4}, {"stages", 4}},
   };
-  const std::vector<Knobs> hopper = {wgmma(128, 128, 3), wgmma(128, 128, 4), wgmma(128, 256, 3),        wgmma(64, 128, 4),
-                                     wgmma(64, 256, 4),  wgmma(128, 64, 4),  wgmma(64, 64, 4),          wgmma(128, 256, 4, 32, 8),
+  const std::vector<Knobs> hopper = {wgmma(128, 128, 3),       wgmma(128, 128, 4),
+                                     wgmma(128, 256, 3),       wgmma(64, 128, 4),
+                                     wgmma(64, 256, 4),        wgmma(128, 64, 4),
+                                     wgmma(64, 64, 4),         wgmma(128, 256, 4, 32, 8),
                                      wgmma(64, 128, 4, 32, 8), wgmma(128, 128, 4, 32, 8)};
   struct Proj {
     int64_t m, k, n;
     const char* name;
   };
-  for (const Proj& p : {Proj{512, 1024, 4096, "qkv (fused)"}, Proj{512, 2048, 1024, "o_proj"},
-                        Proj{512, 1024, 6144, "gate+up (fused)"}, Proj{512, 3072, 1024, "down"},
-                        Proj{2048, 1024, 4096, "qkv S=2048"}, Proj{2048, 3072, 1024, "down S=2048"}}) {
-    const std::string what = std::string(p.name) + " " + std::to_string(p.m) + "x" + std::to_string(p.k) + "->" + std::to_string(p.n);
+  for (const Proj& p :
+       {Proj{512, 1024, 4096, "qkv (fused)"}, Proj{512, 2048, 1024, "o_proj"},
+        Proj{512, 1024, 6144, "gate+up (fused)"}, Proj{512, 3072, 1024, "down"},
+        Proj{2048, 1024, 4096, "qkv S=2048"}, Proj{2048, 3072, 1024, "down S=2048"}}) {
+    const std::string what = std::string(p.name) + " " + std::to_string(p.m) + "x" +
+                             std::to_string(p.k) + "->" + std::to_string(p.n);
     ir::Graph g = perf::linear(p.m, p.k, p.n, false);
     std::vector<ir::HostTensor> reference;
     double best_mma = 1e30, best_wgmma = 1e30;
@@ -136,8 +148,11 @@ TEST(CudaWgmmaGpu, PrintsTheQwenProjections) {
       if (us > 0 && us < best_wgmma) best_wgmma = us, best_wgmma_k = describe(k);
     }
     const double tflop = 2.0 * double(p.m) * double(p.k) * double(p.n) / 1e12;
-    std::printf("[ best     ] %-34s mma.sync %8.2f us (%5.0f TFLOP/s)  wgmma %8.2f us (%5.0f TFLOP/s)  %s\n", what.c_str(), best_mma,
-                tflop / (best_mma * 1e-6), best_wgmma, tflop / (best_wgmma * 1e-6), best_wgmma_k.c_str());
+    std::printf(
+        "[ best     ] %-34s mma.sync %8.2f us (%5.0f TFLOP/s)  wgmma %8.2f us (%5.0f TFLOP/s)  "
+        "%s\n",
+        what.c_str(), best_mma, tflop / (best_mma * 1e-6), best_wgmma, tflop / (best_wgmma * 1e-6),
+        best_wgmma_k.c_str());
   }
 }
 

@@ -18,16 +18,17 @@ class ModuleBuilder;
 
 // An operand as TMA sees it: `rows` x K (K contiguous) per batch, over kernel buffer `pointer`.
 struct TmaOperand {
-  std::string pointer;        // in<i>
-  int64_t rows = 0;           // M for A, N for B
-  int64_t row_stride = 0;     // elements between rows (a multiple of 8: 16-byte global strides)
-  int64_t batch = 1;          // matrices (1: shared by every batch of the product)
-  int64_t batch_stride = 0;   // elements between them
+  std::string pointer;       // in<i>
+  int64_t rows = 0;          // M for A, N for B
+  int64_t row_stride = 0;    // elements between rows (a multiple of 8: 16-byte global strides)
+  int64_t batch = 1;         // matrices (1: shared by every batch of the product)
+  int64_t batch_stride = 0;  // elements between them
 };
 
 struct WgmmaTile {
   int64_t tile_m = 64;  // 64 rows per warpgroup along M (64 or 128)
-  int64_t tile_n = 64;  // split over the warpgroups along N: wgmma's n, a multiple of 8 up to 256, each
+  int64_t tile_n =
+      64;  // split over the warpgroups along N: wgmma's n, a multiple of 8 up to 256, each
   int64_t tile_k = 64;  // 16, 32 or 64: rows of 32, 64 or 128 bytes, swizzled at that width
   int64_t warps = 4;    // 4 per warpgroup; tile_m / 64 of them along M, the rest along N
   int64_t stages = 2;   // ring depth (1: no copy overlaps the products)
@@ -44,7 +45,7 @@ struct WgmmaLoop {
 // n0 + emmy_wg_n * n_per_warpgroup + j * 8 + tig * 2 + c (the variables m0, n0, warp, grp, tig,
 // bz, emmy_wg_m and emmy_wg_n are declared by it). Throws KnobRefused for a tile the path cannot
 // take.
-WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a, const TmaOperand& bop, int64_t K,
-                              const WgmmaTile& tile);
+WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
+                              const TmaOperand& bop, int64_t K, const WgmmaTile& tile);
 
 }  // namespace emmy::cuda

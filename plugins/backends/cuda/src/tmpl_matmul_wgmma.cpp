@@ -30,7 +30,8 @@ std::string replace_all(std::string text, const std::string& key, const std::str
 }
 
 // A tensor map of `op`: 2-D {K, rows}, or 3-D {K, rows, batch} when it has one matrix per batch.
-std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t tile_k, int64_t box_rows) {
+std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t tile_k,
+                       int64_t box_rows) {
   std::vector<int64_t> dims = {K, op.rows}, strides = {op.row_stride * 2}, box = {tile_k, box_rows};
   if (op.batch > 1) {
     dims.push_back(op.batch);
@@ -41,12 +42,14 @@ std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_
 }
 
 // One TMA copy of `op`'s box at (k, row[, bz]) into shared address `dst`, completing on `bar`.
-std::string tma_copy(const TmaOperand& op, const std::string& map, const std::string& dst, const std::string& row) {
+std::string tma_copy(const TmaOperand& op, const std::string& map, const std::string& dst,
+                     const std::string& row) {
   const bool batched = op.batch > 1;
   return std::string("asm volatile(\"cp.async.bulk.tensor.") + (batched ? "3d" : "2d") +
-         ".shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3" + (batched ? ", %5" : "") +
-         "}], [%4];\" :: \"r\"(" + dst + "), \"l\"(" + map + "), \"r\"(kt * @BK@), \"r\"((int)(" + row +
-         ")), \"r\"(emmy_full_at(s))" + (batched ? ", \"r\"((int)bz)" : "") + " : \"memory\");";
+         ".shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3" +
+         (batched ? ", %5" : "") + "}], [%4];\" :: \"r\"(" + dst + "), \"l\"(" + map +
+         "), \"r\"(kt * @BK@), \"r\"((int)(" + row + ")), \"r\"(emmy_full_at(s))" +
+         (batched ? ", \"r\"((int)bz)" : "") + " : \"memory\");";
 }
 
 // wgmma m64n<tile_n>k16 with both operands from shared memory (descriptors da, db), adding to
@@ -57,12 +60,14 @@ std::string wgmma_call(ir::DType dtype, int64_t tile_n) {
   std::string list, operands;
   for (int64_t r = 0; r < regs; ++r) {
     list += (r ? ", %" : "%") + std::to_string(r);
-    operands += std::string(r ? ", " : "") + "\"+f\"(acc[" + std::to_string(r / 4) + "][" + std::to_string(r % 4) + "])";
+    operands += std::string(r ? ", " : "") + "\"+f\"(acc[" + std::to_string(r / 4) + "][" +
+                std::to_string(r % 4) + "])";
   }
   return "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) +
-         ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(tile_n) + "k16.f32." + ty + "." + ty + " {" + list +
-         "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) + ", p, 1, 1, 0, 0;\\n}\"\n" +
-         "            : " + operands + "\n            : \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");";
+         ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(tile_n) + "k16.f32." + ty +
+         "." + ty + " {" + list + "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
+         ", p, 1, 1, 0, 0;\\n}\"\n" + "            : " + operands +
+         "\n            : \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");";
 }
 
 // The loop, with @NAMES@ filled in by emit_wgmma_mainloop.
@@ -127,17 +132,22 @@ asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 
 }  // namespace
 
-WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a, const TmaOperand& bop, int64_t K,
-                              const WgmmaTile& tile) {
+WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
+                              const TmaOperand& bop, int64_t K, const WgmmaTile& tile) {
   if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
     throw KnobRefused("matmul: wgmma=1 takes bf16/f16 operands");
-  if (tile.tile_m != 64 && tile.tile_m != 128) throw KnobRefused("matmul: wgmma=1 needs tile_m 64 or 128 (64 rows per warpgroup)");
+  if (tile.tile_m != 64 && tile.tile_m != 128)
+    throw KnobRefused("matmul: wgmma=1 needs tile_m 64 or 128 (64 rows per warpgroup)");
   if (tile.tile_k != 16 && tile.tile_k != 32 && tile.tile_k != 64)
-    throw KnobRefused("matmul: wgmma=1 needs tile_k 16, 32 or 64 (rows of 32, 64 or 128 bytes, the TMA swizzle widths)");
+    throw KnobRefused(
+        "matmul: wgmma=1 needs tile_k 16, 32 or 64 (rows of 32, 64 or 128 bytes, the TMA swizzle "
+        "widths)");
   const int64_t wg_m = tile.tile_m / 64, warpgroups = tile.warps / 4;
   if (tile.warps % 4 != 0 || warpgroups % wg_m != 0)
-    throw KnobRefused("matmul: wgmma=1 needs warps a multiple of 4 per 64 rows of tile_m (whole warpgroups), not " +
-                      std::to_string(tile.warps) + " for tile_m=" + std::to_string(tile.tile_m));
+    throw KnobRefused(
+        "matmul: wgmma=1 needs warps a multiple of 4 per 64 rows of tile_m (whole warpgroups), "
+        "not " +
+        std::to_string(tile.warps) + " for tile_m=" + std::to_string(tile.tile_m));
   const int64_t wg_n = warpgroups / wg_m, n_wg = tile.tile_n / wg_n;
   if (tile.tile_n % wg_n != 0 || n_wg % 8 != 0 || n_wg > 256)
     throw KnobRefused("matmul: wgmma=1 splits tile_n over " + std::to_string(wg_n) +
@@ -149,9 +159,10 @@ WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const 
   const int64_t stage_bytes = (tile.tile_m + tile.tile_n) * row_bytes;
   const int64_t smem = tile.stages * stage_bytes + 1024;
   if (smem > 227 * 1024)
-    throw KnobRefused("matmul: wgmma=1 with stages=" + std::to_string(tile.stages) + " needs " + std::to_string(smem) +
-                      " bytes of shared memory, more than a block gets");
-  const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m), map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n);
+    throw KnobRefused("matmul: wgmma=1 with stages=" + std::to_string(tile.stages) + " needs " +
+                      std::to_string(smem) + " bytes of shared memory, more than a block gets");
+  const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
+                    map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n);
   std::string text = kMainLoop;
   text = replace_all(text, "@COPY_A@", tma_copy(a, map_a, "a_dst", "m0"));
   text = replace_all(text, "@COPY_B@", tma_copy(bop, map_b, "b_dst", "n0"));
