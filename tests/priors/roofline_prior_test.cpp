@@ -58,6 +58,26 @@ TEST(RooflineModel, RegisterMicroTileThatSpillsIsSlower) {
             roofline_estimate(f, knobs({{"mr", 12}, {"nr_vecs", 3}}), c).total_us);
 }
 
+TEST(RooflineModel, PrefersTheWgmmaPathOnceDecidedAndIsNeutralBefore) {
+  DeviceCeilings h200;
+  h200.peak_gflops = 700000;
+  h200.peak_gbps = 4000;
+  KernelFeatures f = matmul(512, 4096, 1024);
+  f.dtype = "bf16";
+  auto tiles = [](std::map<std::string, double> extra) {
+    std::map<std::string, double> v = {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 64}};
+    v.insert(extra.begin(), extra.end());
+    return v;
+  };
+  const double on = roofline_estimate(f, knobs(tiles({{"wgmma", 1}})), h200).total_us;
+  const double off = roofline_estimate(f, knobs(tiles({{"wgmma", 0}})), h200).total_us;
+  const double open = roofline_estimate(f, knobs(tiles({})), h200).total_us;
+  EXPECT_LT(on, off);
+  EXPECT_DOUBLE_EQ(on, open);  // undecided: no opinion either way
+  // A value listed as missing is not a decision.
+  EXPECT_DOUBLE_EQ(roofline_estimate(f, knobs(tiles({{"wgmma", 0}}), {"wgmma"}), h200).total_us, open);
+}
+
 TEST(RooflineModel, FloorIsComputeOrMemoryBoundPlusLaunch) {
   DeviceCeilings c = ceilings_from_options({{"peak_gflops", "100"}, {"peak_gbps", "10"},
                                             {"launch_us", "2"}, {"cores", "1"}});

@@ -31,6 +31,15 @@ const double* decided(const KnobAssignment& k, const std::string& name) {
   return &it->second;
 }
 
+// The knob's value when decided, zero included (an on/off knob's "off" is a decision too).
+const double* chosen(const KnobAssignment& k, const std::string& name) {
+  auto it = k.values.find(name);
+  if (it == k.values.end()) return nullptr;
+  for (const auto& m : k.missing)
+    if (m == name) return nullptr;
+  return &it->second;
+}
+
 // How much work a tile of `tile` wastes on a dimension of `dim`: ceil(dim/tile)*tile/dim >= 1.
 double padding(double dim, double tile) {
   if (dim <= 0 || tile <= 0) return 1;
@@ -128,6 +137,11 @@ RooflineEstimate roofline_estimate(const KernelFeatures& f, const KnobAssignment
       memory = std::max(memory, traffic / (c.peak_gbps * 1e3 * reach));
       parallel_units = std::ceil(M / *tm) * std::ceil(N / *tn);
     }
+    // The cuda backend's tensor-core paths on Hopper: wgmma (asynchronous, operands from shared
+    // memory) against mma.sync (warp-synchronous, fragments through registers). Side by side on
+    // the H200 the best mma.sync tile reached 0.53-0.61 of the best wgmma tile's throughput on
+    // Qwen3's projections (cuda_wgmma_gpu_test), so the search tries the wgmma path first.
+    if (const double* w = chosen(k, "wgmma")) compute *= *w > 0 ? 1.0 : 1.7;
     // The register micro-tile (the cpu backend's mr x nr_vecs vectors): more accumulators hide
     // FMA latency until they no longer fit the register file (32 vector registers).
     const double *mr = decided(k, "mr"), *nv = decided(k, "nr_vecs");
