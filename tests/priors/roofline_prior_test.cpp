@@ -76,6 +76,10 @@ TEST(RooflineModel, PrefersTheWgmmaPathOnceDecidedAndIsNeutralBefore) {
   EXPECT_DOUBLE_EQ(on, open);  // undecided: no opinion either way
   // A value listed as missing is not a decision.
   EXPECT_DOUBLE_EQ(roofline_estimate(f, knobs(tiles({{"wgmma", 0}}), {"wgmma"}), h200).total_us, open);
+  // f32 has no wgmma path (the backend refuses it): no preference.
+  f.dtype = "f32";
+  EXPECT_DOUBLE_EQ(roofline_estimate(f, knobs(tiles({{"wgmma", 0}})), h200).total_us,
+                   roofline_estimate(f, knobs(tiles({{"wgmma", 1}})), h200).total_us);
 }
 
 TEST(RooflineModel, FloorIsComputeOrMemoryBoundPlusLaunch) {

@@ -140,8 +140,10 @@ RooflineEstimate roofline_estimate(const KernelFeatures& f, const KnobAssignment
     // The cuda backend's tensor-core paths on Hopper: wgmma (asynchronous, operands from shared
     // memory) against mma.sync (warp-synchronous, fragments through registers). Side by side on
     // the H200 the best mma.sync tile reached 0.53-0.61 of the best wgmma tile's throughput on
-    // Qwen3's projections (cuda_wgmma_gpu_test), so the search tries the wgmma path first.
-    if (const double* w = chosen(k, "wgmma")) compute *= *w > 0 ? 1.0 : 1.7;
+    // Qwen3's projections (cuda_wgmma_gpu_test), so the search tries the wgmma path first. Only
+    // 16-bit operands have it: for others the knob's "on" is refused, and no opinion is right.
+    const double* w = chosen(k, "wgmma");
+    if (w && elem == 2) compute *= *w > 0 ? 1.0 : 1.7;
     // The register micro-tile (the cpu backend's mr x nr_vecs vectors): more accumulators hide
     // FMA latency until they no longer fit the register file (32 vector registers).
     const double *mr = decided(k, "mr"), *nv = decided(k, "nr_vecs");
