@@ -14,6 +14,7 @@
 #include "module.hpp"
 #include "perf_graphs.hpp"
 #include "templates.hpp"
+#include "wgmma_graphs.hpp"
 
 namespace emmy::cuda {
 namespace {
@@ -22,6 +23,8 @@ namespace fs = std::filesystem;
 using Knobs = std::map<std::string, double>;
 using perf::describe;
 using perf::one_kernel;
+using wgmma_test::two_wgmma_linears;
+using wgmma_test::wgmma;
 
 CudaBackend& offline_backend() {
   static const std::string cache =
@@ -37,37 +40,6 @@ MeasureResult build(const ir::Slice& s) {
   Status st = offline_backend().build(s, Regime::rank, art, failure);
   EXPECT_TRUE(st.ok()) << st.message();
   return failure;
-}
-
-// Two chained bf16 linears (x @ w1^T, then @ w2^T), each a wgmma=1 kernel, as one slice: the
-// tuner's assembled program, whose modules share one tensor-map table.
-ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2) {
-  ir::Slice s;
-  ir::Builder b(s.graph);
-  auto x = b.input("x", {ir::DType::bf16, {m, k}});
-  auto w1 = b.input("w1", {ir::DType::bf16, {n1, k}}, "weight");
-  auto w2 = b.input("w2", {ir::DType::bf16, {n2, n1}}, "weight");
-  auto h = b.linear(x, w1);
-  auto y = b.linear(h, w2);
-  s.graph.outputs = {y};
-  ir::Kernel k1, k2;
-  k1.nodes = {h};
-  k2.nodes = {y};
-  k1.templ = k2.templ = "matmul";
-  k1.knobs = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64},
-              {"warps", 4},   {"stages", 2},  {"wgmma", 1}};
-  k2.knobs = {{"tile_m", 128}, {"tile_n", 64}, {"tile_k", 32},
-              {"warps", 8},    {"stages", 3},  {"wgmma", 1}};
-  s.grouping.kernels = {k2, k1};  // not in dependency order: the program orders them
-  for (size_t v = 0; v < s.graph.nodes.size(); ++v) s.origin.push_back(static_cast<ir::ValueId>(v));
-  return s;
-}
-
-Knobs wgmma(int64_t tile_m, int64_t tile_n, int64_t stages, int64_t tile_k = 64,
-            int64_t warps = 0) {
-  return {{"tile_m", double(tile_m)}, {"tile_n", double(tile_n)},
-          {"tile_k", double(tile_k)}, {"warps", double(warps ? warps : tile_m / 16)},
-          {"stages", double(stages)}, {"wgmma", 1}};
 }
 
 TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {

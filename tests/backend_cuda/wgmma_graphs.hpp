@@ -1,0 +1,21 @@
+// What the wgmma tests (codegen here, reference on the GPU) share: the knobs of a wgmma=1 tile
+// and a two-kernel program of wgmma linears.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "emmy/ir.hpp"
+
+namespace emmy::cuda::wgmma_test {
+
+// Matmul knobs with wgmma=1; warps 0 = 4 per 64 rows of tile_m (one warpgroup each).
+std::map<std::string, double> wgmma(int64_t tile_m, int64_t tile_n, int64_t stages,
+                                    int64_t tile_k = 64, int64_t warps = 0);
+
+// Two chained bf16 linears (x @ w1^T, then @ w2^T), each a wgmma=1 kernel, as one slice: the
+// tuner's assembled program, whose modules share one tensor-map table.
+ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2);
+
+}  // namespace emmy::cuda::wgmma_test
