@@ -66,8 +66,11 @@ struct SearchOptions {
   // configuration, a known-good baseline before the prior's guesses.
   bool defaults_first = true;
   // Refused configurations cost nothing and do not count against patience; past this many in one
-  // search, they do.
-  int max_free_refusals = 256;
+  // search, they do. A refusal builds nothing (microseconds), and some kernels refuse most of the
+  // space: an f32 matmul on the cuda backend takes neither stages > 1 nor wgmma=1, 7 of 8
+  // combinations; at 256 the seed example's search (patience 10) ended after 25 successes, as
+  // its refusals began to count (H200, 2026-11-29 19:15).
+  int max_free_refusals = 1024;
   double exploration = 0.25;  // weight of the "little tried" term against measured quality (0..1 scale)
   double best_weight = 0.5;   // quality of a subtree: this much its best time, the rest its mean (log space)
 };
