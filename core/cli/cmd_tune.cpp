@@ -65,7 +65,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("input-shape", po::value<std::string>(), "input shapes of a .pt file, e.g. 1x128x64:f32,1x128:i64")
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&o.backend)->default_value("cpu"), "backend plugin: cpu or cuda")
-    ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable)")
+    ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")
     ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp when $EMMY_HOME/priors/mlp.ckpt exists, else roofline)")
     ("passes", po::value<std::string>(&passes), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")

@@ -7,7 +7,9 @@
 
 namespace emmy {
 
-void PluginHost::discover(const std::vector<std::string>& paths) { found_ = discover_plugins(paths); }
+void PluginHost::discover(const std::vector<std::string>& paths) {
+  found_ = discover_plugins(paths);
+}
 
 const PluginRecord* PluginHost::find(std::string_view name, std::string_view kind) const {
   const PluginRecord* refused = nullptr;
@@ -40,9 +42,9 @@ const PluginRecord& PluginHost::select(std::string_view name, std::string_view k
   for (const auto* r : of_kind(kind)) available += (available.empty() ? "" : ", ") + r->name;
   std::string searched;
   for (const auto& d : found_.dirs) searched += (searched.empty() ? "" : ", ") + d.path;
-  throw Error("no " + std::string(kind) + " plugin named '" + std::string(name) + "' (available: " +
-              (available.empty() ? "none" : available) + "; searched: " +
-              (searched.empty() ? "nothing" : searched) +
+  throw Error("no " + std::string(kind) + " plugin named '" + std::string(name) +
+              "' (available: " + (available.empty() ? "none" : available) +
+              "; searched: " + (searched.empty() ? "nothing" : searched) +
               "); add its folder with --plugin-path or EMMY_PLUGIN_PATH");
 }
 
@@ -50,16 +52,37 @@ const EmmyPluginInfo& PluginHost::load(std::string_view name, std::string_view k
   return load_plugin_entry(select(name, kind));
 }
 
+namespace {
+
+// Every option given must be one the manifest declares (its OPTIONS): a misspelt name would
+// otherwise be ignored silently and the run go on with the default.
+void check_declared_options(const PluginRecord& record, const PluginOptions& options) {
+  for (const auto& [key, value] : options) {
+    bool declared = false;
+    for (const ManifestOption& o : record.options) declared = declared || o.name == key;
+    if (declared) continue;
+    std::string known;
+    for (const ManifestOption& o : record.options) known += (known.empty() ? "" : ", ") + o.name;
+    throw Error(record.kind + " plugin '" + record.name + "' has no option '" + key + "' (" +
+                (known.empty() ? "it takes none" : "it takes: " + known) +
+                "; their help: emmy plugins --json --kind " + record.kind + ")");
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<void> PluginHost::make(std::string_view name, std::string_view kind,
                                        const PluginOptions& options) {
   const EmmyPluginInfo& info = load(name, kind);
+  check_declared_options(select(name, kind), options);
   std::array<char, 2048> error{};
   const std::string text = format_plugin_options(options);
   void* object = info.create(text.c_str(), error.data(), error.size());
   if (!object) {
     error.back() = '\0';  // whatever the plugin wrote, the message ends inside the buffer
     std::string message = error[0] ? error.data() : "create() failed without a message";
-    throw Error(std::string(kind) + " plugin '" + std::string(name) + "' could not be created: " + message);
+    throw Error(std::string(kind) + " plugin '" + std::string(name) +
+                "' could not be created: " + message);
   }
   // The library is never unloaded, so the plugin's destroy() stays valid for the deleter.
   auto destroy = info.destroy;
@@ -72,13 +95,15 @@ static std::shared_ptr<T> as(std::shared_ptr<void> object) {
   return std::shared_ptr<T>(object, static_cast<T*>(object.get()));
 }
 
-std::shared_ptr<Frontend> PluginHost::make_frontend(std::string_view name, const PluginOptions& options) {
+std::shared_ptr<Frontend> PluginHost::make_frontend(std::string_view name,
+                                                    const PluginOptions& options) {
   return as<Frontend>(make(name, "frontend", options));
 }
 std::shared_ptr<Pass> PluginHost::make_pass(std::string_view name, const PluginOptions& options) {
   return as<Pass>(make(name, "pass", options));
 }
-std::shared_ptr<Backend> PluginHost::make_backend(std::string_view name, const PluginOptions& options) {
+std::shared_ptr<Backend> PluginHost::make_backend(std::string_view name,
+                                                  const PluginOptions& options) {
   return as<Backend>(make(name, "backend", options));
 }
 std::shared_ptr<Prior> PluginHost::make_prior(std::string_view name, const PluginOptions& options) {

@@ -39,7 +39,8 @@ class PluginHost {
   const EmmyPluginInfo& load(std::string_view name, std::string_view kind);
 
   // Creates the plugin's object with `options` ("--option NAME=VALUE"); throws emmy::Error with
-  // load()'s messages or the plugin's own create() error.
+  // load()'s messages, for an option its manifest does not declare, or with the plugin's own
+  // create() error.
   std::shared_ptr<Frontend> make_frontend(std::string_view name, const PluginOptions& options = {});
   std::shared_ptr<Pass> make_pass(std::string_view name, const PluginOptions& options = {});
   std::shared_ptr<Backend> make_backend(std::string_view name, const PluginOptions& options = {});

@@ -241,6 +241,11 @@ TEST_F(TuneE2E, WorkersFanOutAndTheResultDoesNotDependOnTheirNumber) {
   Completed many = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--workers", "100000"});
   EXPECT_EQ(many.exit_code, 2) << many.err;
   EXPECT_NE(many.err.find("cores"), std::string::npos) << many.err;
+  // A misspelt backend option is an error naming the options there are, not silently ignored.
+  Completed typo = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--backend-option", "core_per_worker=1"});
+  EXPECT_EQ(typo.exit_code, 2) << typo.err;
+  EXPECT_NE(typo.err.find("has no option 'core_per_worker'"), std::string::npos) << typo.err;
+  EXPECT_NE(typo.err.find("cores_per_worker"), std::string::npos) << typo.err;
 }
 
 }  // namespace

@@ -156,6 +156,16 @@ TEST_F(Refusals, CreateErrorSurfacesAsMessage) {
   EXPECT_TRUE(host_.make_pass("fixture_good"));  // a failed create leaves the plugin usable
 }
 
+TEST_F(Refusals, AnOptionTheManifestDoesNotDeclareIsAnError) {
+  try {
+    host_.make_pass("fixture_good", {{"fial", "typo of fail"}});
+    FAIL() << "an undeclared option should be refused";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("pass plugin 'fixture_good' has no option 'fial' (it takes: fail;"));
+  }
+  EXPECT_TRUE(host_.make_pass("fixture_good"));  // nothing was created, nothing broken
+}
+
 TEST_F(Refusals, UnknownNameAndWrongKindSayWhatIsAvailable) {
   try {
     host_.make_pass("no_such_pass");
