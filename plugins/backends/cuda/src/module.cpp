@@ -9,6 +9,12 @@ namespace emmy::cuda {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+std::string replace_all(std::string text, const std::string& key, const std::string& value) {
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+    text.replace(at, key.size(), value);
+  return text;
+}
+
 namespace {
 
 // The dtypes a tensor map is encoded for (the worker maps the same names to CUtensorMapDataType).

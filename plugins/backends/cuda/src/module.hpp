@@ -68,5 +68,7 @@ class ModuleBuilder {
 };
 
 int64_t ceil_div(int64_t a, int64_t b);
+// `text` with every `key` replaced by `value` (left to right; a replacement is not searched again).
+std::string replace_all(std::string text, const std::string& key, const std::string& value);
 
 }  // namespace emmy::cuda

@@ -6,6 +6,7 @@
 // the launches concatenated in an order where every kernel runs after its producers.
 #include <cctype>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "emmy/status.hpp"
@@ -26,9 +27,10 @@ std::string kernel_text(const std::string& source) {
 // Stands for the tensor-map table's index until the program's last scratch buffer is known.
 const std::string kTmapsSlot = "@EMMY_TMAPS@";
 
-// Replaces every emmy_buf[<local>] by emmy_buf[<global>]; the index one past the module's buffers
-// (its tensor-map table, when `has_maps`) by kTmapsSlot.
-std::string renumber(const std::string& text, const std::vector<int64_t>& global, bool has_maps) {
+// Replaces every emmy_buf[<local>] by emmy_buf[<global>]. With `tmaps_offset` (a module with
+// tensor maps), the entry one past the module's buffers, its tensor-map table, becomes the
+// program's table (kTmapsSlot) advanced by that many bytes: the maps of earlier modules.
+std::string renumber(const std::string& text, const std::vector<int64_t>& global, std::optional<size_t> tmaps_offset) {
   static const std::string key = "emmy_buf[";
   std::string out;
   size_t pos = 0;
@@ -40,9 +42,9 @@ std::string renumber(const std::string& text, const std::vector<int64_t>& global
     out += text.substr(pos, digits - pos);
     if (end > digits && end < text.size() && text[end] == ']') {
       size_t local = std::stoul(text.substr(digits, end - digits));
-      if (has_maps && local == global.size()) {
-        out += kTmapsSlot;
-        pos = end;
+      if (tmaps_offset && local == global.size()) {
+        out += kTmapsSlot + "] + " + std::to_string(*tmaps_offset) + "ull";
+        pos = end + 1;  // past the ']' already written
         continue;
       }
       if (local >= global.size()) throw Error("cuda backend: generated module indexes buffer " + std::to_string(local) + " of " + std::to_string(global.size()));
@@ -99,21 +101,16 @@ std::string generate_program(const ir::Slice& slice) {
     }
     for (int64_t bytes : sub_plan.scratch_bytes) global.push_back(new_scratch(bytes));
     std::string prefix = "k" + std::to_string(pick) + "_";
-    std::string text = renumber(kernel_text(source), global, !sub_plan.tensor_maps.empty());
-    if (!sub_plan.tensor_maps.empty()) {
-      // One table for the whole program: this module's maps follow the earlier modules' ones.
-      const std::string from = "(unsigned long long)emmy_buf[" + kTmapsSlot + "];";
-      const std::string to = "(unsigned long long)emmy_buf[" + kTmapsSlot + "] + " +
-                             std::to_string(plan.tensor_maps.size() * 128) + "ull;";
-      for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
-      for (TensorMap t : sub_plan.tensor_maps) {
-        t.buffer = global.at(size_t(t.buffer));
-        plan.tensor_maps.push_back(t);
-      }
+    // One tensor-map table for the whole program: this module's maps follow the earlier ones.
+    std::optional<size_t> tmaps_offset;
+    if (!sub_plan.tensor_maps.empty()) tmaps_offset = plan.tensor_maps.size() * 128;
+    std::string text = renumber(kernel_text(source), global, tmaps_offset);
+    for (TensorMap t : sub_plan.tensor_maps) {
+      t.buffer = global.at(size_t(t.buffer));
+      plan.tensor_maps.push_back(t);
     }
     for (Launch l : sub_plan.launches) {
-      std::string from = ") " + l.kernel + "(void* const*", to = ") " + prefix + l.kernel + "(void* const*";
-      for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+      text = replace_all(text, ") " + l.kernel + "(void* const*", ") " + prefix + l.kernel + "(void* const*");
       l.kernel = prefix + l.kernel;
       plan.launches.push_back(l);
     }
@@ -137,9 +134,7 @@ std::string generate_program(const ir::Slice& slice) {
     plan.launches.push_back(l);
   }
   // The tensor-map table follows every buffer (the worker appends it to the table).
-  const std::string tmaps_index = std::to_string(n_fixed + int64_t(plan.scratch_bytes.size()));
-  for (size_t at = kernels.find(kTmapsSlot); at != std::string::npos; at = kernels.find(kTmapsSlot, at + tmaps_index.size()))
-    kernels.replace(at, kTmapsSlot.size(), tmaps_index);
+  kernels = replace_all(kernels, kTmapsSlot, std::to_string(n_fixed + int64_t(plan.scratch_bytes.size())));
   return device_prelude() + "// template: program of " + std::to_string(slice.grouping.kernels.size()) + " kernels\n" +
          notes + render_plan(plan) + "\n" + kernels;
 }

@@ -85,6 +85,14 @@ bool chunked_operand(const ir::Graph& g, ir::ValueId v, int64_t batch, int64_t R
   return true;
 }
 
+// The pointer name of the kernel input that is value v, or "" when v is not a kernel input.
+std::string input_pointer(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v) {
+  auto ins = g.inputs();
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i] == v) return m.input_name(i);
+  return "";
+}
+
 // v as a TMA operand: `rows` x K with K contiguous (per batch), read straight from a kernel
 // input with one stride per dim. With `k_rows` (a matmul's B, [K, N]) only its transposed view
 // (K contiguous) qualifies: wgmma reads B K-major here.
@@ -100,9 +108,7 @@ bool tma_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v, int6
     why = "is a view with more than one stride per dim (TMA here takes [batch,] rows, K)";
     return false;
   }
-  auto ins = g.inputs();
-  for (size_t i = 0; i < ins.size(); ++i)
-    if (ins[i] == op.source) out.pointer = m.input_name(i);
+  out.pointer = input_pointer(g, m, op.source);
   if (out.pointer.empty()) {
     why = "is not read from a kernel input";
     return false;
@@ -278,12 +284,7 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
     b.line("  #pragma unroll");
     b.line("  for (int j = 0; j < " + std::to_string(NI) + "; ++j) { acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f; }");
     // Which operands are plain row-major kernel inputs (see the loads below).
-    auto input_ptr = [&](ir::ValueId v) -> std::string {
-      auto ins = g.inputs();
-      for (size_t i = 0; i < ins.size(); ++i)
-        if (ins[i] == v) return m.input_name(i);
-      return "";
-    };
+    auto input_ptr = [&](ir::ValueId v) { return input_pointer(g, m, v); };
     const ir::Shape& as = g.type(p.inputs[0]).shape;
     const ir::Shape& bs = g.type(p.inputs[1]).shape;
     const std::string a_ptr = input_ptr(p.inputs[0]), b_ptr = input_ptr(p.inputs[1]);

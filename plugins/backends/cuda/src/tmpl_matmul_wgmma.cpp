@@ -23,12 +23,6 @@ namespace emmy::cuda {
 
 namespace {
 
-std::string replace_all(std::string text, const std::string& key, const std::string& value) {
-  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
-    text.replace(at, key.size(), value);
-  return text;
-}
-
 // A tensor map of `op`: 2-D {K, rows}, or 3-D {K, rows, batch} when it has one matrix per batch.
 std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t tile_k,
                        int64_t box_rows) {
