@@ -73,8 +73,10 @@ void check_declared_options(const PluginRecord& record, const PluginOptions& opt
 
 std::shared_ptr<void> PluginHost::make(std::string_view name, std::string_view kind,
                                        const PluginOptions& options) {
-  const EmmyPluginInfo& info = load(name, kind);
-  check_declared_options(select(name, kind), options);
+  // The manifest answers for the options: a wrong one is refused before the library is loaded.
+  const PluginRecord& record = select(name, kind);
+  check_declared_options(record, options);
+  const EmmyPluginInfo& info = load_plugin_entry(record);
   std::array<char, 2048> error{};
   const std::string text = format_plugin_options(options);
   void* object = info.create(text.c_str(), error.data(), error.size());
