@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda_backend.hpp"
+#include "ir/interpreter.hpp"
 
 namespace emmy::cuda::test {
 
@@ -20,6 +21,17 @@ inline std::string worker_path() {
 inline PluginOptions gpu_test_options(const std::string& cache) {
   return {{"cache_dir", (std::filesystem::temp_directory_path() / cache).string()},
           {"worker", worker_path()}};
+}
+
+// A measurement of `inputs`: `samples` timed replays after a warm-up (10 for a timing, 2 for a
+// correctness check of a few samples), 60 s before the worker is given up.
+inline MeasureRequest timing_request(const std::vector<ir::HostTensor>& inputs, int samples) {
+  MeasureRequest req;
+  for (const auto& t : inputs) req.inputs.tensors.push_back(t.data);
+  req.warmup = samples > 5 ? 10 : 2;
+  req.samples = samples;
+  req.timeout_s = 60;
+  return req;
 }
 
 }  // namespace emmy::cuda::test

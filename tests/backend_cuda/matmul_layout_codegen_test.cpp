@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "codegen_harness.hpp"
 #include "cuda_backend.hpp"
 #include "expr.hpp"
 #include "ir/interpreter.hpp"
@@ -28,22 +29,11 @@ using perf::one_kernel;
 const std::string kTrans = "ldmatrix.sync.aligned.m8n8.x4.trans";
 
 CudaBackend& offline_backend() {
-  static const std::string cache =
-      (fs::temp_directory_path() / ("emmy-cuda-layout-codegen-" + std::to_string(::getpid()))).string();
-  static CudaBackend b({{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}});
+  static CudaBackend b(test::offline_test_options("emmy-cuda-layout-codegen"));
   return b;
 }
 
-MeasureResult build(const ir::Slice& s) {
-  Artifact art;
-  MeasureResult failure;
-  Status st = offline_backend().build(s, Regime::rank, art, failure);
-  EXPECT_TRUE(st.ok()) << st.message();
-  if (failure.failure == FailureKind::none) {
-    EXPECT_TRUE(fs::exists(art.handle));
-  }
-  return failure;
-}
+MeasureResult build(const ir::Slice& s) { return test::build_offline(offline_backend(), s); }
 
 // Generates (checking the source for `must` and against `must_not`) and compiles with NVRTC.
 void expect_compiles(const ir::Graph& g, const Knobs& k, const std::string& what, const std::vector<std::string>& must,

@@ -37,11 +37,7 @@ MeasureResult run(const ir::Slice& s, std::vector<ir::HostTensor>& inputs, int s
   EXPECT_EQ(res.failure, FailureKind::none) << res.message;
   if (!st.ok() || res.failure != FailureKind::none) return res;
   inputs = ir::random_inputs(s.graph, 13);
-  MeasureRequest req;
-  for (auto& t : inputs) req.inputs.tensors.push_back(t.data);
-  req.warmup = samples > 5 ? 10 : 2;
-  req.samples = samples;
-  req.timeout_s = 60;
+  MeasureRequest req = test::timing_request(inputs, samples);
   st = backend().measure(s, art, req, res);
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(res.failure, FailureKind::none) << res.message;

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "codegen_harness.hpp"
 #include "cuda_backend.hpp"
 #include "expr.hpp"
 #include "module.hpp"
@@ -19,23 +20,13 @@ using ir::DType;
 using Knobs = std::map<std::string, double>;
 
 CudaBackend& offline_backend() {
-  static const std::string cache =
-      (fs::temp_directory_path() / ("emmy-cuda-perf-codegen-" + std::to_string(::getpid()))).string();
-  static CudaBackend b({{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}});
+  static CudaBackend b(test::offline_test_options("emmy-cuda-perf-codegen"));
   return b;
 }
 
 // Builds the slice; returns the failure (none when it compiled) and the source it generated.
 MeasureResult build(const ir::Slice& s, std::string* source = nullptr) {
-  Artifact art;
-  MeasureResult failure;
-  Status st = offline_backend().build(s, Regime::rank, art, failure);
-  EXPECT_TRUE(st.ok()) << st.message();
-  if (failure.failure == FailureKind::none) {
-    EXPECT_TRUE(fs::exists(art.handle));
-  }
-  if (source) *source = art.source;
-  return failure;
+  return test::build_offline(offline_backend(), s, source);
 }
 
 void expect_compiles(const ir::Slice& s, const std::string& what, const std::string& must_contain) {

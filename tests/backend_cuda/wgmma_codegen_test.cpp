@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "codegen_harness.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_graphs.hpp"
 #include "expr.hpp"
@@ -27,20 +28,11 @@ using wgmma_test::two_wgmma_linears;
 using wgmma_test::wgmma;
 
 CudaBackend& offline_backend() {
-  static const std::string cache =
-      (fs::temp_directory_path() / ("emmy-cuda-wgmma-codegen-" + std::to_string(::getpid())))
-          .string();
-  static CudaBackend b({{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}});
+  static CudaBackend b(test::offline_test_options("emmy-cuda-wgmma-codegen"));
   return b;
 }
 
-MeasureResult build(const ir::Slice& s) {
-  Artifact art;
-  MeasureResult failure;
-  Status st = offline_backend().build(s, Regime::rank, art, failure);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return failure;
-}
+MeasureResult build(const ir::Slice& s) { return test::build_offline(offline_backend(), s); }
 
 TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
   BackendCaps caps = cuda_capabilities();

@@ -43,11 +43,7 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
   if (!st.ok() || res.failure != FailureKind::none) return -1;
   std::vector<ir::HostTensor> inputs = ir::random_inputs(s.graph, 17);
   if (reference.empty()) reference = ir::evaluate(s.graph, inputs);
-  MeasureRequest req;
-  for (auto& t : inputs) req.inputs.tensors.push_back(t.data);
-  req.warmup = samples > 5 ? 10 : 2;
-  req.samples = samples;
-  req.timeout_s = 60;
+  MeasureRequest req = test::timing_request(inputs, samples);
   st = backend().measure(s, art, req, res);
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(res.failure, FailureKind::none) << what << " " << describe(k) << ": " << res.message;
