@@ -28,6 +28,10 @@ namespace emmy::cuda::wire {
 
 inline constexpr uint32_t kHello = 0x43554831;  // "CUH1"
 inline constexpr uint32_t kRun = 0x43555231;    // "CUR1"
+// The most tensor maps one run may carry. A sanity bound on what the worker reads, not a limit
+// of the hardware: an assembled program has two maps per wgmma matmul, so the 28-layer Qwen3
+// model needs 224 (the old bound of 64 made the worker exit with status 3 on it).
+inline constexpr uint32_t kMaxTensorMaps = 1u << 16;
 inline constexpr uint32_t kOk = 0x43554f4b;     // "CUOK"
 inline constexpr uint32_t kFail = 0x43554652;   // "CUFR"
 // Tensor-map element types on the wire.

@@ -116,7 +116,7 @@ void run(wire::In& in, int out_fd) {
   std::vector<uint64_t> scratch_sizes(n_scratch);
   for (auto& s : scratch_sizes) s = in.get<uint64_t>();
   uint32_t n_tmap = in.get<uint32_t>();
-  if (!in.ok || n_tmap > 64) std::exit(3);
+  if (!in.ok || n_tmap > wire::kMaxTensorMaps) std::exit(3);
   std::vector<TmapSpec> tmaps(n_tmap);
   for (auto& t : tmaps) {
     t.buffer = in.get<uint32_t>();
