@@ -107,6 +107,11 @@ TEST(CudaCodegen, SeveralKernelsBecomeOneProgram) {
   ASSERT_GE(plan.launches.size(), 3u);  // rows (fused: one kernel), matmul, one copy
   EXPECT_EQ(plan.launches.front().kernel, "k1_emmy_rows");
   EXPECT_EQ(plan.launches.back().kernel, "emmy_copy2");
+  // Each launch names its kernel of the program (the worker flushes L2 before each and times
+  // them one by one); the output copy is part of the last kernel's time.
+  EXPECT_EQ(plan.launches.front().group, 0);
+  EXPECT_EQ(plan.launches[plan.launches.size() - 2].group, 1);
+  EXPECT_EQ(plan.launches.back().group, 1);
   CudaBackend backend(offline(temp_cache("program")));
   Artifact art;
   MeasureResult failure;
@@ -140,6 +145,7 @@ TEST(CudaCodegen, PlanSurvivesTheSource) {
   l.block = 96;
   l.shared_bytes = 1024;
   p.launches = {l, l};
+  p.launches[1].group = 4;
   Plan q = parse_plan("// x\n" + render_plan(p) + "code\n");
   ASSERT_EQ(q.launches.size(), 2u);
   EXPECT_EQ(q.scratch_bytes, p.scratch_bytes);
@@ -147,7 +153,10 @@ TEST(CudaCodegen, PlanSurvivesTheSource) {
   EXPECT_EQ(q.launches[1].grid[2], 3);
   EXPECT_EQ(q.launches[1].block, 96);
   EXPECT_EQ(q.launches[1].shared_bytes, 1024);
+  EXPECT_EQ(q.launches[0].group, 0);  // a module of one kernel: no group field
+  EXPECT_EQ(q.launches[1].group, 4);
   EXPECT_THROW(parse_plan("no plan here"), Error);
+  EXPECT_THROW(parse_plan("//@emmy launch k 1 1 1 32 0 -1\n"), Error);
 }
 
 TEST(CudaCompiler, CompileErrorIsABuildErrorRow) {

@@ -119,6 +119,7 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     for (int64_t g : l.grid) o.put(g);
     o.put(l.block);
     o.put(l.shared_bytes);
+    o.put(l.group);
   }
   o.put(uint32_t(spec.inputs->tensors.size()));
   for (const auto& t : spec.inputs->tensors) o.put_str(t.data(), t.size());

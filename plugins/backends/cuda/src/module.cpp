@@ -41,7 +41,8 @@ std::string render_plan(const Plan& plan) {
   }
   for (const Launch& l : plan.launches)
     s += "//@emmy launch " + l.kernel + " " + std::to_string(l.grid[0]) + " " + std::to_string(l.grid[1]) + " " +
-         std::to_string(l.grid[2]) + " " + std::to_string(l.block) + " " + std::to_string(l.shared_bytes) + "\n";
+         std::to_string(l.grid[2]) + " " + std::to_string(l.block) + " " + std::to_string(l.shared_bytes) +
+         (l.group ? " " + std::to_string(l.group) : std::string()) + "\n";
   return s;
 }
 
@@ -62,7 +63,18 @@ Plan parse_plan(const std::string& source) {
     } else if (what == "launch") {
       Launch l;
       f >> l.kernel >> l.grid[0] >> l.grid[1] >> l.grid[2] >> l.block >> l.shared_bytes;
-      if (!f || l.block <= 0 || l.grid[0] <= 0 || l.grid[1] <= 0 || l.grid[2] <= 0)
+      bool ok = bool(f);
+      std::string group;
+      if (ok && (f >> group)) {  // optional: the kernel of a program
+        size_t used = 0;
+        try {
+          l.group = std::stoll(group, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        ok = used == group.size();
+      }
+      if (!ok || l.group < 0 || l.block <= 0 || l.grid[0] <= 0 || l.grid[1] <= 0 || l.grid[2] <= 0)
         throw Error("cuda backend: bad plan line '" + line + "'");
       plan.launches.push_back(l);
     } else if (what == "tmap") {

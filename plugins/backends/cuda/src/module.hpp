@@ -19,6 +19,10 @@ struct Launch {
   int64_t grid[3] = {1, 1, 1};
   int64_t block = 128;
   int64_t shared_bytes = 0;  // dynamic shared memory
+  // Which kernel of a program the launch belongs to (0 in a module of one kernel). The worker
+  // flushes L2 before each group of a program and times each group on its own, so that an
+  // assembled graph is measured the way its kernels were measured in isolation.
+  int64_t group = 0;
 };
 
 // A TMA tensor map over one of the module's buffers (cuTensorMapEncodeTiled's arguments):
@@ -36,7 +40,7 @@ struct Plan {
   std::vector<TensorMap> tensor_maps;
 };
 
-// "//@emmy scratch N", "//@emmy launch NAME GX GY GZ BLOCK SMEM" and
+// "//@emmy scratch N", "//@emmy launch NAME GX GY GZ BLOCK SMEM [GROUP]" and
 // "//@emmy tmap BUFFER DTYPE SWIZZLE RANK DIMS... STRIDES... BOX..." lines.
 std::string render_plan(const Plan& plan);
 // Reads the plan back from a source; throws emmy::Error when it has no launch line or a bad one.

@@ -112,6 +112,7 @@ std::string generate_program(const ir::Slice& slice) {
     for (Launch l : sub_plan.launches) {
       text = replace_all(text, ") " + l.kernel + "(void* const*", ") " + prefix + l.kernel + "(void* const*");
       l.kernel = prefix + l.kernel;
+      l.group = int64_t(round);
       plan.launches.push_back(l);
     }
     kernels += text;
@@ -131,6 +132,7 @@ std::string generate_program(const ir::Slice& slice) {
     l.kernel = name;
     l.grid[0] = std::max<int64_t>(1, ceil_div(bytes, 256));
     l.block = 256;
+    l.group = plan.launches.empty() ? 0 : plan.launches.back().group;  // part of the last kernel's time
     plan.launches.push_back(l);
   }
   // The tensor-map table follows every buffer (the worker appends it to the table).

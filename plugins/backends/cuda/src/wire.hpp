@@ -4,7 +4,7 @@
 //
 //   hello:  u32 kHello                        -> u32 kOk, str device name, i32 driver version,
 //                                                i32 cc major, i32 cc minor, i64 L2 bytes
-//   run:    u32 kRun, str cubin path, u32 n_launch x (str kernel, i64 gx, gy, gz, block, smem),
+//   run:    u32 kRun, str cubin path, u32 n_launch x (str kernel, i64 gx, gy, gz, block, smem, group),
 //           u32 n_in x str bytes, u32 n_out x u64 size, u32 n_scratch x u64 size,
 //           u32 n_tmap x (u32 buffer, u32 dtype (kTmap*), u32 swizzle bytes, u32 rank,
 //                         rank x u64 dim, rank-1 x u64 stride bytes, rank x u32 box),

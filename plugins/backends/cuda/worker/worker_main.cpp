@@ -3,7 +3,9 @@
 // copied to the device once per request; the launches are captured into a CUDA graph and
 // replayed (tensor maps, when the module uses TMA, are encoded once over the buffers and passed
 // in device memory); before every timed sample the L2 is flushed by writing a buffer larger than it;
-// each sample is timed with events around one replay. Any CUDA error is reported and the
+// each sample is timed with events around one replay. A program of several kernels (the tuner's
+// assembled graph) flushes L2 before each of its kernels and sums their event-timed intervals, as
+// its kernels were measured in isolation. Any CUDA error is reported and the
 // worker exits: after an illegal address the context is unusable, and the backend starts a
 // fresh worker for the next candidate.
 #include <cuda.h>
@@ -93,7 +95,7 @@ void encode_tensor_map(const TmapSpec& t, const std::vector<CUdeviceptr>& bufs, 
 
 struct LaunchSpec {
   std::string kernel;
-  int64_t grid[3], block, smem;
+  int64_t grid[3], block, smem, group;
 };
 
 void run(wire::In& in, int out_fd) {
@@ -105,6 +107,7 @@ void run(wire::In& in, int out_fd) {
     for (auto& g : l.grid) g = in.get<int64_t>();
     l.block = in.get<int64_t>();
     l.smem = in.get<int64_t>();
+    l.group = in.get<int64_t>();
   }
   uint32_t n_in = in.get<uint32_t>();
   std::vector<std::vector<unsigned char>> inputs(n_in);
@@ -180,8 +183,8 @@ void run(wire::In& in, int out_fd) {
 
   CUstream stream = nullptr;
   check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  auto launch_all = [&]() {
-    for (size_t i = 0; i < fns.size(); ++i) {
+  auto launch_range = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
       const auto& l = launches[i];
       void* args[] = {&table};
       check(cuLaunchKernel(fns[i], unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]), unsigned(l.block), 1, 1,
@@ -189,6 +192,17 @@ void run(wire::In& in, int out_fd) {
             ("cuLaunchKernel " + l.kernel).c_str());
     }
   };
+  auto launch_all = [&]() { launch_range(0, fns.size()); };
+  // The kernels of a program: runs of launches with the same group. With more than one, every
+  // kernel is preceded by an L2 flush and timed on its own (events around it), and a sample is
+  // the sum: the program is measured the way each kernel was measured in isolation, so the
+  // validation gap compares like with like (the flushes themselves are not timed).
+  std::vector<size_t> group_begin;
+  for (size_t i = 0; i < launches.size(); ++i)
+    if (i == 0 || launches[i].group != launches[i - 1].group) group_begin.push_back(i);
+  group_begin.push_back(launches.size());
+  const size_t n_groups = group_begin.size() - 1;
+  const bool per_group = flush_bytes && n_groups > 1;
   // One plain run: its outputs are what the backend checks against the reference.
   launch_all();
   check(cuStreamSynchronize(stream), "kernel execution");
@@ -200,29 +214,63 @@ void run(wire::In& in, int out_fd) {
     outputs.push_back(std::move(host));
   }
 
+  CUevent start = nullptr, stop = nullptr;
+  check(cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<CUevent> group_events(per_group ? 2 * n_groups : 0, nullptr);
+  for (CUevent& e : group_events) check(cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  // Records an event; inside a stream capture it becomes an event node of the graph.
+  auto record = [&](CUevent e, bool capturing) {
+    if (capturing) check(cuEventRecordWithFlags(e, stream, CU_EVENT_RECORD_EXTERNAL), "cuEventRecordWithFlags");
+    else check(cuEventRecord(e, stream), "cuEventRecord");
+  };
+  auto flush_l2 = [&](unsigned value) {
+    check(cuMemsetD32Async(flush, value, flush_bytes / 4, stream), "L2 flush");
+  };
+  // The per-group sequence: flush, start event, the group's launches, stop event.
+  auto run_groups = [&](bool capturing, unsigned value) {
+    for (size_t g = 0; g < n_groups; ++g) {
+      flush_l2(value + unsigned(g));
+      record(group_events[2 * g], capturing);
+      launch_range(group_begin[g], group_begin[g + 1]);
+      record(group_events[2 * g + 1], capturing);
+    }
+  };
+
   CUgraphExec exec = nullptr;
   if (use_graph) {
     CUgraph graph = nullptr;
     check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
-    launch_all();
+    if (per_group) run_groups(true, 0);
+    else launch_all();
     check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
     check(cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
     cuGraphDestroy(graph);
   }
-  auto once = [&]() {
+  auto once = [&](unsigned value) {
     if (exec) check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    else if (per_group) run_groups(false, value);
     else launch_all();
   };
-  for (int i = 0; i < warmup; ++i) once();
+  for (int i = 0; i < warmup; ++i) once(unsigned(i));
   check(cuStreamSynchronize(stream), "warm-up");
-  CUevent start = nullptr, stop = nullptr;
-  check(cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-  check(cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
   std::vector<double> times;
   for (int s = 0; s < samples; ++s) {
-    if (flush) check(cuMemsetD32Async(flush, unsigned(s), flush_bytes / 4, stream), "L2 flush");
+    if (per_group) {
+      once(unsigned(s) * unsigned(n_groups));
+      check(cuStreamSynchronize(stream), "sample");
+      double us = 0;
+      for (size_t g = 0; g < n_groups; ++g) {
+        float ms = 0;
+        check(cuEventElapsedTime(&ms, group_events[2 * g], group_events[2 * g + 1]), "cuEventElapsedTime");
+        us += double(ms) * 1000.0;
+      }
+      times.push_back(us);
+      continue;
+    }
+    if (flush) flush_l2(unsigned(s));
     check(cuEventRecord(start, stream), "cuEventRecord");
-    once();
+    once(0);
     check(cuEventRecord(stop, stream), "cuEventRecord");
     check(cuEventSynchronize(stop), "sample");
     float ms = 0;
@@ -236,6 +284,7 @@ void run(wire::In& in, int out_fd) {
   for (const auto& o : outputs) reply.put_str(o);
   cuEventDestroy(start);
   cuEventDestroy(stop);
+  for (CUevent e : group_events) cuEventDestroy(e);
   if (exec) cuGraphExecDestroy(exec);
   cuStreamDestroy(stream);
   for (CUdeviceptr p : bufs) cuMemFree(p);
