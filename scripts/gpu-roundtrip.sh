@@ -13,10 +13,11 @@
 # There (Ubuntu 24.04, H200), from the repository root, with carry [".carry"]:
 #   scripts/gpu-roundtrip.sh remote
 # builds the torchscript frontend against the machine's LibTorch (the carried one links Debian's
-# LibTorch 1.13), runs the GPU tests (EMMY_GPU_TESTS: a gtest filter, "none" skips them), then
-# `emmy tune --backend cuda --code ... --patience 10 -v`,
-# its re-run (which should launch nothing), `emmy eval variants --kernel matmul` and
-# `emmy eval failures`, writing every log under $OUT (the device tool's output folder).
+# LibTorch 1.13), runs the GPU tests (EMMY_GPU_TESTS: a gtest filter, "none" skips them), then the
+# seed's two commands exactly as written (`emmy tune --code "...device='cuda'..." --patience 10 -v`
+# and `emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0`, no --backend), each with its re-run (which
+# should launch nothing), `emmy eval variants --kernel matmul` and `emmy eval failures`, writing
+# every log and JSON report under $OUT (the device tool's output folder).
 #   scripts/gpu-roundtrip.sh remote-tests [GTEST_FILTER]
 # runs only the carried GPU tests (optionally filtered), for a quick check of a backend change.
 #   scripts/gpu-roundtrip.sh remote-bench
@@ -140,12 +141,35 @@ remote() {
 
   export EMMY_DB=$EMMY_HOME/tuning.db
   rm -rf "$EMMY_HOME"
-  local tune=("$emmy" tune --backend cuda --code "$CODE" --patience 10 -v)
-  echo "== ${tune[*]}" | tee "$out/tune.log"
+  # The seed's two commands exactly as a user types them (no --backend: the default must pick
+  # the GPU), each followed by its re-run, which must launch nothing.
   local limit=${EMMY_TUNE_TIMEOUT:-240}
-  /usr/bin/time -f "wall %e s" timeout "$limit" "${tune[@]}" 2>&1 | tee -a "$out/tune.log"
+  local tune=("$emmy" tune --code "$CODE" --patience 10 -v)
+  echo "== ${tune[*]}" | tee "$out/tune.log"
+  /usr/bin/time -f "wall %e s" timeout "$limit" "${tune[@]}" --json "$out/seed-code.json" 2>&1 | tee -a "$out/tune.log"
   echo "== re-run (should launch nothing)" | tee -a "$out/tune.log"
-  /usr/bin/time -f "wall %e s" timeout "$limit" "${tune[@]}" 2>&1 | tee -a "$out/tune.log"
+  /usr/bin/time -f "wall %e s" timeout "$limit" "${tune[@]}" --json "$out/seed-code-rerun.json" 2>&1 | tee -a "$out/tune.log"
+  local layer=("$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0)
+  echo "== ${layer[*]}" | tee "$out/seed-layer.log"
+  /usr/bin/time -f "wall %e s" timeout "${EMMY_SEED_LAYER_TIMEOUT:-420}" "${layer[@]}" --no-progress \
+    --json "$out/seed-layer.json" 2>&1 | tail -25 | tee -a "$out/seed-layer.log"
+  echo "== re-run (should launch nothing)" | tee -a "$out/seed-layer.log"
+  /usr/bin/time -f "wall %e s" timeout "${EMMY_SEED_LAYER_TIMEOUT:-420}" "${layer[@]}" --no-progress \
+    --json "$out/seed-layer-rerun.json" 2>&1 | tail -4 | tee -a "$out/seed-layer.log"
+  python3 - "$out" <<'PY' 2>&1 | tee -a "$out/seed-layer.log"
+import json, os, sys
+out = sys.argv[1]
+for name in ("seed-code", "seed-layer"):
+    try:
+        a = json.load(open(os.path.join(out, name + ".json")))
+        b = json.load(open(os.path.join(out, name + "-rerun.json")))
+    except (OSError, ValueError) as e:
+        print(f"{name}: no report ({e})")
+        continue
+    print(f"{name}: backend {a['backend']} ({a['env']}), prior {a['prior']}, total {a['best_total_us']:.2f} us, "
+          f"assembled {a.get('assembled_us')} us, gap {a.get('validation_gap_pct')} %, {a['wall_s']:.1f} s; "
+          f"re-run: {b['launches']} launches, {b['wall_s']:.1f} s, total {b['best_total_us']:.2f} us")
+PY
   # More figures (EMMY_ROUNDTRIP_EXTRA=0 skips them): a bf16 1024^3 matmul on tensor cores,
   # PyTorch's own time for both products, and layer 0 of Qwen3-Embedding-0.6B end to end.
   if [[ ${EMMY_ROUNDTRIP_EXTRA:-1} != 0 ]]; then
@@ -208,6 +232,15 @@ PY
   CUDA_VISIBLE_DEVICES= "$emmy" eval variants --kernel matmul 2>&1 | tee -a "$out/eval.log"
   echo "== emmy eval failures" | tee -a "$out/eval.log"
   CUDA_VISIBLE_DEVICES= "$emmy" eval failures 2>&1 | tee -a "$out/eval.log"
+  pack_out "$out"
+}
+
+# The device tool brings back at most 8 files from $OUT: everything goes into one archive.
+pack_out() {
+  local out=$1
+  (cd "$out" && tar czf /tmp/roundtrip.tgz --exclude=roundtrip.tgz . && mv /tmp/roundtrip.tgz . &&
+    find . -type f ! -name roundtrip.tgz -delete)
+  echo "== logs and reports: \$OUT/roundtrip.tgz"
 }
 
 remote_bench() {
