@@ -1,5 +1,6 @@
 #include "tune/kernel_tuning.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -161,6 +162,12 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
 
   std::shared_ptr<Prior> prior = run.fresh_prior ? run.fresh_prior() : nullptr;
   KernelFeatures features = kernel_features(graph, kernel, "");
+  if (producer != nullptr) {  // the slice computes both kernels
+    ir::Kernel both = kernel;
+    both.nodes.insert(both.nodes.end(), producer->nodes.begin(), producer->nodes.end());
+    std::sort(both.nodes.begin(), both.nodes.end());
+    features = kernel_features(graph, both, "");
+  }
 
   // The reference is computed only when something has to be measured: a fully cached re-run
   // never runs the interpreter.
@@ -231,6 +238,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
         out.best_deploy_us = deploy.median_us;
         out.templ = deploy.templ;
         out.knobs = deploy.knobs;
+        if (producer != nullptr) out.slice_kernels = c.program.grouping.kernels;
       }
     }
     if (best_rank == 0 || rank.median_us < best_rank) best_rank = rank.median_us;
@@ -240,6 +248,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
   search::InnerOptions options;
   options.patience = run.options.patience;
   options.seed = search::kernel_seed(run.options.seed, key);
+  if (producer != nullptr) options.also_searched = std::string(kAttentionFork);
   auto on_step = [&](const search::StepInfo& info) {
     run.progress.step(out.name, info, info.evaluation.cached ? "cached" : "measured");
   };

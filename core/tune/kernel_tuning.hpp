@@ -57,6 +57,9 @@ struct KernelOutcome {
   double best_deploy_us = 0;  // the time the grouping is scored with
   std::string templ;          // of the best deploy configuration
   std::map<std::string, double> knobs;
+  // For a kernel sliced with its attention producer: the kernels of the best deploy program of
+  // the slice, templ and knobs set, in slice order (one: fused; two: producer, then the kernel).
+  std::vector<ir::Kernel> slice_kernels;
   int evaluations = 0;
   int failures = 0;
 };

@@ -75,6 +75,11 @@ std::optional<int64_t> reduction_row_length(const ir::Graph& graph, const ir::Ke
 // The driver passes it to ir::make_slice(graph, kernel, producer) so the slice can still be fused.
 const ir::Kernel* attention_producer(const ir::Program& program, const ir::Kernel& kernel);
 
+// The attention fusion's fork family: its forks are named "fuse_attention@<situation>" and carry
+// the knob "fuse_attention" (1 = fused, 0 = split). The inner search on a slice that carries a
+// producer answers these structural forks too, so that the fused option is built in the slice.
+inline constexpr std::string_view kAttentionFork = "fuse_attention";
+
 // ---- The default pass pipeline -----------------------------------------------------------------
 
 // The pass plugin names of the default pipeline, in order: structural passes, then the lowering
