@@ -238,6 +238,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
         out.best_deploy_us = deploy.median_us;
         out.templ = deploy.templ;
         out.knobs = deploy.knobs;
+        out.best_rank_us = rank.median_us;  // the same configuration's rank time
         if (producer != nullptr) out.slice_kernels = c.program.grouping.kernels;
       }
     }
@@ -254,7 +255,6 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
   };
   search::InnerResult result = search::inner_search(program, run.passes, run.caps, prior.get(),
                                                     features, evaluate, options, on_step);
-  out.best_rank_us = result.found ? result.best_us : 0;
   out.ok = result.found && out.best_deploy_us > 0;
   run.progress.kernel_finished(out.name, key, out.best_deploy_us, out.evaluations);
   return out;

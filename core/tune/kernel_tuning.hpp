@@ -53,9 +53,11 @@ struct KernelOutcome {
   std::string key;
   std::string name;
   bool ok = false;
-  double best_rank_us = 0;
-  double best_deploy_us = 0;  // the time the grouping is scored with
-  std::string templ;          // of the best deploy configuration
+  // The configuration chosen (the best at deploy) and its times: every field below describes
+  // that one configuration, not the best of each regime separately.
+  double best_rank_us = 0;    // its rank time
+  double best_deploy_us = 0;  // its deploy time: the time the grouping is scored with
+  std::string templ;
   std::map<std::string, double> knobs;
   // For a kernel sliced with its attention producer: the kernels of the best deploy program of
   // the slice, templ and knobs set, in slice order (one: fused; two: producer, then the kernel).

@@ -98,4 +98,33 @@ TEST_F(RecordsE2E, SplitAttentionSliceCarriesItsProducerAndMeasuresTheFusedOptio
   EXPECT_EQ(r2["best_total_us"], r["best_total_us"]);
 }
 
+// Each report row's times belong to the configuration it shows: the rank time on the row is the
+// stored rank measurement of the row's deploy configuration.
+TEST_F(RecordsE2E, ReportRowRankTimeIsThatOfTheConfigurationShown) {
+  const std::string code = "torch.matmul(torch.randn(64,64), torch.randn(64,64))";
+  Completed c = tune(code, "mm.json", 8);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  json r = report("mm.json");
+  ASSERT_FALSE(r["kernels"].empty());
+  for (const auto& k : r["kernels"]) {
+    json groups = variants(k["key"].get<std::string>());
+    ASSERT_EQ(groups.size(), 1u) << k.dump();
+    std::string config;
+    for (const auto& row : groups[0]["variants"])
+      if (row["regime"] == "deploy" && row["status"] == "ok" &&
+          row["time_us"] == k["best_deploy_us"])
+        config = row["config_key"];
+    ASSERT_FALSE(config.empty()) << "no deploy row with the reported time: " << k.dump();
+    bool found = false;
+    for (const auto& row : groups[0]["variants"])
+      if (row["regime"] == "rank" && row["config_key"] == config) {
+        found = true;
+        EXPECT_EQ(row["time_us"], k["best_rank_us"])
+            << "rank us of another configuration: " << k.dump();
+      }
+    EXPECT_TRUE(found) << config;
+  }
+  EXPECT_NE(c.out.find("rank us"), std::string::npos) << c.out;
+}
+
 }  // namespace
