@@ -97,6 +97,9 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
     rec.message = built.message;
     return rec;
   }
+  // The backend built its fallback kernel instead of the template asked for: record what ran.
+  if (program.grouping.kernels.size() == 1 && artifact.source.find(kFellBackNote) != std::string::npos)
+    rec.templ = std::string(kTemplateFallback);
 
   MeasureRequest request;
   request.inputs = to_buffers(inputs);
@@ -205,7 +208,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     store::MeasurementRecord rec = build_and_measure(run, c.program, regime, ref.first, ref.second);
     rec.structural_key = key;
     rec.kernel_name = out.name;
-    rec.templ = k.templ;
+    if (rec.templ.empty()) rec.templ = k.templ;  // else what the backend built instead
     rec.config_key = config;
     rec.knobs = k.knobs;
     run.store.put_measurement(rec);

@@ -79,7 +79,8 @@ Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 // Builds and measures `program` (a lowered slice) at `regime` and checks its outputs against
 // `expected`; returns the measurement record (failure rows included), not yet stored. A whole
 // assembled graph (`whole_graph`) is checked by its relative RMS error, since rounding error
-// compounds over its kernels; a kernel element by element.
+// compounds over its kernels; a kernel element by element. `templ` is set (to "fallback") only
+// when the backend built its fallback kernel for a one-kernel program lowered to a template.
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
                                            Regime regime,
                                            const std::vector<ir::HostTensor>& inputs,

@@ -19,6 +19,11 @@ inline constexpr std::string_view kTemplateMatmul = "matmul";
 inline constexpr std::string_view kTemplateReduction = "reduction";
 inline constexpr std::string_view kTemplatePointwise = "pointwise";
 inline constexpr std::string_view kTemplateFallback = "fallback";
+// A backend that builds its fallback kernel for a kernel lowered to another template (the kernel
+// has no form that template can generate, whatever the knobs) says so in Artifact::source with
+// this text, so that the record names the template that ran. A knob value a template cannot take
+// is refused instead (FailureKind::refused), never built as the fallback.
+inline constexpr std::string_view kFellBackNote = "template fell back";
 std::vector<std::string> template_names();  // the five names above, in that order
 
 // Op families the templates are defined in terms of.
