@@ -16,7 +16,9 @@
 namespace emmy::search {
 
 // Tunes one kernel of a grouping (typically: cut its slice, run inner_search) and returns its
-// best time in µs; a non-finite or non-positive value means no configuration of it worked.
+// best time in µs; a non-finite or non-positive value means no configuration of it worked. It is
+// not told about a carried attention producer (KernelJob::producer) although that kernel's time
+// must then cover both: tuners that slice real kernels take TuneKernels.
 using TuneKernel =
     std::function<double(const ir::Graph& graph, const ir::Kernel& kernel, const std::string& key)>;
 using KernelKey = std::function<std::string(const ir::Graph& graph, const ir::Kernel& kernel)>;
