@@ -5,12 +5,19 @@
 namespace emmy::search {
 
 TreeResolver::TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor,
-                           bool defaults)
-    : tree_(tree), searched_(searched), predictor_(std::move(predictor)), defaults_(defaults) {}
+                           bool defaults, std::string also_searched)
+    : tree_(tree),
+      searched_(searched),
+      predictor_(std::move(predictor)),
+      defaults_(defaults),
+      also_searched_(std::move(also_searched)) {}
 
 size_t TreeResolver::choose(const ForkSite& site) {
   if (site.options.empty()) throw Error("fork '" + site.name + "' was asked with no options");
-  if (site.kind != searched_) {
+  const bool also = !also_searched_.empty() && site.name.size() > also_searched_.size() &&
+                    site.name.compare(0, also_searched_.size(), also_searched_) == 0 &&
+                    site.name[also_searched_.size()] == '@';
+  if (site.kind != searched_ && !also) {
     // Not this level's decision: the untuned default, outside the tree.
     for (const auto& [k, v] : site.options[0].knobs) knobs_[k] = v;
     return 0;

@@ -23,8 +23,9 @@ class TreeResolver final : public Resolver {
 
   // `defaults`: answer every searched fork with option 0 (the backend's untuned default) while
   // that child is not exhausted, instead of selecting.
+  // `also_searched`: a fork of the other kind named "<also_searched>@..." is searched as well.
   TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor = {},
-               bool defaults = false);
+               bool defaults = false, std::string also_searched = {});
 
   // Throws emmy::Error for a site without options (the Resolver contract forbids it).
   size_t choose(const ForkSite& site) override;
@@ -38,6 +39,7 @@ class TreeResolver final : public Resolver {
   ForkKind searched_;
   OptionPredictor predictor_;
   bool defaults_;
+  std::string also_searched_;
   int node_ = SearchTree::root();
   std::vector<size_t> path_;
   std::vector<std::string> forks_;

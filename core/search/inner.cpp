@@ -63,7 +63,11 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
   LoopHooks hooks;
   hooks.descend = [&](Resolver& resolver) {
     ir::Program p = slice;
-    run_pipeline(p, passes, resolver, caps, PipelineOptions{PassFilter::in_place_only, true});
+    // A slice carrying an attention producer runs the structural passes too: the fusion's fork
+    // comes up again inside it, so its fused option can be built and measured there.
+    const PassFilter filter =
+        options.also_searched.empty() ? PassFilter::in_place_only : PassFilter::all;
+    run_pipeline(p, passes, resolver, caps, PipelineOptions{filter, true});
     return p;
   };
   hooks.evaluate = evaluate;

@@ -1,13 +1,67 @@
 #include "search/outer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 
+#include "emmy/templates.hpp"
 #include "search/pipeline.hpp"
 #include "search/search_loop.hpp"
 
 namespace emmy::search {
+namespace {
+
+// Per kernel of `p`: the index of the attention producer it carries, else -1. A producer is
+// carried by at most one kernel.
+std::vector<int> carried_producers(const ir::Program& p) {
+  std::vector<int> carried(p.grouping.kernels.size(), -1);
+  std::vector<bool> taken(p.grouping.kernels.size(), false);
+  for (size_t i = 0; i < p.grouping.kernels.size(); ++i) {
+    const ir::Kernel* producer = attention_producer(p, p.grouping.kernels[i]);
+    if (producer == nullptr) continue;
+    const auto at = static_cast<size_t>(producer - p.grouping.kernels.data());
+    if (at >= taken.size() || taken[at]) continue;
+    taken[at] = true;
+    carried[i] = static_cast<int>(at);
+  }
+  return carried;
+}
+
+}  // namespace
+
+std::string carried_key(const ir::Graph& graph, const ir::Kernel& kernel,
+                        const ir::Kernel& producer) {
+  ir::Kernel both = kernel;
+  both.nodes.insert(both.nodes.end(), producer.nodes.begin(), producer.nodes.end());
+  return ir::structural_key(graph, both) + "<" + ir::structural_key(graph, producer);
+}
+
+std::vector<ir::Kernel> deployed_with_producer(const ir::Kernel& producer, const ir::Kernel& kernel,
+                                               const std::vector<ir::Kernel>& slice_kernels) {
+  const size_t both = producer.nodes.size() + kernel.nodes.size();
+  if (slice_kernels.size() == 1 && slice_kernels[0].nodes.size() == both) {
+    ir::Kernel fused = slice_kernels[0];
+    fused.nodes = kernel.nodes;
+    fused.nodes.insert(fused.nodes.end(), producer.nodes.begin(), producer.nodes.end());
+    std::sort(fused.nodes.begin(), fused.nodes.end());
+    return {fused};
+  }
+  if (slice_kernels.size() == 2 && slice_kernels[0].nodes.size() == producer.nodes.size() &&
+      slice_kernels[1].nodes.size() == kernel.nodes.size()) {
+    ir::Kernel p = producer, k = kernel;
+    p.templ = slice_kernels[0].templ;
+    p.knobs = slice_kernels[0].knobs;
+    k.templ = slice_kernels[1].templ;
+    k.knobs = slice_kernels[1].knobs;
+    return {p, k};
+  }
+  std::string sizes;
+  for (const ir::Kernel& s : slice_kernels) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s.nodes.size());
+  throw Error("the slice of a kernel carrying its attention producer (" +
+              std::to_string(producer.nodes.size()) + " + " + std::to_string(kernel.nodes.size()) +
+              " nodes) was tuned as kernels of [" + sizes + "] nodes: neither fused nor split");
+}
 
 OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& passes,
                          const BackendCaps& caps, const TuneKernel& tune_kernel,
@@ -45,10 +99,19 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
     std::vector<std::string> keys;
     std::vector<KernelJob> jobs;
     std::set<std::string> queued;
-    for (const ir::Kernel& k : c.program.grouping.kernels) {
-      keys.push_back(key_of(c.program.graph, k));
+    const std::vector<int> carried = carried_producers(c.program);
+    std::vector<bool> is_carried(carried.size(), false);
+    for (int p : carried)
+      if (p >= 0) is_carried[static_cast<size_t>(p)] = true;
+    for (size_t i = 0; i < carried.size(); ++i) {
+      if (is_carried[i]) continue;  // its time is part of the kernel carrying it
+      const ir::Kernel& k = c.program.grouping.kernels[i];
+      const ir::Kernel* producer =
+          carried[i] >= 0 ? &c.program.grouping.kernels[static_cast<size_t>(carried[i])] : nullptr;
+      keys.push_back(producer ? carried_key(c.program.graph, k, *producer)
+                              : key_of(c.program.graph, k));
       if (!out.kernel_best_us.count(keys.back()) && queued.insert(keys.back()).second)
-        jobs.push_back({&c.program.graph, &k, keys.back()});
+        jobs.push_back({&c.program.graph, &k, keys.back(), producer});
     }
     if (!jobs.empty()) {
       std::vector<double> times = tune_kernels(jobs);
@@ -82,9 +145,20 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
   hooks.on_step = on_step;
 
   out.search = run_search(ForkKind::structural, options, hooks);
-  if (out.search.found)
-    for (const ir::Kernel& k : out.search.best.program.grouping.kernels)
-      out.best_kernel_keys.push_back(key_of(out.search.best.program.graph, k));
+  if (out.search.found) {
+    const ir::Program& best = out.search.best.program;
+    out.best_producers = carried_producers(best);
+    out.best_kernel_keys.assign(best.grouping.kernels.size(), "");
+    for (size_t i = 0; i < best.grouping.kernels.size(); ++i) {
+      const int p = out.best_producers[i];
+      if (p >= 0)
+        out.best_kernel_keys[i] = carried_key(best.graph, best.grouping.kernels[i],
+                                              best.grouping.kernels[static_cast<size_t>(p)]);
+      else if (std::find(out.best_producers.begin(), out.best_producers.end(),
+                         static_cast<int>(i)) == out.best_producers.end())
+        out.best_kernel_keys[i] = key_of(best.graph, best.grouping.kernels[i]);
+    }
+  }
   return out;
 }
 

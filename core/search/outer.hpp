@@ -16,16 +16,21 @@
 namespace emmy::search {
 
 // Tunes one kernel of a grouping (typically: cut its slice, run inner_search) and returns its
-// best time in µs; a non-finite or non-positive value means no configuration of it worked.
+// best time in µs; a non-finite or non-positive value means no configuration of it worked. It is
+// not told about a carried attention producer (KernelJob::producer) although that kernel's time
+// must then cover both: tuners that slice real kernels take TuneKernels.
 using TuneKernel =
     std::function<double(const ir::Graph& graph, const ir::Kernel& kernel, const std::string& key)>;
 using KernelKey = std::function<std::string(const ir::Graph& graph, const ir::Kernel& kernel)>;
 
-// One kernel of a grouping that has not been tuned yet.
+// One kernel of a grouping that has not been tuned yet. `producer` (else nullptr) is the kernel
+// computing its attention scores (emmy::attention_producer): its slice carries the producer, and
+// its time stands for both kernels (DESIGN.md, The search: the attention-fusion exception).
 struct KernelJob {
   const ir::Graph* graph;
   const ir::Kernel* kernel;
   std::string key;
+  const ir::Kernel* producer = nullptr;
 };
 // Tunes the distinct new kernels of one grouping, in any order or side by side (one per device),
 // and returns each one's best time in the order of `jobs` (as TuneKernel does for one).
@@ -39,17 +44,35 @@ struct OuterResult {
   // search.best.program is the best grouping (structural passes applied, nothing lowered),
   // search.best_us its total time; search.evaluations counts the groupings scored.
   SearchResult search;
-  std::vector<std::string> best_kernel_keys;    // key of each kernel of the best grouping
+  // Key of each kernel of the best grouping; empty for a producer another kernel carries (its
+  // time is part of that kernel's).
+  std::vector<std::string> best_kernel_keys;
+  // Per kernel of the best grouping: the index of the producer it carries, else -1.
+  std::vector<int> best_producers;
   std::map<std::string, double> kernel_best_us;  // every key tuned -> best µs (+inf: failed)
   std::vector<std::string> tuned_keys;           // keys in the order tune_kernel was called
 };
 
 // Runs the structural passes of `passes` (in-place ones are skipped) on a copy of `program` per
 // descent, answering structural forks from the tree (any in-place fork gets option 0). A grouping
-// scores 1 / Σ over its kernels (each counted as often as it occurs) of tune_kernel's time; a
+// scores 1 / Σ over its kernels (each counted as often as it occurs) of tune_kernel's time, where
+// the split form of an attention counts once, as its softmax-and-values kernel carrying the scores
+// kernel (key: carried_key; the scores kernel is not tuned apart in that grouping); a
 // kernel that failed to tune makes the grouping a failure. tune_kernel is called once per
 // distinct key per call of outer_search: kernels shared by groupings are tuned once.
 // Throws emmy::Error when a pass fails or leaves an invalid program.
+// The key of `kernel` sliced together with the `producer` it carries: the structural key of the
+// two as one kernel (what the slice computes) and of the producer (where the split lies), so that
+// identical keys still mean identical work, and never the key of a kernel without producer.
+std::string carried_key(const ir::Graph& graph, const ir::Kernel& kernel, const ir::Kernel& producer);
+
+// The kernels `kernel` and the `producer` it carries deploy as, given the kernels of the best
+// program of their slice (templ and knobs set; slice order): one kernel holding both (the fused
+// option won inside the slice), or the two with their own templ and knobs. Throws emmy::Error
+// when `slice_kernels` matches neither form.
+std::vector<ir::Kernel> deployed_with_producer(const ir::Kernel& producer, const ir::Kernel& kernel,
+                                               const std::vector<ir::Kernel>& slice_kernels);
+
 OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& passes,
                          const BackendCaps& caps, const TuneKernel& tune_kernel,
                          const OuterOptions& options = {}, const StepCallback& on_step = {});

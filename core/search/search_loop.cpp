@@ -14,7 +14,8 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
   int refusals = 0;
 
   for (int step = 0; step < options.max_steps && !tree.exhausted(); ++step) {
-    TreeResolver resolver(tree, searched, hooks.predict, options.defaults_first && step == 0);
+    TreeResolver resolver(tree, searched, hooks.predict, options.defaults_first && step == 0,
+                          options.also_searched);
     Candidate cand;
     cand.program = hooks.descend(resolver);
     resolver.fill(cand);

@@ -1,5 +1,6 @@
 #include "tune/kernel_tuning.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -96,6 +97,9 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
     rec.message = built.message;
     return rec;
   }
+  // The backend built its fallback kernel instead of the template asked for: record what ran.
+  if (program.grouping.kernels.size() == 1 && artifact.source.find(kFellBackNote) != std::string::npos)
+    rec.templ = std::string(kTemplateFallback);
 
   MeasureRequest request;
   request.inputs = to_buffers(inputs);
@@ -161,6 +165,12 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
 
   std::shared_ptr<Prior> prior = run.fresh_prior ? run.fresh_prior() : nullptr;
   KernelFeatures features = kernel_features(graph, kernel, "");
+  if (producer != nullptr) {  // the slice computes both kernels
+    ir::Kernel both = kernel;
+    both.nodes.insert(both.nodes.end(), producer->nodes.begin(), producer->nodes.end());
+    std::sort(both.nodes.begin(), both.nodes.end());
+    features = kernel_features(graph, both, "");
+  }
 
   // The reference is computed only when something has to be measured: a fully cached re-run
   // never runs the interpreter.
@@ -198,7 +208,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     store::MeasurementRecord rec = build_and_measure(run, c.program, regime, ref.first, ref.second);
     rec.structural_key = key;
     rec.kernel_name = out.name;
-    rec.templ = k.templ;
+    if (rec.templ.empty()) rec.templ = k.templ;  // else what the backend built instead
     rec.config_key = config;
     rec.knobs = k.knobs;
     run.store.put_measurement(rec);
@@ -231,6 +241,8 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
         out.best_deploy_us = deploy.median_us;
         out.templ = deploy.templ;
         out.knobs = deploy.knobs;
+        out.best_rank_us = rank.median_us;  // the same configuration's rank time
+        if (producer != nullptr) out.slice_kernels = c.program.grouping.kernels;
       }
     }
     if (best_rank == 0 || rank.median_us < best_rank) best_rank = rank.median_us;
@@ -240,12 +252,12 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
   search::InnerOptions options;
   options.patience = run.options.patience;
   options.seed = search::kernel_seed(run.options.seed, key);
+  if (producer != nullptr) options.also_searched = std::string(kAttentionFork);
   auto on_step = [&](const search::StepInfo& info) {
     run.progress.step(out.name, info, info.evaluation.cached ? "cached" : "measured");
   };
   search::InnerResult result = search::inner_search(program, run.passes, run.caps, prior.get(),
                                                     features, evaluate, options, on_step);
-  out.best_rank_us = result.found ? result.best_us : 0;
   out.ok = result.found && out.best_deploy_us > 0;
   run.progress.kernel_finished(out.name, key, out.best_deploy_us, out.evaluations);
   return out;

@@ -53,10 +53,15 @@ struct KernelOutcome {
   std::string key;
   std::string name;
   bool ok = false;
-  double best_rank_us = 0;
-  double best_deploy_us = 0;  // the time the grouping is scored with
-  std::string templ;          // of the best deploy configuration
+  // The configuration chosen (the best at deploy) and its times: every field below describes
+  // that one configuration, not the best of each regime separately.
+  double best_rank_us = 0;    // its rank time
+  double best_deploy_us = 0;  // its deploy time: the time the grouping is scored with
+  std::string templ;
   std::map<std::string, double> knobs;
+  // For a kernel sliced with its attention producer: the kernels of the best deploy program of
+  // the slice, templ and knobs set, in slice order (one: fused; two: producer, then the kernel).
+  std::vector<ir::Kernel> slice_kernels;
   int evaluations = 0;
   int failures = 0;
 };
@@ -74,7 +79,8 @@ Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 // Builds and measures `program` (a lowered slice) at `regime` and checks its outputs against
 // `expected`; returns the measurement record (failure rows included), not yet stored. A whole
 // assembled graph (`whole_graph`) is checked by its relative RMS error, since rounding error
-// compounds over its kernels; a kernel element by element.
+// compounds over its kernels; a kernel element by element. `templ` is set (to "fallback") only
+// when the backend built its fallback kernel for a one-kernel program lowered to a template.
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
                                            Regime regime,
                                            const std::vector<ir::HostTensor>& inputs,

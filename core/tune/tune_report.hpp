@@ -14,8 +14,10 @@ struct KernelReport {
   std::string templ;          // template of its best configuration
   std::string config;         // best configuration's knob values, "tile_m=64 tile_n=128"
   int occurrences = 0;        // in the best grouping
-  double best_rank_us = 0;    // 0 = none
-  double best_deploy_us = 0;  // 0 = none
+  // Times of the configuration on this row (the one chosen at deploy), 0 = none: the rank time
+  // is that configuration's, not the best rank time of any configuration.
+  double best_rank_us = 0;
+  double best_deploy_us = 0;
   int evaluations = 0;        // candidates the inner search evaluated
   int failures = 0;
 };

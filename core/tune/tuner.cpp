@@ -187,7 +187,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     std::vector<double> times(jobs.size(), std::numeric_limits<double>::infinity());
     run_on_slots(jobs.size(), kernels_in_flight, [&](size_t i) {
       const search::KernelJob& j = jobs[i];
-      KernelOutcome o = tune_kernel(run, *j.graph, *j.kernel, nullptr, j.key);
+      KernelOutcome o = tune_kernel(run, *j.graph, *j.kernel, j.producer, j.key);
       if (o.ok) times[i] = o.best_deploy_us;
       std::lock_guard<std::mutex> lock(outcomes_mutex);
       outcomes[j.key] = std::move(o);
@@ -276,12 +276,22 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   ir::Program best = result.search.best.program;
   std::map<std::string, KernelReport> per_key;
   std::vector<std::string> order;
+  std::vector<ir::Kernel> deployed;  // the best grouping's kernels as they deploy
   for (size_t i = 0; i < best.grouping.kernels.size(); ++i) {
     const std::string& key = result.best_kernel_keys.at(i);
+    if (key.empty()) continue;  // a producer carried by another kernel: deployed with it
     const KernelOutcome& o = outcomes.at(key);
     ir::Kernel& k = best.grouping.kernels[i];
     k.templ = o.templ;
     k.knobs = o.knobs;
+    const int p = result.best_producers.at(i);
+    if (p >= 0) {
+      auto both = search::deployed_with_producer(
+          best.grouping.kernels[static_cast<size_t>(p)], k, o.slice_kernels);
+      deployed.insert(deployed.end(), both.begin(), both.end());
+    } else {
+      deployed.push_back(k);
+    }
     auto [it, inserted] = per_key.try_emplace(key);
     KernelReport& kr = it->second;
     if (inserted) {
@@ -298,6 +308,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     ++kr.occurrences;
     report.best_total_us += o.best_deploy_us;
   }
+  best.grouping.kernels = std::move(deployed);
   report.kernels_total = static_cast<int>(best.grouping.kernels.size());
   report.kernels_distinct = static_cast<int>(per_key.size());
   for (const auto& key : order) report.kernels.push_back(per_key[key]);

@@ -123,7 +123,7 @@ class FuseAttention final : public emmy::passes::MergingPass {
       emmy::ir::Kernel fused = part.united(ks);
       if (!emmy::fits_template(g, fused, emmy::kTemplateAttention) || !part.can_merge(ks)) continue;
 
-      auto site = emmy::passes::fuse_or_split("fuse_attention", emmy::passes::situation_id(g, fused),
+      auto site = emmy::passes::fuse_or_split(std::string(emmy::kAttentionFork), emmy::passes::situation_id(g, fused),
                                               "fused", "split");
       if (forks.ask(site) == 0) {
         part.merge(ks);

@@ -19,6 +19,11 @@ inline constexpr std::string_view kTemplateMatmul = "matmul";
 inline constexpr std::string_view kTemplateReduction = "reduction";
 inline constexpr std::string_view kTemplatePointwise = "pointwise";
 inline constexpr std::string_view kTemplateFallback = "fallback";
+// A backend that builds its fallback kernel for a kernel lowered to another template (the kernel
+// has no form that template can generate, whatever the knobs) says so in Artifact::source with
+// this text, so that the record names the template that ran. A knob value a template cannot take
+// is refused instead (FailureKind::refused), never built as the fallback.
+inline constexpr std::string_view kFellBackNote = "template fell back";
 std::vector<std::string> template_names();  // the five names above, in that order
 
 // Op families the templates are defined in terms of.
@@ -74,6 +79,11 @@ std::optional<int64_t> reduction_row_length(const ir::Graph& graph, const ir::Ke
 // that produces its scores (the one holding q @ k^T); nullptr when `kernel` is not such a kernel.
 // The driver passes it to ir::make_slice(graph, kernel, producer) so the slice can still be fused.
 const ir::Kernel* attention_producer(const ir::Program& program, const ir::Kernel& kernel);
+
+// The attention fusion's fork family: its forks are named "fuse_attention@<situation>" and carry
+// the knob "fuse_attention" (1 = fused, 0 = split). The inner search on a slice that carries a
+// producer answers these structural forks too, so that the fused option is built in the slice.
+inline constexpr std::string_view kAttentionFork = "fuse_attention";
 
 // ---- The default pass pipeline -----------------------------------------------------------------
 

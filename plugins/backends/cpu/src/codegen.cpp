@@ -3,6 +3,7 @@
 
 #include "emitter.hpp"
 #include "emmy/status.hpp"
+#include "emmy/templates.hpp"
 #include "templates.hpp"
 
 namespace emmy::cpu {
@@ -77,7 +78,8 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
       else source = generate_attention(g, knobs);
     } catch (const Unsupported& why) {
       templ = "fallback";
-      source = "// template fell back: " + std::string(why.what()) + "\n" + generate_fallback(g);
+      source = "// " + std::string(kFellBackNote) + ": " + std::string(why.what()) + "\n" +
+               generate_fallback(g);
     }
   } else {
     templ = "fallback";

@@ -136,7 +136,13 @@ std::string CudaBackend::environment_fingerprint() const {
     device = info->name;
     driver = std::to_string(info->driver_version / 1000) + "." + std::to_string((info->driver_version % 1000) / 10);
   }
-  return "cuda|" + device + "|driver " + driver + "|nvrtc " + nvrtc_version();
+  // Options that change what a timing means are part of it. Only non-default values are
+  // appended, so rows measured with the defaults keep their keys: the default arch follows from
+  // the device, and the default is CUDA graph capture (GPU time without host launch overhead).
+  std::string options;
+  if (!arch_option_.empty()) options += "|arch " + arch_option_;
+  if (!use_graph_) options += "|no graph capture";
+  return "cuda|" + device + "|driver " + driver + "|nvrtc " + nvrtc_version() + options;
 }
 
 Status CudaBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept {

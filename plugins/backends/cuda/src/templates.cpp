@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "emmy/status.hpp"
+#include "emmy/templates.hpp"
 #include "expr.hpp"
 #include "module.hpp"
 
@@ -216,7 +217,7 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
       else source = generate_matmul(g, knobs);
     } catch (const Unsupported& why) {
       templ = "fallback";
-      source = generate_fallback(g) + "// template fell back: " + why.what() + "\n";
+      source = generate_fallback(g) + "// " + std::string(kFellBackNote) + ": " + why.what() + "\n";
     }
   } else {
     templ = "fallback";

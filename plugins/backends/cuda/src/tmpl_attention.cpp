@@ -399,7 +399,8 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   const int64_t KG = std::max<int64_t>(1, std::min(knobs.at("warps") / WR, BKV / 16));
   const int64_t W = WR * KG, T = W * 32, KC = BKV / KG;
   if (BQ % (16 * WR) != 0 || KC % 16 != 0 || KC * KG != BKV)
-    throw Unsupported("attention: tiles do not split into 16-row slices");
+    throw KnobRefused("attention: block_q=" + num(BQ) + " block_kv=" + num(BKV) + " warps=" +
+                      num(knobs.at("warps")) + ": the tiles do not split into 16-row slices");
   const int64_t MI = BQ / (16 * WR), NS = KC / 8, NV = p.Dv / 8, D = p.D, Dv = p.Dv;
   // Rows padded by 16 bytes: fragment reads of 8 rows x 4 words hit 32 distinct banks.
   const int64_t LDQ = D + 8, LDK = D + 8, LDV = Dv + 8;
@@ -420,7 +421,10 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   if (pipelined) note += " cp.async x2";
   const int64_t smem = std::max(q_bytes + (k_bytes + v_bytes) * (pipelined ? 2 : 1),
                                 (KG - 1) * WR * (MI * 4 + MI * NV * 4) * 32 * 4);
-  if (smem > kMaxSharedBytes) throw Unsupported("attention: tiles exceed shared memory");
+  if (smem > kMaxSharedBytes)
+    throw KnobRefused("attention: block_q=" + num(BQ) + " block_kv=" + num(BKV) + " stages=" +
+                      num(knobs.at("stages")) + " need " + num(smem) + " bytes of shared memory, more than " +
+                      num(kMaxSharedBytes));
 
   Body b(1);
   b.line("extern __shared__ __align__(16) unsigned char emmy_attn_smem[];");
@@ -705,7 +709,10 @@ void simt_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues&
   const ir::Graph& g = e.graph();
   const int64_t BQ = knobs.at("block_q"), BKV = knobs.at("block_kv"), D = p.D, Dv = p.Dv;
   const int64_t smem = (D * BQ + BKV * D + BKV * Dv) * 4;
-  if (smem > kMaxSharedBytes || Dv > 256) throw Unsupported("attention: head dims too large for the simple path");
+  if (Dv > 256) throw Unsupported("attention: head dims too large for the simple path");
+  if (smem > kMaxSharedBytes)
+    throw KnobRefused("attention: block_q=" + num(BQ) + " block_kv=" + num(BKV) + " need " + num(smem) +
+                      " bytes of shared memory on the simple path, more than " + num(kMaxSharedBytes));
   const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
   note = " simt" + std::string(p.causal_skip ? " causal-skip" : "");
   Body b(1);

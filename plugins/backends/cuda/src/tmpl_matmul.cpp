@@ -551,7 +551,9 @@ std::string generate_matmul(const ir::Graph& g, const KnobValues& knobs) {
                     "acc[i][j][q]");
     }
   } else {
-    if (!simt_ok) throw Unsupported("matmul: the tile does not split over the threads");
+    if (!simt_ok)
+      throw KnobRefused("matmul: tile_m=" + std::to_string(BM) + " tile_n=" + std::to_string(BN) + " warps=" +
+                        std::to_string(T / 32) + ": the tile does not split over the threads");
     b.line("__shared__ float As[" + std::to_string(BK) + "][" + std::to_string(BM + 4) + "];");
     b.line("__shared__ float Bs[" + std::to_string(BK) + "][" + std::to_string(BN + 4) + "];");
     b.line("const long long bz = blockIdx.z;");
