@@ -146,6 +146,13 @@ remote() {
   /usr/bin/time -f "wall %e s" timeout "$limit" "${tune[@]}" 2>&1 | tee -a "$out/tune.log"
   echo "== re-run (should launch nothing)" | tee -a "$out/tune.log"
   /usr/bin/time -f "wall %e s" timeout "$limit" "${tune[@]}" 2>&1 | tee -a "$out/tune.log"
+  # Defaults that follow the machine (issue 17): no --backend takes the GPU, for an expression on
+  # device='cuda' and for one without a device alike; the first line says which and why.
+  echo "== defaults: emmy tune --code ... --patience 3 (no --backend)" | tee "$out/defaults.log"
+  for expr in "$CODE" "torch.matmul(torch.randn(256,256), torch.randn(256,256))"; do
+    timeout "$limit" "$emmy" tune --code "$expr" --patience 3 --no-progress 2>/dev/null | head -2 | tee -a "$out/defaults.log"
+  done
+  grep -c '^backend cuda' "$out/defaults.log" | sed 's/^/lines saying backend cuda (want 2): /' | tee -a "$out/defaults.log"
   # More figures (EMMY_ROUNDTRIP_EXTRA=0 skips them): a bf16 1024^3 matmul on tensor cores,
   # PyTorch's own time for both products, and layer 0 of Qwen3-Embedding-0.6B end to end.
   if [[ ${EMMY_ROUNDTRIP_EXTRA:-1} != 0 ]]; then
