@@ -43,8 +43,14 @@ Examples:
   emmy tune model.pt --input-shape 1x128x64:f32 --json report.json
   emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --gpus 2
 
-Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin),
-3 the database is in use by another emmy tune, 130 interrupted (what was measured is kept).
+Only a candidate's own failures are stored (it did not compile, crashed, hung past --timeout or
+computed a wrong result). When the machinery fails (the worker cannot start or is killed from
+outside, the compiler is killed, the disk is full) the candidate is tried once more, then the run
+stops with exit 1, storing nothing for it.
+
+Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin, an
+option out of range, cuda asked for without a usable CUDA device; nothing is written), 3 the
+database is in use by another emmy tune, 130 interrupted (what was measured is kept).
 Global options (--db, --plugin-path, --config, -v) are listed by emmy --help.)TXT";
 
 constexpr double kMinTimeout = 0.1, kMaxTimeout = 3600;
