@@ -170,6 +170,15 @@ for name in ("seed-code", "seed-layer"):
           f"assembled {a.get('assembled_us')} us, gap {a.get('validation_gap_pct')} %, {a['wall_s']:.1f} s; "
           f"re-run: {b['launches']} launches, {b['wall_s']:.1f} s, total {b['best_total_us']:.2f} us")
 PY
+  # Defaults that follow the machine (issue 17): no --backend takes the GPU, for an expression on
+  # device='cuda' and for one without a device alike; the first line says which and why.
+  echo "== defaults: emmy tune --code ... --patience 3 (no --backend)" | tee "$out/defaults.log"
+  for expr in "$CODE" "torch.matmul(torch.randn(256,256), torch.randn(256,256))"; do
+    timeout "$limit" "$emmy" tune --code "$expr" --patience 3 --no-progress >"$out/defaults.tmp" 2>&1
+    echo "exit $?: $(head -1 "$out/defaults.tmp")" | tee -a "$out/defaults.log"
+  done
+  rm -f "$out/defaults.tmp"
+  grep -c ': backend cuda' "$out/defaults.log" | sed 's/^/lines saying backend cuda (want 2): /' | tee -a "$out/defaults.log"
   # More figures (EMMY_ROUNDTRIP_EXTRA=0 skips them): a bf16 1024^3 matmul on tensor cores,
   # PyTorch's own time for both products, and layer 0 of Qwen3-Embedding-0.6B end to end.
   if [[ ${EMMY_ROUNDTRIP_EXTRA:-1} != 0 ]]; then

@@ -5,7 +5,10 @@
 //   emmy eval prior                    the prior's checkpoint (cmd_eval_prior.cpp)
 // The database is opened as a reader (a RocksDB secondary instance), so this works while an
 // `emmy tune` writes to it and never disturbs it. The report logic is in store/eval_report.hpp.
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +25,7 @@ constexpr const char* kEvalUsage = R"(usage: emmy eval <what> [options]
   variants --kernel NAME   what was measured for a kernel (op name or structural-key prefix),
                            best first, with regime, time and knob values
   failures                 failing configurations grouped by kind, with the knob values every
-                           failing row shares
+                           failing row shares; --forget deletes them (--kernel, --kind filter)
   runs                     past tuning runs with their totals and validation gap
   prior                    the prior's checkpoint
 
@@ -69,22 +72,76 @@ int eval_variants(const GlobalOptions& g, const std::vector<std::string>& args) 
   return kExitOk;
 }
 
+// --kind KIND: nullopt for "" (every kind); po::error naming the kinds for anything else.
+std::optional<FailureKind> parse_kind(const std::string& kind) {
+  if (kind.empty()) return std::nullopt;
+  for (auto k : {FailureKind::build_error, FailureKind::runtime_fault, FailureKind::timeout,
+                 FailureKind::wrong_result, FailureKind::refused})
+    if (kind == to_string(k)) return k;
+  throw po::error("--kind '" + kind +
+                  "' is not one of build_error, runtime_fault, timeout, wrong_result, refused");
+}
+
+// --forget: the one write `emmy eval` does. It takes the writer lock as `emmy tune` does, so a
+// tune holding the database makes it a clear error (exit 3), never a race.
+int forget_failures(const GlobalOptions& g, const std::string& kernel, const std::string& kind,
+                    std::optional<FailureKind> only) {
+  if (!std::filesystem::exists(g.db)) {
+    std::cerr << "emmy eval failures: no tuning database at " << g.db << "; nothing to forget\n";
+    return kExitUsage;
+  }
+  std::unique_ptr<store::TuningStore> db;
+  try {
+    db = store::TuningStore::open_writer(g.db);
+  } catch (const store::DatabaseBusy& e) {
+    std::cerr << "emmy eval failures --forget: " << e.what()
+              << " (forget after that tune has finished)\n";
+    return kExitBusy;
+  }
+  size_t n = db->forget_failures(kernel, only);
+  std::cout << "forgot " << n << (n == 1 ? " failure row" : " failure rows");
+  if (!kernel.empty()) std::cout << " of kernel '" << kernel << "'";
+  if (!kind.empty()) std::cout << " of kind " << kind;
+  std::cout << " in " << g.db << "\n";
+  return kExitOk;
+}
+
 int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) {
   po::options_description desc("emmy eval failures options");
   desc.add_options()("help,h", "this text")(
       "kernel,k", po::value<std::string>()->default_value(""),
-      "only this kernel (op name or structural-key prefix)")("json", po::bool_switch(),
-                                                            "print JSON");
+      "only this kernel (op name or structural-key prefix)")(
+      "kind", po::value<std::string>()->default_value(""),
+      "only this kind: build_error, runtime_fault, timeout, wrong_result, refused")(
+      "json", po::bool_switch(), "print JSON")(
+      "forget", po::bool_switch(),
+      "delete the failure rows selected (--kernel, --kind; all when neither is given) so the "
+      "next tune measures those configurations again; successes are kept");
   auto vm = parse_layered(g, "eval", desc, {}, args);
   if (vm.count("help")) {
-    print_help("emmy eval failures [--kernel NAME] [--json]", desc,
+    print_help("emmy eval failures [--kernel NAME] [--kind KIND] [--json] [--forget]", desc,
                "Groups: build_error, runtime_fault, timeout, wrong_result, refused (knob values the\n"
                "template cannot take for that kernel); each with its count, "
-               "a sample\nmessage and the knob values that every failing row of the group has.");
+               "a sample\nmessage and the knob values that every failing row of the group has.\n"
+               "--forget is for failure rows written before emmy told a candidate's own failures\n"
+               "from the machinery's (a missing or killed worker, an interrupt); it needs the\n"
+               "database for itself (exit 3 while an emmy tune runs on it).");
     return kExitOk;
   }
+  const std::string kernel = vm["kernel"].as<std::string>();
+  const std::string kind = vm["kind"].as<std::string>();
+  const std::optional<FailureKind> only = parse_kind(kind);
+  if (vm["forget"].as<bool>()) {
+    if (vm["json"].as<bool>()) throw po::error("--forget prints a count, not --json");
+    return forget_failures(g, kernel, kind, only);
+  }
   auto db = open_db(g);
-  auto groups = store::group_failures(db->failures(vm["kernel"].as<std::string>()));
+  auto rows = db->failures(kernel);
+  if (only)
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [&](const auto& r) { return r.failure != *only; }),
+               rows.end());
+  auto groups = store::group_failures(rows);
   if (vm["json"].as<bool>())
     std::cout << store::failures_json(groups) << "\n";
   else

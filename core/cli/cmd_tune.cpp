@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -41,9 +43,40 @@ Examples:
   emmy tune model.pt --input-shape 1x128x64:f32 --json report.json
   emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --gpus 2
 
-Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin),
-3 the database is in use by another emmy tune, 130 interrupted (what was measured is kept).
+Only a candidate's own failures are stored (it did not compile, crashed, hung past --timeout or
+computed a wrong result). When the machinery fails (the worker cannot start or is killed from
+outside, the compiler is killed, the disk is full) the candidate is tried once more, then the run
+stops with exit 1, storing nothing for it.
+
+Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin, an
+option out of range, cuda asked for without a usable CUDA device; nothing is written), 3 the
+database is in use by another emmy tune, 130 interrupted (what was measured is kept).
 Global options (--db, --plugin-path, --config, -v) are listed by emmy --help.)TXT";
+
+constexpr double kMinTimeout = 0.1, kMaxTimeout = 3600;
+
+// What is wrong with a --devices list ("" when nothing): each entry a device number, none twice.
+std::string device_list_problem(const std::string& list) {
+  std::set<long> seen;
+  size_t pos = 0;
+  for (;;) {
+    size_t comma = list.find(',', pos);
+    std::string d = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (d.empty()) return "an empty entry (give device numbers separated by commas, e.g. 0,2)";
+    if (d.find_first_not_of("0123456789") != std::string::npos || d.size() > 6)
+      return "'" + d + "' is not a device number (0, 1, ...)";
+    if (!seen.insert(std::stol(d)).second)
+      return "device " + d + " is listed twice (each device measures one kernel at a time)";
+    if (comma == std::string::npos) return "";
+    pos = comma + 1;
+  }
+}
+
+// torch.randn(..., device='cuda') (or "cuda:1", .cuda()): the expression means a GPU.
+bool code_asks_for_cuda(const std::string& code) {
+  static const std::regex cuda(R"((['"]cuda(:[0-9]+)?['"])|(\.cuda\s*\())");
+  return std::regex_search(code, cuda);
+}
 
 }  // namespace
 
@@ -64,7 +97,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("model-config", po::value<std::string>(), "config.json to use for a model id")
     ("input-shape", po::value<std::string>(), "input shapes of a .pt file, e.g. 1x128x64:f32,1x128:i64")
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
-    ("backend", po::value<std::string>(&o.backend)->default_value("cpu"), "backend plugin: cpu or cuda")
+    ("backend", po::value<std::string>(&o.backend), "backend plugin: cpu or cuda (default: cuda when the cuda backend finds a usable CUDA device, else cpu; --code asking for device='cuda', --gpus or --devices ask for cuda)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")
     ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp when $EMMY_HOME/priors/mlp.ckpt exists, else roofline)")
     ("passes", po::value<std::string>(&passes), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
@@ -72,7 +105,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
     ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")
     ("warmup", po::value<int>(&o.warmup)->default_value(3), "untimed repetitions before measuring")
-    ("timeout", po::value<double>(&o.timeout_s)->default_value(20), "seconds before a candidate counts as hung")
+    ("timeout", po::value<double>(&o.timeout_s)->default_value(20), "seconds (0.1 to 3600) before a candidate counts as hung")
     ("gpus", po::value<int>(&gpus), "cuda: use the first N devices")
     ("devices", po::value<std::string>(&devices), "cuda: device list, e.g. 0,2")
     ("workers", po::value<int>(&workers), "cpu: measure in N worker processes, each pinned to its share of the cores (default 1; --backend-option cores_per_worker=K sets the share)")
@@ -99,8 +132,15 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     std::cerr << "emmy tune: --patience must be at least 1\n";
     return kExitUsage;
   }
-  if (o.samples < 1 || o.warmup < 0 || o.timeout_s <= 0) {
-    std::cerr << "emmy tune: --samples must be >= 1, --warmup >= 0, --timeout > 0\n";
+  if (o.samples < 1 || o.warmup < 0) {
+    std::cerr << "emmy tune: --samples must be >= 1, --warmup >= 0\n";
+    return kExitUsage;
+  }
+  // A timeout row is stored as the candidate's failure: a limit no kernel can meet (0.001, nan)
+  // or none at all (inf, 1e99) would record the machinery's setting as the kernel's fault.
+  if (!(o.timeout_s >= kMinTimeout && o.timeout_s <= kMaxTimeout)) {
+    std::cerr << "emmy tune: --timeout " << vm["timeout"].as<double>() << " is not a number of seconds from "
+              << kMinTimeout << " to " << kMaxTimeout << "\n";
     return kExitUsage;
   }
   for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
@@ -117,7 +157,33 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     }
   }
   // Kernels are tuned side by side, one per device: GPUs for cuda, worker processes for cpu. The
-  // counts go to the backend as given; it refuses what is not a positive number, by name.
+  // device list is checked here, before any plugin loads; the counts go to the backend as given.
+  if (vm.count("gpus") && vm.count("devices")) {
+    std::cerr << "emmy tune: give --gpus N or --devices LIST, not both\n";
+    return kExitUsage;
+  }
+  if (vm.count("gpus") && gpus < 1) {
+    std::cerr << "emmy tune: --gpus " << gpus << " is not a positive number of devices\n";
+    return kExitUsage;
+  }
+  if (vm.count("devices"))
+    if (std::string bad = device_list_problem(devices); !bad.empty()) {
+      std::cerr << "emmy tune: --devices '" << devices << "': " << bad << "\n";
+      return kExitUsage;
+    }
+  // No --backend: the flags and the expression may ask for one; else the machine decides
+  // (tune/backend_choice.hpp).
+  if (o.backend.empty()) {
+    if (vm.count("gpus") || vm.count("devices")) {
+      o.backend = "cuda";
+      o.backend_reason = vm.count("gpus") ? "--gpus chooses GPUs" : "--devices chooses GPUs";
+    } else if (vm.count("workers")) {
+      o.backend = "cpu";
+    } else if (code_asks_for_cuda(o.code)) {
+      o.backend = "cuda";
+      o.backend_reason = "the --code expression asks for device 'cuda'; --backend cpu runs it on the CPU";
+    }
+  }
   if (o.backend == "cpu" && (vm.count("gpus") || vm.count("devices"))) {
     std::cerr << "emmy tune: --gpus and --devices choose GPUs of the cuda backend; the cpu backend "
                  "fans out over --workers N\n";
@@ -159,6 +225,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (code == kExitOk) {
+    if (!report.backend_note.empty()) std::cout << report.backend_note << "\n";
     std::cout << "run " << report.run_id << " (" << report.backend << " on " << report.devices
               << (report.devices == 1 ? " device" : " devices") << ", prior " << report.prior
               << ", " << report.groupings_tried << " groupings tried, " << report.wall_s

@@ -122,8 +122,7 @@ emmy::FailureKind get_failure(const json& j) {
 std::string encode_record(const MeasurementRecord& r) {
   json samples = json::array();
   for (double s : r.samples_us) samples.push_back(number(s));
-  return seal(RecordType::measurement,
-              {{"env", r.env},
+  json fields = {{"env", r.env},
                {"structural_key", r.structural_key},
                {"kernel_name", r.kernel_name},
                {"templ", r.templ},
@@ -135,7 +134,10 @@ std::string encode_record(const MeasurementRecord& r) {
                {"median_us", number(r.median_us)},
                {"samples_us", samples},
                {"run_id", r.run_id},
-               {"unix_time", r.unix_time}});
+               {"unix_time", r.unix_time}};
+  // Optional (absent in rows written before it existed), so no record version bump.
+  if (r.timeout_s > 0) fields["timeout_s"] = number(r.timeout_s);
+  return seal(RecordType::measurement, fields);
 }
 
 bool decode_record(std::string_view stored, MeasurementRecord& r, std::string& why) {
@@ -157,6 +159,7 @@ bool decode_record(std::string_view stored, MeasurementRecord& r, std::string& w
         for (const auto& s : j.at("samples_us")) r.samples_us.push_back(get_number(s));
         r.run_id = j.at("run_id").get<std::string>();
         r.unix_time = j.at("unix_time").get<int64_t>();
+        r.timeout_s = j.contains("timeout_s") ? get_number(j.at("timeout_s")) : 0;
       },
       why);
 }

@@ -23,6 +23,9 @@ struct MeasurementRecord {
   emmy::Regime regime = emmy::Regime::rank;
   emmy::FailureKind failure = emmy::FailureKind::none;
   std::string message;         // failure message (compiler output, signal, ...)
+  // A `timeout` row: the limit it was measured under (0: unknown, a row from before it was
+  // recorded). Such a row is not served to a run allowing longer: it re-measures.
+  double timeout_s = 0;
   double median_us = 0;
   std::vector<double> samples_us;
   std::string run_id;

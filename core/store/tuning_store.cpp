@@ -382,6 +382,48 @@ void TuningStore::put_measurement(const MeasurementRecord& in) {
   if (!s.ok()) throw emmy::Error("tuning database " + path_ + ": write failed: " + s.ToString());
 }
 
+size_t TuningStore::forget_failures(const std::string& kernel,
+                                    std::optional<emmy::FailureKind> kind) {
+  require_writer("forget_failures");
+  auto* measurements = h_->cf(kMeasurementsCF);
+  auto* tree = h_->cf(kSearchTreeCF);
+  auto* index = h_->cf(kKernelsCF);
+  rocksdb::WriteBatch batch;
+  auto del = [&batch](rocksdb::ColumnFamilyHandle* c, const std::string& k) {
+    rocksdb::Status s = batch.Delete(c, k);
+    if (!s.ok()) throw emmy::Error("tuning database: cannot batch a delete: " + s.ToString());
+  };
+  std::set<std::string> deleted;
+  // (env, structural key) -> the kernel names its rows were indexed under.
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> touched;
+  for (const MeasurementRecord& r : failures(kernel)) {
+    if (kind && r.failure != *kind) continue;
+    const bool deploy = r.regime == emmy::Regime::deploy;
+    std::string key = deploy ? deploy_key(r.env, r.structural_key, r.config_key)
+                             : measurement_key(r.env, r.structural_key, r.config_key);
+    if (!deleted.insert(key).second) continue;
+    del(deploy ? tree : measurements, key);
+    touched[{r.env, r.structural_key}].insert(r.kernel_name);
+  }
+  // The index entries name a kernel per environment: they go only with its last row, so
+  // `eval variants` keeps finding the kernels that still have successes.
+  for (const auto& [kernel_env, names] : touched) {
+    const auto& [env, skey] = kernel_env;
+    bool keeps_rows = false;
+    for (const auto& k : scan_keys(measurements, key_prefix({env, skey})))
+      keeps_rows = keeps_rows || !deleted.count(k);
+    for (const auto& k : scan_keys(tree, key_prefix({env, "deploy", skey})))
+      keeps_rows = keeps_rows || !deleted.count(k);
+    if (keeps_rows) continue;
+    for (const auto& name : names) del(index, name_index_key(name, env, skey));
+    del(index, skey_index_key(skey, env));
+  }
+  if (deleted.empty()) return 0;
+  rocksdb::Status s = h_->db->Write(synced(), &batch);
+  if (!s.ok()) throw emmy::Error("tuning database " + path_ + ": delete failed: " + s.ToString());
+  return deleted.size();
+}
+
 void TuningStore::put_kernel(const KernelRecord& r) {
   require_writer("put_kernel");
   check_key_part("structural key", r.structural_key);

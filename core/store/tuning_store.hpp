@@ -109,6 +109,17 @@ class TuningStore {
   std::vector<PlanRecord> plans() const;
   std::vector<TreeNodeRecord> tree_nodes(const std::string& env, const std::string& tree) const;
 
+  // ---- forgetting (writer only: `emmy eval failures --forget`) ----
+
+  // Deletes the stored failures (both regimes) of `kernel` (filtered as in variants(); empty:
+  // every kernel) whose kind is `kind` (nullopt: every kind), in one synced WriteBatch together
+  // with the index entries of kernels that keep no measurement at all. Successful measurements
+  // are never touched. Returns how many failure rows were deleted. Written for rows stored
+  // before the machinery's own failures (a missing worker, an interrupt) stopped being recorded
+  // as the candidate's.
+  size_t forget_failures(const std::string& kernel = "",
+                         std::optional<emmy::FailureKind> kind = std::nullopt);
+
   // Reader only: catch up with what the writer has written since the reader opened.
   void refresh();
 

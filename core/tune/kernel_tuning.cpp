@@ -35,6 +35,26 @@ double whole_graph_error_limit(ir::DType precision) {
   }
 }
 
+// A non-ok Status from build() or measure() is the machinery's failure, not the candidate's
+// (emmy/backend.hpp): it is never stored. The call is made once more (the backend starts a fresh
+// worker); a second failure stops the run. An interrupt (Ctrl-C reaches the worker too) wins.
+template <typename Call>
+void with_one_retry(RunContext& run, const char* what, Call&& call) {
+  Status st = call();
+  if (st.ok()) return;
+  check_interrupt();
+  run.progress.message("warning: backend '" + run.backend.name() + "' could not " + what + ": " +
+                       first_line(st.message()) +
+                       " (not the candidate's failure; nothing stored; trying once more)");
+  st = call();
+  if (st.ok()) return;
+  check_interrupt();
+  throw MachineryFailure("backend '" + run.backend.name() + "' could not " + what + " twice: " +
+                         st.message() +
+                         ". This is not the candidate's failure and nothing was stored for it; "
+                         "everything measured before is kept. Fix the cause and run again.");
+}
+
 }  // namespace
 
 KernelFeatures kernel_features(const ir::Graph& graph, const ir::Kernel& kernel,
@@ -85,13 +105,10 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
   slice.grouping = program.grouping;
   Artifact artifact;
   MeasureResult built;
-  Status st = run.backend.build(slice, regime, artifact, built);
+  with_one_retry(run, "build", [&] {
+    return run.backend.build(slice, regime, artifact, built);
+  });
   if (built.failure != FailureKind::refused) ++run.counters.built;  // a refusal built nothing
-  if (!st.ok()) {
-    rec.failure = FailureKind::build_error;
-    rec.message = "backend '" + run.backend.name() + "' failed to build: " + st.message();
-    return rec;
-  }
   if (built.failure != FailureKind::none) {
     rec.failure = built.failure;
     rec.message = built.message;
@@ -107,16 +124,15 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
   request.samples = run.options.samples;
   request.timeout_s = run.options.timeout_s;
   MeasureResult result;
-  st = run.backend.measure(slice, artifact, request, result);
-  ++run.counters.launches;
-  if (!st.ok()) {
-    rec.failure = FailureKind::runtime_fault;
-    rec.message = "backend '" + run.backend.name() + "' failed to measure: " + st.message();
-    return rec;
-  }
+  with_one_retry(run, "measure", [&] {
+    ++run.counters.launches;
+    return run.backend.measure(slice, artifact, request, result);
+  });
   if (result.failure != FailureKind::none) {
     rec.failure = result.failure;
     rec.message = result.message;
+    // The limit it hung under: a later run allowing longer measures it again.
+    if (rec.failure == FailureKind::timeout) rec.timeout_s = request.timeout_s;
     return rec;
   }
   // Every candidate is checked against the reference before its time counts.
@@ -198,7 +214,12 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
   auto measured = [&](const search::Candidate& c, Regime regime, bool& cached) {
     const ir::Kernel& k = c.program.grouping.kernels.back();
     std::string config = program_config_key(c.program);
-    if (auto hit = run.store.lookup(run.env, key, config, regime)) {
+    auto hit = run.store.lookup(run.env, key, config, regime);
+    // A timeout row measured under a shorter limit (or an unknown one) says nothing about this
+    // run's limit: measured again.
+    if (hit && hit->failure == FailureKind::timeout && !(hit->timeout_s >= run.options.timeout_s))
+      hit.reset();
+    if (hit) {
       cached = true;
       ++run.counters.cache_hits;
       return *hit;

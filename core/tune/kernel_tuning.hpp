@@ -22,6 +22,13 @@
 
 namespace emmy::tune {
 
+// The machinery failed twice on one candidate (its worker cannot start or was killed from
+// outside, the compiler was interrupted, the disk is full, ...): the run stops (exit 1); what
+// was measured before stays stored, and nothing is stored for that candidate.
+class MachineryFailure : public emmy::Error {
+  using emmy::Error::Error;
+};
+
 struct Counters {
   std::atomic<long> built{0};
   std::atomic<long> measured{0};
@@ -77,7 +84,9 @@ std::string program_config_key(const ir::Program& program);
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 
 // Builds and measures `program` (a lowered slice) at `regime` and checks its outputs against
-// `expected`; returns the measurement record (failure rows included), not yet stored. A whole
+// `expected`; returns the measurement record (the candidate's own failures included), not yet
+// stored. Throws MachineryFailure when the backend's build or measure fails twice (non-ok Status)
+// and Interrupted when Ctrl-C came meanwhile. A whole
 // assembled graph (`whole_graph`) is checked by its relative RMS error, since rounding error
 // compounds over its kernels; a kernel element by element. `templ` is set (to "fallback") only
 // when the backend built its fallback kernel for a one-kernel program lowered to a template.

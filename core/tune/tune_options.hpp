@@ -14,7 +14,8 @@ struct TuneOptions {
   std::string code;                                  // --code EXPR
   std::string frontend;                              // "" = the first frontend that accepts
   std::map<std::string, std::string> frontend_options;  // layer, batch, seq, dtype, config, ...
-  std::string backend = "cpu";
+  std::string backend;                               // "" = cuda when usable, else cpu
+  std::string backend_reason;                        // why `backend` was asked for, if not by --backend
   std::map<std::string, std::string> backend_options;
   std::string prior;                                 // "" = mlp if its checkpoint exists, else roofline
   std::vector<std::string> passes;                   // pass plugin names; empty = the default pipeline

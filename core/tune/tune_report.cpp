@@ -11,6 +11,7 @@ nlohmann::json TuneReport::to_json() const {
   j["status"] = status;
   j["source"] = source;
   j["backend"] = backend;
+  if (!backend_note.empty()) j["backend_note"] = backend_note;
   j["env"] = env;
   j["prior"] = prior;
   j["devices"] = devices;

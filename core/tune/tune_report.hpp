@@ -27,6 +27,7 @@ struct TuneReport {
   std::string status = "ok";  // "ok", "interrupted", "failed: ..."
   std::string source;
   std::string backend;
+  std::string backend_note;   // how the backend was chosen when --backend did not name it
   std::string env;
   std::string prior;
   int devices = 1;            // kernels tuned side by side (GPUs or CPU worker processes)

@@ -19,6 +19,7 @@
 #include "store/checkpoint.hpp"
 #include "store/keys.hpp"
 #include "store/tuning_store.hpp"
+#include "tune/backend_choice.hpp"
 #include "tune/interrupt.hpp"
 #include "tune/kernel_tuning.hpp"
 #include "tune/parallel.hpp"
@@ -97,21 +98,26 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
                 TuneReport& report) {
   const auto started = std::chrono::steady_clock::now();
   report.source = describe_source(options);
-  report.backend = options.backend;
   report.run_id = make_run_id();
 
-  // The database first: a second tune on it must fail at once, before any work.
+  // The backend before the database: one that was asked for and cannot measure here (no driver,
+  // no device, a bad option) stops the run with nothing written (tune/backend_choice.hpp).
+  BackendChoice chosen = choose_backend(options, host);
+  std::shared_ptr<Backend> backend = chosen.backend;
+  report.backend = chosen.name;
+  report.backend_note = chosen.note;
+  if (!chosen.note.empty()) progress.message(chosen.note);
+
+  // Then the database: a second tune on it must fail at once, before the search.
   auto store = store::TuningStore::open_writer(options.db);
   store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
 
   // 1. Plugins.
   std::string frontend_name;
   std::shared_ptr<Frontend> frontend;
-  std::shared_ptr<Backend> backend;
   try {
     frontend_name = pick_frontend(options, host);
     frontend = host.make_frontend(frontend_name);
-    backend = host.make_backend(options.backend, options.backend_options);
   } catch (const BadInput&) {
     throw;
   } catch (const Error& e) {

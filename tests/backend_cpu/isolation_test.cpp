@@ -2,9 +2,13 @@
 // fresh worker: a kernel that segfaults, one that never returns, one that does not compile.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "build_pool.hpp"
 #include "cpu_harness.hpp"
@@ -116,6 +120,48 @@ TEST(CpuIsolation, MissingEntryPointIsARuntimeFaultWithoutLosingTheWorker) {
   EXPECT_NE(r.message.find("emmy_kernel"), std::string::npos) << r.message;
   fx.expect_good_measurement();
   EXPECT_EQ(fx.backend.worker_pid(), before);
+}
+
+// The machinery's failures are not the candidate's (emmy/backend.hpp): a worker killed from
+// outside, or one that exits without answering, makes measure() return an error (nothing to
+// store), and the next measurement starts a fresh worker.
+TEST(CpuIsolation, AWorkerKilledFromOutsideIsAnErrorNotAFailureRow) {
+  Fixture fx;
+  fx.expect_good_measurement();
+  const pid_t victim = fx.backend.worker_pid();
+  ASSERT_GT(victim, 0);
+  Artifact hang = fx.built(kHang);
+  MeasureRequest req = fx.request;
+  req.timeout_s = 30;
+  std::thread killer([victim] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(victim, SIGKILL);
+  });
+  MeasureResult r;
+  Status st = fx.backend.measure(fx.slice, hang, req, r);
+  killer.join();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("SIGKILL"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("from outside"), std::string::npos) << st.message();
+  fx.expect_good_measurement();
+  EXPECT_NE(fx.backend.worker_pid(), victim);
+}
+
+TEST(CpuIsolation, AWorkerThatExitsWithoutAnsweringIsAnError) {
+  CpuBackend backend{{{"cache_dir", fresh_cache_dir()}, {"worker", "/bin/false"}}};
+  Fixture fx;
+  Artifact a;
+  MeasureResult f;
+  ASSERT_TRUE(backend.build(fx.slice, Regime::rank, a, f).ok());
+  MeasureResult r;
+  Status st = backend.measure(fx.slice, a, fx.request, r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("/bin/false exited with status 1"), std::string::npos)
+      << st.message();
+  CpuBackend missing{{{"cache_dir", fresh_cache_dir()}, {"worker", "/nonexistent/worker"}}};
+  st = missing.measure(fx.slice, a, fx.request, r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot start"), std::string::npos) << st.message();
 }
 
 TEST(CpuIsolation, BadRequestsAreErrorsNamingTheProblem) {

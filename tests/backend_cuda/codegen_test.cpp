@@ -224,6 +224,7 @@ TEST(CudaBackendOptions, DevicesAndGpus) {
   EXPECT_EQ(parse_devices({}), (std::vector<std::string>{"0"}));
   EXPECT_THROW(parse_devices({{"devices", "0,,1"}}), Error);
   EXPECT_THROW(parse_devices({{"gpus", "0"}}), Error);
+  EXPECT_THROW(parse_devices({{"devices", "0,0"}}), Error);
   CudaBackend two({{"gpus", "2"}, {"arch", "sm_90a"}, {"worker", "/nonexistent"}});
   EXPECT_EQ(two.device_count(), 2u);
 }

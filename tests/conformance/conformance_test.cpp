@@ -85,6 +85,10 @@ TEST_P(Conformance, CreatesWithDefaultsAndDestroysTwice) {
     try {
       name = create_and_destroy(&in_place);
     } catch (const Error& e) {
+      // A backend may refuse a machine it cannot run on (emmy/backend.hpp), saying so.
+      if (record_->kind == "backend" &&
+          std::string(e.what()).find(kUnavailableOnThisMachine) != std::string::npos)
+        GTEST_SKIP() << e.what();
       FAIL() << "round " << round << ": " << e.what();
     }
     EXPECT_EQ(name, record_->name) << "name() of the created object";

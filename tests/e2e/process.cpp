@@ -40,10 +40,11 @@ std::string read_file(const std::string& path) {
 }
 
 pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const std::string& log_prefix) {
+            const std::string& log_prefix, bool own_group) {
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
+    if (own_group) setpgid(0, 0);
     int out = open((log_prefix + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err = open((log_prefix + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int in = open("/dev/null", O_RDONLY);

@@ -17,9 +17,11 @@ struct Completed {
 // Runs argv to completion with `env` added to the environment.
 Completed run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
 
-// Starts argv in the background (stdout/stderr to files in `log_prefix`.out/.err).
+// Starts argv in the background (stdout/stderr to files in `log_prefix`.out/.err). With
+// `own_group` it leads a process group of its own (pgid = pid), so kill(-pid, SIGINT) reaches it
+// and its children as Ctrl-C at a terminal would, and nothing else.
 pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const std::string& log_prefix);
+            const std::string& log_prefix, bool own_group = false);
 // Waits for `pid`; returns its exit code (128 + signal when killed).
 int wait_for(pid_t pid);
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -50,6 +51,19 @@ class TuneE2E : public ::testing::Test {
     int n = 0;
     for (const auto& group : json::parse(c.out)) n += static_cast<int>(group["variants"].size());
     return n;
+  }
+
+  // Failure rows stored so far, of every kernel and kind.
+  int stored_failures() const {
+    Completed c = emmy({"eval", "failures", "--json"});
+    if (c.exit_code != 0) return -1;
+    int n = 0;
+    for (const auto& group : json::parse(c.out)) n += group["count"].get<int>();
+    return n;
+  }
+
+  bool cuda_plugin_found() const {
+    return emmy({"plugins"}).out.find("cuda") != std::string::npos;
   }
 
   // Waits (up to two minutes) until a tune has stored at least `n` measurements of `kernel`.
@@ -126,18 +140,22 @@ TEST_F(TuneE2E, SigkillMidRunThenRerunContinues) {
   EXPECT_GE(stored_variants("matmul"), kept);
 }
 
+// Ctrl-C at a terminal reaches the whole process group: emmy, its measurement worker and a
+// compiler in flight. The run stops with 130, and the worker's death is not the candidate's.
 TEST_F(TuneE2E, SecondWriterRefusedAndCtrlCKeepsMeasurements) {
-  pid_t pid = emmy::test::start(argv(tune_matmul("long.json", 40)), env(), path("long"));
+  pid_t pid = emmy::test::start(argv(tune_matmul("long.json", 40)), env(), path("long"),
+                                /*own_group=*/true);
   ASSERT_TRUE(wait_for_variants("matmul", 2)) << emmy::test::read_file(path("long.err"));
 
   Completed second = emmy(tune_matmul("second.json", 3));
   EXPECT_EQ(second.exit_code, 3) << second.err;
   EXPECT_NE(second.err.find("in use"), std::string::npos) << second.err;
 
-  kill(pid, SIGINT);
+  kill(-pid, SIGINT);
   EXPECT_EQ(emmy::test::wait_for(pid), 130) << emmy::test::read_file(path("long.err"));
   int kept = stored_variants("matmul");
   EXPECT_GE(kept, 2);
+  EXPECT_EQ(stored_failures(), 0) << emmy({"eval", "failures"}).out;
   json interrupted = report("long.json");
   EXPECT_EQ(interrupted["status"], "interrupted");
 
@@ -158,6 +176,82 @@ TEST_F(TuneE2E, BadInputIsAClearErrorWithExitCode2) {
   Completed model = emmy({"tune", "NoSuchOrg/no-such-model", "--backend", "cpu"});
   EXPECT_EQ(model.exit_code, 2) << model.err;
   EXPECT_NE(model.err.find("no-such-model"), std::string::npos) << model.err;
+}
+
+// Options are checked before anything is loaded or written: no database appears.
+TEST_F(TuneE2E, TimeoutAndDeviceListsAreCheckedBeforeAnythingIsWritten) {
+  for (const char* t : {"nan", "inf", "1e99", "0.001", "0", "-5"}) {
+    Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmul, std::string("--timeout=") + t});
+    EXPECT_EQ(c.exit_code, 2) << t << ": " << c.err;
+    EXPECT_NE(c.err.find("is not a number of seconds from 0.1 to 3600"), std::string::npos) << c.err;
+  }
+  struct Case {
+    std::vector<std::string> flags;
+    const char* says;
+  };
+  for (const Case& k : {Case{{"--devices", "0,0"}, "device 0 is listed twice"},
+                        Case{{"--gpus", "2", "--devices", "0,1"}, "not both"},
+                        Case{{"--devices=0,-1"}, "'-1' is not a device number"},
+                        Case{{"--devices", "0,x"}, "'x' is not a device number"},
+                        Case{{"--devices", "0,,1"}, "an empty entry"},
+                        Case{{"--gpus", "0"}, "not a positive number"}}) {
+    std::vector<std::string> args = {"tune", "--code", kMatmul};
+    args.insert(args.end(), k.flags.begin(), k.flags.end());
+    Completed c = emmy(args);
+    EXPECT_EQ(c.exit_code, 2) << k.flags[0] << ": " << c.err;
+    EXPECT_NE(c.err.find(k.says), std::string::npos) << c.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(db()));
+  EXPECT_NE(emmy({"tune", "--help"}).out.find("3600"), std::string::npos);
+}
+
+// Without a usable CUDA device (this machine has no driver): --backend cuda, --gpus and an
+// expression on device 'cuda' stop before the search with exit 2 and nothing written; with no
+// --backend at all the run takes the cpu backend and says why.
+TEST_F(TuneE2E, CudaThatCannotMeasureStopsBeforeTheSearchAndTheDefaultFallsBackToCpu) {
+  if (!cuda_plugin_found()) GTEST_SKIP() << "the cuda backend is not built here";
+  Completed asked = emmy({"tune", "--backend", "cuda", "--code", kMatmul, "--json", path("cuda.json")});
+  if (asked.exit_code == 0) GTEST_SKIP() << "a CUDA device is usable here";
+  EXPECT_EQ(asked.exit_code, 2) << asked.err;
+  EXPECT_NE(asked.err.find("no usable CUDA"), std::string::npos) << asked.err;
+  Completed gpus = emmy({"tune", "--gpus", "1", "--code", kMatmul});
+  EXPECT_EQ(gpus.exit_code, 2) << gpus.err;
+  EXPECT_NE(gpus.err.find("--gpus chooses GPUs"), std::string::npos) << gpus.err;
+  Completed on_cuda = emmy({"tune", "--code",
+                            "torch.matmul(torch.randn(64,64,device='cuda'), torch.randn(64,64,device='cuda'))"});
+  EXPECT_EQ(on_cuda.exit_code, 2) << on_cuda.err;
+  EXPECT_NE(on_cuda.err.find("asks for device 'cuda'"), std::string::npos) << on_cuda.err;
+  EXPECT_FALSE(std::filesystem::exists(db()));
+  EXPECT_FALSE(std::filesystem::exists(path("cuda.json")));
+
+  Completed chosen = emmy({"tune", "--code", kMatmul, "--patience", "1", "--samples", "3",
+                           "--warmup", "0", "--prior", "roofline", "--no-progress", "--json",
+                           path("auto.json")});
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_EQ(chosen.out.rfind("backend cpu: the cuda backend cannot measure here (no usable CUDA", 0), 0u)
+      << chosen.out;
+  EXPECT_EQ(report("auto.json")["backend"], "cpu");
+}
+
+// A worker that cannot measure (here /bin/false, which exits at once) is the machinery's
+// failure: the run stops after one retry with exit 1, stores no failure row, and the re-run with
+// a good worker measures every configuration as if nothing had happened.
+TEST_F(TuneE2E, ABrokenWorkerStoresNoFailureAndTheRerunWithAGoodOneSucceeds) {
+  std::vector<std::string> broken = tune_matmul("broken.json", 2);
+  broken.insert(broken.end(), {"--backend-option", "worker=/bin/false"});
+  Completed c = emmy(broken);
+  EXPECT_EQ(c.exit_code, 1) << c.err;
+  EXPECT_NE(c.err.find("could not measure twice"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("not the candidate's failure"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("/bin/false"), std::string::npos) << c.err;
+  EXPECT_EQ(stored_failures(), 0);
+  EXPECT_EQ(stored_variants("matmul"), 0);
+
+  Completed good = emmy(tune_matmul("good.json", 2));
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_EQ(report("good.json")["status"], "ok");
+  EXPECT_GT(report("good.json")["launches"].get<int>(), 0);
+  EXPECT_GT(stored_variants("matmul"), 0);
 }
 
 TEST_F(TuneE2E, ThirdPartyPassAddsItsForkToTheSearch) {

@@ -98,5 +98,42 @@ TEST(EvalCli, VariantsFailuresAndRunsReadWhileATuneHoldsTheDatabase) {
   EXPECT_EQ(emmy("eval variants --help").code, 0);
 }
 
+// `eval failures --forget`: refused while a tune holds the database (exit 3), then deletes the
+// failure rows the filters select and prints how many, leaving the successes.
+TEST(EvalCli, ForgetFailuresTakesTheWriterLockAndKeepsSuccesses) {
+  TempDir dir;
+  const std::string db = dir.sub("tuning.db");
+  {
+    auto writer = TuningStore::open_writer(db);
+    fill(*writer);  // 3 build_error rows, 9 + 1 successes
+    writer->put_measurement(make_record(40, emmy::Regime::rank, emmy::FailureKind::timeout));
+    auto busy = emmy("--db " + db + " eval failures --forget");
+    EXPECT_EQ(busy.code, 3) << busy.text;
+    EXPECT_NE(busy.text.find("in use"), std::string::npos) << busy.text;
+  }
+  auto bad = emmy("--db " + db + " eval failures --forget --kind nosuch");
+  EXPECT_EQ(bad.code, 2) << bad.text;
+  EXPECT_NE(bad.text.find("'nosuch' is not one of"), std::string::npos) << bad.text;
+
+  auto none = emmy("--db " + db + " eval failures --forget --kind wrong_result");
+  ASSERT_EQ(none.code, 0) << none.text;
+  EXPECT_NE(none.text.find("forgot 0 failure rows"), std::string::npos) << none.text;
+  auto timeouts = emmy("--db " + db + " eval failures --forget --kernel matmul --kind timeout");
+  ASSERT_EQ(timeouts.code, 0) << timeouts.text;
+  EXPECT_NE(timeouts.text.find("forgot 1 failure row of kernel 'matmul' of kind timeout"),
+            std::string::npos)
+      << timeouts.text;
+  auto all = emmy("--db " + db + " eval failures --forget");
+  ASSERT_EQ(all.code, 0) << all.text;
+  EXPECT_NE(all.text.find("forgot 3 failure rows"), std::string::npos) << all.text;
+
+  auto left = emmy("--db " + db + " eval failures --json");
+  ASSERT_EQ(left.code, 0) << left.text;
+  EXPECT_TRUE(nlohmann::json::parse(left.text).empty()) << left.text;
+  auto variants = emmy("--db " + db + " eval variants --kernel matmul --limit 0 --json");
+  ASSERT_EQ(variants.code, 0) << variants.text;
+  EXPECT_EQ(nlohmann::json::parse(variants.text)[0]["variants"].size(), 10u) << variants.text;
+}
+
 }  // namespace
 }  // namespace emmy::store

@@ -331,5 +331,66 @@ TEST(TuningStore, ReadingAMissingDatabaseSaysSo) {
   EXPECT_FALSE(std::filesystem::exists(db));  // reading never creates one
 }
 
+// `emmy eval failures --forget`: failure rows go (by kind, by kernel, or all), successes stay, and
+// a kernel's index entries go only with its last row (its successes stay findable by name).
+TEST(TuningStore, ForgettingFailuresKeepsSuccessesAndTheirIndex) {
+  TempDir dir;
+  auto store = TuningStore::open_writer(dir.sub("db"));
+  // matmul: i = 0..5 over three structural keys; i = 1, 4 fail (build_error, timeout), i = 2
+  // fails at deploy too.
+  for (int i = 0; i < 6; ++i) {
+    auto kind = i == 1   ? emmy::FailureKind::build_error
+                : i == 4 ? emmy::FailureKind::timeout
+                         : emmy::FailureKind::none;
+    store->put_measurement(make_record(i, emmy::Regime::rank, kind));
+  }
+  store->put_measurement(make_record(2, emmy::Regime::deploy, emmy::FailureKind::runtime_fault));
+  // softmax: one kernel with nothing but a failure.
+  MeasurementRecord lone = make_record(7, emmy::Regime::rank, emmy::FailureKind::runtime_fault);
+  lone.kernel_name = "softmax";
+  lone.structural_key = "zz-softmax";
+  store->put_measurement(lone);
+  ASSERT_EQ(store->failures().size(), 4u);
+
+  EXPECT_EQ(store->forget_failures("", emmy::FailureKind::wrong_result), 0u);
+  EXPECT_EQ(store->forget_failures("", emmy::FailureKind::timeout), 1u);
+  EXPECT_EQ(store->failures().size(), 3u);
+  EXPECT_EQ(store->forget_failures("matmul"), 2u);  // build_error (rank), runtime_fault (deploy)
+  ASSERT_EQ(store->failures().size(), 1u);
+  EXPECT_EQ(store->failures()[0].kernel_name, "softmax");
+  EXPECT_EQ(store->variants("matmul").size(), 4u);  // the four successes, still indexed
+  EXPECT_EQ(store->variants("softmax").size(), 1u);
+
+  EXPECT_EQ(store->forget_failures(), 1u);  // everything left
+  EXPECT_TRUE(store->failures().empty());
+  EXPECT_EQ(store->all_measurements().size(), 4u);
+  EXPECT_TRUE(store->variants("softmax").empty());  // its index entries went with its last row
+  store.reset();
+  RawDb raw(dir.sub("db"));
+  EXPECT_FALSE(raw.has(kKernelsCF, skey_index_key("zz-softmax", kEnv)));
+  EXPECT_FALSE(raw.has(kKernelsCF, name_index_key("softmax", kEnv, "zz-softmax")));
+  EXPECT_TRUE(raw.has(kKernelsCF, name_index_key("matmul", kEnv, make_record(0).structural_key)));
+
+  auto reader = TuningStore::open_reader(dir.sub("db"));
+  EXPECT_THROW(reader->forget_failures(), emmy::Error);
+}
+
+// A timeout row keeps the limit it was measured under; rows from before it was kept read as 0.
+TEST(TuningStore, ATimeoutRowKeepsItsLimit) {
+  TempDir dir;
+  auto store = TuningStore::open_writer(dir.sub("db"));
+  MeasurementRecord hung = make_record(1, emmy::Regime::rank, emmy::FailureKind::timeout);
+  hung.timeout_s = 0.5;
+  store->put_measurement(hung);
+  MeasurementRecord old = make_record(2, emmy::Regime::rank, emmy::FailureKind::timeout);
+  store->put_measurement(old);
+  auto got = store->lookup(hung.env, hung.structural_key, hung.config_key, emmy::Regime::rank);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->timeout_s, 0.5);
+  got = store->lookup(old.env, old.structural_key, old.config_key, emmy::Regime::rank);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->timeout_s, 0);
+}
+
 }  // namespace
 }  // namespace emmy::store

@@ -78,6 +78,24 @@ struct MeasureResult {
   Buffers outputs;           // one per slice output (graph outputs, in order)
 };
 
+// Whose failure is it? The tuning database records facts about candidates; a failure row is
+// served to every later run, so only the candidate's own failures may become one:
+//  - The candidate's failure: Status Ok with MeasureResult.failure set. build(): the generated
+//    source does not compile (build_error) or the template refuses the knobs (refused).
+//    measure(): the kernel crashed its worker by a signal it raised itself (SIGSEGV, SIGBUS,
+//    SIGFPE, SIGILL, SIGABRT, a CUDA illegal address or launch failure: runtime_fault), did not
+//    finish within request.timeout_s (timeout). A wrong result is found by the caller.
+//  - The machinery's failure: a non-ok Status. The worker binary is missing or cannot start,
+//    exits on its own or is killed from outside (SIGKILL, SIGINT, SIGTERM), the device or driver
+//    cannot be opened, the compiler cannot start or is killed, the disk is full, a request is
+//    malformed. Nothing is stored; the tuner calls once more (the backend must then start a
+//    fresh worker) and stops the run if that fails too.
+// A backend that cannot measure at all on this machine (no driver, no device) refuses to be
+// created: its plugin's constructor throws a message containing kUnavailableOnThisMachine and
+// naming what is missing, so a run stops (or, choosing by itself, takes another backend) before
+// its search, and the conformance suite tells it from a broken plugin.
+inline constexpr const char* kUnavailableOnThisMachine = "unavailable on this machine";
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -86,10 +104,12 @@ class Backend {
   // Backend, device name, driver/toolkit or compiler version: prefixes every measurement key.
   virtual std::string environment_fingerprint() const = 0;
   // Generates and builds. A compile error is not a Status error: it returns Ok with
-  // result.failure = build_error and the compiler's message, so it becomes a failure row.
+  // result.failure = build_error and the compiler's message, so it becomes a failure row. A
+  // non-ok Status is the machinery's failure (see above) and is never stored.
   virtual Status build(const ir::Slice& slice, Regime regime, Artifact& artifact,
                        MeasureResult& failure) noexcept = 0;
-  // Runs the artifact on the request's inputs in an isolated worker; fills timings and outputs.
+  // Runs the artifact on the request's inputs in an isolated worker; fills timings and outputs,
+  // or result.failure for the candidate's own failure; a non-ok Status for the machinery's.
   virtual Status measure(const ir::Slice& slice, const Artifact& artifact,
                          const MeasureRequest& request, MeasureResult& result) noexcept = 0;
 };

@@ -65,6 +65,7 @@ int run_capture(const std::vector<std::string>& argv, std::string& output) {
   std::error_code ec;
   fs::remove(log, ec);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
+  output += "\n[killed by signal " + std::to_string(WTERMSIG(status)) + "]";
   return -1;
 }
 
@@ -128,6 +129,23 @@ CompileResult Compiler::compile(const std::string& source, Regime regime) const 
   argv.insert(argv.end(), fl.begin(), fl.end());
   argv.insert(argv.end(), {tmp_src.string(), "-o", tmp_so.string()});
   int rc = run_capture(argv, r.log);
+  // The compiler not starting, killed by a signal (Ctrl-C, kill) or out of disk says nothing about
+  // the source: an error (the machinery's failure), never a build_error row.
+  const bool no_space = r.log.find("No space left on device") != std::string::npos;
+  // gcc's driver survives a compiler pass killed from outside and reports it as an internal
+  // error ("Killed signal terminated program cc1plus"); a pass crashing on the source itself
+  // ("Segmentation fault signal ...") stays the candidate's build_error.
+  bool killed = false;
+  for (const char* s : {"Killed signal terminated", "Interrupt signal terminated",
+                        "Terminated signal terminated"})
+    killed = killed || r.log.find(s) != std::string::npos;
+  if (rc < 0 || no_space || killed) {
+    fs::remove(tmp_so, ec);
+    fs::remove(tmp_src, ec);
+    throw Error("cpu backend: the compiler " + compiler_ + " did not finish: " +
+                (no_space ? std::string("no space left on device in ") + cache_dir_
+                 : r.log.empty() ? std::string("killed by a signal") : r.log.substr(0, 2000)));
+  }
   if (rc != 0) {
     fs::remove(tmp_so, ec);
     fs::rename(tmp_src, src, ec);  // kept for the failure report

@@ -136,13 +136,31 @@ void WorkerProcess::run(const std::string& library, const MeasureRequest& reques
     ::waitpid(pid_, &status, 0);
   }
   pid_ = -1;
-  result.failure = FailureKind::runtime_fault;
-  if (got > 0 && WIFSIGNALED(status))
+  // Only a signal the kernel raises itself is the kernel's failure. The worker exiting with a
+  // status (it could not start, or the protocol broke), or a signal sent from outside (kill -9,
+  // Ctrl-C to the process group, the OOM killer), says nothing about the candidate.
+  if (got > 0 && WIFSIGNALED(status) && kernel_raised(WTERMSIG(status))) {
+    result.failure = FailureKind::runtime_fault;
     result.message = "kernel crashed: " + signal_description(WTERMSIG(status));
+    return;
+  }
+  std::string why = "the measurement worker " + executable_ + " ";
+  if (got > 0 && WIFSIGNALED(status))
+    why += "was killed by " + signal_description(WTERMSIG(status)) + " from outside";
   else if (got > 0 && WIFEXITED(status))
-    result.message = "worker exited with status " + std::to_string(WEXITSTATUS(status));
+    why += "exited with status " + std::to_string(WEXITSTATUS(status)) + " without answering";
   else
-    result.message = "worker stopped answering";
+    why += "stopped answering";
+  throw MachineryError("cpu backend: " + why);
+}
+
+bool kernel_raised(int sig) {
+  switch (sig) {
+    case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGABRT: case SIGTRAP: case SIGSYS:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace emmy::cpu

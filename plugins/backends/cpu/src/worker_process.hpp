@@ -1,6 +1,9 @@
 // One emmy-cpu-worker process, spawned on first use (posix_spawn) and reused across candidates.
-// A candidate that kills the worker (a signal) or does not answer within the timeout becomes a
-// failure row; the worker is killed and reaped, and the next run spawns a fresh one.
+// A candidate that crashes the worker (a signal it raised: SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+// SIGABRT, ...) or does not answer within the timeout becomes a failure row; the worker is
+// killed and reaped, and the next run spawns a fresh one. A worker that cannot start, exits by
+// itself or is killed from outside (SIGKILL, SIGINT, SIGTERM) is the machinery's failure:
+// MachineryError, which measure() returns as a non-ok Status (emmy/backend.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "emmy/backend.hpp"
+#include "emmy/status.hpp"
 
 namespace emmy::cpu {
 
@@ -23,8 +27,8 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   // Runs `library`'s emmy_kernel on the inputs: `warmup` untimed calls, then `samples` timed ones.
-  // Fills result (timings and outputs, or failure kind and message). Throws emmy::Error only when
-  // the worker cannot be started at all.
+  // Fills result (timings and outputs, or failure kind and message). Throws MachineryError when
+  // the worker cannot be started or went away for a reason that is not the kernel's.
   void run(const std::string& library, const MeasureRequest& request, const std::vector<uint64_t>& output_bytes,
            MeasureResult& result);
 
@@ -41,7 +45,15 @@ class WorkerProcess {
   int fd_ = -1;  // our end of the socketpair
 };
 
+// A failure of the measuring machinery, not of the candidate (never stored as a failure row).
+class MachineryError : public Error {
+  using Error::Error;
+};
+
 // "SIGSEGV (Segmentation fault)"
 std::string signal_description(int sig);
+// Whether a worker killed by `sig` was killed by the code it ran (a fault, an abort), as opposed
+// to from outside (SIGKILL, SIGINT, SIGTERM, ...).
+bool kernel_raised(int sig);
 
 }  // namespace emmy::cpu

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -62,6 +63,8 @@ std::vector<std::string> parse_devices(const PluginOptions& o) {
       std::string d = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos)
         throw Error("cuda backend: --devices '" + list + "' is not a comma-separated list of device numbers");
+      if (std::find(out.begin(), out.end(), d) != out.end())
+        throw Error("cuda backend: --devices '" + list + "' lists device " + d + " twice");
       out.push_back(d);
       if (comma == std::string::npos) break;
       pos = comma + 1;
@@ -220,6 +223,24 @@ Status CudaBackend::measure(const ir::Slice& slice, const Artifact& artifact, co
     s.worker->run(spec, result);
     return Status::Ok();
   });
+}
+
+void CudaBackend::require_devices() {
+  // The driver first: without libcuda the worker cannot even start, and the dynamic loader's
+  // complaint on stderr would be the only trace. Loading it runs no CUDA call in this process.
+  if (!::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    const char* why = ::dlerror();
+    throw Error(std::string("cuda backend ") + kUnavailableOnThisMachine +
+                ": no usable CUDA driver (libcuda.so.1 does not load: " + (why ? why : "?") + ")");
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    try {
+      probe_device(i);
+    } catch (const std::exception& e) {
+      throw Error(std::string("cuda backend ") + kUnavailableOnThisMachine + ": no usable CUDA device " +
+                  device_ids_[i] + " (" + e.what() + ")");
+    }
+  }
 }
 
 DeviceInfo CudaBackend::probe_device(size_t slot) {

@@ -45,6 +45,12 @@ class CudaBackend : public Backend {
   size_t device_count() const { return slots_.size(); }
   // Asks device slot i's worker for its description; throws emmy::Error when it has none.
   DeviceInfo probe_device(size_t slot);
+  // Throws emmy::Error naming what is missing unless every device can measure: the driver
+  // (libcuda) loads, and each device's worker starts and opens its device (cuInit, at least one
+  // device). The plugin's entry runs it on creation (plugin.cpp), so `emmy tune` learns before
+  // its search, with nothing written, that this machine cannot measure; a backend constructed
+  // directly (the offline codegen tests) never probes.
+  void require_devices();
   const std::vector<std::string>& devices() const { return device_ids_; }
   std::string arch() const;
   // Process id of the worker of device slot i (-1 when none runs); tests use it to see a respawn.

@@ -56,7 +56,7 @@ void DeviceWorker::stop() {
   pid_ = -1;
 }
 
-std::string DeviceWorker::reap_reason() {
+std::string DeviceWorker::reap_reason(int* signal_out) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   std::string why = "the worker went away";
@@ -75,6 +75,7 @@ std::string DeviceWorker::reap_reason() {
       ::waitpid(pid_, &status, 0);
       pid_ = -1;
     }
+    if (signal_out && WIFSIGNALED(status)) *signal_out = WTERMSIG(status);
     if (WIFSIGNALED(status)) why = "the worker died of signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
     else if (WIFEXITED(status)) why = "the worker exited with status " + std::to_string(WEXITSTATUS(status));
   }
@@ -158,16 +159,35 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     }
   }
   if (in.ok && tag == wire::kFail) {
-    result.failure = FailureKind::runtime_fault;
-    result.message = "device " + device_ + ": " + in.get_str();
+    std::string msg = in.get_str();
     reap_reason();
+    // The worker reports every CUDA error the same way; those of opening the device or reading
+    // the cubin are the machinery's (emmy/backend.hpp), the rest (launch, illegal address,
+    // misaligned access, ...) the kernel's.
+    for (const char* machinery : {"cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
+                                  "cuCtxSetCurrent", "cannot read cubin"})
+      if (msg.rfind(machinery, 0) == 0)
+        throw Error("cuda backend: device " + device_ + " could not measure: " + msg);
+    result.failure = FailureKind::runtime_fault;
+    result.message = "device " + device_ + ": " + msg;
   } else if (in.timed_out) {
     result.failure = FailureKind::timeout;
     result.message = "device " + device_ + ": no answer within " + std::to_string(spec.timeout_s) + " s; the worker was killed";
     stop();
   } else {
-    result.failure = FailureKind::runtime_fault;
-    result.message = "device " + device_ + ": " + reap_reason();
+    // No reply: only a signal the worker raised itself running the candidate is the candidate's
+    // fault; exiting with a status (a broken request) or a signal from outside (kill -9, Ctrl-C)
+    // is not.
+    int sig = 0;
+    std::string why = reap_reason(&sig);
+    switch (sig) {
+      case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGABRT: case SIGTRAP:
+        result.failure = FailureKind::runtime_fault;
+        result.message = "device " + device_ + ": " + why;
+        break;
+      default:
+        throw Error("cuda backend: device " + device_ + ": " + why + " (not the candidate's failure)");
+    }
   }
   result.samples_us.clear();
   result.outputs.tensors.clear();

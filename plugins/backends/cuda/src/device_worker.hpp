@@ -1,7 +1,9 @@
 // One emmy-cuda-worker process bound to one device (CUDA_VISIBLE_DEVICES=<device>), spawned on
-// first use and reused. A CUDA error, a crash or no answer before the deadline becomes a failure
-// row (runtime_fault / timeout); the worker is then killed and reaped, and the next request
-// spawns a fresh one.
+// first use and reused. A CUDA error of the candidate, a crash it caused or no answer before the
+// deadline becomes a failure row (runtime_fault / timeout); the worker is then killed and reaped,
+// and the next request spawns a fresh one. A worker that cannot start, cannot open its device,
+// exits by itself or is killed from outside throws emmy::Error: the machinery's failure, which
+// measure() returns as a non-ok Status (emmy/backend.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -42,6 +44,7 @@ class DeviceWorker {
 
   // Throws emmy::Error when the worker cannot start or the device cannot be opened.
   DeviceInfo hello(double timeout_s = 60);
+  // Throws emmy::Error on a failure of the machinery (see above), never for the candidate's.
   void run(const RunSpec& spec, MeasureResult& result);
 
   pid_t pid() const { return pid_; }
@@ -50,8 +53,9 @@ class DeviceWorker {
 
  private:
   void spawn();
-  // Why the worker went away (exit status or signal), after reaping it.
-  std::string reap_reason();
+  // Why the worker went away (exit status or signal), after reaping it; the signal that ended
+  // it, if one did, goes to *signal_out.
+  std::string reap_reason(int* signal_out = nullptr);
 
   std::string executable_, device_;
   pid_t pid_ = -1;

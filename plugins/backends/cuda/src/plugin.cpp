@@ -2,4 +2,15 @@
 #include "cuda_backend.hpp"
 #include "emmy/plugin.hpp"
 
-EMMY_PLUGIN(emmy::cuda::CudaBackend)
+namespace emmy::cuda {
+
+// What the plugin hands out: a backend that has checked on creation that it can measure (the
+// driver loads, every device opens), so a run learns that it cannot before it searches.
+class ProbedCudaBackend : public CudaBackend {
+ public:
+  explicit ProbedCudaBackend(const PluginOptions& options) : CudaBackend(options) { require_devices(); }
+};
+
+}  // namespace emmy::cuda
+
+EMMY_PLUGIN(emmy::cuda::ProbedCudaBackend)

@@ -119,14 +119,22 @@ void run(wire::In& in, int out_fd) {
   std::vector<uint64_t> scratch_sizes(n_scratch);
   for (auto& s : scratch_sizes) s = in.get<uint64_t>();
   uint32_t n_tmap = in.get<uint32_t>();
-  if (!in.ok || n_tmap > wire::kMaxTensorMaps) std::exit(3);
+  // A truncated request is the machinery's failure (exit 3, no reply); a program asking for more
+  // than the worker takes is the candidate's (a reply, then a runtime_fault row).
+  if (!in.ok) std::exit(3);
+  if (n_tmap > wire::kMaxTensorMaps)
+    throw CudaFailure("the program uses " + std::to_string(n_tmap) + " tensor maps; the worker takes at most " +
+                      std::to_string(wire::kMaxTensorMaps));
   std::vector<TmapSpec> tmaps(n_tmap);
   for (auto& t : tmaps) {
     t.buffer = in.get<uint32_t>();
     t.dtype = in.get<uint32_t>();
     t.swizzle = in.get<uint32_t>();
     t.rank = in.get<uint32_t>();
-    if (!in.ok || t.rank < 1 || t.rank > 5) std::exit(3);
+    if (!in.ok) std::exit(3);
+    if (t.rank < 1 || t.rank > 5)
+      throw CudaFailure("a tensor map of rank " + std::to_string(t.rank) +
+                        " (the driver takes 1 to 5)");
     for (uint32_t d = 0; d < t.rank; ++d) t.dims[d] = in.get<uint64_t>();
     for (uint32_t d = 0; d + 1 < t.rank; ++d) t.strides[d] = in.get<uint64_t>();
     for (uint32_t d = 0; d < t.rank; ++d) t.box[d] = in.get<uint32_t>();
