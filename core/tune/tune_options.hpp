@@ -16,7 +16,7 @@ struct TuneOptions {
   std::map<std::string, std::string> frontend_options;  // layer, batch, seq, dtype, config, ...
   std::string backend = "cpu";
   std::map<std::string, std::string> backend_options;
-  std::string prior;                                 // "" = mlp if its checkpoint exists, else roofline
+  std::string prior;                                 // "" = mlp if installed, else roofline (pick_prior)
   std::vector<std::string> passes;                   // pass plugin names; empty = the default pipeline
   int patience = 50;
   uint64_t seed = 0;
