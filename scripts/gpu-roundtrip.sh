@@ -140,7 +140,8 @@ remote() {
         tail -20 | tee -a "$out/libtorch-build.log"
     done
   fi
-  "$emmy" plugins 2>&1 | grep -E "^ *(mlp|roofline|torchscript)\b|prior" | tee -a "$out/libtorch-build.log"
+  # The LibTorch plugins and the priors as the host sees them (a refused one says why).
+  "$emmy" plugins 2>&1 | grep -E -A1 "^(mlp|roofline|torchscript) " | tee -a "$out/libtorch-build.log"
 
   # EMMY_GPU_TESTS: a gtest filter for the GPU tests (default all; "none" skips them).
   echo "== GPU tests (${EMMY_GPU_TESTS:-*})" | tee "$out/gpu-tests.log"
