@@ -16,9 +16,14 @@
 #   ABI            _GLIBCXX_USE_CXX11_ABI of that LibTorch (0 or 1)
 # Run from the repository root. Exits non-zero (and prints the compiler's errors) on failure.
 
-# The plugin's version, as its CMakeLists.txt declares it (the manifest carries the same).
+# The plugin's version, as its CMakeLists.txt declares it (the manifest carries the same): the
+# VERSION on the line of `emmy_add_plugin(NAME <name>` (the style of this repository), else
+# emmy_add_plugin's default, 0.1.0.
 libtorch_plugin_version() {
-  grep -o "NAME $2 KIND [a-z]* VERSION [0-9.]*" "$1/CMakeLists.txt" | awk '{print $NF}'
+  [[ -f $1/CMakeLists.txt ]] || return 1
+  local v
+  v=$(grep -o "emmy_add_plugin(NAME $2 .*VERSION [0-9][0-9.]*" "$1/CMakeLists.txt" | awk '{print $NF}')
+  echo "${v:-0.1.0}"
 }
 
 build_libtorch_plugin() {
@@ -34,11 +39,10 @@ build_libtorch_plugin() {
     *) echo "build_libtorch_plugin: no LibTorch plugin named '$name' (torchscript, mlp)" >&2; return 2 ;;
   esac
   local version
-  version=$(libtorch_plugin_version "$dir" "$name")
-  if [[ -z $version ]]; then
-    echo "build_libtorch_plugin: no version for $name in $dir/CMakeLists.txt" >&2
+  version=$(libtorch_plugin_version "$dir" "$name") || {
+    echo "build_libtorch_plugin: no $dir/CMakeLists.txt (run from the repository root)" >&2
     return 2
-  fi
+  }
   mkdir -p "$out" || return 1
   # Only the entry point is exported, as emmy_add_plugin's version script does.
   local exports
