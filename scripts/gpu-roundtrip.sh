@@ -12,12 +12,13 @@
 #
 # There (Ubuntu 24.04, H200), from the repository root, with carry [".carry"]:
 #   scripts/gpu-roundtrip.sh remote
-# builds the torchscript frontend against the machine's LibTorch (the carried one links Debian's
-# LibTorch 1.13), runs the GPU tests (EMMY_GPU_TESTS: a gtest filter, "none" skips them), then the
-# seed's two commands exactly as written (`emmy tune --code "...device='cuda'..." --patience 10 -v`
-# and `emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0`, no --backend), each with its re-run (which
-# should launch nothing), `emmy eval variants --kernel matmul` and `emmy eval failures`, writing
-# every log and JSON report under $OUT (the device tool's output folder).
+# builds the LibTorch plugins (torchscript frontend, mlp prior) against the machine's LibTorch
+# (the carried ones link Debian's LibTorch 1.13; scripts/libtorch-plugin.sh), runs the GPU tests
+# (EMMY_GPU_TESTS: a gtest filter, "none" skips them), then the seed's two commands exactly as
+# written (`emmy tune --code "...device='cuda'..." --patience 10 -v` and
+# `emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0`, no --backend), each with its re-run, printing
+# the backend and prior they used, `emmy eval variants --kernel matmul` and `emmy eval failures`,
+# writing every log and JSON report under $OUT (the device tool's output folder).
 #   scripts/gpu-roundtrip.sh remote-tests [GTEST_FILTER]
 # runs only the carried GPU tests (optionally filtered), for a quick check of a backend change.
 #   scripts/gpu-roundtrip.sh remote-bench
@@ -33,6 +34,11 @@ CODE="torch.matmul(torch.randn(512,512,device='cuda'), torch.randn(512,512,devic
 
 # Libraries of these packages are not on the GPU machine (Ubuntu 24.04 base + CUDA); everything
 # else ldd finds (libc, libstdc++, zlib, zstd, lz4, bz2, ...) is.
+# The plugins that link LibTorch: built there by build_libtorch_plugin, not carried.
+LIBTORCH_PLUGINS="torchscript mlp"
+# shellcheck source=scripts/libtorch-plugin.sh
+. "$ROOT/scripts/libtorch-plugin.sh"
+
 CARRY_LIBS='librocksdb|libgflags|libsnappy|libboost_|libflatbuffers|libglog|libunwind|libjemalloc|libtbb|libfmt|liburing'
 
 bundle() {
@@ -57,16 +63,20 @@ bundle() {
         while read -r t; do [[ -x $t ]] && cp "$t" "$CARRY/tests/"; done
     fi
   done
-  # The torchscript manifest, for the plugin rebuilt there (any build that made one will do).
-  if [[ ! -f $CARRY/lib/emmy/plugins/torchscript.emmy-manifest ]]; then
-    m=$(ls build*/lib/emmy/plugins/torchscript.emmy-manifest 2>/dev/null | head -1)
-    [[ -n $m ]] && cp "$m" "$CARRY/lib/emmy/plugins/"
-  fi
-  # LibTorch plugins link Debian's LibTorch: not carried (torchscript is rebuilt there).
-  rm -f "$CARRY"/lib/emmy/plugins/libemmy_torchscript.so "$CARRY"/lib/emmy/plugins/libemmy_mlp.so
+  # The LibTorch plugins' manifests, for the plugins rebuilt there (any build that made one will do).
+  for n in $LIBTORCH_PLUGINS; do
+    if [[ ! -f $CARRY/lib/emmy/plugins/$n.emmy-manifest ]]; then
+      m=$(ls build*/lib/emmy/plugins/$n.emmy-manifest 2>/dev/null | head -1)
+      [[ -n $m ]] && cp "$m" "$CARRY/lib/emmy/plugins/"
+    fi
+    [[ -f $CARRY/lib/emmy/plugins/$n.emmy-manifest ]] ||
+      echo "== warning: no $n.emmy-manifest in any build*/: the GPU machine will not have $n"
+    # They link Debian's LibTorch: not carried (rebuilt there, build_libtorch_plugin).
+    rm -f "$CARRY/lib/emmy/plugins/libemmy_$n.so"
+  done
   for m in "$CARRY"/lib/emmy/plugins/*.emmy-manifest; do
     n=$(basename "$m" .emmy-manifest)
-    [[ $n == torchscript || -f $CARRY/lib/emmy/plugins/libemmy_$n.so ]] || rm -f "$m"
+    [[ " $LIBTORCH_PLUGINS " == *" $n "* || -f $CARRY/lib/emmy/plugins/libemmy_$n.so ]] || rm -f "$m"
   done
   cp "$(command -v flatc)" "$CARRY/bin/" 2>/dev/null
   # The hf frontend's shipped model configs, where the plugin looks for them.
@@ -117,20 +127,23 @@ remote() {
     find "$CARRY" -type f \( -perm -u+x -o -name '*.so*' \) -print0 | xargs -0 ldd 2>/dev/null | grep "not found" | sort -u
   } 2>&1 | tee "$out/env.log"
 
-  # The torchscript frontend, against this machine's LibTorch (plain g++, as
-  # tests/frontends/libtorch_compat/check.sh does).
+  # The LibTorch plugins (torchscript frontend, mlp prior: the default prior), against this
+  # machine's LibTorch, with the g++ line the libtorch_plugin_gxx test checks against Debian's.
   local py=/opt/torch/.venv/bin/python3
-  if [[ -x $py && -f $CARRY/lib/emmy/plugins/torchscript.emmy-manifest ]]; then
-    local T ABI
+  if [[ -x $py ]]; then
+    local T ABI n
     T=$($py -c "import torch, os; print(os.path.dirname(torch.__file__))")
     ABI=$($py -c "import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))")
-    echo "== building the torchscript frontend against $T (cxx11 abi $ABI)" | tee "$out/torchscript-build.log"
-    g++ -std=c++20 -O1 -fPIC -shared -Wall -Wextra -Wpedantic -Wno-unused-parameter -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$ABI" -I sdk/include \
-      -isystem "$T/include" -isystem "$T/include/torch/csrc/api/include" \
-      -DEMMY_PLUGIN_NAME='"torchscript"' -DEMMY_PLUGIN_VERSION='"0.1.0"' plugins/frontends/torchscript/*.cpp \
-      -L"$CARRY/lib" -lemmy_sdk -L"$T/lib" -ltorch -ltorch_cpu -lc10 -Wl,-rpath,"$T/lib" \
-      -o "$CARRY/lib/emmy/plugins/libemmy_torchscript.so" 2>&1 | tail -20 | tee -a "$out/torchscript-build.log"
+    : >"$out/libtorch-build.log"
+    for n in $LIBTORCH_PLUGINS; do
+      [[ -f $CARRY/lib/emmy/plugins/$n.emmy-manifest ]] || continue
+      echo "== building the $n plugin against $T (cxx11 abi $ABI)" | tee -a "$out/libtorch-build.log"
+      build_libtorch_plugin "$n" "$CARRY/lib/emmy/plugins" "$CARRY/lib" "$T/include" "$T/lib" "$ABI" 2>&1 |
+        tail -20 | tee -a "$out/libtorch-build.log"
+    done
   fi
+  # The LibTorch plugins and the priors as the host sees them (a refused one says why).
+  "$emmy" plugins 2>&1 | grep -E -A1 "^(mlp|roofline|torchscript) " | tee -a "$out/libtorch-build.log"
 
   # EMMY_GPU_TESTS: a gtest filter for the GPU tests (default all; "none" skips them).
   echo "== GPU tests (${EMMY_GPU_TESTS:-*})" | tee "$out/gpu-tests.log"

@@ -99,7 +99,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&o.backend), "backend plugin: cpu or cuda (default: cuda when the cuda backend finds a usable CUDA device, else cpu; --code asking for device='cuda', --gpus or --devices ask for cuda)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")
-    ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp when $EMMY_HOME/priors/mlp.ckpt exists, else roofline)")
+    ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp, which starts as the roofline model and learns from every run ($EMMY_HOME/priors/mlp.ckpt); roofline, with a warning, when mlp is not installed)")
     ("passes", po::value<std::string>(&passes), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")

@@ -17,7 +17,7 @@ struct TuneOptions {
   std::string backend;                               // "" = cuda when usable, else cpu
   std::string backend_reason;                        // why `backend` was asked for, if not by --backend
   std::map<std::string, std::string> backend_options;
-  std::string prior;                                 // "" = mlp if its checkpoint exists, else roofline
+  std::string prior;                                 // "" = mlp if installed, else roofline (pick_prior)
   std::vector<std::string> passes;                   // pass plugin names; empty = the default pipeline
   int patience = 50;
   uint64_t seed = 0;

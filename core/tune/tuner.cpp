@@ -87,10 +87,15 @@ std::string pick_frontend(const TuneOptions& options, PluginHost& host) {
               (list.empty() ? "none found; see emmy plugins" : list) + ")");
 }
 
-std::string pick_prior(const TuneOptions& options, const PluginHost& host) {
+std::string pick_prior(const TuneOptions& options, const PluginHost& host, std::string* why) {
   if (!options.prior.empty()) return options.prior;
   const PluginRecord* mlp = host.find("mlp", "prior");
-  if (mlp && mlp->ok && std::filesystem::exists(options.home + "/priors/mlp.ckpt")) return "mlp";
+  if (mlp && mlp->ok) return "mlp";
+  if (why)
+    *why = "warning: the default prior mlp is " +
+           (mlp ? "refused (" + mlp->reason + ")"
+                : std::string("not installed (built without LibTorch)")) +
+           "; using roofline, which learns nothing: this run will not change later paths";
   return "roofline";
 }
 
@@ -135,7 +140,9 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     }
     passes.push_back(pass_objects.back().get());
   }
-  std::string prior_name = pick_prior(options, host);
+  std::string prior_warning;
+  std::string prior_name = pick_prior(options, host, &prior_warning);
+  if (!prior_warning.empty()) progress.message(prior_warning);
   report.prior = prior_name;
   std::shared_ptr<Prior> prior = host.make_prior(prior_name);
   const std::string checkpoint_path = options.home + "/priors/" + prior_name + ".ckpt";
@@ -146,9 +153,14 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     if (!warning.empty()) progress.message("warning: " + warning);
     if (ckpt) {
       Status st = prior->load(ckpt->prior_state);
-      if (!st.ok())
-        progress.message("warning: prior '" + prior_name + "' could not load " +
-                         checkpoint_path + " (" + st.message() + "); starting it fresh");
+      if (!st.ok()) {
+        // E.g. a checkpoint of an older format: relearn from its rows rather than lose them.
+        progress.message("warning: prior '" + prior_name + "' could not load " + checkpoint_path +
+                         " (" + st.message() + "); relearning from its " +
+                         std::to_string(ckpt->reservoir.size()) + " rows");
+        if (Status s = prior->observe(ckpt->reservoir); !s.ok())
+          progress.message("warning: prior '" + prior_name + "' could not learn: " + s.message());
+      }
       reservoir_rows = std::move(ckpt->reservoir);
     }
   }

@@ -27,8 +27,10 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
 // The frontend to use for a request: `options.frontend` if set, else the first accepting one.
 std::string pick_frontend(const TuneOptions& options, PluginHost& host);
 
-// The prior to use: `options.prior`, else mlp when its checkpoint exists and the plugin is
-// available, else roofline.
-std::string pick_prior(const TuneOptions& options, const PluginHost& host);
+// The prior to use: `options.prior`, else mlp (it learns from every run, and predicts exactly
+// what roofline does until it has rows) when its plugin is available, else roofline. When it
+// falls back to roofline, *why (if given) receives a one-line warning saying so.
+std::string pick_prior(const TuneOptions& options, const PluginHost& host,
+                       std::string* why = nullptr);
 
 }  // namespace emmy::tune

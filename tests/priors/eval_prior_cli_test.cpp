@@ -1,6 +1,7 @@
 // `emmy eval prior` end to end: a checkpoint holding real cpu-backend rows (the prior bench's
 // table) in a fresh EMMY_HOME, the real `emmy` binary, its JSON report.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,8 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unistd.h>
 
+#include "cli/prior_ranking.hpp"
 #include "store/checkpoint.hpp"
 
 namespace emmy {
@@ -55,7 +56,8 @@ Result run(const std::string& home, const std::string& args) {
 class EvalPriorCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    home_ = (fs::temp_directory_path() / ("emmy-eval-prior-" + std::to_string(::getpid()))).string();
+    home_ =
+        (fs::temp_directory_path() / ("emmy-eval-prior-" + std::to_string(::getpid()))).string();
     fs::remove_all(home_);
   }
   void TearDown() override { fs::remove_all(home_); }
@@ -83,12 +85,14 @@ TEST_F(EvalPriorCli, ScoresMlpAgainstRooflineOnHeldOutRealRows) {
   ASSERT_EQ(roofline["name"], "roofline");
   ASSERT_FALSE(mlp.contains("error")) << mlp.dump();
   for (const auto* p : {&mlp, &roofline})
-    for (const char* key : {"spearman", "kendall", "spearman_within_kernel", "kendall_within_kernel"}) {
+    for (const char* key :
+         {"spearman", "kendall", "spearman_within_kernel", "kendall_within_kernel"}) {
       ASSERT_TRUE((*p)[key].is_number()) << p->dump();
       EXPECT_GE((*p)[key].get<double>(), -1.0);
       EXPECT_LE((*p)[key].get<double>(), 1.0);
     }
-  EXPECT_GT(mlp["spearman_within_kernel"].get<double>(), roofline["spearman_within_kernel"].get<double>());
+  EXPECT_GT(mlp["spearman_within_kernel"].get<double>(),
+            roofline["spearman_within_kernel"].get<double>());
   EXPECT_GE(mlp["kernels_scored"].get<int>(), 15);
   EXPECT_TRUE(mlp["top_k_recall"]["3"].is_number());
 
@@ -97,6 +101,43 @@ TEST_F(EvalPriorCli, ScoresMlpAgainstRooflineOnHeldOutRealRows) {
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find("by kernel class:  matmul 720"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("roofline"), std::string::npos);
+}
+
+// The default prior learns: scored on the same held-out rows (the split is by row content, so
+// both checkpoints hold out exactly the same rows), the mlp trained on a checkpoint that has
+// accumulated every training row ranks them better than one trained on a twentieth of them.
+TEST_F(EvalPriorCli, MlpRanksHeldOutRowsBetterAsRowsAccumulate) {
+  const auto rows = table_rows(EMMY_SOURCE_DIR "/bench/prior/data/cpu_rank_xeon16.jsonl");
+  std::vector<PriorRow> held, few, all;
+  size_t train_seen = 0;
+  for (const auto& row : rows) {
+    if (prior_eval::is_held_out(row)) {
+      held.push_back(row);
+      continue;
+    }
+    all.push_back(row);
+    if (train_seen++ % 20 == 0) few.push_back(row);
+  }
+  ASSERT_GT(held.size(), 100u);
+  ASSERT_GT(few.size(), 20u);
+  auto score = [&](std::vector<PriorRow> train) {
+    train.insert(train.end(), held.begin(), held.end());
+    store::write_checkpoint(home_ + "/priors/mlp.ckpt", "", train);
+    const Result r = run(home_, "--json --compare mlp");
+    EXPECT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["held_out_rows"], held.size());
+    EXPECT_FALSE(j["priors"][0].contains("error")) << j.dump();
+    return j["priors"][0];
+  };
+  const auto before = score(few);
+  const auto after = score(all);
+  for (const char* key : {"spearman", "spearman_within_kernel"}) {
+    ASSERT_TRUE(before[key].is_number() && after[key].is_number()) << before << after;
+    EXPECT_GT(after[key].get<double>(), before[key].get<double>() + 0.02)
+        << key << ": " << before[key] << " with " << few.size() << " training rows, " << after[key]
+        << " with " << all.size();
+  }
 }
 
 TEST_F(EvalPriorCli, MissingOrCorruptCheckpointIsABadInput) {

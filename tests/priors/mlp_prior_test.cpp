@@ -60,14 +60,35 @@ void expect_identical(const std::vector<Estimate>& a, const std::vector<Estimate
 
 const PluginOptions kSmall = {{"hidden", "16"}, {"epochs", "10"}};
 
-TEST(MlpPrior, UntrainedPredictsTheFloorWithWideUncertainty) {
+// With no rows the mlp prior is the roofline prior (the default prior starts there): the same
+// mean and uncertainty for every query, knob preferences included (wgmma=1 over wgmma=0 on a
+// bf16 matmul). After rows it moves away from it.
+TEST(MlpPrior, UntrainedPredictsExactlyWhatRooflinePredicts) {
   auto p = make_prior("mlp");
+  auto roofline = make_prior("roofline");
   EXPECT_EQ(p->name(), "mlp");
-  const Estimate e = p->predict(Landscape::matmul(64, 64, 64), {});
-  EXPECT_GT(e.mean_us, 0);
-  EXPECT_GT(e.stddev_us, e.mean_us);
+  auto bf16 = Landscape::matmul(512, 512, 512);
+  bf16.dtype = "bf16";
+  const KnobAssignment wgmma{{{"wgmma", 1}, {"tile_m", 128}, {"tile_n", 128}}, {}};
+  const KnobAssignment mma{{{"wgmma", 0}, {"tile_m", 128}, {"tile_n", 128}}, {}};
+  auto all = queries();
+  all.push_back({bf16, wgmma});
+  all.push_back({bf16, mma});
+  for (const auto& [f, k] : all) {
+    const Estimate a = p->predict(f, k), b = roofline->predict(f, k);
+    EXPECT_EQ(a.mean_us, b.mean_us);
+    EXPECT_EQ(a.stddev_us, b.stddev_us);
+  }
+  EXPECT_LT(p->predict(bf16, wgmma).mean_us, p->predict(bf16, mma).mean_us);
   PriorRow failure;  // a failure row has no time: ignored, not an error
   EXPECT_TRUE(p->observe({failure}).ok());
+  EXPECT_EQ(p->predict(bf16, wgmma).mean_us, roofline->predict(bf16, wgmma).mean_us);
+
+  ASSERT_TRUE(p->observe(matmul_rows(3, 10)).ok());
+  int moved = 0;
+  for (const auto& [f, k] : all)
+    moved += p->predict(f, k).mean_us != roofline->predict(f, k).mean_us;
+  EXPECT_EQ(moved, static_cast<int>(all.size()));
 }
 
 TEST(MlpPrior, SameRowsAndSeedGiveIdenticalPredictions) {

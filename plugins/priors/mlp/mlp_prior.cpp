@@ -1,5 +1,10 @@
-// The `mlp` prior: an ensemble of small networks predicting log latency relative to the
-// roofline floor (features.hpp), trained online from a bounded reservoir of rows.
+// The `mlp` prior: an ensemble of small networks predicting a learned correction to the roofline
+// model's estimate (roofline_model.hpp, the `roofline` prior's own model, knobs included):
+// log(measured / roofline estimate), trained online from a bounded reservoir of rows. With no
+// rows it predicts exactly what the `roofline` prior predicts (mean and uncertainty, so the
+// knob preferences such as wgmma first hold from the first run); as rows accumulate the
+// correction moves it towards what was measured. This is why it can be the default prior: it
+// starts where roofline starts and learns from every run.
 //
 // State (save/load; the checkpoint's model string): vocabulary, target normalisation, network
 // parameters, Adam moments, the training RNG, the reservoir itself (rows with their regime
@@ -26,6 +31,7 @@
 #include "emmy/prior_reservoir.hpp"
 #include "ensemble.hpp"
 #include "features.hpp"
+#include "roofline_model.hpp"
 #include "state_io.hpp"
 #include "trainer.hpp"
 
@@ -33,7 +39,8 @@ namespace emmy::priors {
 namespace {
 
 constexpr char kMagic[] = "EMMY-MLP-PRIOR";
-constexpr uint32_t kFormatVersion = 1;
+// 2: the target is relative to the roofline estimate with knobs (1: to the knob-free floor).
+constexpr uint32_t kFormatVersion = 2;
 
 double number_option(const PluginOptions& o, const std::string& key, double fallback, double lo,
                      double hi) {
@@ -97,6 +104,8 @@ class MlpPrior final : public Prior {
         min_steps_(static_cast<int>(number_option(o, "min_steps", 4, 0, 1e6))),
         max_steps_(static_cast<int>(number_option(o, "max_steps", 1500, 0, 1e7))),
         deploy_weight_(number_option(o, "deploy_weight", 2, 0, 1e3)),
+        relative_stddev_(number_option(o, "relative_stddev", 0.5, 1e-6, 1e3)),
+        ceilings_(ceilings_from_options(o)),
         recent_capacity_(static_cast<size_t>(number_option(o, "recent", 64, 0, 1e5))),
         reservoir_(capacity_, seed_),
         rng_(seed_ ^ 0x9e3779b97f4a7c15ull) {
@@ -116,10 +125,10 @@ class MlpPrior final : public Prior {
   Estimate predict(const KernelFeatures& f, const KnobAssignment& k) const noexcept override {
     Estimate out;
     try {
-      const double floor = FeatureEncoder::floor_us(f);
-      if (net_.heads == 0) {  // nothing learned yet: the floor, with an uncertainty to match
-        out.mean_us = floor;
-        out.stddev_us = 3 * floor;
+      const RooflineEstimate base = roofline_estimate(f, k, ceilings_);
+      if (net_.heads == 0) {  // nothing learned yet: exactly the roofline prior's estimate
+        out.mean_us = base.total_us;
+        out.stddev_us = base.total_us * relative_stddev_ * (1 + 0.25 * base.missing_knobs);
         return out;
       }
       std::vector<float> x(encoder_.width());
@@ -133,7 +142,7 @@ class MlpPrior final : public Prior {
       spread /= net_.heads;
       const double log_ratio = y_mean_ + y_std_ * mean;
       const double log_var = y_std_ * y_std_ * (spread + residual_var_);
-      out.mean_us = floor * std::exp(log_ratio);
+      out.mean_us = base.total_us * std::exp(log_ratio);
       out.stddev_us = out.mean_us * std::sqrt(std::expm1(log_var));
     } catch (...) {  // allocation failure only; say "unknown" rather than crash the search
       out.mean_us = 1;
@@ -173,9 +182,10 @@ class MlpPrior final : public Prior {
       }
       const EncodedRows data = encode_reservoir();
       TrainSettings settings = settings_;
-      const double wanted = std::ceil(epochs_ * static_cast<double>(usable.size()) / settings.batch);
-      settings.steps = static_cast<int>(
-          std::min<double>(max_steps_, std::max<double>(min_steps_, wanted)));
+      const double wanted =
+          std::ceil(epochs_ * static_cast<double>(usable.size()) / settings.batch);
+      settings.steps =
+          static_cast<int>(std::min<double>(max_steps_, std::max<double>(min_steps_, wanted)));
       train_ensemble(net_, adam_, data, settings, rng_);
       residual_var_ = residual_variance(data);
       rows_trained_ += usable.size();
@@ -287,8 +297,11 @@ class MlpPrior final : public Prior {
   }
 
  private:
-  static double target(const PriorRow& row) {
-    return std::log(row.time_us) - std::log(FeatureEncoder::floor_us(row.features));
+  // What the net learns: the measured time against the roofline estimate for the same knobs.
+  double target(const PriorRow& row) const {
+    const KnobAssignment knobs{row.knobs, {}};
+    const double base = roofline_estimate(row.features, knobs, ceilings_).total_us;
+    return std::log(row.time_us) - std::log(base);
   }
 
   void grow_vocabulary(const std::set<std::string>& names) {
@@ -332,8 +345,8 @@ class MlpPrior final : public Prior {
     d.decided.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       const PriorRow& row = *rows[i];
-      encoder_.encode(row.features, row.knobs, {}, row.regime == Regime::deploy,
-                      &d.x[i * d.width], &d.decided[i]);
+      encoder_.encode(row.features, row.knobs, {}, row.regime == Regime::deploy, &d.x[i * d.width],
+                      &d.decided[i]);
       d.y.push_back(static_cast<float>((target(row) - y_mean_) / y_std_));
       d.weight.push_back(row.regime == Regime::deploy ? static_cast<float>(deploy_weight_) : 1.0f);
     }
@@ -365,6 +378,8 @@ class MlpPrior final : public Prior {
   int min_steps_, max_steps_;
   double deploy_weight_;
   bool predict_deploy_ = true;
+  double relative_stddev_;   // the roofline prior's uncertainty, used until rows arrive
+  DeviceCeilings ceilings_;  // the roofline model's device, as the roofline prior's options
   TrainSettings settings_;
   // State.
   FeatureEncoder encoder_;

@@ -1,5 +1,6 @@
-// The `roofline` prior: analytic, no training (roofline_model.hpp). The default prior when no
-// learned checkpoint exists. Its state is empty: the device ceilings come from plugin options.
+// The `roofline` prior: analytic, no training (roofline_model.hpp). The mlp prior (the default)
+// starts from the same model and learns a correction; roofline is the default only where mlp is
+// not installed. Its state is empty: the device ceilings come from plugin options.
 #include <cmath>
 #include <string>
 

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds Emmy's LibTorch plugins (the torchscript frontend, the mlp prior) with plain g++ against
+# a given LibTorch, outside CMake. The GPU machine has no Debian LibTorch, so the round trip
+# (scripts/gpu-roundtrip.sh remote) rebuilds these there against its PyTorch's LibTorch; the
+# test `libtorch_plugin_gxx` runs the same function here against Debian's, so that the command
+# line is known to compile before it reaches the GPU machine.
+#
+# Sourced:  . scripts/libtorch-plugin.sh; build_libtorch_plugin NAME OUT_DIR SDK_LIB_DIR \
+#               TORCH_INCLUDE TORCH_LIB ABI
+# Run:      bash scripts/libtorch-plugin.sh NAME OUT_DIR SDK_LIB_DIR TORCH_INCLUDE TORCH_LIB ABI
+#   NAME           torchscript or mlp
+#   OUT_DIR        where libemmy_NAME.so goes (beside its manifest, which CMake writes)
+#   SDK_LIB_DIR    a folder with libemmy_sdk.so
+#   TORCH_INCLUDE  the folder holding torch/ and ATen/ (PyTorch: torch/include; Debian: /usr/include)
+#   TORCH_LIB      the folder holding libtorch.so (and its rpath)
+#   ABI            _GLIBCXX_USE_CXX11_ABI of that LibTorch (0 or 1)
+# Run from the repository root. Exits non-zero (and prints the compiler's errors) on failure.
+
+# The plugin's version, as its CMakeLists.txt declares it (the manifest carries the same): the
+# VERSION on the line of `emmy_add_plugin(NAME <name>` (the style of this repository), else
+# emmy_add_plugin's default, 0.1.0.
+libtorch_plugin_version() {
+  [[ -f $1/CMakeLists.txt ]] || return 1
+  local v
+  v=$(grep -o "emmy_add_plugin(NAME $2 .*VERSION [0-9][0-9.]*" "$1/CMakeLists.txt" | awk '{print $NF}')
+  echo "${v:-0.1.0}"
+}
+
+build_libtorch_plugin() {
+  local name=$1 out=$2 sdk=$3 inc=$4 lib=$5 abi=$6 dir
+  local extra=() incs=()
+  # A system folder must not be named again with -isystem: libstdc++'s #include_next breaks.
+  [[ $4 == /usr/include ]] || incs=(-isystem "$4")
+  case $name in
+    torchscript) dir=plugins/frontends/torchscript ;;
+    # The mlp prior's correction is on top of the roofline prior's model: the same source.
+    mlp) dir=plugins/priors/mlp
+         extra=(-I plugins/priors/roofline plugins/priors/roofline/roofline_model.cpp) ;;
+    *) echo "build_libtorch_plugin: no LibTorch plugin named '$name' (torchscript, mlp)" >&2; return 2 ;;
+  esac
+  local version
+  version=$(libtorch_plugin_version "$dir" "$name") || {
+    echo "build_libtorch_plugin: no $dir/CMakeLists.txt (run from the repository root)" >&2
+    return 2
+  }
+  mkdir -p "$out" || return 1
+  # Only the entry point is exported, as emmy_add_plugin's version script does.
+  local exports
+  exports=$(mktemp) || return 1
+  printf '{\n  global: emmy_plugin_info;\n  local: *;\n};\n' >"$exports"
+  g++ -std=c++20 -O1 -fPIC -shared -Wall -Wextra -Wpedantic -Wno-unused-parameter \
+    -fvisibility=hidden -fvisibility-inlines-hidden -D_GLIBCXX_USE_CXX11_ABI="$abi" -I sdk/include \
+    "${incs[@]}" -isystem "$inc/torch/csrc/api/include" \
+    -DEMMY_PLUGIN_NAME="\"$name\"" -DEMMY_PLUGIN_VERSION="\"$version\"" "$dir"/*.cpp "${extra[@]}" \
+    -L"$sdk" -lemmy_sdk -L"$lib" -ltorch -ltorch_cpu -lc10 -Wl,-rpath,"$lib" \
+    -Wl,--exclude-libs,ALL -Wl,--version-script="$exports" \
+    -o "$out/libemmy_$name.so"
+  local rc=$?
+  rm -f "$exports"
+  return $rc
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  set -uo pipefail
+  if (($# != 6)); then
+    sed -n '8,16p' "$0" >&2
+    exit 2
+  fi
+  build_libtorch_plugin "$@"
+fi

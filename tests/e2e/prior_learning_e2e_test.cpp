@@ -1,0 +1,117 @@
+// The default prior learns (seed: "the reason to re-run anyway is that the prior keeps changing
+// as it learns from other kernels and other runs"): kernel A tuned, kernel B tuned, A re-run. The
+// re-run starts from a prior that has learned A's and B's rows, so it measures configurations
+// the first A run did not, and serves everything measured before from the database. Real
+// `emmy` binary, cpu backend, fixed seeds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "process.hpp"
+
+using emmy::test::Completed;
+using emmy::test::TempDir;
+using json = nlohmann::json;
+
+namespace {
+
+const char* kMatmulA = "torch.matmul(torch.randn(96,96), torch.randn(96,96))";
+const char* kMatmulB = "torch.matmul(torch.randn(64,160), torch.randn(160,128))";
+
+class PriorLearningE2E : public ::testing::Test {
+ protected:
+  std::string path(const std::string& name) const { return home_.path() + "/" + name; }
+  Completed emmy(std::vector<std::string> args) const {
+    args.insert(args.begin(), EMMY_BIN);
+    args.push_back("--db");
+    args.push_back(home_.path() + "/tuning.db");
+    return emmy::test::run(args, {"EMMY_HOME=" + home_.path()});
+  }
+  // No --prior: the default is under test.
+  json tune(const char* code, const std::string& report) const {
+    Completed c =
+        emmy({"tune", "--backend", "cpu", "--code", code, "--patience", "3", "--seed", "7",
+              "--samples", "3", "--warmup", "1", "--no-progress", "--json", path(report)});
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    return json::parse(emmy::test::read_file(path(report)));
+  }
+  // The configurations of the kernel with this structural key that run `run_id` measured.
+  std::multiset<std::string> measured_by(const std::string& key, const std::string& run_id) const {
+    Completed c = emmy({"eval", "variants", "--kernel", "matmul", "--json", "--limit", "0"});
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    std::multiset<std::string> configs;
+    for (const auto& group : json::parse(c.out)) {
+      if (group["structural_key"] != key) continue;
+      for (const auto& row : group["variants"])
+        if (row["regime"] == "rank" && row["run_id"] == run_id)
+          configs.insert(row["config_key"].get<std::string>());
+    }
+    return configs;
+  }
+  TempDir home_;
+};
+
+TEST_F(PriorLearningE2E, RerunAfterOtherKernelsReachesNewConfigurations) {
+  const json a1 = tune(kMatmulA, "a1.json");
+  ASSERT_EQ(a1["status"], "ok") << a1.dump(2);
+  EXPECT_EQ(a1["prior"], "mlp");
+  ASSERT_EQ(a1["kernels"].size(), 1u);
+  const std::string key_a = a1["kernels"][0]["key"];
+  const auto first = measured_by(key_a, a1["run_id"]);
+  ASSERT_FALSE(first.empty());
+  ASSERT_TRUE(std::filesystem::exists(path("priors/mlp.ckpt")));
+
+  const json b = tune(kMatmulB, "b.json");
+  ASSERT_EQ(b["status"], "ok") << b.dump(2);
+  ASSERT_NE(b["kernels"][0]["key"], key_a);
+  EXPECT_GT(b["launches"].get<int>(), 0);
+
+  const json a2 = tune(kMatmulA, "a2.json");
+  ASSERT_EQ(a2["status"], "ok") << a2.dump(2);
+  EXPECT_EQ(a2["prior"], "mlp");
+  const auto again = measured_by(key_a, a2["run_id"]);
+  // It descended differently: new configurations measured...
+  EXPECT_FALSE(again.empty())
+      << "the re-run measured nothing new: the prior did not change its path";
+  EXPECT_GT(a2["launches"].get<int>(), 0);
+  // ...and nothing the first run measured was measured again (those were cache hits).
+  for (const auto& config : again) {
+    EXPECT_EQ(first.count(config), 0u) << config << " was measured by both runs";
+    EXPECT_EQ(again.count(config), 1u) << config << " was measured twice by the re-run";
+  }
+  EXPECT_GT(a2["cache_hits"].get<int>(), 0);
+
+  // `emmy eval prior` reads the default prior's checkpoint and scores it.
+  Completed eval = emmy({"eval", "prior", "--json"});
+  ASSERT_EQ(eval.exit_code, 0) << eval.out << eval.err;
+  const json e = json::parse(eval.out);
+  EXPECT_GT(e["rows"].get<int>(), static_cast<int>(first.size()));
+  ASSERT_GE(e["priors"].size(), 1u);
+  EXPECT_EQ(e["priors"][0]["name"], "mlp");
+  EXPECT_FALSE(e["priors"][0].contains("error")) << e.dump(2);
+}
+
+// With roofline chosen, which learns nothing, the same sequence re-walks A's first path exactly:
+// the new configurations above come from the learning, not from the sequence.
+TEST_F(PriorLearningE2E, RooflineRerunAfterOtherKernelsLaunchesNothing) {
+  auto tune_roofline = [&](const char* code, const std::string& report) {
+    Completed c = emmy({"tune", "--backend", "cpu", "--code", code, "--patience", "3", "--seed",
+                        "7", "--samples", "3", "--warmup", "1", "--no-progress", "--prior",
+                        "roofline", "--json", path(report)});
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    return json::parse(emmy::test::read_file(path(report)));
+  };
+  const json a1 = tune_roofline(kMatmulA, "a1.json");
+  ASSERT_EQ(a1["status"], "ok");
+  tune_roofline(kMatmulB, "b.json");
+  const json a2 = tune_roofline(kMatmulA, "a2.json");
+  EXPECT_EQ(a2["prior"], "roofline");
+  EXPECT_EQ(a2["launches"], 0);
+  EXPECT_EQ(a2["kernels"][0]["config"], a1["kernels"][0]["config"]);
+}
+
+}  // namespace
