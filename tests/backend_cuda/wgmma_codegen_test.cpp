@@ -165,6 +165,41 @@ TEST(CudaWgmmaCodegen, AProgramOfWgmmaKernelsSharesOneTensorMapTable) {
   EXPECT_EQ(build(s).failure, FailureKind::none) << build(s).message;
 }
 
+// A whole model's assembled program has hundreds of tensor maps (Qwen3-0.6B on the H200: 309
+// kernels; the worker refused more than 64 maps and exited with status 3). A chain of 40 wgmma
+// linears, 80 maps in one table, stitches and compiles; each module finds its maps at its own
+// offset. (The worker's side is checked on the GPU by the whole-model tune in the round trip.)
+TEST(CudaWgmmaCodegen, AProgramWithMoreThan64TensorMapsStitchesAndCompiles) {
+  constexpr int kKernels = 40;
+  ir::Slice s;
+  ir::Builder b(s.graph);
+  ir::ValueId h = b.input("x", {ir::DType::bf16, {64, 64}});
+  for (int i = 0; i < kKernels; ++i) {
+    auto w = b.input("w" + std::to_string(i), {ir::DType::bf16, {64, 64}}, "weight");
+    h = b.linear(h, w);
+    ir::Kernel k;
+    k.nodes = {h};
+    k.templ = "matmul";
+    k.knobs = wgmma(64, 64, 2);
+    s.grouping.kernels.push_back(k);
+  }
+  s.graph.outputs = {h};
+  for (size_t v = 0; v < s.graph.nodes.size(); ++v) s.origin.push_back(static_cast<ir::ValueId>(v));
+  std::string used;
+  std::string source = generate_source(s, &used);
+  EXPECT_EQ(used, "program");
+  Plan plan = parse_plan(source);
+  ASSERT_EQ(plan.tensor_maps.size(), 2u * kKernels);
+  EXPECT_EQ(plan.launches.size(), size_t(kKernels));
+  // The table follows 41 inputs, the output and 39 intermediates: index 81; the last module's
+  // maps start (kKernels - 1) * 2 * 128 bytes in.
+  EXPECT_NE(source.find("(unsigned long long)emmy_buf[81] + " +
+                        std::to_string((kKernels - 1) * 2 * 128) + "ull;"),
+            std::string::npos);
+  MeasureResult r = build(s);
+  EXPECT_EQ(r.failure, FailureKind::none) << r.message.substr(0, 4000);
+}
+
 TEST(CudaWgmmaCodegen, AWgmmaKernelReadingAnIntermediateCompilesInAProgram) {
   // RMSNorm, then a linear on its result: in the program the linear's A is a scratch buffer.
   ir::Slice s = test::two_kernel_program();

@@ -116,14 +116,25 @@ void run(wire::In& in, int out_fd) {
   std::vector<uint64_t> scratch_sizes(n_scratch);
   for (auto& s : scratch_sizes) s = in.get<uint64_t>();
   uint32_t n_tmap = in.get<uint32_t>();
-  if (!in.ok || n_tmap > 64) std::exit(3);
+  // The maps live in one device buffer, so their number has no hardware limit: the bound only
+  // keeps a corrupt request from allocating without end. It was 64, and a whole model's assembled
+  // program (309 kernels, two or three maps per wgmma matmul) has hundreds: the worker exited
+  // with status 3 and the validation gap went unmeasured. A bad request is now a reply naming
+  // what is wrong, not a bare exit status.
+  constexpr uint32_t kMaxTensorMaps = 1u << 16;
+  if (!in.ok) throw CudaFailure("truncated run request (before the tensor maps)");
+  if (n_tmap > kMaxTensorMaps)
+    throw CudaFailure("run request with " + std::to_string(n_tmap) + " tensor maps, more than " +
+                      std::to_string(kMaxTensorMaps));
   std::vector<TmapSpec> tmaps(n_tmap);
   for (auto& t : tmaps) {
     t.buffer = in.get<uint32_t>();
     t.dtype = in.get<uint32_t>();
     t.swizzle = in.get<uint32_t>();
     t.rank = in.get<uint32_t>();
-    if (!in.ok || t.rank < 1 || t.rank > 5) std::exit(3);
+    if (!in.ok) throw CudaFailure("truncated run request (in the tensor maps)");
+    if (t.rank < 1 || t.rank > 5)
+      throw CudaFailure("tensor map of rank " + std::to_string(t.rank) + " (1 to 5 are possible)");
     for (uint32_t d = 0; d < t.rank; ++d) t.dims[d] = in.get<uint64_t>();
     for (uint32_t d = 0; d + 1 < t.rank; ++d) t.strides[d] = in.get<uint64_t>();
     for (uint32_t d = 0; d < t.rank; ++d) t.box[d] = in.get<uint32_t>();
@@ -131,7 +142,7 @@ void run(wire::In& in, int out_fd) {
   int32_t warmup = in.get<int32_t>(), samples = in.get<int32_t>();
   uint32_t use_graph = in.get<uint32_t>();
   uint64_t flush_bytes = in.get<uint64_t>();
-  if (!in.ok) std::exit(3);
+  if (!in.ok) throw CudaFailure("truncated run request (after the tensor maps)");
 
   init();
   std::ifstream f(cubin_path, std::ios::binary);
