@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 
 #include "codegen_harness.hpp"
@@ -191,6 +192,12 @@ TEST(CudaWgmmaCodegen, AProgramWithMoreThan64TensorMapsStitchesAndCompiles) {
   Plan plan = parse_plan(source);
   ASSERT_EQ(plan.tensor_maps.size(), 2u * kKernels);
   EXPECT_EQ(plan.launches.size(), size_t(kKernels));
+  // The worker flushes L2 before each kernel of a program and times them one by one; the backend
+  // tells kernels apart by this prefix (cuda_backend.cpp, kernel_of_launch).
+  for (const Launch& l : plan.launches)
+    EXPECT_TRUE(l.kernel.size() > 2 && l.kernel[0] == 'k' && std::isdigit(static_cast<unsigned char>(l.kernel[1])) &&
+                l.kernel.find('_') != std::string::npos)
+        << l.kernel;
   // The table follows 41 inputs, the output and 39 intermediates: index 81; the last module's
   // maps start (kKernels - 1) * 2 * 128 bytes in.
   EXPECT_NE(source.find("(unsigned long long)emmy_buf[81] + " +

@@ -3,8 +3,10 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "expr.hpp"
 #include "module.hpp"
@@ -175,6 +177,27 @@ Status CudaBackend::build_source(const std::string& source, Regime regime, Artif
   });
 }
 
+namespace {
+
+// A program's launches are named k<kernel>_... (program.cpp); its output copies belong to no
+// kernel and each counts as one of its own. Any other module is one kernel.
+std::vector<uint32_t> kernel_of_launch(const std::string& source, const Plan& plan) {
+  std::vector<uint32_t> group(plan.launches.size(), 0);
+  if (source.find("// template: program of ") == std::string::npos) return group;
+  std::map<std::string, uint32_t> ids;
+  for (size_t i = 0; i < plan.launches.size(); ++i) {
+    const std::string& name = plan.launches[i].kernel;
+    size_t end = 1;
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    bool prefixed = name.size() > 2 && name[0] == 'k' && end > 1 && end < name.size() && name[end] == '_';
+    std::string kernel = prefixed ? name.substr(0, end) : name;
+    group[i] = ids.emplace(kernel, uint32_t(ids.size())).first->second;
+  }
+  return group;
+}
+
+}  // namespace
+
 Status CudaBackend::measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
                             MeasureResult& result) noexcept {
   return guard([&]() -> Status {
@@ -201,6 +224,7 @@ Status CudaBackend::measure(const ir::Slice& slice, const Artifact& artifact, co
     spec.timeout_s = request.timeout_s;
     const DeviceInfo* info = device_info();
     spec.flush_bytes = uint64_t(std::max<int64_t>(info ? 2 * info->l2_bytes : 0, 128ll << 20));
+    spec.kernel_of_launch = kernel_of_launch(artifact.source, spec.plan);
     // A free device if there is one, else wait for the next in turn.
     for (auto& slot : slots_) {
       std::unique_lock<std::mutex> lock(slot->mutex, std::try_to_lock);

@@ -30,6 +30,10 @@ struct RunSpec {
   int warmup = 3, samples = 15;
   bool use_graph = true;
   uint64_t flush_bytes = 0;
+  // Which kernel of the slice each launch belongs to (empty: all one kernel). With several
+  // kernels, every kernel starts from a flushed L2 and is timed on its own, the sample being
+  // their sum: the assembled graph is measured as its kernels were in isolation.
+  std::vector<uint32_t> kernel_of_launch;
   double timeout_s = 20;
 };
 

@@ -3,7 +3,9 @@
 // copied to the device once per request; the launches are captured into a CUDA graph and
 // replayed (tensor maps, when the module uses TMA, are encoded once over the buffers and passed
 // in device memory); before every timed sample the L2 is flushed by writing a buffer larger than it;
-// each sample is timed with events around one replay. Any CUDA error is reported and the
+// each sample is timed with events around one replay. A slice of several kernels (the assembled
+// graph, a kernel with its producer) is flushed before each kernel and timed kernel by kernel,
+// the sample being the sum: every kernel is measured as it was when tuned alone. Any CUDA error is reported and the
 // worker exits: after an illegal address the context is unusable, and the backend starts a
 // fresh worker for the next candidate.
 #include <cuda.h>
@@ -16,6 +18,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wire.hpp"
@@ -142,7 +145,16 @@ void run(wire::In& in, int out_fd) {
   int32_t warmup = in.get<int32_t>(), samples = in.get<int32_t>();
   uint32_t use_graph = in.get<uint32_t>();
   uint64_t flush_bytes = in.get<uint64_t>();
+  std::vector<uint32_t> kernel_of(n_launch);
+  for (auto& k : kernel_of) k = in.get<uint32_t>();
   if (!in.ok) throw CudaFailure("truncated run request (after the tensor maps)");
+  // Launches of one kernel are consecutive (the program orders kernels, not launches): each run
+  // [begin, end) is one kernel, flushed and timed on its own when there are several.
+  std::vector<std::pair<size_t, size_t>> kernels;
+  for (size_t i = 0; i < n_launch; ++i) {
+    if (kernels.empty() || kernel_of[i] != kernel_of[i - 1]) kernels.push_back({i, i});
+    kernels.back().second = i + 1;
+  }
 
   init();
   std::ifstream f(cubin_path, std::ios::binary);
@@ -191,8 +203,8 @@ void run(wire::In& in, int out_fd) {
 
   CUstream stream = nullptr;
   check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  auto launch_all = [&]() {
-    for (size_t i = 0; i < fns.size(); ++i) {
+  auto launch_range = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
       const auto& l = launches[i];
       void* args[] = {&table};
       check(cuLaunchKernel(fns[i], unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]), unsigned(l.block), 1, 1,
@@ -200,6 +212,7 @@ void run(wire::In& in, int out_fd) {
             ("cuLaunchKernel " + l.kernel).c_str());
     }
   };
+  auto launch_all = [&]() { launch_range(0, fns.size()); };
   // One plain run: its outputs are what the backend checks against the reference.
   launch_all();
   check(cuStreamSynchronize(stream), "kernel execution");
@@ -211,43 +224,61 @@ void run(wire::In& in, int out_fd) {
     outputs.push_back(std::move(host));
   }
 
-  CUgraphExec exec = nullptr;
+  // Timed units: the whole slice when it is one kernel; each kernel when there are several
+  // (each starts from a flushed L2, as every kernel did when it was tuned alone: isolated and
+  // assembled are measured the same way, L2 cold at every kernel's start). One CUDA graph each.
+  std::vector<std::pair<size_t, size_t>> units = {{0, fns.size()}};
+  if (flush && kernels.size() > 1) units = kernels;
+  std::vector<CUgraphExec> execs(units.size(), nullptr);
   if (use_graph) {
-    CUgraph graph = nullptr;
-    check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
-    launch_all();
-    check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-    check(cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
-    cuGraphDestroy(graph);
+    for (size_t u = 0; u < units.size(); ++u) {
+      CUgraph graph = nullptr;
+      check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+      launch_range(units[u].first, units[u].second);
+      check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+      check(cuGraphInstantiate(&execs[u], graph, 0), "cuGraphInstantiate");
+      cuGraphDestroy(graph);
+    }
   }
-  auto once = [&]() {
-    if (exec) check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
-    else launch_all();
+  auto once = [&](size_t u) {
+    if (execs[u]) check(cuGraphLaunch(execs[u], stream), "cuGraphLaunch");
+    else launch_range(units[u].first, units[u].second);
   };
-  for (int i = 0; i < warmup; ++i) once();
+  for (int i = 0; i < warmup; ++i)
+    for (size_t u = 0; u < units.size(); ++u) once(u);
   check(cuStreamSynchronize(stream), "warm-up");
-  CUevent start = nullptr, stop = nullptr;
-  check(cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-  check(cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<CUevent> starts(units.size(), nullptr), stops(units.size(), nullptr);
+  for (size_t u = 0; u < units.size(); ++u) {
+    check(cuEventCreate(&starts[u], CU_EVENT_DEFAULT), "cuEventCreate");
+    check(cuEventCreate(&stops[u], CU_EVENT_DEFAULT), "cuEventCreate");
+  }
   std::vector<double> times;
   for (int s = 0; s < samples; ++s) {
-    if (flush) check(cuMemsetD32Async(flush, unsigned(s), flush_bytes / 4, stream), "L2 flush");
-    check(cuEventRecord(start, stream), "cuEventRecord");
-    once();
-    check(cuEventRecord(stop, stream), "cuEventRecord");
-    check(cuEventSynchronize(stop), "sample");
-    float ms = 0;
-    check(cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
-    times.push_back(double(ms) * 1000.0);
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (flush) check(cuMemsetD32Async(flush, unsigned(s), flush_bytes / 4, stream), "L2 flush");
+      check(cuEventRecord(starts[u], stream), "cuEventRecord");
+      once(u);
+      check(cuEventRecord(stops[u], stream), "cuEventRecord");
+    }
+    check(cuEventSynchronize(stops.back()), "sample");
+    double us = 0;
+    for (size_t u = 0; u < units.size(); ++u) {
+      float ms = 0;
+      check(cuEventElapsedTime(&ms, starts[u], stops[u]), "cuEventElapsedTime");
+      us += double(ms) * 1000.0;
+    }
+    times.push_back(us);
   }
   reply.put(wire::kOk);
   reply.put(uint32_t(times.size()));
   for (double t : times) reply.put(t);
   reply.put(uint32_t(outputs.size()));
   for (const auto& o : outputs) reply.put_str(o);
-  cuEventDestroy(start);
-  cuEventDestroy(stop);
-  if (exec) cuGraphExecDestroy(exec);
+  for (size_t u = 0; u < units.size(); ++u) {
+    cuEventDestroy(starts[u]);
+    cuEventDestroy(stops[u]);
+    if (execs[u]) cuGraphExecDestroy(execs[u]);
+  }
   cuStreamDestroy(stream);
   for (CUdeviceptr p : bufs) cuMemFree(p);
   cuMemFree(table);
