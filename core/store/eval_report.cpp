@@ -411,6 +411,7 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
                    {"best_total_us", number(r.best_total_us)},
                    {"assembled_us", number(r.assembled_us)},
                    {"validation_gap_pct", number(r.validation_gap_pct)},
+                   {"validation_note", r.validation_note},
                    {"status", r.status}});
   return dump(out);
 }

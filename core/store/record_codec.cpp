@@ -197,6 +197,7 @@ std::string encode_record(const RunRecord& r) {
                                 {"best_total_us", number(r.best_total_us)},
                                 {"assembled_us", number(r.assembled_us)},
                                 {"validation_gap_pct", number(r.validation_gap_pct)},
+                                {"validation_note", r.validation_note},
                                 {"status", r.status}});
 }
 
@@ -215,6 +216,9 @@ bool decode_record(std::string_view stored, RunRecord& r, std::string& why) {
         r.best_total_us = get_number(j.at("best_total_us"));
         r.assembled_us = get_number(j.at("assembled_us"));
         r.validation_gap_pct = get_number(j.at("validation_gap_pct"));
+        // Older records wrote 0 for a graph that was not measured: no assembled time, no gap.
+        if (!(r.assembled_us > 0)) r.validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
+        r.validation_note = j.value("validation_note", std::string());  // absent in older records
         r.status = j.at("status").get<std::string>();
       },
       why);

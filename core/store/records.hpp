@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,9 +52,12 @@ struct RunRecord {
   int kernels = 0;         // kernels in the best grouping (each occurrence counted)
   int distinct_kernels = 0;
   double best_total_us = 0;     // sum of the isolated best deploy times of the best grouping
-  double assembled_us = 0;      // the assembled graph, benchmarked once for real
-  double validation_gap_pct = 0;  // (assembled - total) / total * 100
+  double assembled_us = 0;      // the assembled graph, benchmarked once for real (0: not)
+  // (assembled - total) / total * 100; NaN (stored as null) when not measured. Records written
+  // before this rule stored 0 for an unmeasured graph: they decode as NaN when assembled_us is 0.
+  double validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
   std::string status;      // "ok", "interrupted", "failed: ..."
+  std::string validation_note;  // why the gap was not measured (empty when it was)
 };
 
 // One kernel of a plan: which configuration the deployment runs.

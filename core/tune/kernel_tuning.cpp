@@ -82,6 +82,10 @@ std::string program_config_key(const ir::Program& program) {
   return key;
 }
 
+std::string assembled_config_key(const ir::Program& program) {
+  return "assembled(" + program_config_key(program) + ")";
+}
+
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors) {
   Buffers b;
   b.tensors.reserve(tensors.size());

@@ -80,6 +80,11 @@ KernelFeatures kernel_features(const ir::Graph& graph, const ir::Kernel& kernel,
 // The configuration key of a (lowered) slice program: templ + knobs of each kernel.
 std::string program_config_key(const ir::Program& program);
 
+// The configuration key of the assembled (whole-graph) measurement of `program`: a key space of
+// its own, so a one-kernel graph, whose graph key and program key equal its kernel's, is measured
+// again as a program and found only by earlier assembled measurements of the same program.
+std::string assembled_config_key(const ir::Program& program);
+
 // Host buffers <-> tensors of the reference interpreter.
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 

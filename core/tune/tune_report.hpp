@@ -1,6 +1,8 @@
 // What a tuning run reports: the final table, the --json file and the run record.
 #pragma once
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,10 +44,14 @@ struct TuneReport {
   long failures = 0;
   double best_total_us = 0;   // Σ over the best grouping's kernels of their best deploy time
   double assembled_us = 0;    // the assembled graph, measured once (0 = not measured)
-  double validation_gap_pct = 0;
-  std::string validation_note;  // why the assembled graph was not measured, if it was not
+  // (assembled - total) / total * 100; NaN when not measured (JSON null), never 0.
+  double validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
+  std::string validation_note;  // why the gap was not measured, if it was not
   double wall_s = 0;
   std::vector<KernelReport> kernels;
+
+  // The assembled graph was measured and compared with the sum of its kernels.
+  bool validated() const { return assembled_us > 0 && std::isfinite(validation_gap_pct); }
 
   nlohmann::json to_json() const;
   // The final table (kernel, occurrences, best time at each regime, share of total).

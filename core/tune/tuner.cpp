@@ -263,6 +263,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     rr.best_total_us = report.best_total_us;
     rr.assembled_us = report.assembled_us;
     rr.validation_gap_pct = report.validation_gap_pct;
+    rr.validation_note = report.validation_note;
     rr.status = status;
     store->put_run(rr);
   };
@@ -336,7 +337,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   if (options.validate) {
     search::Candidate assembled;
     assembled.program = best;
-    std::string config = program_config_key(best);
+    std::string config = assembled_config_key(best);
     auto rec = store->lookup(run.env, gkey, config, Regime::deploy);
     if (rec) {
       ++run.counters.cache_hits;
@@ -352,12 +353,14 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       rec->config_key = config;
       store->put_measurement(*rec);
     }
-    if (rec->ok()) {
+    if (rec->ok() && report.best_total_us > 0) {
       report.assembled_us = rec->median_us;
       report.validation_gap_pct =
-          report.best_total_us > 0
-              ? 100.0 * (report.assembled_us - report.best_total_us) / report.best_total_us
-              : 0;
+          100.0 * (report.assembled_us - report.best_total_us) / report.best_total_us;
+    } else if (rec->ok()) {
+      // No sum to compare with: the gap stays unmeasured (NaN), never a made-up 0.
+      report.assembled_us = rec->median_us;
+      report.validation_note = "the kernels' sum is 0 us, no gap to compute";
     } else {
       report.validation_note = std::string(to_string(rec->failure)) + ": " +
                                rec->message.substr(0, rec->message.find('\n'));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 
 #include "codegen_harness.hpp"
@@ -163,6 +164,44 @@ TEST(CudaWgmmaCodegen, AProgramOfWgmmaKernelsSharesOneTensorMapTable) {
   EXPECT_NE(source.find("(unsigned long long)emmy_buf[5] + 256ull;"), std::string::npos) << source;
   EXPECT_EQ(source.find("@EMMY_TMAPS@"), std::string::npos);
   EXPECT_EQ(build(s).failure, FailureKind::none) << build(s).message;
+}
+
+// A whole model's assembled program has hundreds of tensor maps (Qwen3-0.6B on the H200: 309
+// kernels; the worker refused more than 64 maps and exited with status 3). A chain of 40 wgmma
+// linears, 80 maps in one table, stitches and compiles; each module finds its maps at its own
+// offset. (The worker's side is checked on the GPU by the whole-model tune in the round trip.)
+TEST(CudaWgmmaCodegen, AProgramWithMoreThan64TensorMapsStitchesAndCompiles) {
+  constexpr int kKernels = 40;
+  ir::Slice s;
+  ir::Builder b(s.graph);
+  ir::ValueId h = b.input("x", {ir::DType::bf16, {64, 64}});
+  for (int i = 0; i < kKernels; ++i) {
+    auto w = b.input("w" + std::to_string(i), {ir::DType::bf16, {64, 64}}, "weight");
+    h = b.linear(h, w);
+    ir::Kernel k;
+    k.nodes = {h};
+    k.templ = "matmul";
+    k.knobs = wgmma(64, 64, 2);
+    s.grouping.kernels.push_back(k);
+  }
+  s.graph.outputs = {h};
+  for (size_t v = 0; v < s.graph.nodes.size(); ++v) s.origin.push_back(static_cast<ir::ValueId>(v));
+  std::string used;
+  std::string source = generate_source(s, &used);
+  EXPECT_EQ(used, "program");
+  Plan plan = parse_plan(source);
+  ASSERT_EQ(plan.tensor_maps.size(), 2u * kKernels);
+  EXPECT_EQ(plan.launches.size(), size_t(kKernels));
+  // The worker flushes L2 before each kernel of a program and times them one by one: each
+  // launch names its kernel (the plan's group), in execution order.
+  for (size_t i = 0; i < plan.launches.size(); ++i) EXPECT_EQ(plan.launches[i].group, int64_t(i)) << plan.launches[i].kernel;
+  // The table follows 41 inputs, the output and 39 intermediates: index 81; the last module's
+  // maps start (kKernels - 1) * 2 * 128 bytes in.
+  EXPECT_NE(source.find("(unsigned long long)emmy_buf[81] + " +
+                        std::to_string((kKernels - 1) * 2 * 128) + "ull;"),
+            std::string::npos);
+  MeasureResult r = build(s);
+  EXPECT_EQ(r.failure, FailureKind::none) << r.message.substr(0, 4000);
 }
 
 TEST(CudaWgmmaCodegen, AWgmmaKernelReadingAnIntermediateCompilesInAProgram) {

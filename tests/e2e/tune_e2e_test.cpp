@@ -267,6 +267,49 @@ TEST_F(TuneE2E, ThirdPartyPassAddsItsForkToTheSearch) {
   EXPECT_NE(unknown.err.find("nosuch"), std::string::npos) << unknown.err;
 }
 
+// A one-kernel graph's graph key and program equal its kernel's: the assembled measurement has
+// a key space of its own, so it is a launch of its own, not the kernel's cached deploy row. A run
+// that does not measure the assembled graph reports its gap as null with the reason, never 0.
+TEST_F(TuneE2E, OneKernelGraphIsMeasuredAgainAndAnUnmeasuredGapIsNull) {
+  Completed first = emmy(tune_matmul("first.json", 2));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  json r1 = report("first.json");
+  ASSERT_EQ(r1["failures"], 0) << r1.dump(2);
+  EXPECT_EQ(r1["launches"].get<int>(), r1["candidates_measured"].get<int>() +
+                                           r1["deploy_measurements"].get<int>() + 1)
+      << "the assembled graph was not launched: " << r1.dump(2);
+  EXPECT_GT(r1["assembled_us"].get<double>(), 0);
+  EXPECT_TRUE(r1["validation_gap_pct"].is_number()) << r1.dump(2);
+
+  std::vector<std::string> skip = tune_matmul("skip.json", 2);
+  skip.push_back("--no-validate");
+  Completed second = emmy(skip);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  json r2 = report("skip.json");
+  EXPECT_TRUE(r2["validation_gap_pct"].is_null()) << r2.dump(2);
+  EXPECT_EQ(r2["validation_note"], "disabled (--no-validate)");
+  EXPECT_NE(second.out.find("validation gap not measured: disabled (--no-validate)"),
+            std::string::npos)
+      << second.out;
+
+  // The runs record says the same: null for the unmeasured run, the number for the measured one.
+  Completed runs = emmy({"eval", "runs", "--json"});
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  bool saw_measured = false, saw_unmeasured = false;
+  for (const auto& run : json::parse(runs.out)) {
+    if (run["run_id"] == r1["run_id"]) {
+      saw_measured = true;
+      EXPECT_EQ(run["validation_gap_pct"], r1["validation_gap_pct"]);
+    }
+    if (run["run_id"] == r2["run_id"]) {
+      saw_unmeasured = true;
+      EXPECT_TRUE(run["validation_gap_pct"].is_null()) << run.dump(2);
+      EXPECT_EQ(run["validation_note"], "disabled (--no-validate)");
+    }
+  }
+  EXPECT_TRUE(saw_measured && saw_unmeasured) << runs.out;
+}
+
 TEST_F(TuneE2E, QwenLayerZeroTunesEndToEnd) {
   Completed c = emmy({"tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--batch", "1",
                       "--seq", "8", "--backend", "cpu", "--patience", "1", "--samples", "3",

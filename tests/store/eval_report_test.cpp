@@ -167,9 +167,9 @@ TEST(EvalReport, VariantsAreListedBestFirstWithFailuresLast) {
 
 TEST(EvalReport, RunsAreNewestFirstWithTheirGap) {
   std::vector<RunRecord> runs = {
-      {"run-a", 1700000000, "torch.matmul(a, b)", "cpu", kEnv, 1, 1, 200, 204, 2.0, "ok"},
+      {"run-a", 1700000000, "torch.matmul(a, b)", "cpu", kEnv, 1, 1, 200, 204, 2.0, "ok", ""},
       {"run-b", 1700003600, "Qwen/Qwen3-Embedding-0.6B", "cuda", "cuda|H200", 337, 14, 1000,
-       990, -1.0, "ok"},
+       990, -1.0, "ok", ""},
   };
   sort_runs(runs);
   EXPECT_EQ(runs[0].run_id, "run-b");

@@ -4,11 +4,14 @@
 #include <rocksdb/db.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <set>
 
+#include "store/crc32.hpp"
 #include "store/keys.hpp"
+#include "store/record_codec.hpp"
 #include "store/test_records.hpp"
 #include "store/tuning_store.hpp"
 
@@ -186,7 +189,7 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   auto store = TuningStore::open_writer(dir.sub("db"));
   store->put_kernel({"sk0-matmul", "matmul", "matmul f32[512,512] x f32[512,512]"});
   RunRecord run{"run-1", 1700000000, "torch.matmul(...)", "cpu", kEnv, 3, 2, 120.5, 122.0,
-                1.24, "ok"};
+                1.24, "ok", ""};
   store->put_run(run);
   PlanRecord plan;
   plan.env = kEnv;
@@ -221,6 +224,54 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   EXPECT_EQ(store->runs().size(), 1u);
   EXPECT_EQ(store->plans().size(), 1u);
   EXPECT_EQ(store->kernels().size(), 1u);
+}
+
+// A run whose assembled graph was not measured stores a null gap and the reason; records
+// written before that rule (gap 0, no reason) read back as not measured, never as a 0 % gap.
+TEST(RunRecordCodec, AnUnmeasuredGapIsNullNotZeroAndOldRecordsStillDecode) {
+  RunRecord unmeasured;
+  unmeasured.run_id = "run-2";
+  unmeasured.backend = "cuda";
+  unmeasured.best_total_us = 9000.0;
+  unmeasured.status = "ok";
+  unmeasured.validation_note = "runtime_fault: device 0: the worker exited with status 3";
+  ASSERT_TRUE(std::isnan(unmeasured.validation_gap_pct)) << "the default must be 'not measured'";
+  std::string stored = encode_record(unmeasured);
+  EXPECT_NE(stored.find("\"validation_gap_pct\":null"), std::string::npos) << stored;
+  RunRecord back;
+  std::string why;
+  ASSERT_TRUE(decode_record(stored, back, why)) << why;
+  EXPECT_TRUE(std::isnan(back.validation_gap_pct));
+  EXPECT_EQ(back.validation_note, unmeasured.validation_note);
+  EXPECT_EQ(back.status, "ok");
+
+  // The layout of version-1 run records before the note existed, sealed as the codec does.
+  const std::string old_text =
+      R"({"assembled_us":0.0,"backend":"cpu","best_total_us":120.5,"distinct_kernels":2,)"
+      R"("env":"e","kernels":3,"run_id":"run-0","source":"s","status":"ok","unix_time":1,)"
+      R"("validation_gap_pct":0.0})";
+  std::string old_record;
+  old_record.push_back(static_cast<char>(kRecordVersion));
+  old_record.push_back('R');
+  old_record.append(4, '\0');
+  old_record += old_text;
+  uint32_t c = crc32(std::string_view(old_record.data(), 2));
+  c = crc32(std::string_view(old_record.data() + 6 /* version, type, crc32 */, old_text.size()), c);
+  for (int i = 0; i < 4; ++i) old_record[2 + i] = static_cast<char>((c >> (8 * i)) & 0xFFu);
+  RunRecord old;
+  ASSERT_TRUE(decode_record(old_record, old, why)) << why;
+  EXPECT_EQ(old.best_total_us, 120.5);
+  EXPECT_TRUE(std::isnan(old.validation_gap_pct)) << old.validation_gap_pct;
+  EXPECT_EQ(old.validation_note, "");
+  EXPECT_EQ(old.status, "ok");
+
+  // A measured gap of exactly 0 stays 0.
+  RunRecord measured = unmeasured;
+  measured.assembled_us = 9000.0;
+  measured.validation_gap_pct = 0.0;
+  measured.validation_note.clear();
+  ASSERT_TRUE(decode_record(encode_record(measured), back, why)) << why;
+  EXPECT_EQ(back.validation_gap_pct, 0.0);
 }
 
 TEST(TuningStore, RejectsKeyPartsThatWouldBreakTheLayout) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "protocol.hpp"
 #include "templates.hpp"
 
 namespace emmy::cpu {
@@ -134,8 +135,10 @@ std::string CpuBackend::environment_fingerprint() const {
   std::call_once(fingerprint_once_, [this] {
     // The cores a worker measures on are part of the device: a kernel timed on one core is not
     // the same measurement as on two (its threads knob means something else).
+    // So is how its OpenMP threads wait: it changes every threads>1 time (protocol.hpp).
     fingerprint_ = "cpu|" + cpu_model_name() + "|" + compiler_.version_line() + "|" +
-                   std::to_string(cores_per_worker_) + (cores_per_worker_ == 1 ? " core" : " cores");
+                   std::to_string(cores_per_worker_) + (cores_per_worker_ == 1 ? " core" : " cores") +
+                   "|omp " + protocol::kOmpWaitPolicy;
   });
   return fingerprint_;
 }

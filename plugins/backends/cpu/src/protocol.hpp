@@ -27,6 +27,16 @@ inline constexpr uint32_t kRequestMagic = 0x454d5251;  // "EMRQ"
 inline constexpr uint32_t kReplyOk = 0x454d4f4b;       // "EMOK"
 inline constexpr uint32_t kReplyError = 0x454d4552;    // "EMER"
 
+// How the worker's OpenMP threads wait between parallel regions, for every kernel and every
+// assembled program alike (the worker sets it before the first kernel loads libgomp). Spinning
+// waiters (libgomp's default) make a kernel's time depend on what ran before it: timed alone, a
+// threads=2 kernel finds its team spinning from its own previous sample; inside a program, after
+// a threads=1 kernel, it finds the team asleep or descheduled, and a spinning thread takes a core
+// from the serial kernel and from everything else on the machine (gaps of +340..+5530 % on a
+// busy 2-core machine). Passive waiters pay one wake-up per parallel region in both settings, so
+// the assembled program's time is the sum of its kernels'. Part of the environment fingerprint.
+inline constexpr const char* kOmpWaitPolicy = "passive";
+
 // `socket`: fd is a socket; written with MSG_NOSIGNAL so a dead peer is an error, not SIGPIPE.
 inline bool write_all(int fd, const void* data, size_t size, bool socket = false) {
   const char* p = static_cast<const char*>(data);

@@ -53,6 +53,9 @@ struct Loaded {
 };
 
 int main() {
+  // Before any kernel library pulls in libgomp, which reads these once (protocol.hpp says why).
+  setenv("OMP_WAIT_POLICY", proto::kOmpWaitPolicy, 1);
+  unsetenv("GOMP_SPINCOUNT");  // it would override the policy's spin count
   std::map<std::string, Loaded> loaded;
   std::deque<std::string> load_order;
   for (;;) {
