@@ -346,14 +346,28 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       // (packed weights of a horizontal fusion are inputs of their own).
       auto inputs = ir::random_inputs(best.graph, options.seed ^ 0x5eed);
       auto expected = ir::evaluate(best.graph, inputs);
-      rec = build_and_measure(run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true);
-      rec->structural_key = gkey;
-      rec->kernel_name = "assembled:" + (graph.name.empty() ? std::string("graph") : graph.name);
-      rec->templ = "assembled";
-      rec->config_key = config;
-      store->put_measurement(*rec);
+      try {
+        rec = build_and_measure(run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true);
+      } catch (const MachineryFailure& e) {
+        // Not the program's failure: nothing is stored, and the run (its kernels are tuned and
+        // stored) still ends with its record and prior rows; the gap is reported unmeasured.
+        report.validation_note = e.what();
+      } catch (const Interrupted&) {
+        progress.finish();
+        finish("interrupted");
+        throw;
+      }
+      if (rec) {
+        rec->structural_key = gkey;
+        rec->kernel_name = "assembled:" + (graph.name.empty() ? std::string("graph") : graph.name);
+        rec->templ = "assembled";
+        rec->config_key = config;
+        store->put_measurement(*rec);
+      }
     }
-    if (rec->ok() && report.best_total_us > 0) {
+    if (!rec) {
+      // validation_note says why (a machinery failure above).
+    } else if (rec->ok() && report.best_total_us > 0) {
       report.assembled_us = rec->median_us;
       report.validation_gap_pct =
           100.0 * (report.assembled_us - report.best_total_us) / report.best_total_us;
