@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "emmy/ir.hpp"
@@ -289,6 +290,28 @@ TEST(StructuralKey, NoOpsViewChainsAndViewsOfInputsAreFolded) {
             }));
 }
 
+// torch's scaled_dot_product_attention on bf16 (softmax in f32) and transformers' eager
+// attention as the hf frontend writes it are one computation.
+TEST(StructuralKey, SdpaInF32SoftmaxIsTheEagerAttention) {
+  auto attention = [](int how) {
+    return graph_key([&](Builder& b) {
+      ValueId q = b.input("q", {DType::bf16, {1, 2, 8, 16}});
+      ValueId k = b.input("k", {DType::bf16, {1, 2, 8, 16}});
+      ValueId v = b.input("v", {DType::bf16, {1, 2, 8, 16}});
+      if (how < 2) {
+        b.output(build_attention(b, q, k, v, -1, 0.25, true, how == 1));
+        return;
+      }
+      ValueId mask = b.input("causal_mask", {DType::boolean, {8, 8}}, "causal_mask");
+      ValueId s = b.mul(b.matmul(q, b.transpose(k, 2, 3)), b.constant(0.25, DType::f32));
+      s = b.where(mask, s, b.constant(-std::numeric_limits<double>::infinity(), DType::f32));
+      b.output(b.matmul(b.cast(b.softmax(b.cast(s, DType::f32), 3), DType::bf16), v));
+    });
+  };
+  EXPECT_EQ(attention(1), attention(2));
+  EXPECT_NE(attention(0), attention(2));  // softmax in bf16 is another computation
+}
+
 TEST(Grouping, BoundaryVerifyAndSingleton) {
   TwoNorms t = two_norms({}, {});
   KernelBoundary b1 = boundary(t.g, t.first);
@@ -325,8 +348,23 @@ TEST(Grouping, BoundaryVerifyAndSingleton) {
 
 TEST(Grouping, KernelNameAndStats) {
   TwoNorms t = two_norms({}, {});
-  EXPECT_EQ(kernel_name(t.g, t.first), "mean");
+  // Named nodes name the kernel (its last named node here, "layers.0.out" without "layers.0.");
+  // unnamed ones fall back to the heaviest op.
+  EXPECT_EQ(kernel_name(t.g, t.first), "out");
   EXPECT_EQ(kernel_name(t.g, t.lin), "linear");
+  for (ValueId v : t.first.nodes) t.g.nodes[static_cast<size_t>(v)].name.clear();
+  EXPECT_EQ(kernel_name(t.g, t.first), "mean");
+  // A matmul's name wins; a "+"-joined name writes the shared module prefix once.
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::f32, {4, 8}});
+  ValueId w = b.input("w", {DType::f32, {24, 8}}, "weight");
+  ValueId y = b.op(Op::linear, {x, w}, {},
+                   "model.layers.3.self_attn.q_proj+model.layers.3.self_attn.k_proj+model.layers.3."
+                   "self_attn.v_proj");
+  ValueId z = b.op(Op::exp, {y}, {}, "layers.3.self_attn.act");
+  EXPECT_EQ(kernel_name(g, Kernel{{y, z}, "", {}}), "self_attn.q_proj+k_proj+v_proj");
+  EXPECT_EQ(kernel_name(g, Kernel{{z}, "", {}}), "self_attn.act");
   KernelStats s = kernel_stats(t.g, t.lin);
   EXPECT_DOUBLE_EQ(s.flops, 2.0 * 8 * 64 * 64);
   EXPECT_DOUBLE_EQ(s.bytes, 4.0 * (8 * 64 + 64 * 64 + 8 * 64));
