@@ -17,7 +17,8 @@
 # (EMMY_GPU_TESTS: a gtest filter, "none" skips them), then the seed's two commands exactly as
 # written (`emmy tune --code "...device='cuda'..." --patience 10 -v` and
 # `emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0`, no --backend), each with its re-run, printing
-# the backend and prior they used, `emmy eval variants --kernel matmul` and `emmy eval failures`,
+# the backend and prior they used, compares the structural keys of a traced transformers Qwen3
+# layer with the hf frontend's (keys.log: "keys identical: True"), `emmy eval variants --kernel matmul` and `emmy eval failures`,
 # writing every log and JSON report under $OUT (the device tool's output folder).
 #   scripts/gpu-roundtrip.sh remote-tests [GTEST_FILTER]
 # runs only the carried GPU tests (optionally filtered), for a quick check of a backend change.
@@ -144,6 +145,33 @@ remote() {
   fi
   # The LibTorch plugins and the priors as the host sees them (a refused one says why).
   "$emmy" plugins 2>&1 | grep -E -A1 "^(mlp|roofline|torchscript) " | tee -a "$out/libtorch-build.log"
+
+  # Structural keys (issue 17): the real transformers Qwen3DecoderLayer, traced, against the hf
+  # frontend's graph of the same layer: the same kernels must get the same keys.
+  if [[ -x $py && -f $CARRY/lib/emmy/plugins/libemmy_torchscript.so ]]; then
+    local seq=128 pt=/tmp/emmy-qwen3-layer0.pt cfg=plugins/frontends/hf/configs/Qwen/Qwen3-Embedding-0.6B/config.json
+    echo "== keys: torch.jit.trace of transformers' Qwen3DecoderLayer vs the hf frontend (seq $seq)" | tee "$out/keys.log"
+    $py scripts/trace_transformers_layer.py "$cfg" "$pt" "$seq" 2>&1 | tail -20 | tee -a "$out/keys.log"
+    "$emmy" trace "$pt" --ir > "$out/keys-traced.txt" 2>&1
+    "$emmy" trace Qwen/Qwen3-Embedding-0.6B --layer 0 --seq "$seq" --dtype bf16 --ir > "$out/keys-hf.txt" 2>&1
+    "$emmy" trace "$pt" --json > "$out/keys-traced.json" 2>> "$out/keys.log"
+    "$emmy" trace Qwen/Qwen3-Embedding-0.6B --layer 0 --seq "$seq" --dtype bf16 --json > "$out/keys-hf.json" 2>> "$out/keys.log"
+    python3 - "$out/keys-traced.json" "$out/keys-hf.json" <<'PY' 2>&1 | tee -a "$out/keys.log"
+import json, sys
+try:
+    traced, hf = ({d["key"]: d for d in json.load(open(p))["distinct"]} for p in sys.argv[1:3])
+except Exception as e:
+    print(f"cannot read the trace reports ({e}); see keys-traced.txt and keys-hf.txt")
+    print("keys identical: False")
+    sys.exit(0)
+for key in sorted(set(traced) | set(hf), key=lambda k: (hf.get(k) or traced.get(k))["name"]):
+    t, h = traced.get(key), hf.get(key)
+    print(f"{key[:16]}  hf {h['name'] if h else '-':34} traced {t['name'] if t else '-':34} "
+          f"nodes {h['nodes'] if h else '-'}/{t['nodes'] if t else '-'}")
+print(f"distinct kernels: traced {len(traced)}, hf {len(hf)}")
+print(f"keys identical: {set(traced) == set(hf)}")
+PY
+  fi
 
   # EMMY_GPU_TESTS: a gtest filter for the GPU tests (default all; "none" skips them).
   echo "== GPU tests (${EMMY_GPU_TESTS:-*})" | tee "$out/gpu-tests.log"

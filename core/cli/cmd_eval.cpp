@@ -22,8 +22,9 @@ namespace {
 
 constexpr const char* kEvalUsage = R"(usage: emmy eval <what> [options]
 
-  variants --kernel NAME   what was measured for a kernel (op name or structural-key prefix),
-                           best first, with regime, time and knob values
+  variants --kernel NAME   what was measured for a kernel (its name as trace and tune print
+                           it, e.g. input_layernorm or q_proj+k_proj+v_proj, a prefix of it,
+                           or a structural-key prefix), best first, with regime, time and knobs
   failures                 failing configurations grouped by kind, with the knob values every
                            failing row shares; --forget deletes them (--kernel, --kind filter)
   runs                     past tuning runs with their totals and validation gap
@@ -40,7 +41,8 @@ int eval_variants(const GlobalOptions& g, const std::vector<std::string>& args) 
   po::options_description desc("emmy eval variants options");
   desc.add_options()("help,h", "this text")(
       "kernel,k", po::value<std::string>(),
-      "kernel op name (\"matmul\") or a prefix of its structural key")(
+      "kernel name as emmy trace/tune print it (\"input_layernorm\", \"self_attn.q_proj+k_proj+v_proj\" "
+      "or \"q_proj+k_proj+v_proj\", \"matmul\"), a prefix of one, or a prefix of a structural key")(
       "limit,n", po::value<size_t>()->default_value(20), "rows per kernel (0: all)")(
       "json", po::bool_switch(), "print JSON")("csv", po::bool_switch(), "print CSV");
   po::positional_options_description pos;
@@ -110,7 +112,7 @@ int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) 
   po::options_description desc("emmy eval failures options");
   desc.add_options()("help,h", "this text")(
       "kernel,k", po::value<std::string>()->default_value(""),
-      "only this kernel (op name or structural-key prefix)")(
+      "only this kernel (a name as trace/tune print it, a prefix of one, or a structural-key prefix)")(
       "kind", po::value<std::string>()->default_value(""),
       "only this kind: build_error, runtime_fault, timeout, wrong_result, refused")(
       "json", po::bool_switch(), "print JSON")(

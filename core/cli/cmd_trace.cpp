@@ -21,7 +21,8 @@
 namespace emmy::cli {
 namespace {
 
-constexpr const char* kEpilogue = R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B; config from --model-config,
+constexpr const char* kEpilogue =
+    R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B; config from --model-config,
 the local Hugging Face cache or the configs shipped with Emmy), a TorchScript file (.pt), or
 nothing with --code EXPR.
 
@@ -51,7 +52,9 @@ class RecordingResolver final : public Resolver {
         // Reported after the pipeline (no exception through a pass): option 0 meanwhile.
         std::string labels;
         for (const auto& o : site.options) labels += (labels.empty() ? "" : ", ") + o.label;
-        if (error.empty()) error = "--fork " + prefix + "=" + label + ": fork '" + site.name + "' has options " + labels;
+        if (error.empty())
+          error =
+              "--fork " + prefix + "=" + label + ": fork '" + site.name + "' has options " + labels;
         break;
       }
       answer = static_cast<size_t>(it - site.options.begin());
@@ -82,40 +85,6 @@ std::string kernel_summary(const ir::Graph& g, const ir::Kernel& k) {
   if (ops.empty()) return "copy";
   std::string out;
   for (const auto& o : ops) out += (out.empty() ? "" : "+") + o;
-  return out;
-}
-
-// A readable kernel name: the frontend's name of its matmul (else of its last named node),
-// without the "layers.N." prefix, so identical kernels of different layers read the same;
-// ir::kernel_name (the heaviest op) when nothing is named.
-std::string kernel_label(const ir::Graph& g, const ir::Kernel& k) {
-  std::string name;
-  for (ir::ValueId v : k.nodes)
-    if (is_matmul_op(g.node(v).op) && !g.node(v).name.empty()) {
-      name = g.node(v).name;
-      break;
-    }
-  for (auto it = k.nodes.rbegin(); name.empty() && it != k.nodes.rend(); ++it) name = g.node(*it).name;
-  if (name.empty()) return ir::kernel_name(g, k);
-  // "model.layers.3.self_attn.q_proj+model.layers.3.self_attn.k_proj" -> "self_attn.q_proj+k_proj"
-  std::string out, last_prefix;
-  size_t pos = 0;
-  while (pos <= name.size()) {
-    size_t end = name.find('+', pos);
-    if (end == std::string::npos) end = name.size();
-    std::string part = name.substr(pos, end - pos);
-    size_t at = part.find("layers.");
-    if (at != std::string::npos) {
-      size_t dot = part.find('.', at + 7);
-      if (dot != std::string::npos) part = part.substr(dot + 1);
-    }
-    size_t cut = part.rfind('.');
-    std::string prefix = cut == std::string::npos ? "" : part.substr(0, cut + 1);
-    if (!out.empty() && prefix == last_prefix) part = part.substr(prefix.size());
-    last_prefix = prefix;
-    out += (out.empty() ? "" : "+") + part;
-    pos = end + 1;
-  }
   return out;
 }
 
@@ -166,7 +135,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (source.empty() == code.empty()) {
-    std::cerr << "emmy trace: give either a SOURCE (model id or .pt file) or --code EXPR (see emmy trace --help)\n";
+    std::cerr << "emmy trace: give either a SOURCE (model id or .pt file) or --code EXPR (see emmy "
+                 "trace --help)\n";
     return kExitUsage;
   }
   FrontendRequest request{source, code, {}};
@@ -174,7 +144,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     if (vm.count(key)) request.options[key] = vm[key].as<std::string>();
   if (vm.count("model-config")) {
     request.options["config"] = vm["model-config"].as<std::string>();
-  } else if (g.config_file.size() > 5 && g.config_file.substr(g.config_file.size() - 5) == ".json") {
+  } else if (g.config_file.size() > 5 &&
+             g.config_file.substr(g.config_file.size() - 5) == ".json") {
     request.options["config"] = g.config_file;
   }
   std::vector<std::string> pass_names = pass_list(passes_spec);
@@ -212,7 +183,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (std::string bad = ir::verify(graph); !bad.empty()) {
-    std::cerr << "emmy trace: frontend '" << frontend_name << "' produced an invalid graph: " << bad << "\n";
+    std::cerr << "emmy trace: frontend '" << frontend_name << "' produced an invalid graph: " << bad
+              << "\n";
     return kExitFailure;
   }
 
@@ -251,7 +223,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     std::string bad = ir::verify(program.graph);
     if (bad.empty()) bad = ir::verify_grouping(program.graph, program.grouping);
     if (!bad.empty()) {
-      std::cerr << "emmy trace: pass '" << pass->name() << "' left an invalid program: " << bad << "\n";
+      std::cerr << "emmy trace: pass '" << pass->name() << "' left an invalid program: " << bad
+                << "\n";
       return kExitFailure;
     }
   }
@@ -267,7 +240,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   // 4. Counts.
   std::map<std::string, int> op_counts;
   for (const auto& n : graph.nodes)
-    if (n.op != ir::Op::input && n.op != ir::Op::constant) op_counts[std::string(ir::to_string(n.op))]++;
+    if (n.op != ir::Op::input && n.op != ir::Op::constant)
+      op_counts[std::string(ir::to_string(n.op))]++;
   std::vector<DistinctKernel> distinct;
   std::map<std::string, size_t> by_key;
   std::map<std::string, int> by_template;
@@ -277,8 +251,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     by_template[templ]++;
     auto [it, fresh] = by_key.emplace(key, distinct.size());
     if (fresh) {
-      distinct.push_back({key, kernel_label(program.graph, k), kernel_summary(program.graph, k), templ, 0,
-                          k.nodes.size(), ir::kernel_stats(program.graph, k)});
+      distinct.push_back({key, ir::kernel_name(program.graph, k), kernel_summary(program.graph, k),
+                          templ, 0, k.nodes.size(), ir::kernel_stats(program.graph, k)});
     }
     distinct[it->second].count++;
   }
@@ -286,8 +260,10 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   std::set<std::string> in_place;
   for (size_t i = 0; i < resolver.sites.size(); ++i) {
     const ForkSite& s = resolver.sites[i];
-    if (s.kind == ForkKind::structural) structural.emplace_back(&s, resolver.answers[i]);
-    else in_place.insert(s.name);
+    if (s.kind == ForkKind::structural)
+      structural.emplace_back(&s, resolver.answers[i]);
+    else
+      in_place.insert(s.name);
   }
 
   if (vm.count("json")) {
@@ -305,8 +281,13 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
       j["structural_forks"].push_back({{"name", s->name}, {"answer", s->options[a].label}});
     j["in_place_forks"] = in_place;
     for (const auto& d : distinct)
-      j["distinct"].push_back({{"key", d.key}, {"name", d.name}, {"ops", d.summary}, {"template", d.templ},
-                               {"count", d.count}, {"nodes", d.nodes}, {"flops", d.stats.flops},
+      j["distinct"].push_back({{"key", d.key},
+                               {"name", d.name},
+                               {"ops", d.summary},
+                               {"template", d.templ},
+                               {"count", d.count},
+                               {"nodes", d.nodes},
+                               {"flops", d.stats.flops},
                                {"bytes", d.stats.bytes}});
     if (vm.count("ir")) j["ir"] = ir::print(program.graph);
     std::cout << j.dump(2) << "\n";
@@ -314,8 +295,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   }
 
   std::ostream& out = std::cout;
-  out << "graph " << graph.name << " (frontend " << frontend_name << "): " << graph.compute_node_count()
-      << " ops, " << graph.inputs().size() << " inputs\n";
+  out << "graph " << graph.name << " (frontend " << frontend_name
+      << "): " << graph.compute_node_count() << " ops, " << graph.inputs().size() << " inputs\n";
   out << "ops:";
   for (const auto& [op, n] : op_counts) out << " " << op << "=" << n;
   out << "\npasses: ";
@@ -325,7 +306,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   for (const auto& [s, a] : structural)
     out << "\n  " << s->name << " -> " << s->options[a].label << (a == 0 ? " (default)" : "");
   out << "\nin-place forks per kernel template: " << in_place.size() << " names\n";
-  out << "kernels: " << program.grouping.kernels.size() << ", distinct: " << distinct.size() << " (";
+  out << "kernels: " << program.grouping.kernels.size() << ", distinct: " << distinct.size()
+      << " (";
   bool first = true;
   for (const auto& [t, n] : by_template) {
     out << (first ? "" : ", ") << t << " " << n;
@@ -334,13 +316,15 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   out << ")\n\n";
   size_t name_width = 6;
   for (const auto& d : distinct) name_width = std::max(name_width, d.name.size() + 2);
-  out << std::left << std::setw(4) << "#" << std::setw(static_cast<int>(name_width)) << "name" << std::setw(11) << "template"
-      << std::setw(7) << "count" << std::setw(7) << "nodes" << std::setw(18) << "key" << "ops\n";
+  out << std::left << std::setw(4) << "#" << std::setw(static_cast<int>(name_width)) << "name"
+      << std::setw(11) << "template" << std::setw(7) << "count" << std::setw(7) << "nodes"
+      << std::setw(18) << "key"
+      << "ops\n";
   for (size_t i = 0; i < distinct.size(); ++i) {
     const auto& d = distinct[i];
-    out << std::left << std::setw(4) << i << std::setw(static_cast<int>(name_width)) << d.name << std::setw(11) << d.templ
-        << std::setw(7) << d.count << std::setw(7) << d.nodes << std::setw(18) << d.key.substr(0, 16)
-        << d.summary << "\n";
+    out << std::left << std::setw(4) << i << std::setw(static_cast<int>(name_width)) << d.name
+        << std::setw(11) << d.templ << std::setw(7) << d.count << std::setw(7) << d.nodes
+        << std::setw(18) << d.key.substr(0, 16) << d.summary << "\n";
   }
   if (vm.count("ir")) {
     out << "\n" << ir::print(program.graph);

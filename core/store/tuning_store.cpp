@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "store/kernel_names.hpp"
 #include "store/record_codec.hpp"
 
 namespace emmy::store {
@@ -267,13 +268,20 @@ std::optional<TreeNodeRecord> TuningStore::tree_node(const std::string& env,
 std::vector<MeasurementRecord> TuningStore::variants(const std::string& kernel) const {
   std::vector<MeasurementRecord> out;
   if (kernel.empty()) return out;
-  // (env, structural key) pairs from the two indexes: exact kernel name, structural-key prefix.
+  // (env, structural key) pairs from the two indexes: the kernel names `kernel` means (as
+  // trace and tune print them, spelled out, or a prefix: match_kernel_names), structural-key
+  // prefix.
   std::set<std::pair<std::string, std::string>> kernels_found;
   auto* index = h_->cf(kKernelsCF);
-  for (const auto& key : scan_keys(index, key_prefix({"name", kernel}))) {
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> by_name;
+  for (const auto& key : scan_keys(index, key_prefix({"name"}))) {
     auto parts = split_key(key);
-    if (parts.size() == 4) kernels_found.emplace(parts[2], parts[3]);
+    if (parts.size() == 4) by_name[parts[1]].emplace_back(parts[2], parts[3]);
   }
+  std::vector<std::string> names;
+  for (const auto& entry : by_name) names.push_back(entry.first);
+  for (const auto& name : match_kernel_names(kernel, names))
+    kernels_found.insert(by_name[name].begin(), by_name[name].end());
   for (const auto& key : scan_keys(index, key_prefix({"skey"}) + kernel)) {
     auto parts = split_key(key);
     if (parts.size() == 3) kernels_found.emplace(parts[2], parts[1]);

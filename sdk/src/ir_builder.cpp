@@ -76,12 +76,13 @@ std::string verify(const Graph& g) {
     auto ar = detail::arity(n.op);
     int count = static_cast<int>(n.inputs.size());
     if (count < ar.min_inputs || (ar.max_inputs >= 0 && count > ar.max_inputs))
-      return fail("has " + std::to_string(count) + " inputs; " + std::string(to_string(n.op)) +
-                  " takes " + std::to_string(ar.min_inputs) +
-                  (ar.max_inputs == ar.min_inputs
-                       ? ""
-                       : (ar.max_inputs < 0 ? " or more" : " to " + std::to_string(ar.max_inputs))) +
-                  " (rule: arity)");
+      return fail(
+          "has " + std::to_string(count) + " inputs; " + std::string(to_string(n.op)) + " takes " +
+          std::to_string(ar.min_inputs) +
+          (ar.max_inputs == ar.min_inputs
+               ? ""
+               : (ar.max_inputs < 0 ? " or more" : " to " + std::to_string(ar.max_inputs))) +
+          " (rule: arity)");
     if (auto msg = detail::check_attrs(n.op, n.attrs); !msg.empty())
       return fail(msg + " (rule: attributes)");
     TensorType inferred;
@@ -104,7 +105,7 @@ std::string verify(const Graph& g) {
 }
 
 ValueId build_attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId mask, double scale,
-                        bool causal) {
+                        bool causal, bool softmax_in_f32) {
   const Graph& g = b.graph();
   const TensorType qt = g.type(q);  // copies: building below grows g.nodes
   const TensorType kt = g.type(k);
@@ -115,23 +116,27 @@ ValueId build_attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId mas
   int64_t len_k = kt.shape[kt.shape.size() - 2];
   if (!(scale > 0)) scale = 1.0 / std::sqrt(static_cast<double>(qt.shape.back()));
 
+  const bool upcast = softmax_in_f32 && (qt.dtype == DType::f16 || qt.dtype == DType::bf16);
+  const DType constant_dtype = upcast ? DType::f32 : qt.dtype;  // aten's opmath for half types
   ValueId kt_id = b.transpose(k, -2, -1);
   ValueId scores = b.matmul(q, kt_id);
-  ValueId scaled = b.mul(scores, b.constant(scale, qt.dtype));
+  ValueId scaled = b.mul(scores, b.constant(scale, constant_dtype));
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (causal) {
     // The causal mask is a bool graph input (role "causal_mask", true where j <= i); the
     // interpreter's random_inputs fills it lower-triangular.
     ValueId cm = b.input("causal_mask", TensorType{DType::boolean, {len_q, len_k}}, "causal_mask");
-    scaled = b.op(Op::where, {cm, scaled, b.constant(neg_inf, qt.dtype)});
+    scaled = b.op(Op::where, {cm, scaled, b.constant(neg_inf, constant_dtype)});
   }
   if (mask >= 0) {
     if (g.type(mask).dtype == DType::boolean)  // torch: true = takes part in attention
-      scaled = b.op(Op::where, {mask, scaled, b.constant(neg_inf, qt.dtype)});
+      scaled = b.op(Op::where, {mask, scaled, b.constant(neg_inf, constant_dtype)});
     else
       scaled = b.add(scaled, mask);
   }
+  if (upcast) scaled = b.cast(scaled, DType::f32);
   ValueId probs = b.softmax(scaled, -1);
+  if (upcast) probs = b.cast(probs, qt.dtype);
   return b.matmul(probs, v);
 }
 

@@ -16,12 +16,18 @@ bool contains(const std::vector<ValueId>& sorted, ValueId v) {
 // Rank of an op class when naming a kernel: the class doing the real work wins.
 int class_weight(OpClass c) {
   switch (c) {
-    case OpClass::matmul: return 5;
-    case OpClass::reduction: return 4;
-    case OpClass::gather: return 3;
-    case OpClass::elementwise: return 2;
-    case OpClass::layout: return 1;
-    default: return 0;
+    case OpClass::matmul:
+      return 5;
+    case OpClass::reduction:
+      return 4;
+    case OpClass::gather:
+      return 3;
+    case OpClass::elementwise:
+      return 2;
+    case OpClass::layout:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -119,7 +125,10 @@ Grouping singleton_grouping(const Graph& g) {
   return grouping;
 }
 
-std::string kernel_name(const Graph& g, const Kernel& k) {
+namespace {
+
+// The op name of the kernel's heaviest node: the name of a kernel the source did not name.
+std::string heaviest_op(const Graph& g, const Kernel& k) {
   const Node* best = nullptr;
   int best_class = -1;
   double best_flops = -1;
@@ -134,6 +143,40 @@ std::string kernel_name(const Graph& g, const Kernel& k) {
     }
   }
   return best ? std::string(to_string(best->op)) : std::string("empty");
+}
+
+}  // namespace
+
+std::string kernel_name(const Graph& g, const Kernel& k) {
+  std::string name;
+  for (ValueId v : k.nodes)
+    if (op_class(g.node(v).op) == OpClass::matmul && !g.node(v).name.empty()) {
+      name = g.node(v).name;
+      break;
+    }
+  for (auto it = k.nodes.rbegin(); name.empty() && it != k.nodes.rend(); ++it)
+    name = g.node(*it).name;
+  if (name.empty()) return heaviest_op(g, k);
+  // "model.layers.3.self_attn.q_proj+model.layers.3.self_attn.k_proj" -> "self_attn.q_proj+k_proj"
+  std::string out, last_prefix;
+  size_t pos = 0;
+  while (pos <= name.size()) {
+    size_t end = name.find('+', pos);
+    if (end == std::string::npos) end = name.size();
+    std::string part = name.substr(pos, end - pos);
+    size_t at = part.find("layers.");
+    if (at != std::string::npos) {
+      size_t dot = part.find('.', at + 7);
+      if (dot != std::string::npos) part = part.substr(dot + 1);
+    }
+    size_t cut = part.rfind('.');
+    std::string prefix = cut == std::string::npos ? "" : part.substr(0, cut + 1);
+    if (!out.empty() && prefix == last_prefix) part = part.substr(prefix.size());
+    last_prefix = prefix;
+    out += (out.empty() ? "" : "+") + part;
+    pos = end + 1;
+  }
+  return out;
 }
 
 KernelStats kernel_stats(const Graph& g, const Kernel& k) {

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "frontends/frontend_loader.hpp"
@@ -32,7 +34,8 @@ std::string read_text(const fs::path& p) {
 // hash of the generator script; a concurrent test process that loses the race uses the winner's.
 const fs::path& fixture_dir() {
   static const fs::path dir = [] {
-    fs::path script = fs::path(EMMY_SOURCE_DIR) / "tests/frontends/fixtures/make_torchscript_fixtures.py";
+    fs::path script =
+        fs::path(EMMY_SOURCE_DIR) / "tests/frontends/fixtures/make_torchscript_fixtures.py";
     std::string text = read_text(script);
     if (text.empty()) throw std::runtime_error("missing " + script.string());
     fs::path final_dir = fs::path(EMMY_BUILD_DIR) / "tests" /
@@ -41,10 +44,11 @@ const fs::path& fixture_dir() {
     fs::create_directories(final_dir.parent_path());
     fs::path tmp = final_dir.string() + ".tmp" + std::to_string(::getpid());
     fs::create_directories(tmp);
-    std::string cmd = std::string(EMMY_TORCH_PYTHON) + " '" + script.string() + "' '" + tmp.string() + "' > '" +
-                      (tmp / "log.txt").string() + "' 2>&1";
+    std::string cmd = std::string(EMMY_TORCH_PYTHON) + " '" + script.string() + "' '" +
+                      tmp.string() + "' > '" + (tmp / "log.txt").string() + "' 2>&1";
     if (std::system(cmd.c_str()) != 0)
-      throw std::runtime_error("writing fixtures failed: " + cmd + "\n" + read_text(tmp / "log.txt"));
+      throw std::runtime_error("writing fixtures failed: " + cmd + "\n" +
+                               read_text(tmp / "log.txt"));
     std::ofstream(tmp / "done") << "ok\n";
     std::error_code ec;
     fs::rename(tmp, final_dir, ec);
@@ -90,7 +94,8 @@ class TorchScriptFrontendTest : public ::testing::Test {
     g.name = "untouched";
     emmy::Status s = ts->load(r, g);
     EXPECT_FALSE(s.ok());
-    EXPECT_TRUE(g.nodes.empty() && g.name == "untouched") << "a failed load must leave no partial graph";
+    EXPECT_TRUE(g.nodes.empty() && g.name == "untouched")
+        << "a failed load must leave no partial graph";
     return s.message();
   }
 };
@@ -129,11 +134,14 @@ TEST_F(TorchScriptFrontendTest, CodeSoftmaxOnCudaCompilesWithoutAGpu) {
 
 TEST_F(TorchScriptFrontendTest, CodeMlpInBf16) {
   auto g = code(
-      "torch.nn.functional.silu(torch.randn(64,256, dtype=torch.bfloat16) @ torch.randn(256,512, dtype=torch.bfloat16))"
+      "torch.nn.functional.silu(torch.randn(64,256, dtype=torch.bfloat16) @ torch.randn(256,512, "
+      "dtype=torch.bfloat16))"
       " @ torch.randn(512,128, dtype=torch.bfloat16)");
-  EXPECT_EQ(input_types(g), (std::vector<std::string>{"bf16[64,256]", "bf16[256,512]", "bf16[512,128]"}));
+  EXPECT_EQ(input_types(g),
+            (std::vector<std::string>{"bf16[64,256]", "bf16[256,512]", "bf16[512,128]"}));
   EXPECT_EQ(op_signatures(g),
-            (std::vector<std::string>{"matmul bf16[64,128]", "matmul bf16[64,512]", "silu bf16[64,512]"}));
+            (std::vector<std::string>{"matmul bf16[64,128]", "matmul bf16[64,512]",
+                                      "silu bf16[64,512]"}));
   EXPECT_EQ(emmy::ir::to_string(g.type(g.outputs[0])), "bf16[64,128]");
 }
 
@@ -143,7 +151,8 @@ TEST_F(TorchScriptFrontendTest, UnsupportedOpNamesOpSchemaAndSourceLine) {
   std::string msg = error_of(r);
   EXPECT_NE(msg.find("aten::cumsum"), std::string::npos) << msg;
   EXPECT_NE(msg.find("schema: aten::cumsum(Tensor self, int dim"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("torch.cumsum(torch.randn(4, 4), dim=0)"), std::string::npos) << "source line: " << msg;
+  EXPECT_NE(msg.find("torch.cumsum(torch.randn(4, 4), dim=0)"), std::string::npos)
+      << "source line: " << msg;
 }
 
 TEST_F(TorchScriptFrontendTest, CodeThatDoesNotCompileIsAnError) {
@@ -160,7 +169,8 @@ TEST_F(TorchScriptFrontendTest, TracedMlpFile) {
   ASSERT_NE(input_named(g, "0.weight"), nullptr);
   EXPECT_EQ(emmy::ir::to_string(input_named(g, "0.weight")->type), "f32[256,64]");
   EXPECT_EQ(emmy::ir::to_string(input_named(g, "2.bias")->type), "f32[64]");
-  EXPECT_EQ(op_signatures(g), (std::vector<std::string>{"linear f32[4,256]", "linear f32[4,64]", "silu f32[4,256]"}));
+  EXPECT_EQ(op_signatures(g),
+            (std::vector<std::string>{"linear f32[4,256]", "linear f32[4,64]", "silu f32[4,256]"}));
   for (const auto* l : nodes_of(g, Op::linear)) EXPECT_EQ(l->inputs.size(), 3u);  // with bias
 }
 
@@ -191,8 +201,9 @@ TEST_F(TorchScriptFrontendTest, TracedAttentionFile) {
 
 TEST_F(TorchScriptFrontendTest, ScriptedModuleFoldsShapesAndTakesTheKnownBranch) {
   auto g = file("scripted.pt");
-  EXPECT_EQ(op_signatures(g), (std::vector<std::string>{"linear f32[2,8,32]", "softmax f32[2,2,8,16]",
-                                                        "transpose f32[2,2,8,16]", "view f32[2,8,2,16]"}));
+  EXPECT_EQ(op_signatures(g),
+            (std::vector<std::string>{"linear f32[2,8,32]", "softmax f32[2,2,8,16]",
+                                      "transpose f32[2,2,8,16]", "view f32[2,8,2,16]"}));
   EXPECT_NE(input_named(g, "proj.weight"), nullptr);
 }
 
@@ -227,6 +238,49 @@ TEST_F(TorchScriptFrontendTest, Qwen3LayerAgreesWithHfFrontend) {
   EXPECT_EQ(traced.compute_node_count(), built.compute_node_count());
   EXPECT_EQ(singleton_keys(traced), singleton_keys(built));
   EXPECT_EQ(emmy::ir::to_string(traced.type(traced.outputs[0])), "bf16[1,32,1024]");
+}
+
+// `emmy trace ARGS --json`: the distinct kernels of the default grouping, key -> name.
+std::map<std::string, std::string> traced_kernels(const std::string& args) {
+  std::string cmd = std::string(EMMY_BIN) + " trace " + args + " --json 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run " + cmd);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
+  int rc = pclose(pipe);
+  if (rc != 0) throw std::runtime_error(cmd + " failed:\n" + text);
+  std::map<std::string, std::string> out;
+  nlohmann::json report = nlohmann::json::parse(text);  // kept: at() returns into it
+  for (const auto& d : report.at("distinct"))
+    out[d.at("key").get<std::string>()] = d.at("name").get<std::string>();
+  return out;
+}
+
+// The layer as transformers spells it (cos/sin unsqueezed from [1,s,d], a [1,1,s,s] mask sliced
+// to the key length, q*cos before rotate_half(q)*sin, the attention's k before v) and traced
+// inside a model-like wrapper: after fusion its kernels (RMSNorm, q_norm/k_norm + RoPE, the
+// attention, ...) have the hf frontend's structural keys and names.
+TEST_F(TorchScriptFrontendTest, TransformersSpelledLayerGetsTheHfFrontendsKeysAndNames) {
+  auto traced =
+      traced_kernels("'" + (fixture_dir() / "qwen3_layer_transformers.pt").string() + "'");
+  auto hf = traced_kernels("Qwen/Qwen3-Embedding-0.6B --layer 0 --seq 32 --dtype bf16");
+  ASSERT_EQ(hf.size(), 9u);
+  std::vector<std::string> hf_names, traced_names;
+  for (const auto& [key, name] : hf) {
+    hf_names.push_back(name);
+    auto it = traced.find(key);
+    EXPECT_NE(it, traced.end()) << "the traced layer has no kernel with the key of hf's " << name;
+    // hf names the silu*up kernel after its last named node (the up_proj slice); the trace
+    // after the activation module (mlp.act_fn).
+    if (it != traced.end() && name != "mlp.up_proj") {
+      EXPECT_EQ(it->second, name) << key;
+    }
+  }
+  EXPECT_EQ(traced.size(), hf.size());
+  for (const char* name : {"input_layernorm", "self_attn.q_proj+k_proj+v_proj", "self_attn.q_norm",
+                           "self_attn.k_norm", "self_attn", "self_attn.o_proj", "mlp.down_proj"})
+    EXPECT_NE(std::find(hf_names.begin(), hf_names.end(), name), hf_names.end()) << name;
 }
 
 }  // namespace

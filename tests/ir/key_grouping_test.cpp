@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "emmy/ir.hpp"
@@ -15,24 +16,29 @@ struct RmsOptions {
   int64_t hidden = 64;
   DType dtype = DType::f32;
   double eps = 1e-6;
-  Op square = Op::mul;      // x*x (mutation: pow)
-  int64_t keepdim = 1;      // (mutation: 0 with an unsqueeze after)
-  bool weight_first = false;  // dataflow mutation: weight * (x * r) instead of (x * r) * weight
+  Op square = Op::mul;         // x*x (mutation: pow)
+  int64_t keepdim = 1;         // (mutation: 0 with an unsqueeze after)
+  bool weight_first = false;   // commutative spelling: weight * (x * r) instead of (x * r) * weight
+  bool square_scaled = false;  // dataflow mutation: (x*x) * r instead of x * r
 };
 
 // RMSNorm: x * rsqrt(mean(x*x, -1, keepdim) + eps) * weight. Returns its node ids.
 std::vector<ValueId> rmsnorm(Builder& b, ValueId x, ValueId w, const RmsOptions& o,
                              const std::string& prefix, ValueId* out) {
   std::vector<ValueId> ids;
-  auto keep = [&](ValueId v) { ids.push_back(v); return v; };
+  auto keep = [&](ValueId v) {
+    ids.push_back(v);
+    return v;
+  };
   ValueId sq = keep(o.square == Op::mul ? b.op(Op::mul, {x, x}, {}, prefix + ".sq")
                                         : b.op(Op::pow, {x, b.constant(2.0)}, {}, prefix + ".sq"));
-  ValueId m = keep(b.op(Op::mean, {sq}, {{"dims", std::vector<int64_t>{-1}}, {"keepdim", o.keepdim}},
-                        prefix + ".mean"));
+  ValueId m =
+      keep(b.op(Op::mean, {sq}, {{"dims", std::vector<int64_t>{-1}}, {"keepdim", o.keepdim}},
+                prefix + ".mean"));
   if (!o.keepdim) m = keep(b.op(Op::unsqueeze, {m}, {{"dim", int64_t(-1)}}));
   ValueId e = keep(b.op(Op::add, {m, b.constant(o.eps)}, {}, prefix + ".eps"));
   ValueId r = keep(b.op(Op::rsqrt, {e}, {}, prefix + ".rsqrt"));
-  ValueId n = keep(b.op(Op::mul, {x, r}, {}, prefix + ".norm"));
+  ValueId n = keep(b.op(Op::mul, {o.square_scaled ? sq : x, r}, {}, prefix + ".norm"));
   ValueId y = keep(o.weight_first ? b.op(Op::mul, {w, n}, {}, prefix + ".out")
                                   : b.op(Op::mul, {n, w}, {}, prefix + ".out"));
   *out = y;
@@ -93,7 +99,7 @@ TEST(StructuralKey, EachMutationKindChangesTheKey) {
   mutations["op"].square = Op::pow;
   mutations["attribute (constant value)"].eps = 1e-5;
   mutations["attribute (keepdim)"].keepdim = 0;
-  mutations["dataflow"].weight_first = true;
+  mutations["dataflow"].square_scaled = true;
   std::set<std::string> keys = {base};
   for (const auto& [what, o] : mutations) {
     TwoNorms t = two_norms({}, o);
@@ -143,13 +149,167 @@ TEST(StructuralKey, EquivalentSpellingsOfAttributesShareAKey) {
   EXPECT_EQ(key_of([](Builder& b, ValueId x) { return b.softmax(x, -1); }),
             key_of([](Builder& b, ValueId x) { return b.softmax(x, 1); }));
   EXPECT_EQ(key_of([](Builder& b, ValueId x) { return b.op(Op::mean, {x}); }),
-            key_of([](Builder& b, ValueId x) { return b.mean(x, {1, -2}, false); }));
+            key_of([](Builder& b, ValueId x) {
+              return b.mean(x, {1, -2}, false);
+            }));
   EXPECT_EQ(key_of([](Builder& b, ValueId x) { return b.transpose(x, -1, 0); }),
             key_of([](Builder& b, ValueId x) { return b.transpose(x, 0, 1); }));
   EXPECT_EQ(key_of([](Builder& b, ValueId x) { return b.slice(x, -1, -4, 100); }),
-            key_of([](Builder& b, ValueId x) { return b.op(Op::slice, {x}, {{"dim", int64_t(1)}, {"start", int64_t(2)}}); }));
+            key_of([](Builder& b, ValueId x) {
+              return b.op(Op::slice, {x}, {{"dim", int64_t(1)}, {"start", int64_t(2)}});
+            }));
   EXPECT_NE(key_of([](Builder& b, ValueId x) { return b.slice(x, -1, -4, 100); }),
             key_of([](Builder& b, ValueId x) { return b.slice(x, -1, -4, 100, 2); }));
+}
+
+// Canonical form: spellings of one computation that frontends differ in share a key.
+std::string whole_key(const Graph& g) {
+  Kernel k;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op != Op::input && g.nodes[i].op != Op::constant)
+      k.nodes.push_back(static_cast<ValueId>(i));
+  return structural_key(g, k);
+}
+std::string graph_key(const std::function<void(Builder&)>& body) {
+  Graph g;
+  Builder b(g);
+  body(b);
+  return whole_key(g);
+}
+
+TEST(StructuralKey, CommutativeOperandsInEitherOrder) {
+  TwoNorms a = two_norms({}, {});
+  RmsOptions swapped;
+  swapped.weight_first = true;
+  TwoNorms c = two_norms({}, swapped);
+  EXPECT_EQ(structural_key(a.g, a.second), structural_key(c.g, c.second));
+  auto binary = [](Op op, bool swap, double alpha) {
+    return graph_key([&](Builder& b) {
+      ValueId x = b.input("x", {DType::f32, {4, 8}});
+      ValueId y = b.input("y", {DType::f32, {8}});
+      ValueId e = b.unary(Op::exp, x);
+      Attrs attrs;
+      if (op == Op::add || op == Op::sub) attrs["alpha"] = alpha;
+      b.output(b.op(op, swap ? std::vector<ValueId>{y, e} : std::vector<ValueId>{e, y}, attrs));
+    });
+  };
+  EXPECT_EQ(binary(Op::mul, false, 1), binary(Op::mul, true, 1));
+  EXPECT_EQ(binary(Op::add, false, 1), binary(Op::add, true, 1));
+  EXPECT_NE(binary(Op::add, false, 2), binary(Op::add, true, 2));  // a + 2b is not b + 2a
+  EXPECT_NE(binary(Op::sub, false, 1), binary(Op::sub, true, 1));
+  EXPECT_NE(binary(Op::div, false, 1), binary(Op::div, true, 1));
+}
+
+TEST(StructuralKey, NodeOrderDoesNotMatter) {
+  // x*cos + rotate(x)*sin, its two products emitted in either order (C++ argument order differs
+  // between compilers; the hf frontend and a trace emit them differently).
+  auto rope = [](bool sin_first) {
+    return graph_key([&](Builder& b) {
+      ValueId x = b.input("x", {DType::f32, {2, 4, 8}});
+      ValueId cos = b.input("cos", {DType::f32, {4, 8}});
+      ValueId sin = b.input("sin", {DType::f32, {4, 8}});
+      ValueId e = b.unary(Op::exp, x);
+      auto rotated_times_sin = [&] {
+        ValueId x1 = b.slice(e, 2, 0, 4), x2 = b.slice(e, 2, 4, 8);
+        return b.mul(b.cat({b.unary(Op::neg, x2), x1}, 2), sin);
+      };
+      ValueId p, q;
+      if (sin_first) {
+        q = rotated_times_sin();
+        p = b.mul(e, cos);
+      } else {
+        p = b.mul(e, cos);
+        q = rotated_times_sin();
+      }
+      b.output(b.add(p, q));
+    });
+  };
+  EXPECT_EQ(rope(false), rope(true));
+}
+
+TEST(StructuralKey, NoOpsViewChainsAndViewsOfInputsAreFolded) {
+  auto plain = graph_key([](Builder& b) {
+    ValueId x = b.input("x", {DType::f32, {4, 6}});
+    b.output(b.reshape(b.unary(Op::exp, x), {2, 12}));
+  });
+  auto spelled = graph_key([](Builder& b) {
+    ValueId x = b.input("x", {DType::f32, {4, 6}});
+    ValueId same = b.op(Op::contiguous, {b.cast(x, DType::f32)});
+    same = b.expand(b.view(same, {4, 6}), {4, 6});
+    ValueId e = b.unary(Op::exp, b.transpose(b.transpose(same, 0, 1), 1, 0));
+    ValueId chain = b.view(b.unsqueeze(b.reshape(e, {24}), 0), {2, 12});
+    b.output(b.op(Op::contiguous, {chain}));
+  });
+  EXPECT_EQ(plain, spelled);
+  // A different final shape, or a real transpose, is another computation.
+  EXPECT_NE(plain, graph_key([](Builder& b) {
+              ValueId x = b.input("x", {DType::f32, {4, 6}});
+              b.output(b.reshape(b.unary(Op::exp, x), {12, 2}));
+            }));
+  EXPECT_NE(plain, graph_key([](Builder& b) {
+              ValueId x = b.input("x", {DType::f32, {4, 6}});
+              b.output(b.reshape(b.unary(Op::exp, b.transpose(x, 0, 1)), {2, 12}));
+            }));
+  // cos given as [1,s,d] and unsqueezed (transformers) or as [s,d] (hf frontend): one product.
+  auto rope_mul = [](bool unsqueezed, bool mask4d) {
+    return graph_key([&](Builder& b) {
+      ValueId q = b.input("q", {DType::f32, {1, 2, 4, 8}});
+      ValueId cos = unsqueezed ? b.unsqueeze(b.input("cos", {DType::f32, {1, 4, 8}}), 1)
+                               : b.input("cos", {DType::f32, {4, 8}});
+      ValueId mask = b.input("mask", {DType::boolean, mask4d ? Shape{1, 1, 4, 8} : Shape{4, 8}});
+      ValueId p = b.mul(b.unary(Op::exp, q), cos);
+      b.output(b.where(mask, p, b.constant(0.0)));
+    });
+  };
+  EXPECT_EQ(rope_mul(false, false), rope_mul(true, false));
+  EXPECT_EQ(rope_mul(false, false), rope_mul(true, true));
+  // Leading 1-dims that set the result's rank stay: [1,4,8] * [4,8] is not [4,8] * [4,8].
+  auto lead = [](Shape a) {
+    return graph_key([&](Builder& b) {
+      ValueId x = b.input("x", {DType::f32, a});
+      ValueId y = b.input("y", {DType::f32, {4, 8}});
+      b.output(b.mul(b.unary(Op::exp, y), x));
+    });
+  };
+  EXPECT_NE(lead({1, 4, 8}), lead({4, 8}));
+  // One input read twice is not two inputs.
+  auto twice = [](bool same) {
+    return graph_key([&](Builder& b) {
+      ValueId x = b.input("x", {DType::f32, {4}});
+      ValueId y = same ? x : b.input("y", {DType::f32, {4}});
+      b.output(b.mul(b.unary(Op::exp, x), b.unary(Op::exp, y)));
+    });
+  };
+  EXPECT_NE(twice(true), twice(false));
+  // A cast that changes the dtype stays.
+  EXPECT_NE(graph_key([](Builder& b) {
+              b.output(b.unary(Op::exp, b.cast(b.input("x", {DType::bf16, {4}}), DType::f32)));
+            }),
+            graph_key([](Builder& b) {
+              b.output(b.unary(Op::exp, b.input("x", {DType::f32, {4}})));
+            }));
+}
+
+// torch's scaled_dot_product_attention on bf16 (softmax in f32) and transformers' eager
+// attention as the hf frontend writes it are one computation.
+TEST(StructuralKey, SdpaInF32SoftmaxIsTheEagerAttention) {
+  auto attention = [](int how) {
+    return graph_key([&](Builder& b) {
+      ValueId q = b.input("q", {DType::bf16, {1, 2, 8, 16}});
+      ValueId k = b.input("k", {DType::bf16, {1, 2, 8, 16}});
+      ValueId v = b.input("v", {DType::bf16, {1, 2, 8, 16}});
+      if (how < 2) {
+        b.output(build_attention(b, q, k, v, -1, 0.25, true, how == 1));
+        return;
+      }
+      ValueId mask = b.input("causal_mask", {DType::boolean, {8, 8}}, "causal_mask");
+      ValueId s = b.mul(b.matmul(q, b.transpose(k, 2, 3)), b.constant(0.25, DType::f32));
+      s = b.where(mask, s, b.constant(-std::numeric_limits<double>::infinity(), DType::f32));
+      b.output(b.matmul(b.cast(b.softmax(b.cast(s, DType::f32), 3), DType::bf16), v));
+    });
+  };
+  EXPECT_EQ(attention(1), attention(2));
+  EXPECT_NE(attention(0), attention(2));  // softmax in bf16 is another computation
 }
 
 TEST(Grouping, BoundaryVerifyAndSingleton) {
@@ -188,8 +348,23 @@ TEST(Grouping, BoundaryVerifyAndSingleton) {
 
 TEST(Grouping, KernelNameAndStats) {
   TwoNorms t = two_norms({}, {});
-  EXPECT_EQ(kernel_name(t.g, t.first), "mean");
+  // Named nodes name the kernel (its last named node here, "layers.0.out" without "layers.0.");
+  // unnamed ones fall back to the heaviest op.
+  EXPECT_EQ(kernel_name(t.g, t.first), "out");
   EXPECT_EQ(kernel_name(t.g, t.lin), "linear");
+  for (ValueId v : t.first.nodes) t.g.nodes[static_cast<size_t>(v)].name.clear();
+  EXPECT_EQ(kernel_name(t.g, t.first), "mean");
+  // A matmul's name wins; a "+"-joined name writes the shared module prefix once.
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::f32, {4, 8}});
+  ValueId w = b.input("w", {DType::f32, {24, 8}}, "weight");
+  ValueId y = b.op(Op::linear, {x, w}, {},
+                   "model.layers.3.self_attn.q_proj+model.layers.3.self_attn.k_proj+model.layers.3."
+                   "self_attn.v_proj");
+  ValueId z = b.op(Op::exp, {y}, {}, "layers.3.self_attn.act");
+  EXPECT_EQ(kernel_name(g, Kernel{{y, z}, "", {}}), "self_attn.q_proj+k_proj+v_proj");
+  EXPECT_EQ(kernel_name(g, Kernel{{z}, "", {}}), "self_attn.act");
   KernelStats s = kernel_stats(t.g, t.lin);
   EXPECT_DOUBLE_EQ(s.flops, 2.0 * 8 * 64 * 64);
   EXPECT_DOUBLE_EQ(s.bytes, 4.0 * (8 * 64 + 64 * 64 + 8 * 64));

@@ -1,5 +1,7 @@
 // The tuning database in one process: cache round trip, failures cached, the regime asymmetry,
 // corrupt records, one writer, readers beside the writer.
+#include "store/tuning_store.hpp"
+
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
@@ -10,10 +12,10 @@
 #include <set>
 
 #include "store/crc32.hpp"
+#include "store/kernel_names.hpp"
 #include "store/keys.hpp"
 #include "store/record_codec.hpp"
 #include "store/test_records.hpp"
-#include "store/tuning_store.hpp"
 
 namespace emmy::store {
 namespace {
@@ -89,8 +91,8 @@ TEST(TuningStore, MeasurementRoundTripsAndSurvivesReopen) {
   ASSERT_TRUE(got);
   EXPECT_TRUE(same_record(*got, r));
   // Another environment never sees it: results are not reused on other hardware/software.
-  EXPECT_FALSE(store->lookup("cuda|H200|nvcc 13.0", r.structural_key, r.config_key,
-                             emmy::Regime::rank));
+  EXPECT_FALSE(
+      store->lookup("cuda|H200|nvcc 13.0", r.structural_key, r.config_key, emmy::Regime::rank));
   EXPECT_TRUE(store->corrupt_records().empty());
 }
 
@@ -111,8 +113,8 @@ TEST(TuningStore, FailuresAreCachedLikeSuccesses) {
   auto store = TuningStore::open_writer(dir.sub("db"));
   MeasurementRecord failed = make_record(4, emmy::Regime::rank, emmy::FailureKind::build_error);
   store->put_measurement(failed);
-  auto got = store->lookup(failed.env, failed.structural_key, failed.config_key,
-                           emmy::Regime::rank);
+  auto got =
+      store->lookup(failed.env, failed.structural_key, failed.config_key, emmy::Regime::rank);
   ASSERT_TRUE(got);
   EXPECT_EQ(got->failure, emmy::FailureKind::build_error);
   EXPECT_EQ(got->message, failed.message);
@@ -131,22 +133,22 @@ TEST(TuningStore, DeployMeasurementsGoToTheSearchTreeNeverToMeasurements) {
     auto store = TuningStore::open_writer(db);
     store->put_measurement(deploy);
     store->put_measurement(rank);
-    ASSERT_TRUE(store->lookup(deploy.env, deploy.structural_key, deploy.config_key,
-                              emmy::Regime::deploy));
+    ASSERT_TRUE(
+        store->lookup(deploy.env, deploy.structural_key, deploy.config_key, emmy::Regime::deploy));
     // The same configuration has no rank measurement: the deploy row must not answer for it.
-    EXPECT_FALSE(store->lookup(deploy.env, deploy.structural_key, deploy.config_key,
-                               emmy::Regime::rank));
+    EXPECT_FALSE(
+        store->lookup(deploy.env, deploy.structural_key, deploy.config_key, emmy::Regime::rank));
     EXPECT_FALSE(
         store->lookup(rank.env, rank.structural_key, rank.config_key, emmy::Regime::deploy));
   }
   RawDb raw(db);
-  EXPECT_TRUE(raw.has(kSearchTreeCF, deploy_key(deploy.env, deploy.structural_key,
-                                                deploy.config_key)));
-  EXPECT_FALSE(raw.has(kMeasurementsCF, measurement_key(deploy.env, deploy.structural_key,
-                                                        deploy.config_key)));
+  EXPECT_TRUE(
+      raw.has(kSearchTreeCF, deploy_key(deploy.env, deploy.structural_key, deploy.config_key)));
+  EXPECT_FALSE(raw.has(kMeasurementsCF,
+                       measurement_key(deploy.env, deploy.structural_key, deploy.config_key)));
   EXPECT_EQ(raw.count(kMeasurementsCF), 1u);  // the rank row only
-  EXPECT_TRUE(raw.has(kMeasurementsCF, measurement_key(rank.env, rank.structural_key,
-                                                       rank.config_key)));
+  EXPECT_TRUE(
+      raw.has(kMeasurementsCF, measurement_key(rank.env, rank.structural_key, rank.config_key)));
 }
 
 TEST(TuningStore, MeasurementAndIndexEntriesAreWrittenTogether) {
@@ -184,6 +186,56 @@ TEST(TuningStore, VariantsFindByKernelNameOrKeyPrefixInBothTables) {
   EXPECT_EQ(store->all_measurements().size(), 11u);
 }
 
+// `--kernel NAME` takes the names trace and tune print, spelled out, shortened or as a prefix.
+TEST(KernelNames, MatchThePrintedNamesTheirSpellingsAndPrefixes) {
+  const std::vector<std::string> names = {"input_layernorm",
+                                          "self_attn",
+                                          "self_attn.q_norm",
+                                          "self_attn.k_norm",
+                                          "self_attn.q_proj+k_proj+v_proj",
+                                          "mlp.gate_proj+up_proj",
+                                          "matmul"};
+  using V = std::vector<std::string>;
+  EXPECT_EQ(match_kernel_names("self_attn", names), V{"self_attn"});  // exact beats prefix
+  EXPECT_EQ(match_kernel_names("input_layernorm", names), V{"input_layernorm"});
+  EXPECT_EQ(match_kernel_names("self_attn.q_proj+k_proj+v_proj", names),
+            V{"self_attn.q_proj+k_proj+v_proj"});
+  EXPECT_EQ(match_kernel_names("q_proj+k_proj+v_proj", names), V{"self_attn.q_proj+k_proj+v_proj"});
+  EXPECT_EQ(match_kernel_names("self_attn.q_proj+self_attn.k_proj+self_attn.v_proj", names),
+            V{"self_attn.q_proj+k_proj+v_proj"});
+  EXPECT_EQ(match_kernel_names("model.layers.0.mlp.gate_proj+model.layers.0.mlp.up_proj", names),
+            V{"mlp.gate_proj+up_proj"});
+  EXPECT_EQ(match_kernel_names("q_norm", names), V{"self_attn.q_norm"});
+  EXPECT_EQ(match_kernel_names("input_layer", names), V{"input_layernorm"});
+  EXPECT_EQ(match_kernel_names("self_attn.", names),
+            (V{"self_attn.k_norm", "self_attn.q_norm", "self_attn.q_proj+k_proj+v_proj"}));
+  EXPECT_TRUE(match_kernel_names("q_proj", names).empty());  // a part is not the kernel
+  EXPECT_TRUE(match_kernel_names("attn", names).empty());  // "attn" is no dot-suffix of "self_attn"
+  EXPECT_TRUE(match_kernel_names("", names).empty());
+  EXPECT_EQ(spelled_out_parts("a.b.c+d+e.f"), (V{"a.b.c", "a.b.d", "e.f"}));
+}
+
+TEST(TuningStore, VariantsFindTheNamesTraceAndTunePrint) {
+  TempDir dir;
+  auto store = TuningStore::open_writer(dir.sub("db"));
+  int i = 0;
+  for (const char* name : {"input_layernorm", "self_attn.q_proj+k_proj+v_proj", "self_attn"}) {
+    MeasurementRecord r = make_record(i);
+    r.kernel_name = name;
+    r.structural_key = "key-" + std::to_string(i++);
+    store->put_measurement(r);
+  }
+  EXPECT_EQ(store->variants("input_layernorm").size(), 1u);
+  EXPECT_EQ(store->variants("input_layer").size(), 1u);
+  EXPECT_EQ(store->variants("q_proj+k_proj+v_proj").size(), 1u);
+  EXPECT_EQ(store->variants("q_proj+k_proj+v_proj")[0].kernel_name,
+            "self_attn.q_proj+k_proj+v_proj");
+  EXPECT_EQ(store->variants("self_attn")[0].kernel_name, "self_attn");
+  EXPECT_EQ(store->variants("self_attn").size(), 1u);
+  EXPECT_EQ(store->variants("self_").size(), 2u);
+  EXPECT_EQ(store->failures("input_layernorm").size(), 0u);
+}
+
 TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   TempDir dir;
   auto store = TuningStore::open_writer(dir.sub("db"));
@@ -196,8 +248,13 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   plan.graph_key = "g1";
   plan.run_id = "run-1";
   plan.total_us = 120.5;
-  plan.kernels.push_back({"sk0-matmul", "matmul", "matmul_tiled", "matmul_tiled|tile_m=64",
-                          {{"tile_m", 64}}, 2, 60.25});
+  plan.kernels.push_back({"sk0-matmul",
+                          "matmul",
+                          "matmul_tiled",
+                          "matmul_tiled|tile_m=64",
+                          {{"tile_m", 64}},
+                          2,
+                          60.25});
   plan.grouping = R"({"fuse":[0,1]})";
   store->put_plan(plan);
   store->put_tree_node({kEnv, "sk0-matmul", "tile_m=64/tile_n=32", 12, 3.5, 60.25});
@@ -294,27 +351,33 @@ TEST(TuningStore, CorruptRecordsAreReportedWithTheirKeyAndSkipped) {
     auto store = TuningStore::open_writer(db);
     for (const auto& r : {good, garbage, flipped, deploy}) store->put_measurement(r);
   }
-  std::string garbage_key = measurement_key(garbage.env, garbage.structural_key, garbage.config_key);
-  std::string flipped_key = measurement_key(flipped.env, flipped.structural_key, flipped.config_key);
+  std::string garbage_key =
+      measurement_key(garbage.env, garbage.structural_key, garbage.config_key);
+  std::string flipped_key =
+      measurement_key(flipped.env, flipped.structural_key, flipped.config_key);
   std::string deploy_k = deploy_key(deploy.env, deploy.structural_key, deploy.config_key);
   {
     RawDb raw(db);
-    ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.cf.at(kMeasurementsCF), garbage_key,
-                            "\x01\x02 not a record").ok());
+    ASSERT_TRUE(raw.db
+                    ->Put(rocksdb::WriteOptions(), raw.cf.at(kMeasurementsCF), garbage_key,
+                          "\x01\x02 not a record")
+                    .ok());
     std::string v;
-    ASSERT_TRUE(raw.db->Get(rocksdb::ReadOptions(), raw.cf.at(kMeasurementsCF), flipped_key, &v).ok());
+    ASSERT_TRUE(
+        raw.db->Get(rocksdb::ReadOptions(), raw.cf.at(kMeasurementsCF), flipped_key, &v).ok());
     v[v.size() / 2] ^= 0x20;  // one flipped bit in the payload
-    ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.cf.at(kMeasurementsCF), flipped_key, v).ok());
+    ASSERT_TRUE(
+        raw.db->Put(rocksdb::WriteOptions(), raw.cf.at(kMeasurementsCF), flipped_key, v).ok());
     ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.cf.at(kSearchTreeCF), deploy_k, "").ok());
   }
   auto store = TuningStore::open_reader(db);
   std::vector<std::string> warnings;
   store->set_warning_sink([&](const std::string& m) { warnings.push_back(m); });
 
-  EXPECT_FALSE(store->lookup(garbage.env, garbage.structural_key, garbage.config_key,
-                             emmy::Regime::rank));
-  EXPECT_FALSE(store->lookup(flipped.env, flipped.structural_key, flipped.config_key,
-                             emmy::Regime::rank));
+  EXPECT_FALSE(
+      store->lookup(garbage.env, garbage.structural_key, garbage.config_key, emmy::Regime::rank));
+  EXPECT_FALSE(
+      store->lookup(flipped.env, flipped.structural_key, flipped.config_key, emmy::Regime::rank));
   EXPECT_TRUE(store->lookup(good.env, good.structural_key, good.config_key, emmy::Regime::rank));
   auto corrupt = store->corrupt_records();
   ASSERT_EQ(corrupt.size(), 2u);

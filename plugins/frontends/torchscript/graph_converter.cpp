@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -23,36 +24,88 @@ using torch::jit::Value;
 
 // What a TorchScript value is known to be.
 struct Val {
-  enum class Kind { none, tensor, integer, real, boolean, text, list, object, device } kind = Kind::none;
-  ValueId id = -1;   // tensor
-  int64_t i = 0;     // integer (also ScalarType and bool as 0/1 when converted)
-  double d = 0;      // real
-  bool b = false;    // boolean
-  std::string s;     // text; for objects, the attribute path ("layers.0.mlp")
+  enum class Kind {
+    none,
+    tensor,
+    integer,
+    real,
+    boolean,
+    text,
+    list,
+    object,
+    device
+  } kind = Kind::none;
+  ValueId id = -1;         // tensor
+  int64_t i = 0;           // integer (also ScalarType and bool as 0/1 when converted)
+  double d = 0;            // real
+  bool b = false;          // boolean
+  std::string s;           // text; for objects, the attribute path ("layers.0.mlp")
   std::vector<Val> items;  // list / tuple
   c10::IValue object;      // module object
 
   static Val none_() { return Val{}; }
-  static Val tensor(ValueId v) { Val x; x.kind = Kind::tensor; x.id = v; return x; }
-  static Val integer(int64_t v) { Val x; x.kind = Kind::integer; x.i = v; return x; }
-  static Val real(double v) { Val x; x.kind = Kind::real; x.d = v; return x; }
-  static Val boolean(bool v) { Val x; x.kind = Kind::boolean; x.b = v; return x; }
-  static Val text(std::string v) { Val x; x.kind = Kind::text; x.s = std::move(v); return x; }
-  static Val list(std::vector<Val> v) { Val x; x.kind = Kind::list; x.items = std::move(v); return x; }
-  bool is_scalar() const { return kind == Kind::integer || kind == Kind::real || kind == Kind::boolean; }
-  double number() const { return kind == Kind::real ? d : kind == Kind::integer ? static_cast<double>(i) : (b ? 1 : 0); }
+  static Val tensor(ValueId v) {
+    Val x;
+    x.kind = Kind::tensor;
+    x.id = v;
+    return x;
+  }
+  static Val integer(int64_t v) {
+    Val x;
+    x.kind = Kind::integer;
+    x.i = v;
+    return x;
+  }
+  static Val real(double v) {
+    Val x;
+    x.kind = Kind::real;
+    x.d = v;
+    return x;
+  }
+  static Val boolean(bool v) {
+    Val x;
+    x.kind = Kind::boolean;
+    x.b = v;
+    return x;
+  }
+  static Val text(std::string v) {
+    Val x;
+    x.kind = Kind::text;
+    x.s = std::move(v);
+    return x;
+  }
+  static Val list(std::vector<Val> v) {
+    Val x;
+    x.kind = Kind::list;
+    x.items = std::move(v);
+    return x;
+  }
+  bool is_scalar() const {
+    return kind == Kind::integer || kind == Kind::real || kind == Kind::boolean;
+  }
+  double number() const {
+    return kind == Kind::real ? d : kind == Kind::integer ? static_cast<double>(i) : (b ? 1 : 0);
+  }
 };
 
 DType dtype_of_scalar_type(int64_t code, const std::string& where) {
   switch (static_cast<c10::ScalarType>(code)) {
-    case c10::ScalarType::Float: return DType::f32;
-    case c10::ScalarType::Half: return DType::f16;
-    case c10::ScalarType::BFloat16: return DType::bf16;
-    case c10::ScalarType::Double: return DType::f64;
-    case c10::ScalarType::Int: return DType::i32;
-    case c10::ScalarType::Long: return DType::i64;
-    case c10::ScalarType::Bool: return DType::boolean;
-    default: break;
+    case c10::ScalarType::Float:
+      return DType::f32;
+    case c10::ScalarType::Half:
+      return DType::f16;
+    case c10::ScalarType::BFloat16:
+      return DType::bf16;
+    case c10::ScalarType::Double:
+      return DType::f64;
+    case c10::ScalarType::Int:
+      return DType::i32;
+    case c10::ScalarType::Long:
+      return DType::i64;
+    case c10::ScalarType::Bool:
+      return DType::boolean;
+    default:
+      break;
   }
   throw Error(where + ": dtype " + std::string(c10::toString(static_cast<c10::ScalarType>(code))) +
               " has no Emmy equivalent (f32, f16, bf16, f64, i32, i64, bool)");
@@ -60,13 +113,20 @@ DType dtype_of_scalar_type(int64_t code, const std::string& where) {
 
 int64_t scalar_type_of_dtype(DType t) {
   switch (t) {
-    case DType::f32: return static_cast<int64_t>(c10::ScalarType::Float);
-    case DType::f16: return static_cast<int64_t>(c10::ScalarType::Half);
-    case DType::bf16: return static_cast<int64_t>(c10::ScalarType::BFloat16);
-    case DType::f64: return static_cast<int64_t>(c10::ScalarType::Double);
-    case DType::i32: return static_cast<int64_t>(c10::ScalarType::Int);
-    case DType::i64: return static_cast<int64_t>(c10::ScalarType::Long);
-    case DType::boolean: return static_cast<int64_t>(c10::ScalarType::Bool);
+    case DType::f32:
+      return static_cast<int64_t>(c10::ScalarType::Float);
+    case DType::f16:
+      return static_cast<int64_t>(c10::ScalarType::Half);
+    case DType::bf16:
+      return static_cast<int64_t>(c10::ScalarType::BFloat16);
+    case DType::f64:
+      return static_cast<int64_t>(c10::ScalarType::Double);
+    case DType::i32:
+      return static_cast<int64_t>(c10::ScalarType::Int);
+    case DType::i64:
+      return static_cast<int64_t>(c10::ScalarType::Long);
+    case DType::boolean:
+      return static_cast<int64_t>(c10::ScalarType::Bool);
   }
   return static_cast<int64_t>(c10::ScalarType::Float);
 }
@@ -88,13 +148,15 @@ class Converter {
     size_t wanted = inputs.size() - first;
     if (wanted != options_.input_types.size()) {
       std::string names;
-      for (size_t i = first; i < inputs.size(); ++i) names += (names.empty() ? "" : ", ") + inputs[i]->debugName();
+      for (size_t i = first; i < inputs.size(); ++i)
+        names += (names.empty() ? "" : ", ") + inputs[i]->debugName();
       throw Error("the graph takes " + std::to_string(wanted) + " inputs (" + names + ") but " +
                   std::to_string(options_.input_types.size()) +
                   " input shapes were given (--input-shape or the file's emmy_input_shapes)");
     }
     for (size_t i = first; i < inputs.size(); ++i)
-      vals_[inputs[i]] = Val::tensor(b_.input(inputs[i]->debugName(), options_.input_types[i - first]));
+      vals_[inputs[i]] =
+          Val::tensor(b_.input(inputs[i]->debugName(), options_.input_types[i - first]));
 
     run_block(graph.block());
     for (Value* v : graph.outputs()) add_outputs(get(v), v);
@@ -137,7 +199,12 @@ class Converter {
     if (iv.isInt()) return Val::integer(iv.toInt());
     if (iv.isDouble()) return Val::real(iv.toDouble());
     if (iv.isString()) return Val::text(iv.toStringRef());
-    if (iv.isDevice()) { Val x; x.kind = Val::Kind::device; x.s = iv.toDevice().str(); return x; }
+    if (iv.isDevice()) {
+      Val x;
+      x.kind = Val::Kind::device;
+      x.s = iv.toDevice().str();
+      return x;
+    }
     if (iv.isTensor()) return tensor_value(iv.toTensor(), name);
     if (iv.isTuple()) {
       std::vector<Val> items;
@@ -147,10 +214,18 @@ class Converter {
     if (iv.isList()) {
       std::vector<Val> items;
       auto list = iv.toList();
-      for (size_t k = 0; k < list.size(); ++k) items.push_back(from_ivalue(list.get(k), name + "." + std::to_string(k)));
+      for (size_t k = 0; k < list.size(); ++k)
+        items.push_back(from_ivalue(list.get(k), name + "." + std::to_string(k)));
       return Val::list(std::move(items));
     }
-    if (iv.isObject()) { Val x; x.kind = Val::Kind::object; x.object = iv; x.s = name; return x; }
+    if (iv.isObject()) {
+      Val x;
+      x.kind = Val::Kind::object;
+      x.object = iv;
+      x.s = name;
+      module_paths_.insert(name);
+      return x;
+    }
     throw Error("cannot represent the value of '" + name + "' (" + iv.tagKind() + ")");
   }
 
@@ -165,7 +240,8 @@ class Converter {
     }
     auto it = weights_.find(name);
     if (it != weights_.end()) return Val::tensor(it->second);
-    ir::TensorType type{dtype_of_scalar_type(static_cast<int64_t>(t.scalar_type()), name), t.sizes().vec()};
+    ir::TensorType type{dtype_of_scalar_type(static_cast<int64_t>(t.scalar_type()), name),
+                        t.sizes().vec()};
     ValueId id = b_.input(name, type, "weight");
     weights_[name] = id;
     return Val::tensor(id);
@@ -196,14 +272,17 @@ class Converter {
 
   const Val& in(const Node* n, size_t i) {
     if (i >= n->inputs().size())
-      throw Error(std::string(n->kind().toQualString()) + " has " + std::to_string(n->inputs().size()) +
-                  " inputs; input " + std::to_string(i) + " was expected");
+      throw Error(std::string(n->kind().toQualString()) + " has " +
+                  std::to_string(n->inputs().size()) + " inputs; input " + std::to_string(i) +
+                  " was expected");
     return get(n->inputs()[i]);
   }
   // The named argument (by schema) or, without a schema, the positional fallback.
-  const Val* named(const Node* n, const std::string& name, std::optional<size_t> fallback = std::nullopt) {
+  const Val* named(const Node* n, const std::string& name,
+                   std::optional<size_t> fallback = std::nullopt) {
     if (auto i = arg_index(n, name)) return &get(n->inputs()[*i]);
-    if (!n->maybeSchema() && fallback && *fallback < n->inputs().size()) return &get(n->inputs()[*fallback]);
+    if (!n->maybeSchema() && fallback && *fallback < n->inputs().size())
+      return &get(n->inputs()[*fallback]);
     return nullptr;
   }
 
@@ -211,35 +290,42 @@ class Converter {
     const Val& v = in(n, i);
     if (v.kind == Val::Kind::tensor) return v.id;
     if (v.is_scalar()) return scalar_constant(v);
-    throw Error(std::string(n->kind().toQualString()) + ": input " + std::to_string(i) + " is not a tensor");
+    throw Error(std::string(n->kind().toQualString()) + ": input " + std::to_string(i) +
+                " is not a tensor");
   }
   int64_t integer(const Val& v, const Node* n) {
     if (v.kind == Val::Kind::integer) return v.i;
     if (v.kind == Val::Kind::boolean) return v.b ? 1 : 0;
-    throw Error(std::string(n->kind().toQualString()) + ": expected an integer known at compile time" +
+    throw Error(std::string(n->kind().toQualString()) +
+                ": expected an integer known at compile time" +
                 (v.kind == Val::Kind::tensor ? " (it depends on tensor data)" : ""));
   }
   int64_t integer(const Node* n, size_t i) { return integer(in(n, i), n); }
   double real(const Val& v, const Node* n) {
     if (v.is_scalar()) return v.number();
-    throw Error(std::string(n->kind().toQualString()) + ": expected a number known at compile time");
+    throw Error(std::string(n->kind().toQualString()) +
+                ": expected a number known at compile time");
   }
   std::vector<int64_t> ints(const Val& v, const Node* n) {
     if (v.kind == Val::Kind::integer) return {v.i};
-    if (v.kind != Val::Kind::list) throw Error(std::string(n->kind().toQualString()) + ": expected a list of integers");
+    if (v.kind != Val::Kind::list)
+      throw Error(std::string(n->kind().toQualString()) + ": expected a list of integers");
     std::vector<int64_t> out;
     for (const auto& item : v.items) out.push_back(integer(item, n));
     return out;
   }
   std::vector<int64_t> ints(const Node* n, size_t i) { return ints(in(n, i), n); }
-  bool is_none(const Node* n, size_t i) { return i >= n->inputs().size() || in(n, i).kind == Val::Kind::none; }
+  bool is_none(const Node* n, size_t i) {
+    return i >= n->inputs().size() || in(n, i).kind == Val::Kind::none;
+  }
 
   const ir::TensorType& type(ValueId v) { return b_.graph().type(v); }
   int64_t rank(ValueId v) { return type(v).rank(); }
   int64_t wrap(int64_t dim, int64_t r, const Node* n) {
     int64_t w = dim < 0 ? dim + r : dim;
     if (w < 0 || w >= std::max<int64_t>(r, 1))
-      throw Error(std::string(n->kind().toQualString()) + ": dim " + std::to_string(dim) + " is out of range for rank " + std::to_string(r));
+      throw Error(std::string(n->kind().toQualString()) + ": dim " + std::to_string(dim) +
+                  " is out of range for rank " + std::to_string(r));
     return w;
   }
 
@@ -254,9 +340,68 @@ class Converter {
       } catch (const Located&) {
         throw;
       } catch (const std::exception& e) {
-        throw Located("torchscript frontend: " + std::string(n->kind().toQualString()) + ": " + e.what() +
-                      describe_location(n));
+        throw Located("torchscript frontend: " + std::string(n->kind().toQualString()) + ": " +
+                      e.what() + describe_location(n));
       }
+    }
+  }
+
+  // ---- names from module scopes ----------------------------------------------------------------
+  // The module a node was inlined from, as an attribute path ("layers.0.self_attn.q_norm"), or ""
+  // at the top level. Inlining records the chain of instance names ("0", "self_attn", "q_norm");
+  // the chain is resolved against the module paths seen so far (the GetAttr of a module always
+  // comes before the code inlined from it), so "0..." becomes "layers.0...".
+  std::string scope_of(const Node* n) {
+    auto cs = n->callstack();
+    if (!cs) return "";
+    std::string chain;
+    for (const auto& entry : (*cs)->vec()) {
+      const auto& info = std::get<torch::jit::kModuleInstanceInfo>(entry);
+      if (!info || info->instance_name().empty() || info->instance_name() == "SELF" ||
+          info->instance_name() == "INSTANCE_NAME_UNKNOWN")
+        continue;
+      chain += (chain.empty() ? "" : ".") + info->instance_name();
+    }
+    if (chain.empty() || module_paths_.count(chain)) return chain;
+    std::string found;
+    for (const auto& path : module_paths_) {
+      if (path.size() > chain.size() &&
+          path.compare(path.size() - chain.size(), chain.size(), chain) == 0 &&
+          path[path.size() - chain.size() - 1] == '.') {
+        if (!found.empty()) return chain;  // ambiguous: keep the chain as recorded
+        found = path;
+      }
+    }
+    return found.empty() ? chain : found;
+  }
+
+  // Names the IR nodes a TorchScript node became after the module they come from, as the hf
+  // frontend names its nodes: a module's result gets the module's path (the q_proj linear
+  // "layers.0.self_attn.q_proj", RMSNorm's last mul "layers.0.input_layernorm"), and so does a
+  // matmul inside a module (the attention's "layers.0.self_attn"); other nodes stay unnamed.
+  // ir::kernel_name then names kernels from the source's modules.
+  void name_from_scope(const Node* n, size_t first_new) {
+    auto& nodes = b_.graph().nodes;
+    if (nodes.size() == first_new || n->outputs().size() != 1) return;
+    std::string scope = scope_of(n);
+    if (scope.empty()) return;
+    scope_by_node_[n] = scope;
+    auto found = vals_.find(n->outputs()[0]);
+    if (found == vals_.end()) return;
+    const Val& out = found->second;
+    bool result_of_module = false;
+    for (const auto& use : n->output()->uses()) {
+      auto it = scope_by_node_.find(use.user);
+      std::string user = it != scope_by_node_.end() ? it->second : scope_of(use.user);
+      if (user != scope && user.rfind(scope + ".", 0) != 0) result_of_module = true;
+    }
+    for (size_t i = first_new; i < nodes.size(); ++i) {
+      bool is_result =
+          out.kind == Val::Kind::tensor && static_cast<size_t>(out.id) == i && result_of_module;
+      Op op = nodes[i].op;
+      bool is_matmul = op == Op::linear || op == Op::matmul || op == Op::bmm;
+      if ((is_result || is_matmul) && nodes[i].name.empty() && op != Op::input)
+        nodes[i].name = scope;
     }
   }
 
@@ -279,8 +424,8 @@ class Converter {
 
   [[noreturn]] void unsupported(const Node* n, const std::string& why = "") {
     throw Located("torchscript frontend: cannot convert " + std::string(n->kind().toQualString()) +
-                      (why.empty() ? " (no Emmy IR equivalent)" : " (" + why + ")") + describe_location(n) +
-                      "\n  (the whole source is rejected; nothing was built)");
+                  (why.empty() ? " (no Emmy IR equivalent)" : " (" + why + ")") +
+                  describe_location(n) + "\n  (the whole source is rejected; nothing was built)");
   }
 
   using Handler = std::function<void(Converter&, const Node*)>;
@@ -291,21 +436,26 @@ class Converter {
     const auto& table = handlers();
     auto it = table.find(n->kind().toQualString());
     if (it == table.end()) unsupported(n);
+    size_t first_new = b_.graph().nodes.size();
     it->second(*this, n);
+    name_from_scope(n, first_new);
     // An in-place op (add_, masked_fill_, ...) changes its first input: later uses see the result.
     std::string kind = n->kind().toQualString();
-    if (kind.size() > 2 && kind.back() == '_' && kind[kind.size() - 2] != '_' && !n->inputs().empty() &&
-        !n->outputs().empty())
+    if (kind.size() > 2 && kind.back() == '_' && kind[kind.size() - 2] != '_' &&
+        !n->inputs().empty() && !n->outputs().empty())
       vals_[n->inputs()[0]] = vals_.at(n->outputs()[0]);
   }
 
   // ---- scalar folding ---------------------------------------------------------------------------
   // Binary arithmetic on two known scalars (ints stay ints where Python keeps them).
-  static std::optional<Val> fold_binary(const std::string& op, const Val& a, const Val& b, const std::string& rounding) {
+  static std::optional<Val> fold_binary(const std::string& op, const Val& a, const Val& b,
+                                        const std::string& rounding) {
     if (!a.is_scalar() || !b.is_scalar()) return std::nullopt;
     bool ints = a.kind != Val::Kind::real && b.kind != Val::Kind::real;
     double x = a.number(), y = b.number();
-    auto num = [&](double r) { return ints ? Val::integer(static_cast<int64_t>(r)) : Val::real(r); };
+    auto num = [&](double r) {
+      return ints ? Val::integer(static_cast<int64_t>(r)) : Val::real(r);
+    };
     if (op == "add") return num(x + y);
     if (op == "sub") return num(x - y);
     if (op == "mul") return num(x * y);
@@ -329,7 +479,9 @@ class Converter {
   }
 
   // ---- tensor op helpers ------------------------------------------------------------------------
-  ValueId op(Op o, std::vector<ValueId> inputs, ir::Attrs attrs = {}) { return b_.op(o, std::move(inputs), std::move(attrs)); }
+  ValueId op(Op o, std::vector<ValueId> inputs, ir::Attrs attrs = {}) {
+    return b_.op(o, std::move(inputs), std::move(attrs));
+  }
   ValueId cast_to(ValueId x, DType t) { return type(x).dtype == t ? x : b_.cast(x, t); }
 
   // A shape with -1 resolved and each entry checked, so view/reshape attributes are concrete.
@@ -338,7 +490,8 @@ class Converter {
     int infer = -1;
     for (size_t i = 0; i < shape.size(); ++i) {
       if (shape[i] == -1) {
-        if (infer >= 0) throw Error(std::string(n->kind().toQualString()) + ": more than one -1 in the shape");
+        if (infer >= 0)
+          throw Error(std::string(n->kind().toQualString()) + ": more than one -1 in the shape");
         infer = static_cast<int>(i);
       } else {
         known *= shape[i];
@@ -346,7 +499,8 @@ class Converter {
     }
     if (infer >= 0) {
       if (known == 0 || numel % known != 0)
-        throw Error(std::string(n->kind().toQualString()) + ": cannot infer -1 for " + ir::to_string(type(x)));
+        throw Error(std::string(n->kind().toQualString()) + ": cannot infer -1 for " +
+                    ir::to_string(type(x)));
       shape[static_cast<size_t>(infer)] = numel / known;
     }
     return shape;
@@ -362,10 +516,12 @@ class Converter {
     return op(Op::slice, {x}, {{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
   }
 
-  ValueId factory_input(const Node* n, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
+  ValueId factory_input(const Node* n, const std::vector<int64_t>& shape,
+                        std::optional<DType> dtype) {
     std::string name = "arg" + std::to_string(factory_count_++);
     for (int64_t d : shape)
-      if (d < 0) throw Error(std::string(n->kind().toQualString()) + ": negative size in a factory call");
+      if (d < 0)
+        throw Error(std::string(n->kind().toQualString()) + ": negative size in a factory call");
     return b_.input(name, ir::TensorType{dtype.value_or(DType::f32), shape});
   }
 
@@ -377,12 +533,16 @@ class Converter {
 
   std::vector<ValueId> tensors_of_list(const Node* n, size_t i) {
     const Val& v = in(n, i);
-    if (v.kind != Val::Kind::list) throw Error(std::string(n->kind().toQualString()) + ": expected a list of tensors");
+    if (v.kind != Val::Kind::list)
+      throw Error(std::string(n->kind().toQualString()) + ": expected a list of tensors");
     std::vector<ValueId> out;
     for (const auto& item : v.items) {
-      if (item.kind == Val::Kind::tensor) out.push_back(item.id);
-      else if (item.is_scalar()) out.push_back(scalar_constant(item));
-      else throw Error(std::string(n->kind().toQualString()) + ": expected a list of tensors");
+      if (item.kind == Val::Kind::tensor)
+        out.push_back(item.id);
+      else if (item.is_scalar())
+        out.push_back(scalar_constant(item));
+      else
+        throw Error(std::string(n->kind().toQualString()) + ": expected a list of tensors");
     }
     return out;
   }
@@ -395,6 +555,8 @@ class Converter {
   ir::Builder b_;
   std::unordered_map<const Value*, Val> vals_;
   std::map<std::string, ValueId> weights_;
+  std::set<std::string> module_paths_;  // attribute paths of the module objects seen
+  std::unordered_map<const Node*, std::string> scope_by_node_;
   int factory_count_ = 0;
 };
 
@@ -427,7 +589,8 @@ ValueId Converter::layer_norm(const Node* n) {
   auto normalized = ints(n, 1);
   double eps = is_none(n, 4) ? 1e-5 : real(in(n, 4), n);
   std::vector<int64_t> dims;
-  for (size_t k = 0; k < normalized.size(); ++k) dims.push_back(rank(x) - static_cast<int64_t>(normalized.size() - k));
+  for (size_t k = 0; k < normalized.size(); ++k)
+    dims.push_back(rank(x) - static_cast<int64_t>(normalized.size() - k));
   ValueId mean = b_.mean(x, dims, true);
   ValueId centred = b_.sub(x, mean);
   ValueId var = b_.mean(op(Op::pow, {centred, b_.constant(2, DType::i64)}), dims, true);
@@ -459,7 +622,7 @@ ValueId Converter::attention(const Node* n) {
     k = repeat(k);
     v = repeat(v);
   }
-  return ir::build_attention(b_, q, k, v, mask, scale, causal);
+  return ir::build_attention(b_, q, k, v, mask, scale, causal, /*softmax_in_f32=*/true);
 }
 
 const std::unordered_map<std::string, Converter::Handler>& Converter::handlers() {
@@ -478,7 +641,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     auto unpack = [](C& c, const Node* n) {
       const Val& v = c.in(n, 0);
       if (v.kind != Val::Kind::list || v.items.size() != n->outputs().size())
-        throw Error(std::string(n->kind().toQualString()) + ": cannot unpack into " + std::to_string(n->outputs().size()) + " values");
+        throw Error(std::string(n->kind().toQualString()) + ": cannot unpack into " +
+                    std::to_string(n->outputs().size()) + " values");
       for (size_t i = 0; i < v.items.size(); ++i) c.set(n, v.items[i], i);
     };
     t["prim::ListUnpack"] = unpack;
@@ -489,20 +653,25 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       if (v.kind != Val::Kind::list) throw Error("indexing something that is not a list or tuple");
       int64_t size = static_cast<int64_t>(v.items.size());
       if (i < 0) i += size;
-      if (i < 0 || i >= size) throw Error("index " + std::to_string(i) + " out of range for " + std::to_string(size) + " items");
+      if (i < 0 || i >= size)
+        throw Error("index " + std::to_string(i) + " out of range for " + std::to_string(size) +
+                    " items");
       c.set(n, v.items[static_cast<size_t>(i)]);
     };
     t["prim::TupleIndex"] = index;
     t["aten::__getitem__"] = index;
     t["aten::len"] = [](C& c, const Node* n) {
       const Val& v = c.in(n, 0);
-      if (v.kind == Val::Kind::list) return c.set(n, Val::integer(static_cast<int64_t>(v.items.size())));
-      if (v.kind == Val::Kind::tensor && c.rank(v.id) > 0) return c.set(n, Val::integer(c.type(v.id).shape[0]));
+      if (v.kind == Val::Kind::list)
+        return c.set(n, Val::integer(static_cast<int64_t>(v.items.size())));
+      if (v.kind == Val::Kind::tensor && c.rank(v.id) > 0)
+        return c.set(n, Val::integer(c.type(v.id).shape[0]));
       throw Error("len() of something without a length");
     };
     t["prim::GetAttr"] = [](C& c, const Node* n) {
       const Val& obj = c.in(n, 0);
-      if (obj.kind != Val::Kind::object) throw Error("prim::GetAttr on something that is not a module");
+      if (obj.kind != Val::Kind::object)
+        throw Error("prim::GetAttr on something that is not a module");
       std::string field = n->s(c10::attr::name);
       std::string path = obj.s.empty() ? field : obj.s + "." + field;
       c.set(n, c.from_ivalue(obj.object.toObject()->getAttr(field), path));
@@ -535,30 +704,47 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     t["aten::__is__"] = is_op(true);
     t["aten::__isnot__"] = is_op(false);
     t["aten::__not__"] = [](C& c, const Node* n) { c.set(n, Val::boolean(c.integer(n, 0) == 0)); };
-    t["aten::__and__"] = [](C& c, const Node* n) { c.set(n, Val::boolean(c.integer(n, 0) && c.integer(n, 1))); };
-    t["aten::__or__"] = [](C& c, const Node* n) { c.set(n, Val::boolean(c.integer(n, 0) || c.integer(n, 1))); };
+    t["aten::__and__"] = [](C& c, const Node* n) {
+      c.set(n, Val::boolean(c.integer(n, 0) && c.integer(n, 1)));
+    };
+    t["aten::__or__"] = [](C& c, const Node* n) {
+      c.set(n, Val::boolean(c.integer(n, 0) || c.integer(n, 1)));
+    };
     t["aten::format"] = [](C& c, const Node* n) { c.set(n, Val::text("")); };
     t["aten::str"] = t["aten::format"];
-    t["aten::device"] = [](C& c, const Node* n) { Val d; d.kind = Val::Kind::device; c.set(n, d); };
+    t["aten::device"] = [](C& c, const Node* n) {
+      Val d;
+      d.kind = Val::Kind::device;
+      c.set(n, d);
+    };
     t["prim::device"] = t["aten::device"];
 
     // ---- shape arithmetic ----
     t["aten::size"] = [](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
       const auto& shape = c.type(x).shape;
-      if (n->inputs().size() >= 2) return c.set(n, Val::integer(shape[static_cast<size_t>(c.wrap(c.integer(n, 1), c.rank(x), n))]));
+      if (n->inputs().size() >= 2)
+        return c.set(
+            n, Val::integer(shape[static_cast<size_t>(c.wrap(c.integer(n, 1), c.rank(x), n))]));
       std::vector<Val> dims;
       for (int64_t d : shape) dims.push_back(Val::integer(d));
       c.set(n, Val::list(std::move(dims)));
     };
     t["aten::sym_size"] = t["aten::size"];
     t["aten::dim"] = [](C& c, const Node* n) { c.set(n, Val::integer(c.rank(c.tensor(n, 0)))); };
-    t["aten::numel"] = [](C& c, const Node* n) { c.set(n, Val::integer(c.type(c.tensor(n, 0)).numel())); };
-    t["prim::dtype"] = [](C& c, const Node* n) { c.set(n, Val::integer(scalar_type_of_dtype(c.type(c.tensor(n, 0)).dtype))); };
-    t["prim::NumToTensor"] = identity;  // a known number stays known; it becomes a constant when used
+    t["aten::numel"] = [](C& c, const Node* n) {
+      c.set(n, Val::integer(c.type(c.tensor(n, 0)).numel()));
+    };
+    t["prim::dtype"] = [](C& c, const Node* n) {
+      c.set(n, Val::integer(scalar_type_of_dtype(c.type(c.tensor(n, 0)).dtype)));
+    };
+    t["prim::NumToTensor"] =
+        identity;  // a known number stays known; it becomes a constant when used
     auto to_int = [](C& c, const Node* n) {
       const Val& v = c.in(n, 0);
-      if (!v.is_scalar()) throw Error(std::string(n->kind().toQualString()) + " of a value that depends on tensor data");
+      if (!v.is_scalar())
+        throw Error(std::string(n->kind().toQualString()) +
+                    " of a value that depends on tensor data");
       c.set(n, Val::integer(static_cast<int64_t>(v.number())));
     };
     t["aten::Int"] = to_int;
@@ -575,13 +761,17 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     };
     auto to_float = [](C& c, const Node* n) {
       const Val& v = c.in(n, 0);
-      if (!v.is_scalar()) throw Error(std::string(n->kind().toQualString()) + " of a value that depends on tensor data");
+      if (!v.is_scalar())
+        throw Error(std::string(n->kind().toQualString()) +
+                    " of a value that depends on tensor data");
       c.set(n, Val::real(v.number()));
     };
     t["aten::Float"] = to_float;
     t["aten::FloatImplicit"] = to_float;
     t["aten::ScalarImplicit"] = identity;
-    t["aten::Bool"] = [](C& c, const Node* n) { c.set(n, Val::boolean(c.real(c.in(n, 0), n) != 0)); };
+    t["aten::Bool"] = [](C& c, const Node* n) {
+      c.set(n, Val::boolean(c.real(c.in(n, 0), n) != 0));
+    };
     for (const char* cmp : {"eq", "ne", "lt", "le", "gt", "ge"}) {
       std::string name = cmp;
       t["aten::" + name] = [name](C& c, const Node* n) {
@@ -618,7 +808,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       };
       t[std::string("aten::") + f + "_like"] = [](C& c, const Node* n) {
         ValueId x = c.tensor(n, 0);
-        c.set_tensor(n, c.factory_input(n, c.type(x).shape, c.dtype_arg(n).value_or(c.type(x).dtype)));
+        c.set_tensor(n,
+                     c.factory_input(n, c.type(x).shape, c.dtype_arg(n).value_or(c.type(x).dtype)));
       };
     }
 
@@ -649,16 +840,20 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       if (v.kind == Val::Kind::real) return c.set(n, Val::real(-v.d));
       c.set_tensor(n, c.op(Op::neg, {c.tensor(n, 0)}));
     };
-    const std::pair<const char*, Op> unaries[] = {{"exp", Op::exp},   {"rsqrt", Op::rsqrt},     {"sqrt", Op::sqrt},
-                                                 {"tanh", Op::tanh}, {"sigmoid", Op::sigmoid}, {"silu", Op::silu}};
+    const std::pair<const char*, Op> unaries[] = {{"exp", Op::exp},         {"rsqrt", Op::rsqrt},
+                                                  {"sqrt", Op::sqrt},       {"tanh", Op::tanh},
+                                                  {"sigmoid", Op::sigmoid}, {"silu", Op::silu}};
     for (const auto& [name, o] : unaries) {
       Op code = o;
-      t[std::string("aten::") + name] = [code](C& c, const Node* n) { c.set_tensor(n, c.op(code, {c.tensor(n, 0)})); };
+      t[std::string("aten::") + name] = [code](C& c, const Node* n) {
+        c.set_tensor(n, c.op(code, {c.tensor(n, 0)}));
+      };
       t[std::string("aten::") + name + "_"] = t[std::string("aten::") + name];
     }
     t["aten::gelu"] = [](C& c, const Node* n) {
       std::string approximate = "none";
-      if (const Val* a = c.named(n, "approximate", 1); a && a->kind == Val::Kind::text) approximate = a->s;
+      if (const Val* a = c.named(n, "approximate", 1); a && a->kind == Val::Kind::text)
+        approximate = a->s;
       c.set_tensor(n, c.op(Op::gelu, {c.tensor(n, 0)}, {{"approximate", approximate}}));
     };
 
@@ -668,12 +863,17 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       if (!c.is_none(n, 2)) args.push_back(c.tensor(n, 2));
       c.set_tensor(n, c.op(Op::linear, args));
     };
-    t["aten::matmul"] = [](C& c, const Node* n) { c.set_tensor(n, c.op(Op::matmul, {c.tensor(n, 0), c.tensor(n, 1)})); };
+    t["aten::matmul"] = [](C& c, const Node* n) {
+      c.set_tensor(n, c.op(Op::matmul, {c.tensor(n, 0), c.tensor(n, 1)}));
+    };
     t["aten::mm"] = t["aten::matmul"];
-    t["aten::bmm"] = [](C& c, const Node* n) { c.set_tensor(n, c.op(Op::bmm, {c.tensor(n, 0), c.tensor(n, 1)})); };
+    t["aten::bmm"] = [](C& c, const Node* n) {
+      c.set_tensor(n, c.op(Op::bmm, {c.tensor(n, 0), c.tensor(n, 1)}));
+    };
     t["aten::addmm"] = [](C& c, const Node* n) {
       for (const char* s : {"beta", "alpha"})
-        if (const Val* v = c.named(n, s); v && v->is_scalar() && v->number() != 1) c.unsupported(n, std::string(s) + " != 1");
+        if (const Val* v = c.named(n, s); v && v->is_scalar() && v->number() != 1)
+          c.unsupported(n, std::string(s) + " != 1");
       ValueId mm = c.op(Op::matmul, {c.tensor(n, 1), c.tensor(n, 2)});
       c.set_tensor(n, c.b_.add(c.tensor(n, 0), mm));
     };
@@ -708,24 +908,34 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       c.set_tensor(n, c.b_.softmax(x, c.wrap(c.integer(n, 1), c.rank(x), n)));
     };
     t["aten::layer_norm"] = [](C& c, const Node* n) { c.set_tensor(n, c.layer_norm(n)); };
-    t["aten::scaled_dot_product_attention"] = [](C& c, const Node* n) { c.set_tensor(n, c.attention(n)); };
+    t["aten::scaled_dot_product_attention"] = [](C& c, const Node* n) {
+      c.set_tensor(n, c.attention(n));
+    };
 
     // ---- dtype ----
     t["aten::to"] = [](C& c, const Node* n) {
       const Val& src = c.in(n, 0);
       std::optional<DType> dt = c.dtype_arg(n);
-      if (!dt && n->inputs().size() >= 2 && c.in(n, 1).kind == Val::Kind::tensor) dt = c.type(c.in(n, 1).id).dtype;  // to(other)
-      if (!dt && !n->maybeSchema() && n->inputs().size() >= 2 && c.in(n, 1).kind == Val::Kind::integer)
+      if (!dt && n->inputs().size() >= 2 && c.in(n, 1).kind == Val::Kind::tensor)
+        dt = c.type(c.in(n, 1).id).dtype;  // to(other)
+      if (!dt && !n->maybeSchema() && n->inputs().size() >= 2 &&
+          c.in(n, 1).kind == Val::Kind::integer)
         dt = dtype_of_scalar_type(c.in(n, 1).i, "aten::to");
       if (src.is_scalar() || !dt) return c.set(n, src);
       c.set_tensor(n, c.cast_to(c.tensor(n, 0), *dt));
     };
-    t["aten::type_as"] = [](C& c, const Node* n) { c.set_tensor(n, c.cast_to(c.tensor(n, 0), c.type(c.tensor(n, 1)).dtype)); };
-    const std::pair<const char*, DType> casts[] = {{"float", DType::f32}, {"half", DType::f16}, {"bfloat16", DType::bf16},
-                                                  {"double", DType::f64}, {"int", DType::i32},  {"long", DType::i64}, {"bool", DType::boolean}};
+    t["aten::type_as"] = [](C& c, const Node* n) {
+      c.set_tensor(n, c.cast_to(c.tensor(n, 0), c.type(c.tensor(n, 1)).dtype));
+    };
+    const std::pair<const char*, DType> casts[] = {
+        {"float", DType::f32},   {"half", DType::f16}, {"bfloat16", DType::bf16},
+        {"double", DType::f64},  {"int", DType::i32},  {"long", DType::i64},
+        {"bool", DType::boolean}};
     for (const auto& [name, dt] : casts) {
       DType to = dt;
-      t[std::string("aten::") + name] = [to](C& c, const Node* n) { c.set_tensor(n, c.cast_to(c.tensor(n, 0), to)); };
+      t[std::string("aten::") + name] = [to](C& c, const Node* n) {
+        c.set_tensor(n, c.cast_to(c.tensor(n, 0), to));
+      };
     }
 
     // ---- layout ----
@@ -737,8 +947,13 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     };
     t["aten::view"] = reshape_like(Op::view);
     t["aten::reshape"] = reshape_like(Op::reshape);
-    t["aten::view_as"] = [](C& c, const Node* n) { c.set_tensor(n, c.op(Op::view, {c.tensor(n, 0)}, {{"shape", c.type(c.tensor(n, 1)).shape}})); };
-    t["aten::reshape_as"] = [](C& c, const Node* n) { c.set_tensor(n, c.op(Op::reshape, {c.tensor(n, 0)}, {{"shape", c.type(c.tensor(n, 1)).shape}})); };
+    t["aten::view_as"] = [](C& c, const Node* n) {
+      c.set_tensor(n, c.op(Op::view, {c.tensor(n, 0)}, {{"shape", c.type(c.tensor(n, 1)).shape}}));
+    };
+    t["aten::reshape_as"] = [](C& c, const Node* n) {
+      c.set_tensor(n,
+                   c.op(Op::reshape, {c.tensor(n, 0)}, {{"shape", c.type(c.tensor(n, 1)).shape}}));
+    };
     t["aten::flatten"] = [](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
       int64_t r = c.rank(x);
@@ -755,7 +970,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     t["aten::transpose"] = [](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
       int64_t r = c.rank(x);
-      c.set_tensor(n, c.b_.transpose(x, c.wrap(c.integer(n, 1), r, n), c.wrap(c.integer(n, 2), r, n)));
+      c.set_tensor(n,
+                   c.b_.transpose(x, c.wrap(c.integer(n, 1), r, n), c.wrap(c.integer(n, 2), r, n)));
     };
     t["aten::t"] = [](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
@@ -767,10 +983,13 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       for (int64_t d : c.ints(n, 1)) dims.push_back(c.wrap(d, c.rank(x), n));
       c.set_tensor(n, c.op(Op::permute, {x}, {{"dims", dims}}));
     };
-    t["aten::contiguous"] = [](C& c, const Node* n) { c.set_tensor(n, c.op(Op::contiguous, {c.tensor(n, 0)})); };
+    t["aten::contiguous"] = [](C& c, const Node* n) {
+      c.set_tensor(n, c.op(Op::contiguous, {c.tensor(n, 0)}));
+    };
     t["aten::unsqueeze"] = [](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
-      c.set_tensor(n, c.op(Op::unsqueeze, {x}, {{"dim", c.wrap(c.integer(n, 1), c.rank(x) + 1, n)}}));
+      c.set_tensor(n,
+                   c.op(Op::unsqueeze, {x}, {{"dim", c.wrap(c.integer(n, 1), c.rank(x) + 1, n)}}));
     };
     t["aten::squeeze"] = [](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
@@ -796,14 +1015,16 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       const Val& src = c.in(n, 0);
       if (src.kind == Val::Kind::list) {  // list slicing: a[start:end:step]
         int64_t size = static_cast<int64_t>(src.items.size());
-        int64_t s = c.is_none(n, 1) ? 0 : c.integer(n, 1), e = c.is_none(n, 2) ? size : c.integer(n, 2);
+        int64_t s = c.is_none(n, 1) ? 0 : c.integer(n, 1),
+                e = c.is_none(n, 2) ? size : c.integer(n, 2);
         int64_t step = c.is_none(n, 3) ? 1 : c.integer(n, 3);
         if (s < 0) s += size;
         if (e < 0) e += size;
         s = std::clamp<int64_t>(s, 0, size);
         e = std::clamp<int64_t>(e, 0, size);
         std::vector<Val> items;
-        for (int64_t i = s; i < e; i += std::max<int64_t>(step, 1)) items.push_back(src.items[static_cast<size_t>(i)]);
+        for (int64_t i = s; i < e; i += std::max<int64_t>(step, 1))
+          items.push_back(src.items[static_cast<size_t>(i)]);
         return c.set(n, Val::list(std::move(items)));
       }
       ValueId x = c.tensor(n, 0);
@@ -819,7 +1040,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       int64_t i = c.integer(n, 2);
       int64_t size = c.type(x).shape[static_cast<size_t>(dim)];
       if (i < 0) i += size;
-      ValueId s = c.op(Op::slice, {x}, {{"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
+      ValueId s =
+          c.op(Op::slice, {x}, {{"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
       c.set_tensor(n, c.op(Op::squeeze, {s}, {{"dim", dim}}));
     };
     t["aten::cat"] = [](C& c, const Node* n) {
@@ -837,7 +1059,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       c.set_tensor(n, parts.size() == 1 ? parts[0] : c.op(Op::cat, parts, {{"dim", dim}}));
     };
     // chunk / split / unbind: a list of slices.
-    auto pieces = [](C& c, const Node* n, ValueId x, int64_t dim, const std::vector<int64_t>& sizes) {
+    auto pieces = [](C& c, const Node* n, ValueId x, int64_t dim,
+                     const std::vector<int64_t>& sizes) {
       std::vector<Val> out;
       int64_t start = 0;
       for (int64_t s : sizes) {
@@ -845,8 +1068,10 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
         start += s;
       }
       Val list = Val::list(std::move(out));
-      if (n->outputs().size() == 1 && n->output()->type()->kind() == c10::TypeKind::ListType) return c.set(n, list);
-      for (size_t i = 0; i < n->outputs().size() && i < list.items.size(); ++i) c.set(n, list.items[i], i);
+      if (n->outputs().size() == 1 && n->output()->type()->kind() == c10::TypeKind::ListType)
+        return c.set(n, list);
+      for (size_t i = 0; i < n->outputs().size() && i < list.items.size(); ++i)
+        c.set(n, list.items[i], i);
     };
     t["aten::chunk"] = [pieces](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
@@ -877,14 +1102,17 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       int64_t dim = c.wrap(n->inputs().size() > 1 ? c.integer(n, 1) : 0, c.rank(x), n);
       std::vector<Val> out;
       for (int64_t i = 0; i < c.type(x).shape[static_cast<size_t>(dim)]; ++i) {
-        ValueId s = c.op(Op::slice, {x}, {{"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
+        ValueId s = c.op(Op::slice, {x},
+                         {{"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
         out.push_back(Val::tensor(c.op(Op::squeeze, {s}, {{"dim", dim}})));
       }
       c.set(n, Val::list(std::move(out)));
     };
 
     // ---- gather, select, masks ----
-    t["aten::embedding"] = [](C& c, const Node* n) { c.set_tensor(n, c.op(Op::embedding, {c.tensor(n, 0), c.tensor(n, 1)})); };
+    t["aten::embedding"] = [](C& c, const Node* n) {
+      c.set_tensor(n, c.op(Op::embedding, {c.tensor(n, 0), c.tensor(n, 1)}));
+    };
     t["aten::where"] = [](C& c, const Node* n) {
       if (n->inputs().size() != 3) c.unsupported(n, "where(condition) without values");
       c.set_tensor(n, c.op(Op::where, {c.tensor(n, 0), c.tensor(n, 1), c.tensor(n, 2)}));
@@ -892,7 +1120,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     t["aten::masked_fill"] = [](C& c, const Node* n) {
       const Val& value = c.in(n, 2);
       if (!value.is_scalar()) c.unsupported(n, "a fill value that is a tensor");
-      c.set_tensor(n, c.op(Op::masked_fill, {c.tensor(n, 0), c.tensor(n, 1)}, {{"value", value.number()}}));
+      c.set_tensor(
+          n, c.op(Op::masked_fill, {c.tensor(n, 0), c.tensor(n, 1)}, {{"value", value.number()}}));
     };
     t["aten::masked_fill_"] = t["aten::masked_fill"];
 

@@ -214,8 +214,11 @@ class Builder {
 // input [L, S] of role "causal_mask" (true where key index <= query index); when `mask` >= 0,
 // where(mask, scores, -inf) for a bool mask (true = attend, as torch) or scores + mask for a float
 // mask; softmax over the last dim; matmul with v. Returns the attention output's id.
+// `softmax_in_f32` with f16/bf16 q: the constants are f32 (aten's wrapped numbers) and the
+// softmax runs in f32 (cast, softmax, cast back), as torch's sdpa and transformers' eager
+// attention compute it (the torchscript frontend's scaled_dot_product_attention).
 ValueId build_attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId mask, double scale,
-                        bool causal);
+                        bool causal, bool softmax_in_f32 = false);
 
 // Checks every structural rule (topological order, arity, attributes, inferred types agree with
 // stored types, outputs exist). Returns an empty string when valid, else a message naming the
@@ -259,10 +262,19 @@ Grouping singleton_grouping(const Graph& g);
 // kernel nodes numbered by position, boundary inputs by first use with their types, constants
 // by value and dtype, attributes with defaults filled in and dims wrapped to non-negative, plus
 // which kernel values leave the kernel). `templ`, `knobs`, names and input roles are not in it.
+// Spellings of one computation share a key, so that every frontend's graph finds the same rows:
+// casts to the same dtype, contiguous, same-shape expands and full slices are dropped; view,
+// reshape, unsqueeze and squeeze chains are one reshape, and a reshaped input is that input in
+// the new shape; transposes are permutes; leading 1-dims of a broadcast input that do not set
+// the result's rank are dropped; add (alpha 1) and mul operands and independent nodes are
+// ordered by content, not by how the frontend emitted them.
 std::string structural_key(const Graph& g, const Kernel& k);
 
-// A short human name for a kernel: its dominant op ("matmul", "rmsnorm"-like names are up to
-// passes; this is the op name of the heaviest node).
+// A short human name for a kernel, the one `emmy trace`, `emmy tune` and the database use: the
+// frontend's name of its first matmul-class node (else of its last named node), without the
+// "layers.N." prefix so that identical kernels of different layers read the same, and with a
+// shared module prefix written once ("layers.0.self_attn.q_proj+layers.0.self_attn.k_proj" ->
+// "self_attn.q_proj+k_proj"); the op name of its heaviest node when nothing is named ("matmul").
 std::string kernel_name(const Graph& g, const Kernel& k);
 
 // A slice: a kernel cut out of the graph into a graph of its own, with stand-in inputs for
