@@ -137,6 +137,7 @@ std::string encode_record(const MeasurementRecord& r) {
                {"unix_time", r.unix_time}};
   // Optional (absent in rows written before it existed), so no record version bump.
   if (r.timeout_s > 0) fields["timeout_s"] = number(r.timeout_s);
+  if (r.isolated_us > 0) fields["isolated_us"] = number(r.isolated_us);
   return seal(RecordType::measurement, fields);
 }
 
@@ -160,6 +161,7 @@ bool decode_record(std::string_view stored, MeasurementRecord& r, std::string& w
         r.run_id = j.at("run_id").get<std::string>();
         r.unix_time = j.at("unix_time").get<int64_t>();
         r.timeout_s = j.contains("timeout_s") ? get_number(j.at("timeout_s")) : 0;
+        r.isolated_us = j.contains("isolated_us") ? get_number(j.at("isolated_us")) : 0;
       },
       why);
 }

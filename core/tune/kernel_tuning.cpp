@@ -268,6 +268,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
         out.knobs = deploy.knobs;
         out.best_rank_us = rank.median_us;  // the same configuration's rank time
         if (producer != nullptr) out.slice_kernels = c.program.grouping.kernels;
+        out.best_program = c.program;
       }
     }
     if (best_rank == 0 || rank.median_us < best_rank) best_rank = rank.median_us;

@@ -69,6 +69,9 @@ struct KernelOutcome {
   // For a kernel sliced with its attention producer: the kernels of the best deploy program of
   // the slice, templ and knobs set, in slice order (one: fused; two: producer, then the kernel).
   std::vector<ir::Kernel> slice_kernels;
+  // The lowered slice program of that configuration, so that the validation can measure the
+  // chosen kernel again in isolation right beside the assembled graph.
+  ir::Program best_program;
   int evaluations = 0;
   int failures = 0;
 };

@@ -44,7 +44,11 @@ struct TuneReport {
   long failures = 0;
   double best_total_us = 0;   // Σ over the best grouping's kernels of their best deploy time
   double assembled_us = 0;    // the assembled graph, measured once (0 = not measured)
-  // (assembled - total) / total * 100; NaN when not measured (JSON null), never 0.
+  // The same kernels measured again in isolation right before the assembled graph (each chosen
+  // configuration, as often as it occurs): what the gap compares with. Not best_total_us, the
+  // lowest of many noisy medians (biased low by the selection itself); 0 = not measured.
+  double isolated_us = 0;
+  // (assembled - isolated) / isolated * 100; NaN when not measured (JSON null), never 0.
   double validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
   std::string validation_note;  // why the gap was not measured, if it was not
   double wall_s = 0;
