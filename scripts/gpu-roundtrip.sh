@@ -274,11 +274,13 @@ for n, dt in ((512, torch.float32), (1024, torch.bfloat16)):
 PY
     # Layer 0 from an empty home (no database, compile cache or prior checkpoint), so that the
     # wall time can be set beside the fanned-out run below, which starts from the same nothing.
+    # These runs use --prior roofline, a prior that does not learn: the default (mlp) learns from
+    # the fanned-out run, so the one-GPU run over its database would not walk the same path.
     echo "== emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5" | tee "$out/qwen.log"
     rm -rf /tmp/emmy-qwen-1gpu
     EMMY_HOME=/tmp/emmy-qwen-1gpu EMMY_DB=/tmp/emmy-qwen-1gpu/tuning.db /usr/bin/time -f "wall %e s" \
       timeout "${EMMY_QWEN_TIMEOUT:-240}" "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda \
-      --patience 5 --json "$out/qwen.json" 2>&1 | tail -60 | tee -a "$out/qwen.log"
+      --prior roofline --patience 5 --json "$out/qwen.json" 2>&1 | tail -60 | tee -a "$out/qwen.log"
     # With several GPUs: the same tune fanned out over all of them, from an empty home too.
     local gpus
     gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -287,13 +289,13 @@ PY
       rm -rf "$many"
       echo "== emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus $gpus" | tee "$out/qwen-gpus.log"
       EMMY_HOME=$many EMMY_DB=$many/tuning.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
-        "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus "$gpus" \
+        "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --prior roofline --patience 5 --gpus "$gpus" \
         --json "$out/qwen-gpus.json" 2>&1 | tail -60 | tee -a "$out/qwen-gpus.log"
       # The same tune on one GPU over the fanned-out run's measurements: the device count must not
       # change the path (launches 0) nor any kernel's choice or the total.
       echo "== the same on 1 GPU over that database (should launch nothing, same choices)" | tee -a "$out/qwen-gpus.log"
       EMMY_HOME=$many EMMY_DB=$many/tuning.db /usr/bin/time -f "wall %e s" timeout "${EMMY_QWEN_TIMEOUT:-240}" \
-        "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --patience 5 --gpus 1 \
+        "$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --prior roofline --patience 5 --gpus 1 \
         --json "$out/qwen-gpus-1.json" 2>&1 | tail -20 | tee -a "$out/qwen-gpus.log"
       python3 - "$out/qwen-gpus.json" "$out/qwen-gpus-1.json" "$out/qwen.json" <<'PY' 2>&1 | tee -a "$out/qwen-gpus.log"
 import json, sys
