@@ -354,8 +354,6 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   // Validation: the assembled graph measured once (cached like any measurement).
   const std::string gkey = graph_key(best.graph);
   if (options.validate) {
-    search::Candidate assembled;
-    assembled.program = best;
     std::string config = assembled_config_key(best);
     auto rec = store->lookup(run.env, gkey, config, Regime::deploy);
     if (rec) {

@@ -14,7 +14,6 @@
 #include "process.hpp"
 
 using emmy::test::Completed;
-using emmy::test::TempDir;
 using json = nlohmann::json;
 
 namespace {
@@ -22,16 +21,8 @@ namespace {
 const char* kMatmulA = "torch.matmul(torch.randn(96,96), torch.randn(96,96))";
 const char* kMatmulB = "torch.matmul(torch.randn(64,160), torch.randn(160,128))";
 
-class PriorLearningE2E : public ::testing::Test {
- protected:
-  std::string path(const std::string& name) const { return home_.path() + "/" + name; }
-  Completed emmy(std::vector<std::string> args) const {
-    args.insert(args.begin(), EMMY_BIN);
-    args.push_back("--db");
-    args.push_back(home_.path() + "/tuning.db");
-    return emmy::test::run(args, {"EMMY_HOME=" + home_.path()});
-  }
-  // No --prior: the default is under test.
+class PriorLearningE2E : public ::testing::Test, protected emmy::test::EmmyHome {
+ protected:  // No --prior: the default is under test.
   json tune(const char* code, const std::string& report) const {
     Completed c =
         emmy({"tune", "--backend", "cpu", "--code", code, "--patience", "3", "--seed", "7",
@@ -52,7 +43,6 @@ class PriorLearningE2E : public ::testing::Test {
     }
     return configs;
   }
-  TempDir home_;
 };
 
 TEST_F(PriorLearningE2E, RerunAfterOtherKernelsReachesNewConfigurations) {

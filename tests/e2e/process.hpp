@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace emmy::test {
@@ -36,6 +37,26 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// A home of its own (EMMY_HOME, its database inside) and the emmy binary run against it: what
+// every end-to-end fixture starts from. EMMY_BIN is defined for every test target.
+class EmmyHome {
+ public:
+  std::string db() const { return home_.path() + "/tuning.db"; }
+  std::string path(const std::string& name) const { return home_.path() + "/" + name; }
+  std::vector<std::string> env() const { return {"EMMY_HOME=" + home_.path()}; }
+  // emmy ARGS --db <this home's database>
+  std::vector<std::string> argv(std::vector<std::string> args) const {
+    args.insert(args.begin(), EMMY_BIN);
+    args.push_back("--db");
+    args.push_back(db());
+    return args;
+  }
+  Completed emmy(std::vector<std::string> args) const { return run(argv(std::move(args)), env()); }
+
+ private:
+  TempDir home_;
 };
 
 }  // namespace emmy::test

@@ -8,7 +8,6 @@
 #include "process.hpp"
 
 using emmy::test::Completed;
-using emmy::test::TempDir;
 using json = nlohmann::json;
 
 namespace {
@@ -18,17 +17,8 @@ const char* kAttention =
     "torch.softmax(torch.matmul(torch.randn(2,16,8), torch.randn(2,16,8).transpose(-1,-2)) * 0.35,"
     " -1) @ torch.randn(2,16,8)";
 
-class RecordsE2E : public ::testing::Test {
+class RecordsE2E : public ::testing::Test, protected emmy::test::EmmyHome {
  protected:
-  std::string path(const std::string& name) const { return home_.path() + "/" + name; }
-
-  Completed emmy(std::vector<std::string> args) const {
-    args.insert(args.begin(), EMMY_BIN);
-    args.push_back("--db");
-    args.push_back(home_.path() + "/tuning.db");
-    return emmy::test::run(args, {"EMMY_HOME=" + home_.path()});
-  }
-
   Completed tune(const std::string& code, const std::string& report, int patience) const {
     return emmy({"tune", "--backend", "cpu", "--code", code, "--patience", std::to_string(patience),
                  "--samples", "3", "--warmup", "1", "--prior", "roofline", "--no-progress", "-v",
@@ -45,8 +35,6 @@ class RecordsE2E : public ::testing::Test {
     if (c.exit_code != 0) return json::array();
     return json::parse(c.out);
   }
-
-  TempDir home_;
 };
 
 TEST_F(RecordsE2E, SplitAttentionSliceCarriesItsProducerAndMeasuresTheFusedOption) {

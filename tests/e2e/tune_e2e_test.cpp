@@ -12,27 +12,14 @@
 #include "process.hpp"
 
 using emmy::test::Completed;
-using emmy::test::TempDir;
 using json = nlohmann::json;
 
 namespace {
 
 const char* kMatmul = "torch.matmul(torch.randn(96,96), torch.randn(96,96))";
 
-class TuneE2E : public ::testing::Test {
+class TuneE2E : public ::testing::Test, protected emmy::test::EmmyHome {
  protected:
-  std::string db() const { return home_.path() + "/tuning.db"; }
-  std::string path(const std::string& name) const { return home_.path() + "/" + name; }
-  std::vector<std::string> env() const { return {"EMMY_HOME=" + home_.path()}; }
-
-  std::vector<std::string> argv(std::vector<std::string> args) const {
-    args.insert(args.begin(), EMMY_BIN);
-    args.push_back("--db");
-    args.push_back(db());
-    return args;
-  }
-  Completed emmy(std::vector<std::string> args) const { return emmy::test::run(argv(args), env()); }
-
   std::vector<std::string> tune_matmul(const std::string& report, int patience) const {
     return {"tune",      "--backend", "cpu",  "--code",  kMatmul, "--patience",
             std::to_string(patience), "--samples", "5", "--warmup", "1",
@@ -74,8 +61,6 @@ class TuneE2E : public ::testing::Test {
     }
     return false;
   }
-
-  TempDir home_;
 };
 
 TEST_F(TuneE2E, MatmulTunesAndIdenticalRerunLaunchesNothing) {
