@@ -47,14 +47,20 @@ std::vector<ir::Kernel> deployed_with_producer(const ir::Kernel& producer, const
     std::sort(fused.nodes.begin(), fused.nodes.end());
     return {fused};
   }
-  if (slice_kernels.size() == 2 && slice_kernels[0].nodes.size() == producer.nodes.size() &&
-      slice_kernels[1].nodes.size() == kernel.nodes.size()) {
-    ir::Kernel p = producer, k = kernel;
-    p.templ = slice_kernels[0].templ;
-    p.knobs = slice_kernels[0].knobs;
-    k.templ = slice_kernels[1].templ;
-    k.knobs = slice_kernels[1].knobs;
-    return {p, k};
+  // Split: the slice's passes may list the two kernels in either order; they are told apart by
+  // size (producer first where the sizes are equal).
+  if (slice_kernels.size() == 2) {
+    for (size_t first : {size_t{0}, size_t{1}}) {
+      const ir::Kernel& sp = slice_kernels[first];
+      const ir::Kernel& sk = slice_kernels[1 - first];
+      if (sp.nodes.size() != producer.nodes.size() || sk.nodes.size() != kernel.nodes.size()) continue;
+      ir::Kernel p = producer, k = kernel;
+      p.templ = sp.templ;
+      p.knobs = sp.knobs;
+      k.templ = sk.templ;
+      k.knobs = sk.knobs;
+      return {p, k};
+    }
   }
   std::string sizes;
   for (const ir::Kernel& s : slice_kernels) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s.nodes.size());

@@ -272,5 +272,34 @@ TEST(OuterSearch, ABatchThatReturnsTheWrongNumberOfTimesIsAnError) {
   EXPECT_THROW(outer_search(p, {&fuse}, no_caps(), short_by_one, outer_patience(5)), Error);
 }
 
+// A carried producer's slice, tuned split, may list its kernels in either order: each kernel of
+// the grouping gets the configuration of the slice kernel of its own size (a Qwen layer tune
+// stopped on "[9, 8] nodes: neither fused nor split" when the values kernel came first).
+TEST(DeployedWithProducer, TheSplitSliceKernelsMatchByNodeCountInEitherOrder) {
+  ir::Kernel producer, kernel;
+  producer.nodes = {0, 1};
+  kernel.nodes = {2, 3, 4};
+  ir::Kernel sp, sk;
+  sp.nodes = {0, 1};
+  sp.templ = "matmul";
+  sp.knobs = {{"tile_m", 64}};
+  sk.nodes = {2, 3, 4};
+  sk.templ = "reduction";
+  sk.knobs = {{"block", 128}};
+  for (const auto& listed : {std::vector<ir::Kernel>{sp, sk}, std::vector<ir::Kernel>{sk, sp}}) {
+    auto both = deployed_with_producer(producer, kernel, listed);
+    ASSERT_EQ(both.size(), 2u);
+    EXPECT_EQ(both[0].nodes, producer.nodes);
+    EXPECT_EQ(both[0].templ, "matmul");
+    EXPECT_EQ(both[0].knobs.at("tile_m"), 64);
+    EXPECT_EQ(both[1].nodes, kernel.nodes);
+    EXPECT_EQ(both[1].templ, "reduction");
+    EXPECT_EQ(both[1].knobs.at("block"), 128);
+  }
+  ir::Kernel odd;
+  odd.nodes = {0, 1, 2, 3};
+  EXPECT_THROW(deployed_with_producer(producer, kernel, {sp, odd}), Error);
+}
+
 }  // namespace
 }  // namespace emmy::search
