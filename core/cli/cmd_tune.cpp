@@ -228,6 +228,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     if (!report.backend_note.empty()) std::cout << report.backend_note << "\n";
     std::cout << "run " << report.run_id << " (" << report.backend << " on " << report.devices
               << (report.devices == 1 ? " device" : " devices") << ", prior " << report.prior
+              << (report.prior_replays.empty() ? "" : " as run " + report.prior_replays + " started")
               << ", " << report.groupings_tried << " groupings tried, " << report.wall_s
               << " s)\n"
               << report.table();

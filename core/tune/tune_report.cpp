@@ -15,6 +15,7 @@ nlohmann::json TuneReport::to_json() const {
   if (!backend_note.empty()) j["backend_note"] = backend_note;
   j["env"] = env;
   j["prior"] = prior;
+  j["prior_replays_run"] = prior_replays.empty() ? nlohmann::json(nullptr) : nlohmann::json(prior_replays);
   j["devices"] = devices;
   j["kernels_total"] = kernels_total;
   j["kernels_distinct"] = kernels_distinct;

@@ -32,6 +32,9 @@ struct TuneReport {
   std::string backend_note;   // how the backend was chosen when --backend did not name it
   std::string env;
   std::string prior;
+  // The run this one repeats (an identical re-run, its search started from the prior that run
+  // started from: store/rerun_record.hpp); "" when it started from the prior's checkpoint.
+  std::string prior_replays;
   int devices = 1;            // kernels tuned side by side (GPUs or CPU worker processes)
   int kernels_total = 0;      // kernels of the best grouping, each occurrence counted
   int kernels_distinct = 0;

@@ -18,11 +18,13 @@
 #include "search/prior_snapshot.hpp"
 #include "store/checkpoint.hpp"
 #include "store/keys.hpp"
+#include "store/rerun_record.hpp"
 #include "store/tuning_store.hpp"
 #include "tune/backend_choice.hpp"
 #include "tune/interrupt.hpp"
 #include "tune/kernel_tuning.hpp"
 #include "tune/parallel.hpp"
+#include "tune/rerun.hpp"
 
 namespace emmy::tune {
 namespace {
@@ -165,7 +167,9 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   report.prior = prior_name;
   std::shared_ptr<Prior> prior = host.make_prior(prior_name);
   const std::string checkpoint_path = options.home + "/priors/" + prior_name + ".ckpt";
+  const std::string rerun_path = options.home + "/priors/" + prior_name + ".rerun";
   std::vector<PriorRow> reservoir_rows;
+  std::string checkpoint_digest;  // of the checkpoint the run found ("" = none)
   {
     std::string warning;
     auto ckpt = store::load_checkpoint_or_set_aside(checkpoint_path, &warning);
@@ -180,10 +184,10 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
         if (Status s = prior->observe(ckpt->reservoir); !s.ok())
           progress.message("warning: prior '" + prior_name + "' could not learn: " + s.message());
       }
+      checkpoint_digest = store::checkpoint_digest(ckpt->prior_state, ckpt->reservoir);
       reservoir_rows = std::move(ckpt->reservoir);
     }
   }
-  const search::PriorSnapshot snapshot(*prior);
 
   // 2. The graph.
   FrontendRequest request{options.source, options.code, options.frontend_options};
@@ -192,6 +196,37 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   if (!st.ok()) throw BadInput("frontend '" + frontend_name + "': " + st.message());
   if (std::string bad = ir::verify(graph); !bad.empty())
     throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
+
+  // The prior the search starts from: the checkpoint's, unless this run repeats the last one
+  // with nothing learned elsewhere since (store/rerun_record.hpp). `prior` itself stays the
+  // checkpoint's: it learns this run's rows whatever the search started from.
+  const std::string identity = run_identity(options, graph_key(graph),
+                                            backend->environment_fingerprint(), prior_name,
+                                            pass_names);
+  std::string rerun_warning;
+  PriorStart start = choose_prior_start(rerun_path, identity, checkpoint_digest, *prior,
+                                        report.run_id, &rerun_warning);
+  if (!rerun_warning.empty()) progress.message("warning: " + rerun_warning);
+  std::shared_ptr<Prior> steering = prior;
+  if (!start.replayed_run.empty()) {
+    steering = host.make_prior(prior_name);
+    if (Status s = steering->load(start.state); !s.ok()) {
+      progress.message("warning: prior '" + prior_name + "' could not load the start of run " +
+                       start.replayed_run + " (" + s.message() + "); starting from its checkpoint");
+      steering = prior;
+      start = PriorStart{};
+      if (Status s2 = prior->save(start.state); !s2.ok())
+        throw Error("prior '" + prior_name + "' cannot save its state: " + s2.message());
+      start.first_run = report.run_id;
+    } else {
+      report.prior_replays = start.replayed_run;
+      progress.message("identical re-run of run " + start.replayed_run +
+                       ", and the prior has learned nothing from other runs since: the search "
+                       "starts from the prior that run started from, so it walks the same path "
+                       "from the database");
+    }
+  }
+  const search::PriorSnapshot snapshot(*steering);
 
   std::mutex prior_mutex;  // kernels tuned side by side each ask for a fresh prior
   RunContext run{options, *store, *backend, backend->capabilities(),
@@ -262,10 +297,21 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       for (auto& row : reservoir_rows) reservoir.offer(std::move(row));
       for (const auto& row : run.new_rows) reservoir.offer(row);
       std::string state;
-      if (Status s = prior->save(state); s.ok())
+      if (Status s = prior->save(state); s.ok()) {
         store::write_checkpoint(checkpoint_path, state, reservoir.items());
-      else
+        checkpoint_digest = store::checkpoint_digest(state, reservoir.items());
+      } else {
         progress.message("warning: prior '" + prior_name + "' could not save: " + s.message());
+      }
+    }
+    // Where this run started and the checkpoint it leaves: the next run with the same identity
+    // starts there too while the checkpoint stays this one.
+    try {
+      store::write_rerun_record(rerun_path,
+                                {identity, checkpoint_digest, start.state, start.first_run});
+    } catch (const Error& e) {
+      progress.message(std::string("warning: ") + e.what() +
+                       " (an identical re-run will start from the checkpoint instead)");
     }
     report.wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -63,6 +64,7 @@ TEST_F(PriorLearningE2E, RerunAfterOtherKernelsReachesNewConfigurations) {
   const json a2 = tune(kMatmulA, "a2.json");
   ASSERT_EQ(a2["status"], "ok") << a2.dump(2);
   EXPECT_EQ(a2["prior"], "mlp");
+  EXPECT_TRUE(a2["prior_replays_run"].is_null()) << "B's rows were learned since: not a replay";
   const auto again = measured_by(key_a, a2["run_id"]);
   // It descended differently: new configurations measured...
   EXPECT_FALSE(again.empty())
@@ -83,6 +85,49 @@ TEST_F(PriorLearningE2E, RerunAfterOtherKernelsReachesNewConfigurations) {
   ASSERT_GE(e["priors"].size(), 1u);
   EXPECT_EQ(e["priors"][0]["name"], "mlp");
   EXPECT_FALSE(e["priors"][0].contains("error")) << e.dump(2);
+}
+
+// The seed: "re-running an identical tuning run walks the same path, hits the cache every time,
+// and finishes having launched nothing". The first run's rows were learned, but nothing from
+// elsewhere since, so the re-run starts from the prior the first run started from and the
+// checkpoint is left as it was. A damaged re-run record only costs the replay.
+TEST_F(PriorLearningE2E, IdenticalRerunWalksTheSamePathAndLaunchesNothing) {
+  const json a1 = tune(kMatmulA, "a1.json");
+  ASSERT_EQ(a1["status"], "ok") << a1.dump(2);
+  ASSERT_GT(a1["launches"].get<int>(), 0);
+  EXPECT_TRUE(a1["prior_replays_run"].is_null());
+  const std::string checkpoint = emmy::test::read_file(path("priors/mlp.ckpt"));
+  ASSERT_TRUE(std::filesystem::exists(path("priors/mlp.rerun")));
+
+  const json a2 = tune(kMatmulA, "a2.json");
+  ASSERT_EQ(a2["status"], "ok") << a2.dump(2);
+  EXPECT_EQ(a2["launches"], 0);
+  EXPECT_GT(a2["cache_hits"].get<int>(), 0);
+  EXPECT_EQ(a2["prior_replays_run"], a1["run_id"]);
+  EXPECT_EQ(a2["kernels"][0]["config"], a1["kernels"][0]["config"]);
+  EXPECT_EQ(emmy::test::read_file(path("priors/mlp.ckpt")), checkpoint)
+      << "a run that launched nothing changed the prior's checkpoint";
+
+  // A third identical run still repeats the first one's start.
+  const json a3 = tune(kMatmulA, "a3.json");
+  EXPECT_EQ(a3["launches"], 0);
+  EXPECT_EQ(a3["prior_replays_run"], a1["run_id"]);
+
+  // The record damaged: a warning, then the run starts from the checkpoint (it may launch new
+  // configurations the learned prior leads to); nothing measured is lost.
+  {
+    std::string bytes = emmy::test::read_file(path("priors/mlp.rerun"));
+    bytes[bytes.size() / 2] ^= 0x5a;
+    std::ofstream(path("priors/mlp.rerun"), std::ios::binary | std::ios::trunc) << bytes;
+  }
+  Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmulA, "--patience", "3", "--seed",
+                      "7", "--samples", "3", "--warmup", "1", "--no-progress", "--json",
+                      path("a4.json")});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE((c.out + c.err).find("mlp.rerun"), std::string::npos) << c.out << c.err;
+  const json a4 = json::parse(emmy::test::read_file(path("a4.json")));
+  EXPECT_TRUE(a4["prior_replays_run"].is_null());
+  EXPECT_GT(a4["cache_hits"].get<int>(), 0);
 }
 
 // With roofline chosen, which learns nothing, the same sequence re-walks A's first path exactly:
