@@ -140,10 +140,12 @@ remote_libtorch_plugins() {
 
 # The seed's two commands exactly as a user types them (no --backend: the default must pick the
 # GPU), from an empty home, each followed by up to RERUNS re-runs (stopping at the first that
-# launches nothing). The default prior learns from every run, so a re-run may reach new
-# configurations (everything measured before is served from the database); a run that launches
-# nothing leaves the prior unchanged, so from there on the path is the same every time. Then
-# the same with --prior roofline (a prior that does not learn): its first re-run launches nothing.
+# launches nothing). The default prior learns from every run, but an identical re-run with
+# nothing learned elsewhere since starts from the prior its first run started from, so it walks
+# the same path from the database and launches nothing (README, "The prior"). When both ran, the
+# --code command once more after the layer: its prior has learned the layer's kernels since, so
+# it may descend differently and reach new configurations. Then the --code command with
+# --prior roofline (a prior that does not learn) twice: its re-run launches nothing too.
 seed_runs() {
   local out=$1 reruns=$2 emmy=$CARRY/bin/emmy i
   local code=("$emmy" tune --code "$CODE" --patience 10 -v)
@@ -165,6 +167,13 @@ seed_runs() {
     done
     unset -n cmd
   done
+  if [[ ${EMMY_SEED_WHAT:-code layer} == "code layer" ]]; then
+    echo "== ${code[*]} (after the layer)" | tee -a "$out/seed-code.log"
+    /usr/bin/time -f "wall %e s" timeout "$code_limit" "${code[@]}" --no-progress \
+      --json "$out/seed-after-layer-0.json" >"$out/seed-run.tmp" 2>&1
+    cat "$out/seed-run.tmp" >>"$out/seed-code.log"
+    tail -4 "$out/seed-run.tmp"
+  fi
   rm -f "$out/seed-run.tmp"
   local rh=/tmp/emmy-seed-roofline
   rm -rf "$rh"
@@ -176,7 +185,7 @@ seed_runs() {
   python3 - "$out" <<'PY' 2>&1 | tee -a "$out/seed-summary.log"
 import glob, json, os, sys
 out = sys.argv[1]
-for name in ("seed-code", "seed-layer", "seed-roofline"):
+for name in ("seed-code", "seed-layer", "seed-after-layer", "seed-roofline"):
     runs = sorted(glob.glob(os.path.join(out, name + "-*.json")), key=lambda p: int(p.rsplit("-", 1)[1][:-5]))
     for i, path in enumerate(runs):
         try:
@@ -187,7 +196,7 @@ for name in ("seed-code", "seed-layer", "seed-roofline"):
         print(f"{name} run {i}: {r.get('status')}; backend {r['backend']} ({r['env']}), prior {r['prior']}, "
               f"total {r['best_total_us']:.2f} us, assembled {r.get('assembled_us')} us, "
               f"gap {r.get('validation_gap_pct')} %, {r['wall_s']:.1f} s, {r['launches']} launches, "
-              f"{r['cache_hits']} cache hits")
+              f"{r['cache_hits']} cache hits, replays run {r.get('prior_replays_run')}")
 PY
 }
 
