@@ -264,7 +264,13 @@ def main():
         specs = qt.gemm_specs(emmy, b, s, sizes, traced)
         log(f"== B={b} S={s}: {len(emmy.get('kernels', []))} Emmy kernels, {len(traced)} traced keys")
         torch_times = measure_shape(timer, b, s, cfg, sizes, layer, rope, mq, specs, log)
-        rows = qt.kernel_rows(emmy, torch_times, b, s, ceil, traced, sizes)
+        variants_path = os.path.join(args.emmy_dir, f"variants-b{b}-s{s}.json")
+        variants = []
+        if os.path.exists(variants_path):
+            with open(variants_path) as f:
+                variants = json.load(f)
+        rows = qt.kernel_rows(emmy, torch_times, b, s, ceil, traced, sizes,
+                              qt.best_per_template(variants))
         lay = qt.layer_row(emmy, torch_times, b, s, ceil, sizes)
         table = qt.render_shape(b, s, rows, lay)
         log(table)

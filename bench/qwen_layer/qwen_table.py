@@ -45,6 +45,10 @@ from dataclasses import dataclass
 
 BF16 = 2  # bytes per element
 
+# Templates that compute a kernel's GEMM: Emmy's generated one and library calls competing with it
+# in the search (issue 20: the cublaslt template of the cuda backend).
+MATMUL_TEMPLATES = ("matmul", "cublaslt")
+
 # Qwen3-0.6B / Qwen3-Embedding-0.6B decoder-layer sizes (plugins/frontends/hf/configs).
 QWEN3_06B = {
     "hidden": 1024,
@@ -125,7 +129,7 @@ def classify(kernel: dict, b: int, s: int, cfg: dict = QWEN3_06B) -> Counterpart
     h, kvh, inter = cfg["heads"], cfg["kv_heads"], cfg["intermediate"]
     parts = _proj_parts(name)
     io = proj_io(cfg)
-    if templ == "matmul" and parts and all(p in io for p in parts):
+    if templ in MATMUL_TEMPLATES and parts and all(p in io for p in parts):
         k = io[parts[0]][0]
         n = sum(io[p][1] for p in parts)
         # o_proj and down_proj carry the residual add in their epilogue unless fuse_epilogue split
@@ -146,9 +150,9 @@ def classify(kernel: dict, b: int, s: int, cfg: dict = QWEN3_06B) -> Counterpart
     # Fused attention: q@k^T ... softmax ... @v in one kernel (fuse_attention's "fused" option);
     # without ops (no trace), the frontend's "self_attn" kernel of a non-matmul template.
     fused_ops = "matmul" in ops and "softmax" in ops and ops.find("matmul") < ops.find("softmax")
-    if templ == "attention" or (templ != "matmul" and (fused_ops or (name == "self_attn" and not ops))):
+    if templ == "attention" or (templ not in MATMUL_TEMPLATES and (fused_ops or (name == "self_attn" and not ops))):
         return attention_counterpart(b, s, cfg)
-    if templ == "matmul" and "where" in ops:
+    if templ in MATMUL_TEMPLATES and "where" in ops:
         flops = 2.0 * b * h * s * s * hd
         nbytes = BF16 * (b * s * h * hd + b * s * kvh * hd + b * h * s * s)
         return Counterpart("scores", "scores", f"q @ k^T * scale, masked, eager {b}x{h}x{s}x{s}",
@@ -231,9 +235,37 @@ def gemm_specs(emmy: dict, b: int, s: int, cfg: dict = QWEN3_06B, traced: dict |
     return specs
 
 
+def best_per_template(variants: list) -> dict:
+    """structural key -> {template: best deploy µs} from `emmy eval variants --json` groups: what
+    each competing template (generated matmul, cublaslt, ...) reached for the kernel."""
+    out: dict = {}
+    for group in variants or []:
+        key = group.get("structural_key", "")
+        for row in group.get("variants", []):
+            if row.get("regime") != "deploy" or row.get("status") != "ok":
+                continue
+            t, us = row.get("template", ""), row.get("time_us")
+            if not t or not us:
+                continue
+            best = out.setdefault(key, {})
+            best[t] = min(us, best.get(t, us))
+    return out
+
+
+def _candidates(per_template: dict | None, key: str, chosen: str) -> str:
+    """"matmul 16.5 · **cublaslt 11.8**": each template's best for the kernel, the chosen bold."""
+    best = (per_template or {}).get(key, {})
+    if len(best) < 2:
+        return ""
+    return " · ".join((f"**{t} {us:.1f}**" if t == chosen else f"{t} {us:.1f}")
+                      for t, us in sorted(best.items(), key=lambda kv: kv[1]))
+
+
 def kernel_rows(emmy: dict, torch_times: dict, b: int, s: int, ceilings: dict,
-                traced: dict | None = None, cfg: dict = QWEN3_06B) -> list[dict]:
-    """One row per Emmy kernel: times, counterpart, ratio Emmy / best PyTorch, floor.
+                traced: dict | None = None, cfg: dict = QWEN3_06B,
+                per_template: dict | None = None) -> list[dict]:
+    """One row per Emmy kernel: times, counterpart, ratio Emmy / best PyTorch, floor; with
+    per_template (best_per_template), each competing template's best time for the kernel.
 
     emmy: `emmy tune --json` report; torch_times: key -> {"eager": us, "compile": us} (either may
     be missing); traced: structural key -> `emmy trace --json` entry (ops, flops, bytes), used to
@@ -252,6 +284,7 @@ def kernel_rows(emmy: dict, torch_times: dict, b: int, s: int, ceilings: dict,
             "name": (f"{info['module']} ({k.get('name', '')})" if info.get("module")
                      else k.get("name", "")),
             "template": k.get("template", ""),
+            "candidates": _candidates(per_template, k.get("key", ""), k.get("template", "")),
             "occurrences": int(k.get("occurrences", 1)), "emmy_us": emmy_us,
             "counterpart": cp.label, "role": cp.role, "torch_eager_us": eager,
             "torch_compile_us": compiled, "ratio": _ratio(emmy_us, best), "floor_us": fl,
@@ -264,7 +297,8 @@ def kernel_rows(emmy: dict, torch_times: dict, b: int, s: int, ceilings: dict,
         cp = attention_counterpart(b, s, cfg)
         fl = floor_us(cp.flops, cp.bytes, ceilings["gemm_tflops"], ceilings["copy_tbs"])
         total = sum(r["emmy_us"] * r["occurrences"] for r in split)
-        rows.append({"name": "attention, split (scores + softmax·v kernels)", "template": "", "occurrences": 1,
+        rows.append({"name": "attention, split (scores + softmax·v kernels)", "template": "",
+                     "candidates": "", "occurrences": 1,
                      "emmy_us": total, "counterpart": cp.label, "role": "attention_total",
                      "torch_eager_us": sdpa, "torch_compile_us": None, "ratio": _ratio(total, sdpa),
                      "floor_us": fl, "emmy_pct_floor": _pct(fl, total), "torch_pct_floor": _pct(fl, sdpa),
@@ -294,18 +328,20 @@ def layer_row(emmy: dict, torch_times: dict, b: int, s: int, ceilings: dict,
 def render_shape(b: int, s: int, rows: list[dict], layer: dict) -> str:
     """Markdown for one shape: the per-kernel table and the whole-layer table."""
     out = [f"### B={b} S={s} (M={b * s})", "",
-           "| kernel | template | × | Emmy µs | PyTorch counterpart | eager/cuBLAS µs | compile µs "
+           "| kernel | template | × | Emmy µs | each template's best µs | PyTorch counterpart "
+           "| eager/cuBLAS µs | compile µs "
            "| Emmy / PyTorch | floor µs | Emmy % of floor | PyTorch % of floor |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         out.append(f"| {r['name']} | {r['template']} | {r['occurrences']} | {_fmt(r['emmy_us'])} "
+                   f"| {r.get('candidates') or '—'} "
                    f"| {r['counterpart'] or '—'} | {_fmt(r['torch_eager_us'])} "
                    f"| {_fmt(r['torch_compile_us'])} | {_fmt(r['ratio'], 2)} | {_fmt(r['floor_us'])} "
                    f"| {_fmt(r['emmy_pct_floor'], 0)} | {_fmt(r['torch_pct_floor'], 0)} |")
     kernels = [r for r in rows if not r.get("summary")]
     emmy_sum = sum(r["emmy_us"] * r["occurrences"] for r in kernels)
     floor_sum = sum(r["floor_us"] * r["occurrences"] for r in kernels)
-    out.append(f"| **Σ kernels × occurrences** | | | {_fmt(emmy_sum)} | | | | | {_fmt(floor_sum)} "
+    out.append(f"| **Σ kernels × occurrences** | | | {_fmt(emmy_sum)} | | | | | | {_fmt(floor_sum)} "
                f"| {_fmt(_pct(floor_sum, emmy_sum), 0)} | |")
     met = {None: "—", True: "yes", False: "no"}[layer["met"]]
     out += ["",
@@ -371,7 +407,8 @@ def render_results(results: dict, reports: dict, cfg: dict = QWEN3_06B) -> str:
                 for k in rep.get("distinct", []):
                     traced.setdefault(k["key"], k)
         emmy = reports.get(f"tune-b{b}-s{s}.json", sh.get("emmy", {}))
-        rows = kernel_rows(emmy, sh["torch"], b, s, ceil, traced, cfg)
+        per_template = best_per_template(reports.get(f"variants-b{b}-s{s}.json", []))
+        rows = kernel_rows(emmy, sh["torch"], b, s, ceil, traced, cfg, per_template)
         md.append(render_shape(b, s, rows, layer_row(emmy, sh["torch"], b, s, ceil, cfg)))
     return "\n".join(md)
 

@@ -88,6 +88,23 @@ for shape in ${SHAPES//,/ }; do
   timeout --foreground -s INT -k 30 "$TUNE_TIMEOUT" "${cmd[@]}" 2>&1 | tail -40 | tee -a "$LOG"
   rc=${PIPESTATUS[0]}
   log "wall $(elapsed "$t0" "$(now)") s (rc $rc)"
+  # Every measured configuration of the tuned kernels, so the table can show what each competing
+  # template (Emmy's generated matmul, cublaslt) reached for each kernel, not only the winner.
+  "$PY" - "$EMMY" "$WORK/tune-b$b-s$s.json" "$WORK/variants-b$b-s$s.json" <<'PY' 2>>"$LOG"
+import json, subprocess, sys
+emmy, report, out = sys.argv[1:4]
+try:
+    kernels = json.load(open(report)).get("kernels", [])
+except (OSError, ValueError):
+    kernels = []
+groups = []
+for k in kernels:
+    r = subprocess.run([emmy, "eval", "variants", "--kernel", k["key"], "--json", "--limit", "0"],
+                       capture_output=True, text=True)
+    if r.returncode == 0:
+        groups += [g for g in json.loads(r.stdout) if g.get("structural_key") == k["key"]]
+json.dump(groups, open(out, "w"))
+PY
 done
 
 log "== PyTorch side: $PY $HERE/bench_torch.py"

@@ -191,6 +191,27 @@ class Tables(unittest.TestCase):
         header = md.splitlines()[2]
         self.assertEqual(header.count("|"), md.splitlines()[3].count("|"))
 
+    def test_each_template_best_per_kernel_with_the_chosen_one_marked(self):
+        qkv_key = DEFAULT[1]["key"]
+        variants = [{"structural_key": qkv_key, "variants": [
+            {"template": "matmul", "regime": "deploy", "status": "ok", "time_us": 16.5},
+            {"template": "matmul", "regime": "deploy", "status": "ok", "time_us": 15.9},
+            {"template": "matmul", "regime": "rank", "status": "ok", "time_us": 9.0},  # rank: not compared
+            {"template": "cublaslt", "regime": "deploy", "status": "ok", "time_us": 11.8},
+            {"template": "cublaslt", "regime": "deploy", "status": "wrong_result", "time_us": 1.0}]}]
+        per = qt.best_per_template(variants)
+        self.assertEqual(per, {qkv_key: {"matmul": 15.9, "cublaslt": 11.8}})
+        emmy = dict(self.emmy, kernels=[dict(k) for k in self.emmy["kernels"]])
+        emmy["kernels"][1]["template"] = "cublaslt"
+        rows = qt.kernel_rows(emmy, self.torch, 1, 512, CEIL, self.traced, qt.QWEN3_06B, per)
+        self.assertEqual(rows[1]["candidates"], "**cublaslt 11.8** · matmul 15.9")
+        self.assertEqual(rows[1]["role"], "linear")  # a cublaslt kernel is still the qkv GEMM
+        self.assertEqual(rows[0]["candidates"], "")  # one template only: nothing to compare
+        md = qt.render_shape(1, 512, rows, qt.layer_row(emmy, self.torch, 1, 512, CEIL))
+        self.assertIn("**cublaslt 11.8** · matmul 15.9", md)
+        lines = md.splitlines()
+        self.assertEqual(lines[2].count("|"), lines[4].count("|"))
+
     def test_gemm_specs_cover_projections_and_emmy_kernels(self):
         odd = {"kernels": [{"key": "x", "name": "self_attn.k_proj+v_proj", "template": "matmul"}]}
         specs = qt.gemm_specs(odd, 1, 512)
