@@ -114,6 +114,28 @@ TEST(CudaPerfCodegen, EveryReductionKnobCompilesFused) {
       }
 }
 
+// q_norm + RoPE written per head ([1,S,H,D] rows, [1,H,S,D] output): one fused kernel, rows in
+// registers, for every knob, where it used to take two kernels through scratch (issue 19).
+TEST(CudaPerfCodegen, PerHeadNormWithRopeAndTransposeIsOneFusedKernel) {
+  for (double warp : {0.0, 1.0})
+    for (double vec : {1.0, 4.0, 8.0}) {
+      Knobs k{{"vec", vec}, {"row_warp", warp}, {"block", 128.0}};
+      ir::Slice s = one_kernel(qk_norm_rope(24, 4, 128, 1024, 512), "reduction", k);
+      expect_compiles(s, "qk_norm_rope " + describe(k), "fused, row in registers");
+      EXPECT_EQ(parse_plan(generate_source(s)).launches.size(), 1u) << describe(k);
+    }
+  // A relabelling is not a reshape: an output that views the rows as something else keeps the
+  // two-pass kernels (and a fused-only knob is refused).
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("x", {DType::bf16, {8, 4, 64}});
+  auto xf = b.cast(x, DType::f32);
+  auto y = b.mul(xf, b.unary(ir::Op::rsqrt, b.mean(b.mul(xf, xf), {2}, true)));
+  b.output(b.reshape(b.cast(y, DType::bf16), {4, 8, 64}));
+  EXPECT_EQ(parse_plan(generate_source(one_kernel(g, "reduction", {}))).launches.size(), 2u);
+  expect_refused(one_kernel(g, "reduction", {{"row_warp", 1}}), "reshaped output, warp", "not shaped like the rows");
+}
+
 TEST(CudaPerfCodegen, ReductionKnobsThatCannotWorkAreRefused) {
   // Rows of 77: no vector groups.
   expect_refused(one_kernel(softmax(6, 77, DType::f32), "reduction", {{"vec", 4}}), "77 vec=4", "row length 77");

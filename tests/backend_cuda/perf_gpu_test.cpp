@@ -75,6 +75,15 @@ TEST(CudaPerfGpu, FusedRowsMatchTheReference) {
     }
 }
 
+TEST(CudaPerfGpu, FusedPerHeadNormWithRopeMatchesTheReference) {
+  for (double warp : {0.0, 1.0})
+    for (double vec : {1.0, 4.0, 8.0}) {
+      Knobs k{{"vec", vec}, {"row_warp", warp}, {"block", 128.0}};
+      expect_matches_reference(qk_norm_rope(37, 4, 128, 1536, 512), "reduction", k, "k_norm+rope 37x4x128");
+      expect_matches_reference(qk_norm_rope(512, 16, 128, 4096, 0), "reduction", k, "q_norm+rope 512x16x128");
+    }
+}
+
 TEST(CudaPerfGpu, PipelinedMatmulMatchesTheReference) {
   const std::vector<Knobs> configs = {
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}},

@@ -45,6 +45,24 @@ ir::Graph rmsnorm(int64_t rows, int64_t cols) {
   return g;
 }
 
+ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width, int64_t offset) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto proj = b.input("qkv", {DType::bf16, {1, seq, width}});
+  auto w = b.input("norm_weight", {DType::bf16, {head_dim}}, "weight");
+  auto cos = b.input("cos", {DType::bf16, {seq, head_dim}});
+  auto sin = b.input("sin", {DType::bf16, {seq, head_dim}});
+  auto x = b.view(b.slice(proj, 2, offset, offset + heads * head_dim), {1, seq, heads, head_dim});
+  auto xf = b.cast(x, DType::f32);
+  auto var = b.mean(b.pow(xf, b.constant(2.0)), {3}, true);
+  auto y = b.mul(xf, b.unary(ir::Op::rsqrt, b.add(var, b.constant(1e-6))));
+  auto normed = b.transpose(b.mul(w, b.cast(y, DType::bf16)), 1, 2);
+  auto x1 = b.slice(normed, 3, 0, head_dim / 2), x2 = b.slice(normed, 3, head_dim / 2, head_dim);
+  auto rot = b.cat({b.unary(ir::Op::neg, x2), x1}, 3);
+  b.output(b.add(b.mul(normed, cos), b.mul(rot, sin)));
+  return g;
+}
+
 ir::Graph softmax(int64_t rows, int64_t cols, DType t) {
   ir::Graph g;
   ir::Builder b(g);

@@ -1,5 +1,7 @@
 #include "expr.hpp"
 
+#include <algorithm>
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -300,6 +302,23 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
       }
       for (; simple && j < out.size(); ++j)
         if (out[j] != 1) simple = false;
+      if (!simple && out.size() > in.size() && !in.empty() &&
+          std::equal(in.begin(), in.end() - 1, out.begin())) {
+        // The last dim split in several (a per-head view [.., H*D] -> [.., H, D]): the leading
+        // indices stay and the last is recomposed, rather than dividing the flat offset.
+        int64_t width = 1;
+        for (size_t d = in.size() - 1; d < out.size(); ++d) width *= out[d];
+        if (width == in.back()) {
+          sub.assign(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(in.size() - 1));
+          std::string last = "0LL";
+          for (size_t d = in.size() - 1; d < out.size(); ++d) {
+            width /= out[d];
+            last = "(" + last + " + (long long)(" + idx[d] + ") * " + std::to_string(width) + "LL)";
+          }
+          sub.push_back(last);
+          return value(x, sub, b);
+        }
+      }
       if (!simple) sub = unflatten(flat_offset(idx, out), in);
       return value(x, sub, b);
     }
