@@ -6,7 +6,7 @@
 //
 // The program is measured the way its kernels were measured in isolation (docs/PERFORMANCE.md,
 // "The validation gap"): the worker times a one-kernel module after evicting its inputs and
-// outputs from the caches (worker/evict.hpp); here emmy_kernel_timed evicts each kernel's inputs
+// outputs from the caches (src/evict.hpp); here emmy_kernel_timed evicts each kernel's inputs
 // and outputs (intermediate buffers included) before that kernel and times each kernel on its
 // own (emmy_timed_kernels times, evictions not timed), and the worker makes the program's
 // samples sums of its kernels' times (worker_main.cpp says how). emmy_kernel runs the same
@@ -62,7 +62,7 @@ std::string as_namespace(const std::string& source, size_t index) {
          std::to_string(index) + "\n";
 }
 
-// The assembled program's copy of worker/evict.hpp's eviction (the same instructions: clflushopt
+// The assembled program's copy of src/evict.hpp's eviction (the same instructions: clflushopt
 // where the target has it, else clflush, then mfence; nothing off x86). Deploy builds target
 // the host CPU (-march=native), so __CLFLUSHOPT__ is set exactly where the worker finds it.
 // Also the clock around each kernel: CLOCK_MONOTONIC, what the worker's steady_clock reads.

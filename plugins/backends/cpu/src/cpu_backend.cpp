@@ -137,7 +137,7 @@ std::string CpuBackend::environment_fingerprint() const {
     // the same measurement as on two (its threads knob means something else).
     // So is how its OpenMP threads wait: it changes every threads>1 time (protocol.hpp).
     // And that each sample starts with the kernel's buffers evicted from the caches
-    // (worker/evict.hpp): rows timed warm, before, are not the same measurement.
+    // (src/evict.hpp): rows timed warm, before, are not the same measurement.
     fingerprint_ = "cpu|" + cpu_model_name() + "|" + compiler_.version_line() + "|" +
                    std::to_string(cores_per_worker_) + (cores_per_worker_ == 1 ? " core" : " cores") +
                    "|omp " + protocol::kOmpWaitPolicy + "|timing " + protocol::kTiming;

@@ -38,7 +38,7 @@ inline constexpr uint32_t kReplyError = 0x454d4552;    // "EMER"
 inline constexpr const char* kOmpWaitPolicy = "passive";
 
 // How a sample starts: with the kernel's inputs and outputs evicted from the caches, in the worker
-// for a one-kernel module and before each kernel inside an assembled program (worker/evict.hpp).
+// for a one-kernel module and before each kernel inside an assembled program (src/evict.hpp).
 // Part of the environment fingerprint, so rows timed warm (before) are not mixed with these.
 // Off x86 there is no user-space flush and samples run warm; the fingerprint says that instead.
 #if defined(__x86_64__) || defined(__i386__)
