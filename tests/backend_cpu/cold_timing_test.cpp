@@ -43,7 +43,8 @@ ir::Slice two_kernels(int64_t n) {
 // Where `needle` occurs in `text`, each occurrence.
 std::vector<size_t> occurrences(const std::string& text, const std::string& needle) {
   std::vector<size_t> at;
-  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) at.push_back(p);
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1))
+    at.push_back(p);
   return at;
 }
 
@@ -56,8 +57,8 @@ TEST(CpuColdTiming, AssembledProgramEvictsEachKernelsBuffersThenTimesItAlone) {
   ASSERT_EQ(calls.size(), 2u) << src;
   // Each kernel's buffers (4 KiB each: x and y for the first, y and z for the second) are
   // evicted before its clock starts, and the clock stops right after its call.
-  const std::vector<std::vector<std::string>> buffers = {{"(void*)inputs[0], 4096", "(void*)emmy_buf_"},
-                                                         {"(void*)emmy_buf_", "outputs[0], 4096"}};
+  const std::vector<std::vector<std::string>> buffers = {
+      {"(void*)inputs[0], 4096", "(void*)emmy_buf_"}, {"(void*)emmy_buf_", "outputs[0], 4096"}};
   size_t from = 0;
   for (size_t k = 0; k < 2; ++k) {
     const size_t start = src.rfind("double t0 = timed ? emmy_now_us() : 0;", calls[k]);
@@ -66,7 +67,8 @@ TEST(CpuColdTiming, AssembledProgramEvictsEachKernelsBuffersThenTimesItAlone) {
     const std::string before = src.substr(from, start - from);
     for (const std::string& b : buffers[k])
       EXPECT_NE(before.find("emmy_evict(" + b), std::string::npos)
-          << "kernel " << k << " does not evict " << b << " before its clock starts:\n" << before;
+          << "kernel " << k << " does not evict " << b << " before its clock starts:\n"
+          << before;
     const std::string timed = src.substr(start, src.find('\n', calls[k]) + 1 - start);
     EXPECT_EQ(timed.find("emmy_evict"), std::string::npos) << "an eviction is timed:\n" << timed;
     const size_t stop =
@@ -117,7 +119,8 @@ TEST(CpuColdTiming, WorkerReportsTheProgramsSumOfKernelTimesNotTheWallTime) {
   ASSERT_EQ(r.outputs.tensors.size(), 1u);
   std::memcpy(&seen, r.outputs.tensors[0].data(), sizeof seen);
   EXPECT_EQ(seen, 1.0f) << "the worker ran emmy_kernel, not emmy_kernel_timed";
-  EXPECT_NE(backend.environment_fingerprint().find(std::string("|timing ") + protocol::kTiming), std::string::npos)
+  EXPECT_NE(backend.environment_fingerprint().find(std::string("|timing ") + protocol::kTiming),
+            std::string::npos)
       << backend.environment_fingerprint();
 }
 
@@ -162,7 +165,8 @@ TEST(CpuColdTiming, AssembledProgramsTimeLeavesItsEvictionsOut) {
   for (int i = 0; i < 5; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     timed(in_ptrs, out_ptrs, kernel_us);
-    double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    double wall_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     const double kernels_us = kernel_us[0] + kernel_us[1];
     ASSERT_GT(kernel_us[0], 0.0);
     ASSERT_GT(kernel_us[1], 0.0);

@@ -17,7 +17,8 @@ namespace emmy::cpu::worker {
 #if defined(__x86_64__) || defined(__i386__)
 // clflushopt where the CPU has it (weakly ordered, so the lines are written back in parallel);
 // the worker is not built for the host CPU, so it asks the CPU at run time.
-__attribute__((target("clflushopt"))) inline void evict_lines_opt(const unsigned char* p, const unsigned char* end) {
+__attribute__((target("clflushopt"))) inline void evict_lines_opt(const unsigned char* p,
+                                                                  const unsigned char* end) {
   for (; p < end; p += 64) _mm_clflushopt(const_cast<unsigned char*>(p));
 }
 inline void evict_lines(const unsigned char* p, const unsigned char* end) {
@@ -34,8 +35,10 @@ inline void evict(const void* data, size_t size) {
   const auto* p = reinterpret_cast<const unsigned char*>(first);
   const auto* end = static_cast<const unsigned char*>(data) + size;
   static const bool has_opt = __builtin_cpu_supports("clflushopt");
-  if (has_opt) evict_lines_opt(p, end);
-  else evict_lines(p, end);
+  if (has_opt)
+    evict_lines_opt(p, end);
+  else
+    evict_lines(p, end);
   _mm_mfence();
 #else
   // No portable user-space cache flush on other architectures: samples there run warm, on both
