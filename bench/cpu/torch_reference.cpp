@@ -5,6 +5,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "evict.hpp"
+
 namespace emmy::bench {
 
 struct TorchReference::Impl {
@@ -13,11 +15,22 @@ struct TorchReference::Impl {
 
 namespace {
 
+// Evicted from the caches before each call, not timed: Emmy's side starts every sample cold in
+// the worker (cpu/src/evict.hpp), so LibTorch's does too.
+void evict(const std::vector<const torch::Tensor*>& tensors) {
+  for (const torch::Tensor* t : tensors)
+    if (t->defined()) cpu::worker::evict(t->data_ptr(), t->nbytes());
+}
+
 template <typename F>
-std::vector<double> sample(F&& f, int warmup, int samples) {
-  for (int i = 0; i < warmup; ++i) f();
+std::vector<double> sample(F&& f, const std::vector<const torch::Tensor*>& tensors, int warmup, int samples) {
+  for (int i = 0; i < warmup; ++i) {
+    evict(tensors);
+    f();
+  }
   std::vector<double> t;
   for (int i = 0; i < samples; ++i) {
+    evict(tensors);
     auto t0 = std::chrono::steady_clock::now();
     f();
     auto t1 = std::chrono::steady_clock::now();
@@ -40,13 +53,16 @@ TorchReference::~TorchReference() = default;
 
 std::vector<double> TorchReference::matmul(int warmup, int samples) {
   torch::NoGradGuard no_grad;
-  return sample([&] { impl_->c = torch::matmul(impl_->a, impl_->b); }, warmup, samples);
+  // c: the previous result, whose memory the allocator hands to the next one.
+  return sample([&] { impl_->c = torch::matmul(impl_->a, impl_->b); }, {&impl_->a, &impl_->b, &impl_->c}, warmup,
+                samples);
 }
 
 std::vector<double> TorchReference::rmsnorm(int warmup, int samples) {
   torch::NoGradGuard no_grad;
   auto& x = impl_->x;
-  return sample([&] { impl_->y = x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * impl_->w; }, warmup, samples);
+  return sample([&] { impl_->y = x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * impl_->w; },
+                {&impl_->x, &impl_->w, &impl_->y}, warmup, samples);
 }
 
 int TorchReference::threads() const { return torch::get_num_threads(); }

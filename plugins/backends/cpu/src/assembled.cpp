@@ -3,6 +3,14 @@
 // as it was tuned, in a namespace of its own, and one emmy_kernel runs them in dependency order
 // through intermediate buffers. So the assembled measurement times the tuned kernels, not a
 // different fused program.
+//
+// The program is measured the way its kernels were measured in isolation (docs/PERFORMANCE.md,
+// "The validation gap"): the worker times a one-kernel module after evicting its inputs and
+// outputs from the caches (src/evict.hpp); here emmy_kernel_timed evicts each kernel's inputs
+// and outputs (intermediate buffers included) before that kernel and times each kernel on its
+// own (emmy_timed_kernels times, evictions not timed), and the worker makes the program's
+// samples sums of its kernels' times (worker_main.cpp says how). emmy_kernel runs the same
+// kernels without evicting or timing.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -54,6 +62,34 @@ std::string as_namespace(const std::string& source, size_t index) {
          std::to_string(index) + "\n";
 }
 
+// The assembled program's copy of src/evict.hpp's eviction (the same instructions: clflushopt
+// where the target has it, else clflush, then mfence; nothing off x86). Deploy builds target
+// the host CPU (-march=native), so __CLFLUSHOPT__ is set exactly where the worker finds it.
+// Also the clock around each kernel: CLOCK_MONOTONIC, what the worker's steady_clock reads.
+const char* kEvictSource = R"CPP(
+#include <time.h>
+static inline void emmy_evict(const void* data, unsigned long size) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (!data || size == 0) return;
+  const char* p = (const char*)((uintptr_t)data & ~(uintptr_t)63);
+  const char* end = (const char*)data + size;
+#if defined(__CLFLUSHOPT__)
+  for (; p < end; p += 64) __builtin_ia32_clflushopt((void*)p);
+#else
+  for (; p < end; p += 64) __builtin_ia32_clflush((const void*)p);
+#endif
+  __builtin_ia32_mfence();
+#else
+  (void)data; (void)size;  // no user-space cache flush here: warm, like the worker's samples
+#endif
+}
+static inline double emmy_now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+)CPP";
+
 }  // namespace
 
 std::string generate_assembled(const ir::Slice& slice) {
@@ -69,38 +105,52 @@ std::string generate_assembled(const ir::Slice& slice) {
     if (!where.count(g.outputs[o])) where[g.outputs[o]] = "outputs[" + std::to_string(o) + "]";
 
   std::string units, buffers, calls;
+  auto bytes = [&](ir::ValueId v) { return std::to_string(std::max<int64_t>(g.type(v).bytes(), 1)); };
   for (size_t n = 0; n < order.size(); ++n) {
     const ir::Kernel& kernel = slice.grouping.kernels[order[n]];
     ir::Slice part = ir::make_slice(g, kernel);
     units += as_namespace(generate_source(part), n);
     // The part's inputs are stand-ins for values of `g` (Slice::origin), in input order.
-    std::string in_list, out_list;
+    std::string in_list, out_list, evicts;
     for (ir::ValueId v : part.graph.inputs()) {
       ir::ValueId src = part.origin.at(static_cast<size_t>(v));
       auto it = where.find(src);
       if (it == where.end())
         throw Error("cpu backend: kernel input %" + std::to_string(src) + " is produced by no kernel");
       in_list += (in_list.empty() ? "" : ", ") + it->second;
+      evicts += "emmy_evict(" + it->second + ", " + bytes(src) + "); ";
     }
     for (ir::ValueId v : part.graph.outputs) {
       ir::ValueId src = part.origin.at(static_cast<size_t>(v));
       if (!where.count(src)) {
         std::string name = "emmy_buf_" + std::to_string(src);
-        buffers += "static unsigned char " + name + "[" +
-                   std::to_string(std::max<int64_t>(g.type(src).bytes(), 1)) +
-                   "] __attribute__((aligned(64)));\n";
+        buffers += "static unsigned char " + name + "[" + bytes(src) + "] __attribute__((aligned(64)));\n";
         where[src] = "(void*)" + name;
       }
       out_list += (out_list.empty() ? "" : ", ") + where[src];
+      evicts += "emmy_evict(" + where[src] + ", " + bytes(src) + "); ";
     }
     std::string k = std::to_string(n);
-    calls += "  { const void* in[] = {" + (in_list.empty() ? std::string("nullptr") : in_list) +
-             "}; void* out[] = {" + out_list + "}; emmy_k" + k + "::emmy_kernel(in, out); }\n";
+    // Evicted before, timed alone; the clock reads bracket the call and nothing else.
+    calls += "  {\n    const void* in[] = {" + (in_list.empty() ? std::string("nullptr") : in_list) +
+             "};\n    void* out[] = {" + out_list + "};\n    if (timed) { " + evicts +
+             "}\n    double t0 = timed ? emmy_now_us() : 0;\n    emmy_k" + k +
+             "::emmy_kernel(in, out);\n    if (timed) kernel_us[" + k + "] = emmy_now_us() - t0;\n  }\n";
   }
-  return kernel_prelude() + units + buffers +
-         "\nextern \"C\" void emmy_kernel(const void* const* inputs, void* const* outputs) {\n"
-         "  (void)inputs; (void)outputs;\n" +
-         calls + "}\n";
+  const std::string count = std::to_string(order.size());
+  return kernel_prelude() + kEvictSource + units + buffers +
+         "\nstatic void emmy_run(const void* const* inputs, void* const* outputs, double* kernel_us) {\n"
+         "  (void)inputs; (void)outputs;\n"
+         "  const int timed = kernel_us != 0;\n" +
+         calls +
+         "}\n"
+         "extern \"C\" void emmy_kernel(const void* const* inputs, void* const* outputs) {\n"
+         "  emmy_run(inputs, outputs, 0);\n}\n"
+         "// Each kernel's buffers evicted before it runs, each kernel timed alone: kernel_us[k] is\n"
+         "// the k-th kernel's time in us, for emmy_timed_kernels kernels.\n"
+         "extern \"C\" const int emmy_timed_kernels = " + count + ";\n"
+         "extern \"C\" void emmy_kernel_timed(const void* const* inputs, void* const* outputs, double* kernel_us) {\n"
+         "  emmy_run(inputs, outputs, kernel_us);\n}\n";
 }
 
 }  // namespace emmy::cpu

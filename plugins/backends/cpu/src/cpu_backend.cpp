@@ -136,9 +136,11 @@ std::string CpuBackend::environment_fingerprint() const {
     // The cores a worker measures on are part of the device: a kernel timed on one core is not
     // the same measurement as on two (its threads knob means something else).
     // So is how its OpenMP threads wait: it changes every threads>1 time (protocol.hpp).
+    // And that each sample starts with the kernel's buffers evicted from the caches
+    // (src/evict.hpp): rows timed warm, before, are not the same measurement.
     fingerprint_ = "cpu|" + cpu_model_name() + "|" + compiler_.version_line() + "|" +
                    std::to_string(cores_per_worker_) + (cores_per_worker_ == 1 ? " core" : " cores") +
-                   "|omp " + protocol::kOmpWaitPolicy;
+                   "|omp " + protocol::kOmpWaitPolicy + "|timing " + protocol::kTiming;
   });
   return fingerprint_;
 }

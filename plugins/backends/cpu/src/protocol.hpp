@@ -37,6 +37,16 @@ inline constexpr uint32_t kReplyError = 0x454d4552;    // "EMER"
 // the assembled program's time is the sum of its kernels'. Part of the environment fingerprint.
 inline constexpr const char* kOmpWaitPolicy = "passive";
 
+// How a sample starts: with the kernel's inputs and outputs evicted from the caches, in the worker
+// for a one-kernel module and before each kernel inside an assembled program (src/evict.hpp).
+// Part of the environment fingerprint, so rows timed warm (before) are not mixed with these.
+// Off x86 there is no user-space flush and samples run warm; the fingerprint says that instead.
+#if defined(__x86_64__) || defined(__i386__)
+inline constexpr const char* kTiming = "cold";
+#else
+inline constexpr const char* kTiming = "warm";
+#endif
+
 // `socket`: fd is a socket; written with MSG_NOSIGNAL so a dead peer is an error, not SIGPIPE.
 inline bool write_all(int fd, const void* data, size_t size, bool socket = false) {
   const char* p = static_cast<const char*>(data);

@@ -1,6 +1,17 @@
 // emmy-cpu-worker: runs generated kernels for the cpu backend in a process of their own, so a
 // kernel that crashes or hangs costs a respawn, not the tuning run. Reads requests on stdin,
 // writes replies on stdout (protocol.hpp); loaded libraries stay loaded for the next request.
+//
+// Every warmup and timed call starts cold: the kernel's inputs and outputs are evicted from the
+// caches first (evict.hpp, not timed), as CUDA flushes L2 before each kernel. A library that
+// exports emmy_kernel_timed (an assembled program, assembled.cpp) evicts each of its kernels'
+// buffers itself and times each kernel alone; its samples are sums of its kernels' times, the
+// evictions left out: the j-th fastest sample is the sum of every kernel's j-th fastest time, so
+// the program's median is the sum of its kernels' medians, exactly as the validation gap's
+// isolated side adds up the medians of the same kernels timed alone from the same cold start.
+// (The median of per-call sums would not be: on a busy machine each kernel is now and then
+// preempted, and a sum of several kernels is hit more often than any one of them; +7 % on a
+// matmul->softmax with identical per-kernel medians.)
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -13,10 +24,14 @@
 #include <string>
 #include <vector>
 
+#include "evict.hpp"
 #include "protocol.hpp"
 
 namespace proto = emmy::cpu::protocol;
 using KernelFn = void (*)(const void* const*, void* const*);
+// Runs the program with each kernel's buffers evicted first; writes each kernel's time in
+// microseconds (evictions excluded) to kernel_us, emmy_timed_kernels of them.
+using TimedFn = void (*)(const void* const*, void* const*, double* kernel_us);
 
 namespace {
 
@@ -50,6 +65,8 @@ constexpr size_t kMaxLoaded = 16;
 struct Loaded {
   void* handle;
   KernelFn fn;
+  TimedFn timed;        // null for a one-kernel module
+  int timed_kernels;    // how many times `timed` writes
 };
 
 int main() {
@@ -84,8 +101,12 @@ int main() {
 
     auto found = loaded.find(library);
     KernelFn fn = nullptr;
+    TimedFn timed = nullptr;
+    int timed_kernels = 0;
     if (found != loaded.end()) {
       fn = found->second.fn;
+      timed = found->second.timed;
+      timed_kernels = found->second.timed_kernels;
     } else {
       while (loaded.size() >= kMaxLoaded && !load_order.empty()) {
         dlclose(loaded.at(load_order.front()).handle);
@@ -103,7 +124,15 @@ int main() {
         reply_error("symbol emmy_kernel not found in " + library);
         continue;
       }
-      loaded[library] = Loaded{h, fn};
+      timed = reinterpret_cast<TimedFn>(dlsym(h, "emmy_kernel_timed"));
+      const auto* count = static_cast<const int*>(dlsym(h, "emmy_timed_kernels"));
+      if (timed && (!count || *count < 1 || *count > 1000000)) {
+        dlclose(h);
+        reply_error("emmy_kernel_timed without a valid emmy_timed_kernels count in " + library);
+        continue;
+      }
+      timed_kernels = timed ? *count : 0;
+      loaded[library] = Loaded{h, fn, timed, timed_kernels};
       load_order.push_back(library);
     }
     std::vector<const void*> in_ptrs;
@@ -111,13 +140,33 @@ int main() {
     std::vector<void*> out_ptrs;
     for (auto& a : outputs) out_ptrs.push_back(a.data);
 
-    for (int i = 0; i < warmup; ++i) fn(in_ptrs.data(), out_ptrs.data());
+    const int n_samples = std::max(1, samples);
     std::vector<double> times;
-    for (int i = 0; i < std::max(1, samples); ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      fn(in_ptrs.data(), out_ptrs.data());
-      auto t1 = std::chrono::steady_clock::now();
-      times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    if (timed) {
+      // kernel_us[j * k + i]: kernel i's time in call j.
+      const auto k = static_cast<size_t>(timed_kernels);
+      std::vector<double> kernel_us(k * static_cast<size_t>(n_samples));
+      for (int i = 0; i < warmup; ++i) timed(in_ptrs.data(), out_ptrs.data(), kernel_us.data());
+      for (int j = 0; j < n_samples; ++j) timed(in_ptrs.data(), out_ptrs.data(), kernel_us.data() + j * k);
+      // Sample j: the sum of every kernel's j-th fastest time (the comment at the top says why).
+      times.assign(static_cast<size_t>(n_samples), 0.0);
+      std::vector<double> one(static_cast<size_t>(n_samples));
+      for (size_t i = 0; i < k; ++i) {
+        for (size_t j = 0; j < one.size(); ++j) one[j] = kernel_us[j * k + i];
+        std::sort(one.begin(), one.end());
+        for (size_t j = 0; j < one.size(); ++j) times[j] += one[j];
+      }
+    } else {
+      auto cold_call = [&]() -> double {
+        for (auto& a : inputs) emmy::cpu::worker::evict(a.data, a.size);
+        for (auto& a : outputs) emmy::cpu::worker::evict(a.data, a.size);
+        auto t0 = std::chrono::steady_clock::now();
+        fn(in_ptrs.data(), out_ptrs.data());
+        auto t1 = std::chrono::steady_clock::now();
+        return std::chrono::duration<double, std::micro>(t1 - t0).count();
+      };
+      for (int i = 0; i < warmup; ++i) cold_call();
+      for (int j = 0; j < n_samples; ++j) times.push_back(cold_call());
     }
     proto::Writer w;
     w.put(proto::kReplyOk);
