@@ -28,6 +28,9 @@ struct Val {
   ir::TensorType type;  // folded: the program's metadata of the value
   std::string name;     // folded: the program's value name
   std::string weight;   // folded: the fully qualified name when it is a buffer or constant itself
+  // folded: what the value is known to be, from the ops that made it: "-inf" (full of -inf),
+  // "causal" (0 on and below the diagonal of its last two dims, -inf above: triu(full(-inf), 1)).
+  std::string pattern;
   int64_t i = 0;
   double d = 0;
   bool b = false;
@@ -548,6 +551,7 @@ class Converter {
           v.kind = Val::Kind::folded;
           v.type = meta_type(name);
           v.name = name;
+          if (names.size() == 1) v.pattern = folded_pattern(n, key, v.type);
           vals_[name] = v;
         }
       }
@@ -561,6 +565,39 @@ class Converter {
     check_types(n);
     name_from_scope(n, index, first_new);
   }
+  // An additive causal mask built from constants, as models build it:
+  // full((L, L), -inf).triu(1), then unsqueezed, expanded or cast. Recognised so that it becomes
+  // the IR's causal mask (a bool input of role "causal_mask" and a where), as the hf frontend and
+  // ir::build_attention express causality, instead of a float table.
+  std::string folded_pattern(const json& n, const std::string& key, const ir::TensorType& type) {
+    bool square = type.rank() >= 2 && type.shape[type.shape.size() - 1] == type.shape[type.shape.size() - 2];
+    bool floating = type.dtype == DType::f32 || type.dtype == DType::f16 || type.dtype == DType::bf16 ||
+                    type.dtype == DType::f64;
+    if (!square || !floating) return "";
+    if (key == "aten.full") {
+      auto fill = arg(n, "fill_value");
+      return fill && fill->is_scalar() && std::isinf(fill->number()) && fill->number() < 0 ? "-inf" : "";
+    }
+    auto source = arg(n, key == "aten.triu" || key.find("unsqueeze") != std::string::npos ||
+                                 key == "aten.expand" || key == "aten.to" || key == "aten._to_copy" ||
+                                 key == "aten.clone" || key == "aten.alias" || key == "aten.contiguous" ||
+                                 key == "aten.detach"
+                             ? "self"
+                             : "");
+    if (!source || source->kind != Val::Kind::folded || source->pattern.empty()) return "";
+    const ir::TensorType& src = source->type;
+    if (src.shape[src.shape.size() - 1] != type.shape.back() || src.shape[src.shape.size() - 2] != type.shape.back())
+      return "";  // the last two dims must stay the same square
+    if (key == "aten.triu") return source->pattern == "-inf" && integer(n, "diagonal", 0) == 1 ? "causal" : "";
+    if (key == "aten.unsqueeze" && wrap(integer(n, "dim"), type.rank()) >= type.rank() - 2) return "";
+    return source->pattern;
+  }
+  bool is_causal_mask(const Val& v) { return v.kind == Val::Kind::folded && v.pattern == "causal"; }
+  // The bool causal mask [L, L] of ir::build_attention and the hf frontend (true where j <= i).
+  ValueId causal_mask_input(int64_t len) {
+    return b_.input("causal_mask", ir::TensorType{DType::boolean, {len, len}}, "causal_mask");
+  }
+
   static inline const std::set<std::string> kNeverFolded = {"aten.sym_size", "aten.sym_numel"};
 
   // The converted results must have the program's shapes and dtypes: a conversion that disagrees
@@ -643,6 +680,19 @@ class Converter {
     Val a = arg(n, "self").value_or(Val{});
     Val b = arg(n, "other").value_or(Val{});
     if (a.kind == Val::Kind::none || b.kind == Val::Kind::none) throw Error("expected arguments self and other");
+    if (o == Op::add && !reversed && (is_causal_mask(a) || is_causal_mask(b)) && real(n, "alpha", 1) == 1) {
+      // scores + causal mask (transformers' eager attention): where(j <= i, scores, -inf).
+      const Val& mask = is_causal_mask(a) ? a : b;
+      const Val& other = is_causal_mask(a) ? b : a;
+      if (other.kind == Val::Kind::tensor && type(other.id).rank() >= 2 &&
+          type(other.id).shape.back() == mask.type.shape.back() &&
+          type(other.id).shape[type(other.id).shape.size() - 2] == mask.type.shape.back() &&
+          type(other.id).rank() >= mask.type.rank()) {
+        const double neg_inf = -std::numeric_limits<double>::infinity();
+        ValueId cm = causal_mask_input(mask.type.shape.back());
+        return set(n, Val::tensor(op(Op::where, {cm, other.id, b_.constant(neg_inf, DType::f32)})));
+      }
+    }
     double alpha = real(n, "alpha", 1);
     if (alpha != 1 && b.is_scalar()) {
       b = Val::real(b.number() * alpha);
@@ -721,9 +771,16 @@ class Converter {
 // same graph (and the same structural keys) for the same call.
 ValueId Converter::attention(const json& n) {
   ValueId q = t(n, "query"), k = t(n, "key"), v = t(n, "value");
-  ValueId mask = given(n, "attn_mask") ? t(n, "attn_mask") : -1;
   if (real(n, "dropout_p", 0) != 0) throw Error("dropout_p != 0 (a training-time attention)");
   bool causal = flag(n, "is_causal", false);
+  ValueId mask = -1;
+  if (auto m = arg(n, "attn_mask"); m && m->kind != Val::Kind::none) {
+    int64_t len_q = type(q).shape[type(q).shape.size() - 2], len_k = type(k).shape[type(k).shape.size() - 2];
+    if (is_causal_mask(*m) && !causal && len_q == len_k)
+      causal = true;  // an additive causal mask is is_causal=True
+    else
+      mask = as_tensor(*m, "attn_mask");
+  }
   double scale = real(n, "scale", 0);  // build_attention: <= 0 means 1/sqrt(E)
   if (flag(n, "enable_gqa", false) && rank(q) == 4) {
     // Repeat k/v heads as transformers' repeat_kv: unsqueeze, expand, reshape.
