@@ -581,13 +581,13 @@ class Converter {
     auto source = arg(n, key == "aten.triu" || key.find("unsqueeze") != std::string::npos ||
                                  key == "aten.expand" || key == "aten.to" || key == "aten._to_copy" ||
                                  key == "aten.clone" || key == "aten.alias" || key == "aten.contiguous" ||
-                                 key == "aten.detach"
+                                 key == "aten.detach" || key == "aten.slice"
                              ? "self"
                              : "");
     if (!source || source->kind != Val::Kind::folded || source->pattern.empty()) return "";
     const ir::TensorType& src = source->type;
     if (src.shape[src.shape.size() - 1] != type.shape.back() || src.shape[src.shape.size() - 2] != type.shape.back())
-      return "";  // the last two dims must stay the same square
+      return "";  // the last two dims must stay the same square (a slice may only take all of them)
     if (key == "aten.triu") return source->pattern == "-inf" && integer(n, "diagonal", 0) == 1 ? "causal" : "";
     if (key == "aten.unsqueeze" && wrap(integer(n, "dim"), type.rank()) >= type.rank() - 2) return "";
     return source->pattern;
