@@ -9,6 +9,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "aten_lowering.hpp"
 #include "emmy/status.hpp"
 #include "sym_expr.hpp"
 
@@ -707,32 +708,9 @@ class Converter {
   }
 
   ValueId slice(ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-    int64_t size = type(x).shape[static_cast<size_t>(dim)];
-    if (start < 0) start += size;
-    if (end < 0) end += size;
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, start, size);
-    if (start == 0 && end == size && step == 1) return x;  // x[:] is x
-    return op(Op::slice, {x}, {{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
+    return frontends::slice(b_, x, dim, start, end, step);
   }
-
-  ir::Shape resolve_shape(ValueId x, std::vector<int64_t> shape) {
-    int64_t numel = type(x).numel(), known = 1;
-    int infer = -1;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] == -1) {
-        if (infer >= 0) throw Error("more than one -1 in the shape");
-        infer = static_cast<int>(i);
-      } else {
-        known *= shape[i];
-      }
-    }
-    if (infer >= 0) {
-      if (known == 0 || numel % known != 0) throw Error("cannot infer -1 for " + ir::to_string(type(x)));
-      shape[static_cast<size_t>(infer)] = numel / known;
-    }
-    return shape;
-  }
+  ir::Shape resolve_shape(ValueId x, std::vector<int64_t> shape) { return frontends::resolve_shape(type(x), shape); }
 
   std::vector<ValueId> tensor_list(const json& n, const std::string& name) {
     auto v = arg(n, name);
@@ -767,8 +745,8 @@ class Converter {
 };
 
 // aten.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
-// enable_gqa): ir::build_attention, as the torchscript frontend builds it, so that both give the
-// same graph (and the same structural keys) for the same call.
+// enable_gqa): frontends::scaled_dot_product_attention, as the torchscript frontend builds it, so
+// that both give the same graph (and the same structural keys) for the same call.
 ValueId Converter::attention(const json& n) {
   ValueId q = t(n, "query"), k = t(n, "key"), v = t(n, "value");
   if (real(n, "dropout_p", 0) != 0) throw Error("dropout_p != 0 (a training-time attention)");
@@ -781,21 +759,8 @@ ValueId Converter::attention(const json& n) {
     else
       mask = as_tensor(*m, "attn_mask");
   }
-  double scale = real(n, "scale", 0);  // build_attention: <= 0 means 1/sqrt(E)
-  if (flag(n, "enable_gqa", false) && rank(q) == 4) {
-    // Repeat k/v heads as transformers' repeat_kv: unsqueeze, expand, reshape.
-    auto repeat = [&](ValueId x) {
-      ir::Shape s = type(x).shape;
-      int64_t rep = type(q).shape[1] / s[1];
-      if (rep == 1) return x;
-      ValueId u = op(Op::unsqueeze, {x}, {{"dim", int64_t{2}}});
-      ValueId e = op(Op::expand, {u}, {{"shape", ir::Shape{s[0], s[1], rep, s[2], s[3]}}});
-      return b_.reshape(e, {s[0], s[1] * rep, s[2], s[3]});
-    };
-    k = repeat(k);
-    v = repeat(v);
-  }
-  return ir::build_attention(b_, q, k, v, mask, scale, causal, /*softmax_in_f32=*/true);
+  double scale = real(n, "scale", 0);  // <= 0 means 1/sqrt(E)
+  return frontends::scaled_dot_product_attention(b_, q, k, v, mask, causal, scale, flag(n, "enable_gqa", false));
 }
 
 const std::unordered_map<std::string, Converter::Handler>& Converter::handlers() {
@@ -915,21 +880,11 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       c.set(n, Val::tensor(c.b_.softmax(x, wrap(c.integer(n, "dim"), c.rank(x)))));
     };
     t["aten.layer_norm"] = [](C& c, const json& n) {
-      // mean, centre, variance, rsqrt: as the torchscript frontend decomposes it.
       ValueId x = c.t(n, "input");
-      auto normalized = c.ints(n, "normalized_shape");
-      double eps = c.real(n, "eps", 1e-5);
-      std::vector<int64_t> dims;
-      for (size_t k = 0; k < normalized.size(); ++k)
-        dims.push_back(c.rank(x) - static_cast<int64_t>(normalized.size() - k));
-      auto& b = c.b_;
-      ValueId mean = b.mean(x, dims, true);
-      ValueId centred = b.sub(x, mean);
-      ValueId var = b.mean(c.op(Op::pow, {centred, b.constant(2, DType::i64)}), dims, true);
-      ValueId y = b.mul(centred, b.unary(Op::rsqrt, b.add(var, b.constant(eps, DType::f32))));
-      if (c.given(n, "weight")) y = b.mul(y, c.t(n, "weight"));
-      if (c.given(n, "bias")) y = b.add(y, c.t(n, "bias"));
-      c.set(n, Val::tensor(y));
+      ValueId weight = c.given(n, "weight") ? c.t(n, "weight") : -1;
+      ValueId bias = c.given(n, "bias") ? c.t(n, "bias") : -1;
+      c.set(n, Val::tensor(frontends::layer_norm(c.b_, x, c.ints(n, "normalized_shape").size(),
+                                                 c.real(n, "eps", 1e-5), weight, bias)));
     };
     t["aten.scaled_dot_product_attention"] = [](C& c, const json& n) { c.set(n, Val::tensor(c.attention(n))); };
 
@@ -960,13 +915,7 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       ValueId x = c.t(n, "self");
       int64_t r = c.rank(x);
       int64_t s = wrap(c.integer(n, "start_dim", 0), r), e = wrap(c.integer(n, "end_dim", -1), r);
-      const auto& shape = c.type(x).shape;
-      ir::Shape out(shape.begin(), shape.begin() + s);
-      int64_t prod = 1;
-      for (int64_t d = s; d <= e; ++d) prod *= shape[static_cast<size_t>(d)];
-      out.push_back(prod);
-      out.insert(out.end(), shape.begin() + e + 1, shape.end());
-      c.set(n, Val::tensor(r == 0 ? c.b_.reshape(x, {1}) : c.b_.reshape(x, out)));
+      c.set(n, Val::tensor(frontends::flatten(c.b_, x, s, e)));
     };
     t["aten.transpose"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
@@ -1002,14 +951,7 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       c.set(n, Val::tensor(x));
     };
     t["aten.expand"] = [](C& c, const json& n) {
-      ValueId x = c.t(n, "self");
-      auto shape = c.ints(n, "size");
-      const auto& src = c.type(x).shape;
-      size_t lead = shape.size() - src.size();
-      for (size_t i = lead; i < shape.size(); ++i)
-        if (shape[i] == -1) shape[i] = src[i - lead];
-      if (shape == src) return c.set(n, Val::tensor(x));
-      c.set(n, Val::tensor(c.op(Op::expand, {x}, {{"shape", shape}})));
+      c.set(n, Val::tensor(frontends::expand(c.b_, c.t(n, "self"), c.ints(n, "size"))));
     };
     t["aten.slice"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
@@ -1044,10 +986,7 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       ValueId x = c.t(n, "self");
       int64_t dim = wrap(c.integer(n, "dim", 0), c.rank(x));
       int64_t size = c.type(x).shape[static_cast<size_t>(dim)];
-      int64_t each = c.integer(n, "split_size");
-      std::vector<int64_t> sizes;
-      for (int64_t s = 0; s < size; s += each) sizes.push_back(std::min(each, size - s));
-      c.set(n, c.pieces(x, dim, sizes));
+      c.set(n, c.pieces(x, dim, frontends::split_sizes(size, c.integer(n, "split_size"))));
     };
     t["aten.split_with_sizes"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
@@ -1058,11 +997,7 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       ValueId x = c.t(n, "self");
       int64_t chunks = c.integer(n, "chunks");
       int64_t dim = wrap(c.integer(n, "dim", 0), c.rank(x));
-      int64_t size = c.type(x).shape[static_cast<size_t>(dim)];
-      int64_t each = (size + chunks - 1) / chunks;
-      std::vector<int64_t> sizes;
-      for (int64_t s = 0; s < size; s += each) sizes.push_back(std::min(each, size - s));
-      c.set(n, c.pieces(x, dim, sizes));
+      c.set(n, c.pieces(x, dim, frontends::chunk_sizes(c.type(x).shape[static_cast<size_t>(dim)], chunks)));
     };
     t["aten.unbind"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");

@@ -7,9 +7,9 @@
 //                dynamic dimensions; otherwise optional and checked against the program)
 #include <filesystem>
 
-#include "../torchscript/input_spec.hpp"
 #include "archive.hpp"
 #include "emmy/plugin.hpp"
+#include "input_spec.hpp"
 #include "program_converter.hpp"
 
 namespace emmy::pt2 {
@@ -37,7 +37,7 @@ class Pt2Frontend final : public Frontend {
       auto spec = r.options.find("input-shape");
       if (spec != r.options.end() && !spec->second.empty()) {
         try {
-          options.input_types = ts::parse_input_spec(spec->second);
+          options.input_types = frontends::parse_input_spec(spec->second);
         } catch (const Error& e) {
           throw Error(std::string("--input-shape: ") + e.what());
         }
