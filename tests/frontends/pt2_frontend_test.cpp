@@ -365,6 +365,45 @@ TEST_F(Pt2FrontendTest, TinyQwen3LayerHasTheHfFrontendsKernelsAndKeys) {
   }
 }
 
+// The same layer computes the same: the exported graph's interpreter output against the hf
+// frontend's graph on the same values (weights matched by module path, the rotary tables of the
+// export fed hf's cos and sin, the causal masks alike).
+TEST_F(Pt2FrontendTest, TinyQwen3LayerComputesWhatTheHfFrontendsLayerComputes) {
+  FrontendRequest r;
+  r.source = "Qwen/Qwen3-tiny";
+  r.options = {{"layer", "0"}, {"seq", "8"}, {"batch", "1"}, {"dtype", "f32"},
+               {"config", std::string(EMMY_SOURCE_DIR) + "/tests/frontends/pt2/qwen3_tiny_config.json"}};
+  LoadedFrontend hf_plugin("hf");
+  Graph hf;
+  emmy::Status s = hf_plugin->load(r, hf);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto hf_in = emmy::random_inputs(hf, 11);
+  auto want = emmy::evaluate(hf, hf_in);
+  for (const char* attn : {"sdpa", "eager"}) {
+    SCOPED_TRACE(attn);
+    Graph g = loaded(std::string("qwen3_layer_tiny_") + attn);
+    auto in = emmy::random_inputs(g, 5);
+    auto ids = g.inputs();
+    std::vector<std::string> tables = {"cos", "sin"};  // the folded rotary tables, in order of use
+    size_t next_table = 0;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const auto& node = g.nodes[static_cast<size_t>(ids[k])];
+      std::string role = node.attr_string("role", "input"), hf_name;
+      if (role == "weight") hf_name = "model.layers.0." + node.name.substr(std::string("layer.").size());
+      else if (role == "causal_mask") hf_name = "causal_mask";
+      else if (node.name == "x") hf_name = "hidden_states";
+      else if (next_table < tables.size()) hf_name = tables[next_table++];
+      const HostTensor& source = input_of(hf, hf_in, hf_name);
+      ASSERT_EQ(source.data.size(), in[k].data.size()) << node.name << " vs hf's " << hf_name;
+      in[k].data = source.data;
+    }
+    EXPECT_EQ(next_table, 2u) << "the export's rotary tables are two inputs";
+    auto out = emmy::evaluate(g, in);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(emmy::compare(want[0], out[0]), "");
+  }
+}
+
 // ---- errors ----------------------------------------------------------------------------------
 
 TEST_F(Pt2FrontendTest, DynamicDimensionNeedsInputShape) {
