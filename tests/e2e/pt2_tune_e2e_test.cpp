@@ -18,8 +18,9 @@ std::string fixture(const std::string& name) {
 class Pt2TuneE2E : public ::testing::Test, protected emmy::test::EmmyHome {};
 
 TEST_F(Pt2TuneE2E, TunesAnExportedMlp) {
-  Completed c = emmy({"tune", fixture("mlp_f32"), "--backend", "cpu", "--patience", "2", "--samples", "3",
-                      "--warmup", "1", "--no-progress", "--json", path("report.json")});
+  Completed c =
+      emmy({"tune", fixture("mlp_f32"), "--backend", "cpu", "--patience", "2", "--samples", "3",
+            "--warmup", "1", "--no-progress", "--json", path("report.json")});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   json r = json::parse(emmy::test::read_file(path("report.json")));
   EXPECT_EQ(r.at("status"), "ok") << r.dump(2);
@@ -31,7 +32,8 @@ TEST_F(Pt2TuneE2E, TunesAnExportedMlp) {
 }
 
 TEST_F(Pt2TuneE2E, DynamicProgramWithoutInputShapeFailsNamingTheDimension) {
-  Completed c = emmy({"tune", fixture("mlp_dynamic_seq"), "--backend", "cpu", "--patience", "1", "--no-progress"});
+  Completed c = emmy(
+      {"tune", fixture("mlp_dynamic_seq"), "--backend", "cpu", "--patience", "1", "--no-progress"});
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.err.find("dimension 1 of input 'x' is dynamic"), std::string::npos) << c.err;
 }

@@ -3,19 +3,19 @@
 // Graph structure against the manifest the exporter wrote, numerics against hand computations
 // with the weights read from the archive, keys against the hf frontend, and the errors.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <zlib.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../../plugins/frontends/pt2/archive.hpp"
 #include "frontends/frontend_loader.hpp"
 #include "frontends/graph_queries.hpp"
 #include "ir/interpreter.hpp"
-#include "../../plugins/frontends/pt2/archive.hpp"
 
 namespace {
 
@@ -29,8 +29,12 @@ using emmy::testing::count_ops;
 using emmy::testing::LoadedFrontend;
 using nlohmann::json;
 
-fs::path fixture_dir() { return fs::path(EMMY_SOURCE_DIR) / "tests/frontends/pt2/fixtures"; }
-std::string fixture(const std::string& name) { return (fixture_dir() / (name + ".pt2")).string(); }
+fs::path fixture_dir() {
+  return fs::path(EMMY_SOURCE_DIR) / "tests/frontends/pt2/fixtures";
+}
+std::string fixture(const std::string& name) {
+  return (fixture_dir() / (name + ".pt2")).string();
+}
 
 json manifest() {
   std::ifstream in(fixture_dir() / "manifest.json");
@@ -47,7 +51,9 @@ std::string read_bytes(const fs::path& p) {
 // A folder of its own for files a test writes.
 class Scratch {
  public:
-  Scratch() : dir_(fs::temp_directory_path() / ("emmy-pt2-" + std::to_string(::getpid()) + "-" + std::to_string(next_++))) {
+  Scratch()
+      : dir_(fs::temp_directory_path() /
+             ("emmy-pt2-" + std::to_string(::getpid()) + "-" + std::to_string(next_++))) {
     fs::create_directories(dir_);
   }
   ~Scratch() {
@@ -70,22 +76,30 @@ class Scratch {
 std::string stored_zip(const std::vector<std::pair<std::string, std::string>>& entries) {
   std::string out, dir;
   auto put16 = [](std::string& s, uint16_t v) { s += char(v & 0xFF), s += char(v >> 8); };
-  auto put32 = [&](std::string& s, uint32_t v) { put16(s, uint16_t(v & 0xFFFF)), put16(s, uint16_t(v >> 16)); };
+  auto put32 = [&](std::string& s, uint32_t v) {
+    put16(s, uint16_t(v & 0xFFFF)), put16(s, uint16_t(v >> 16));
+  };
   for (const auto& [name, data] : entries) {
-    uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+    uint32_t crc = static_cast<uint32_t>(
+        crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
     uint32_t offset = static_cast<uint32_t>(out.size());
-    put32(out, 0x04034b50), put16(out, 20), put16(out, 0), put16(out, 0), put32(out, 0), put32(out, crc);
-    put32(out, uint32_t(data.size())), put32(out, uint32_t(data.size())), put16(out, uint16_t(name.size())), put16(out, 0);
+    put32(out, 0x04034b50), put16(out, 20), put16(out, 0), put16(out, 0), put32(out, 0),
+        put32(out, crc);
+    put32(out, uint32_t(data.size())), put32(out, uint32_t(data.size())),
+        put16(out, uint16_t(name.size())), put16(out, 0);
     out += name + data;
-    put32(dir, 0x02014b50), put16(dir, 20), put16(dir, 20), put16(dir, 0), put16(dir, 0), put32(dir, 0), put32(dir, crc);
-    put32(dir, uint32_t(data.size())), put32(dir, uint32_t(data.size())), put16(dir, uint16_t(name.size()));
+    put32(dir, 0x02014b50), put16(dir, 20), put16(dir, 20), put16(dir, 0), put16(dir, 0),
+        put32(dir, 0), put32(dir, crc);
+    put32(dir, uint32_t(data.size())), put32(dir, uint32_t(data.size())),
+        put16(dir, uint16_t(name.size()));
     put16(dir, 0), put16(dir, 0), put16(dir, 0), put16(dir, 0), put32(dir, 0), put32(dir, offset);
     dir += name;
   }
   uint32_t dir_offset = static_cast<uint32_t>(out.size());
   out += dir;
   put32(out, 0x06054b50), put16(out, 0), put16(out, 0), put16(out, uint16_t(entries.size()));
-  put16(out, uint16_t(entries.size())), put32(out, uint32_t(dir.size())), put32(out, dir_offset), put16(out, 0);
+  put16(out, uint16_t(entries.size())), put32(out, uint32_t(dir.size())), put32(out, dir_offset),
+      put16(out, 0);
   return out;
 }
 
@@ -97,7 +111,8 @@ std::string edited_fixture(const std::string& name, const std::string& suffix,
   bool found = false;
   for (const auto& entry : zip.names()) {
     std::string data = zip.read(entry);
-    if (entry.size() >= suffix.size() && entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (entry.size() >= suffix.size() &&
+        entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) == 0) {
       data = edit(data);
       found = true;
     }
@@ -168,7 +183,8 @@ const std::map<std::string, std::vector<Op>>& aten_to_ir() {
 }
 
 TEST_F(Pt2FrontendTest, ManifestWasWrittenByPyTorch211) {
-  EXPECT_EQ(manifest().at("torch").get<std::string>().rfind("2.11", 0), 0u) << manifest().at("torch");
+  EXPECT_EQ(manifest().at("torch").get<std::string>().rfind("2.11", 0), 0u)
+      << manifest().at("torch");
   EXPECT_EQ(manifest().at("fixtures").size(), 8u);
 }
 
@@ -176,7 +192,7 @@ TEST_F(Pt2FrontendTest, ManifestWasWrittenByPyTorch211) {
 // used either present as its IR ops or one that produces no node.
 TEST_F(Pt2FrontendTest, EveryFixtureLoadsWithTheManifestsInputsOutputsAndOps) {
   const std::set<std::string> no_node = {
-      "aten._assert_tensor_metadata.default",  // a check
+      "aten._assert_tensor_metadata.default",   // a check
       "aten.to.dtype", "aten.to.dtype_layout",  // to the dtype a value already has
       "aten.dropout.default",                   // at inference
       // the rotary tables and the causal mask, computed from buffers and constants alone
@@ -198,7 +214,8 @@ TEST_F(Pt2FrontendTest, EveryFixtureLoadsWithTheManifestsInputsOutputsAndOps) {
     }
     ASSERT_EQ(g.outputs.size(), f.at("outputs").size());
     for (size_t k = 0; k < g.outputs.size(); ++k) {
-      EXPECT_EQ(g.type(g.outputs[k]).shape, f["outputs"][k].at("shape").get<std::vector<int64_t>>());
+      EXPECT_EQ(g.type(g.outputs[k]).shape,
+                f["outputs"][k].at("shape").get<std::vector<int64_t>>());
       EXPECT_EQ(g.type(g.outputs[k]).dtype, dtype_of_torch(f["outputs"][k].at("dtype")));
     }
     for (const auto& op : f.at("ops")) {
@@ -224,7 +241,8 @@ TEST_F(Pt2FrontendTest, ParametersAreWeightInputsNamedByTheirModulePaths) {
     EXPECT_EQ(w->attr_string("role", ""), "weight");
     EXPECT_EQ(w->type.dtype, DType::bf16);
   }
-  EXPECT_EQ(emmy::testing::input_named(g, "down.weight")->type.shape, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(emmy::testing::input_named(g, "down.weight")->type.shape,
+            (std::vector<int64_t>{32, 64}));
   EXPECT_EQ(count_ops(g, Op::linear), 3);
   EXPECT_EQ(count_ops(g, Op::cast), 0) << "no casts in an all-bf16 MLP";
 }
@@ -244,7 +262,8 @@ std::vector<HostTensor> inputs_with_weights(const Graph& g, const std::string& n
   return values;
 }
 
-const HostTensor& input_of(const Graph& g, const std::vector<HostTensor>& values, const std::string& name) {
+const HostTensor& input_of(const Graph& g, const std::vector<HostTensor>& values,
+                           const std::string& name) {
   auto ids = g.inputs();
   for (size_t k = 0; k < ids.size(); ++k)
     if (g.nodes[static_cast<size_t>(ids[k])].name == name) return values[k];
@@ -285,9 +304,11 @@ TEST_F(Pt2FrontendTest, RmsNormUsesTheArchivesWeight) {
     double ms = 0;
     for (int j = 0; j < 32; ++j) ms += x[i * 32 + j] * x[i * 32 + j];
     ms = emmy::ir::round_to(DType::f32, ms / 32);
-    double inv = emmy::ir::round_to(DType::f32, 1 / std::sqrt(emmy::ir::round_to(DType::f32, ms + 1e-6)));
+    double inv =
+        emmy::ir::round_to(DType::f32, 1 / std::sqrt(emmy::ir::round_to(DType::f32, ms + 1e-6)));
     for (int j = 0; j < 32; ++j) {
-      double normed = emmy::ir::round_to(DType::bf16, emmy::ir::round_to(DType::f32, x[i * 32 + j] * inv));
+      double normed =
+          emmy::ir::round_to(DType::bf16, emmy::ir::round_to(DType::f32, x[i * 32 + j] * inv));
       want[i * 32 + j] = normed * w[j];
     }
   }
@@ -307,7 +328,8 @@ TEST_F(Pt2FrontendTest, MlpUsesTheArchivesWeights) {
     std::vector<double> h(64);
     for (int o = 0; o < 64; ++o) {
       double gs = 0, us = 0;
-      for (int k = 0; k < 32; ++k) gs += x[r * 32 + k] * gate[o * 32 + k], us += x[r * 32 + k] * up[o * 32 + k];
+      for (int k = 0; k < 32; ++k)
+        gs += x[r * 32 + k] * gate[o * 32 + k], us += x[r * 32 + k] * up[o * 32 + k];
       h[o] = gs / (1 + std::exp(-gs)) * us;
     }
     for (int o = 0; o < 32; ++o) {
@@ -345,19 +367,22 @@ std::map<std::string, std::string> traced_kernels(const std::string& args) {
   if (rc != 0) throw std::runtime_error(cmd + " failed:\n" + text);
   std::map<std::string, std::string> out;
   json report = json::parse(text);
-  for (const auto& d : report.at("distinct")) out[d.at("key").get<std::string>()] = d.at("name").get<std::string>();
+  for (const auto& d : report.at("distinct"))
+    out[d.at("key").get<std::string>()] = d.at("name").get<std::string>();
   return out;
 }
 
 TEST_F(Pt2FrontendTest, TinyQwen3LayerHasTheHfFrontendsKernelsAndKeys) {
   std::string config = std::string(EMMY_SOURCE_DIR) + "/tests/frontends/pt2/qwen3_tiny_config.json";
-  auto hf = traced_kernels("Qwen/Qwen3-tiny --model-config '" + config + "' --layer 0 --seq 8 --dtype f32");
+  auto hf = traced_kernels("Qwen/Qwen3-tiny --model-config '" + config +
+                           "' --layer 0 --seq 8 --dtype f32");
   ASSERT_EQ(hf.size(), 9u);
   for (const char* attn : {"sdpa", "eager"}) {
     SCOPED_TRACE(attn);
     auto exported = traced_kernels("'" + fixture(std::string("qwen3_layer_tiny_") + attn) + "'");
     EXPECT_EQ(exported.size(), hf.size());
-    for (const auto& [key, name] : hf) EXPECT_TRUE(exported.count(key)) << "no kernel with the key of hf's " << name;
+    for (const auto& [key, name] : hf)
+      EXPECT_TRUE(exported.count(key)) << "no kernel with the key of hf's " << name;
     // Named after the exported modules ("layer" is the fixture's attribute for the decoder layer).
     bool attention = false;
     for (const auto& [key, name] : exported) attention |= name == "layer.self_attn";
@@ -371,8 +396,12 @@ TEST_F(Pt2FrontendTest, TinyQwen3LayerHasTheHfFrontendsKernelsAndKeys) {
 TEST_F(Pt2FrontendTest, TinyQwen3LayerComputesWhatTheHfFrontendsLayerComputes) {
   FrontendRequest r;
   r.source = "Qwen/Qwen3-tiny";
-  r.options = {{"layer", "0"}, {"seq", "8"}, {"batch", "1"}, {"dtype", "f32"},
-               {"config", std::string(EMMY_SOURCE_DIR) + "/tests/frontends/pt2/qwen3_tiny_config.json"}};
+  r.options = {
+      {"layer", "0"},
+      {"seq", "8"},
+      {"batch", "1"},
+      {"dtype", "f32"},
+      {"config", std::string(EMMY_SOURCE_DIR) + "/tests/frontends/pt2/qwen3_tiny_config.json"}};
   LoadedFrontend hf_plugin("hf");
   Graph hf;
   emmy::Status s = hf_plugin->load(r, hf);
@@ -389,10 +418,14 @@ TEST_F(Pt2FrontendTest, TinyQwen3LayerComputesWhatTheHfFrontendsLayerComputes) {
     for (size_t k = 0; k < ids.size(); ++k) {
       const auto& node = g.nodes[static_cast<size_t>(ids[k])];
       std::string role = node.attr_string("role", "input"), hf_name;
-      if (role == "weight") hf_name = "model.layers.0." + node.name.substr(std::string("layer.").size());
-      else if (role == "causal_mask") hf_name = "causal_mask";
-      else if (node.name == "x") hf_name = "hidden_states";
-      else if (next_table < tables.size()) hf_name = tables[next_table++];
+      if (role == "weight")
+        hf_name = "model.layers.0." + node.name.substr(std::string("layer.").size());
+      else if (role == "causal_mask")
+        hf_name = "causal_mask";
+      else if (node.name == "x")
+        hf_name = "hidden_states";
+      else if (next_table < tables.size())
+        hf_name = tables[next_table++];
       const HostTensor& source = input_of(hf, hf_in, hf_name);
       ASSERT_EQ(source.data.size(), in[k].data.size()) << node.name << " vs hf's " << hf_name;
       in[k].data = source.data;
@@ -408,7 +441,8 @@ TEST_F(Pt2FrontendTest, TinyQwen3LayerComputesWhatTheHfFrontendsLayerComputes) {
 
 TEST_F(Pt2FrontendTest, DynamicDimensionNeedsInputShape) {
   std::string err = error_of(fixture("mlp_dynamic_seq"));
-  EXPECT_NE(err.find("dimension 1 of input 'x' is dynamic (s27, 2..4096"), std::string::npos) << err;
+  EXPECT_NE(err.find("dimension 1 of input 'x' is dynamic (s27, 2..4096"), std::string::npos)
+      << err;
   EXPECT_NE(err.find("--input-shape 1x8x32:f32"), std::string::npos) << err;
 
   Graph g = loaded("mlp_dynamic_seq", "1x100x32:f32");
@@ -418,11 +452,14 @@ TEST_F(Pt2FrontendTest, DynamicDimensionNeedsInputShape) {
   err = error_of(fixture("mlp_dynamic_seq"), "1x5000x32:f32");
   EXPECT_NE(err.find("must be in 2..4096"), std::string::npos) << err;
   err = error_of(fixture("mlp_dynamic_seq"), "2x8x32:f32");
-  EXPECT_NE(err.find("dimension 0 of input 'x' is static in the program (1)"), std::string::npos) << err;
+  EXPECT_NE(err.find("dimension 0 of input 'x' is static in the program (1)"), std::string::npos)
+      << err;
   err = error_of(fixture("mlp_dynamic_seq"), "1x8x32:bf16");
   EXPECT_NE(err.find("input 'x' is f32 in the program, not bf16"), std::string::npos) << err;
   err = error_of(fixture("mlp_f32"), "2x8x32:f32,4:f32");
-  EXPECT_NE(err.find("gives 2 input shapes but the program takes 1 user inputs (x)"), std::string::npos) << err;
+  EXPECT_NE(err.find("gives 2 input shapes but the program takes 1 user inputs (x)"),
+            std::string::npos)
+      << err;
 }
 
 TEST_F(Pt2FrontendTest, TruncatedOrCorruptArchivesAreRefused) {
@@ -457,16 +494,22 @@ TEST_F(Pt2FrontendTest, UnknownVersionsAreRefusedNamingThem) {
       return j.dump();
     };
   };
-  std::string err = error_of(scratch.write("s9.pt2", edited_fixture("mlp_f32", "models/model.json", schema(9, 0))));
+  std::string err = error_of(
+      scratch.write("s9.pt2", edited_fixture("mlp_f32", "models/model.json", schema(9, 0))));
   EXPECT_NE(err.find("schema version 9.0 (written by PyTorch 2.99.0)"), std::string::npos) << err;
   EXPECT_NE(err.find("reads schema 8.0 to 8.17"), std::string::npos) << err;
-  err = error_of(scratch.write("s818.pt2", edited_fixture("mlp_f32", "models/model.json", schema(8, 18))));
+  err = error_of(
+      scratch.write("s818.pt2", edited_fixture("mlp_f32", "models/model.json", schema(8, 18))));
   EXPECT_NE(err.find("schema version 8.18"), std::string::npos) << err;
   // The same archive with the known version loads: the rewriting itself is sound.
   Graph g;
-  EXPECT_TRUE(load(scratch.write("s817.pt2", edited_fixture("mlp_f32", "models/model.json", schema(8, 17))), g).ok());
+  EXPECT_TRUE(
+      load(scratch.write("s817.pt2", edited_fixture("mlp_f32", "models/model.json", schema(8, 17))),
+           g)
+          .ok());
 
-  err = error_of(scratch.write("a1.pt2", edited_fixture("mlp_f32", "/archive_version", [](std::string) { return "1"; })));
+  err = error_of(scratch.write(
+      "a1.pt2", edited_fixture("mlp_f32", "/archive_version", [](std::string) { return "1"; })));
   EXPECT_NE(err.find("archive version '1'"), std::string::npos) << err;
 }
 
@@ -477,10 +520,13 @@ TEST_F(Pt2FrontendTest, UnknownOpIsNamedWithItsSchema) {
     if (at == std::string::npos) throw std::runtime_error("no silu");
     return text.replace(at, 27, "torch.ops.aten.mish.default");
   };
-  std::string err = error_of(scratch.write("mish.pt2", edited_fixture("mlp_f32", "models/model.json", rename)));
-  EXPECT_NE(err.find("cannot convert aten.mish.default (node 'silu', no Emmy IR equivalent)"), std::string::npos)
+  std::string err =
+      error_of(scratch.write("mish.pt2", edited_fixture("mlp_f32", "models/model.json", rename)));
+  EXPECT_NE(err.find("cannot convert aten.mish.default (node 'silu', no Emmy IR equivalent)"),
+            std::string::npos)
       << err;
-  EXPECT_NE(err.find("schema: aten.mish.default(tensor self) -> (tensor)"), std::string::npos) << err;
+  EXPECT_NE(err.find("schema: aten.mish.default(tensor self) -> (tensor)"), std::string::npos)
+      << err;
   EXPECT_NE(err.find("make_fixtures.py"), std::string::npos) << "the Python source line: " << err;
   EXPECT_NE(err.find("nothing was built"), std::string::npos) << err;
 }

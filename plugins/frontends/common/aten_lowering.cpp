@@ -71,10 +71,12 @@ std::vector<int64_t> chunk_sizes(int64_t size, int64_t chunks) {
   return split_sizes(size, std::max<int64_t>((size + chunks - 1) / chunks, 1));
 }
 
-ValueId layer_norm(ir::Builder& b, ValueId x, size_t normalized, double eps, ValueId weight, ValueId bias) {
+ValueId layer_norm(ir::Builder& b, ValueId x, size_t normalized, double eps, ValueId weight,
+                   ValueId bias) {
   int64_t rank = b.graph().type(x).rank();
   std::vector<int64_t> dims;
-  for (size_t k = 0; k < normalized; ++k) dims.push_back(rank - static_cast<int64_t>(normalized - k));
+  for (size_t k = 0; k < normalized; ++k)
+    dims.push_back(rank - static_cast<int64_t>(normalized - k));
   ValueId mean = b.mean(x, dims, true);
   ValueId centred = b.sub(x, mean);
   ValueId var = b.mean(b.op(Op::pow, {centred, b.constant(2, DType::i64)}), dims, true);
@@ -84,8 +86,8 @@ ValueId layer_norm(ir::Builder& b, ValueId x, size_t normalized, double eps, Val
   return y;
 }
 
-ValueId scaled_dot_product_attention(ir::Builder& b, ValueId q, ValueId k, ValueId v, ValueId mask, bool causal,
-                                     double scale, bool gqa) {
+ValueId scaled_dot_product_attention(ir::Builder& b, ValueId q, ValueId k, ValueId v, ValueId mask,
+                                     bool causal, double scale, bool gqa) {
   if (gqa && b.graph().type(q).rank() == 4) {
     // Repeat k/v heads as transformers' repeat_kv: unsqueeze, expand, reshape.
     int64_t heads = b.graph().type(q).shape[1];

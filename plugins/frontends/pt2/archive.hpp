@@ -3,9 +3,8 @@
 // The pickled sample inputs (data/sample_inputs/*.pt) are never read: nothing from the file runs.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "zip_reader.hpp"
@@ -29,7 +28,9 @@ class Archive {
   explicit Archive(const std::string& path);
 
   const std::string& path() const { return zip_.path(); }
-  const nlohmann::json& program() const { return program_; }  // the ExportedProgram of models/model.json
+  const nlohmann::json& program() const {
+    return program_;
+  }  // the ExportedProgram of models/model.json
   std::string torch_version() const;
   // Weights (parameters and buffers) and lifted constants by fully qualified name.
   const std::map<std::string, StoredTensor>& weights() const { return weights_; }
@@ -38,7 +39,8 @@ class Archive {
   std::string bytes(const StoredTensor& t) const { return zip_.read(t.entry); }
 
  private:
-  void read_tensor_config(const std::string& entry, const std::string& dir, std::map<std::string, StoredTensor>& out);
+  void read_tensor_config(const std::string& entry, const std::string& dir,
+                          std::map<std::string, StoredTensor>& out);
 
   ZipReader zip_;
   std::string prefix_;  // "<name>/", the archive's top folder

@@ -68,8 +68,12 @@ struct Val {
     x.items = std::move(v);
     return x;
   }
-  bool is_scalar() const { return kind == Kind::integer || kind == Kind::real || kind == Kind::boolean; }
-  double number() const { return kind == Kind::real ? d : kind == Kind::integer ? static_cast<double>(i) : (b ? 1 : 0); }
+  bool is_scalar() const {
+    return kind == Kind::integer || kind == Kind::real || kind == Kind::boolean;
+  }
+  double number() const {
+    return kind == Kind::real ? d : kind == Kind::integer ? static_cast<double>(i) : (b ? 1 : 0);
+  }
 };
 
 // torch.export's serialized ScalarType (torch/_export/serde/schema.py).
@@ -93,10 +97,12 @@ DType dtype_of_code(int64_t code, const std::string& where) {
       break;
   }
   static const std::map<int64_t, const char*> names = {
-      {0, "unknown"}, {1, "uint8"}, {2, "int8"}, {3, "int16"}, {9, "complex32"}, {10, "complex64"},
-      {11, "complex128"}, {28, "uint16"}, {29, "float8_e4m3fn"}, {30, "float8_e5m2"}};
+      {0, "unknown"},        {1, "uint8"},       {2, "int8"},        {3, "int16"},
+      {9, "complex32"},      {10, "complex64"},  {11, "complex128"}, {28, "uint16"},
+      {29, "float8_e4m3fn"}, {30, "float8_e5m2"}};
   auto it = names.find(code);
-  throw Error(where + ": dtype " + (it != names.end() ? std::string(it->second) : "code " + std::to_string(code)) +
+  throw Error(where + ": dtype " +
+              (it != names.end() ? std::string(it->second) : "code " + std::to_string(code)) +
               " has no Emmy equivalent (f32, f16, bf16, f64, i32, i64, bool)");
 }
 
@@ -134,8 +140,8 @@ class Converter {
       } catch (const Located&) {
         throw;
       } catch (const std::exception& e) {
-        throw Located("pt2 frontend: node '" + n.value("name", "?") + "' (" + target(n) + "): " + e.what() +
-                      describe(n));
+        throw Located("pt2 frontend: node '" + n.value("name", "?") + "' (" + target(n) +
+                      "): " + e.what() + describe(n));
       }
     }
     for (const auto& spec : gm.at("signature").at("output_specs")) {
@@ -159,12 +165,14 @@ class Converter {
   static std::string describe(const json& n) {
     std::string args;
     for (const auto& in : n.value("inputs", json::array())) {
-      std::string kind = in.contains("arg") && !in["arg"].empty() ? in["arg"].begin().key().substr(3) : "?";
+      std::string kind =
+          in.contains("arg") && !in["arg"].empty() ? in["arg"].begin().key().substr(3) : "?";
       args += (args.empty() ? "" : ", ") + kind + " " + in.value("name", "?");
     }
     std::string outs;
     for (const auto& o : n.value("outputs", json::array()))
-      outs += (outs.empty() ? "" : ", ") + (o.empty() ? std::string("?") : o.begin().key().substr(3));
+      outs +=
+          (outs.empty() ? "" : ", ") + (o.empty() ? std::string("?") : o.begin().key().substr(3));
     std::string s = "\n  schema: " + target(n) + "(" + args + ") -> (" + outs + ")";
     if (n.contains("metadata") && n["metadata"].contains("stack_trace")) {
       std::string trace = n["metadata"]["stack_trace"].get<std::string>();
@@ -174,8 +182,8 @@ class Converter {
     return s;
   }
   [[noreturn]] void unsupported(const json& n, const std::string& why = "") {
-    throw Located("pt2 frontend: cannot convert " + target(n) + " (node '" + n.value("name", "?") + "'" +
-                  (why.empty() ? ", no Emmy IR equivalent" : ", " + why) + ")" + describe(n) +
+    throw Located("pt2 frontend: cannot convert " + target(n) + " (node '" + n.value("name", "?") +
+                  "'" + (why.empty() ? ", no Emmy IR equivalent" : ", " + why) + ")" + describe(n) +
                   "\n  (the whole program is rejected; nothing was built)");
   }
 
@@ -192,7 +200,8 @@ class Converter {
   }
   ir::TensorType meta_type(const std::string& name) {
     auto it = tensor_values_->find(name);
-    if (it == tensor_values_->end()) throw Error("the program has no metadata for tensor '" + name + "'");
+    if (it == tensor_values_->end())
+      throw Error("the program has no metadata for tensor '" + name + "'");
     ir::TensorType t;
     t.dtype = dtype_of_code(it->at("dtype").get<int64_t>(), "tensor '" + name + "'");
     for (const auto& d : it->at("sizes")) t.shape.push_back(dim_value(d, "tensor '" + name + "'"));
@@ -233,7 +242,8 @@ class Converter {
         vals_[s.at("name").get<std::string>()] = value(s.at("value"));
       } else {
         throw Error("pt2 frontend: an input of kind '" + kind + "' (" + s.dump() +
-                    ") has no Emmy equivalent (parameters, buffers, constants and tensor user inputs are read)");
+                    ") has no Emmy equivalent (parameters, buffers, constants and tensor user "
+                    "inputs are read)");
       }
     }
   }
@@ -243,8 +253,9 @@ class Converter {
     if (!given.empty() && given.size() != names.size()) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      throw Error(options_.origin + " gives " + std::to_string(given.size()) + " input shapes but the program takes " +
-                  std::to_string(names.size()) + " user inputs (" + list + ")");
+      throw Error(options_.origin + " gives " + std::to_string(given.size()) +
+                  " input shapes but the program takes " + std::to_string(names.size()) +
+                  " user inputs (" + list + ")");
     }
     // First pass: bind the symbols of dynamic dimensions to the given sizes.
     for (size_t k = 0; k < names.size(); ++k) {
@@ -257,45 +268,52 @@ class Converter {
             std::string sym = symbol_name(expr);
             std::string range;
             if (ranges_.count(sym))
-              range = ", " + ranges_[sym].at("min_val").dump() + ".." + ranges_[sym].at("max_val").dump();
-            std::string hint = sizes[d]["as_expr"].contains("hint") ? sizes[d]["as_expr"]["hint"].dump() : "";
+              range = ", " + ranges_[sym].at("min_val").dump() + ".." +
+                      ranges_[sym].at("max_val").dump();
+            std::string hint =
+                sizes[d]["as_expr"].contains("hint") ? sizes[d]["as_expr"]["hint"].dump() : "";
             throw Error("pt2 frontend: dimension " + std::to_string(d) + " of input '" + names[k] +
                         "' is dynamic (" + (sym.empty() ? expr : sym) + range +
                         (hint.empty() ? "" : ", exported with " + hint) +
-                        "): pass --input-shape to pin it, e.g. --input-shape " + example_spec(names) +
-                        "\n  (a program with dynamic dimensions is converted for one size; tune each size you run)");
+                        "): pass --input-shape to pin it, e.g. --input-shape " +
+                        example_spec(names) +
+                        "\n  (a program with dynamic dimensions is converted for one size; tune "
+                        "each size you run)");
           }
         continue;
       }
       const ir::TensorType& t = given[k];
       if (t.shape.size() != sizes.size())
-        throw Error(options_.origin + ": input '" + names[k] + "' has rank " + std::to_string(sizes.size()) +
-                    " in the program, not " + std::to_string(t.shape.size()) + " (" + ir::to_string(t) + ")");
+        throw Error(options_.origin + ": input '" + names[k] + "' has rank " +
+                    std::to_string(sizes.size()) + " in the program, not " +
+                    std::to_string(t.shape.size()) + " (" + ir::to_string(t) + ")");
       for (size_t d = 0; d < sizes.size(); ++d) {
         if (sizes[d].contains("as_int")) {
           if (sizes[d]["as_int"].get<int64_t>() != t.shape[d])
-            throw Error(options_.origin + ": dimension " + std::to_string(d) + " of input '" + names[k] +
-                        "' is static in the program (" + sizes[d]["as_int"].dump() + "), not " +
-                        std::to_string(t.shape[d]));
+            throw Error(options_.origin + ": dimension " + std::to_string(d) + " of input '" +
+                        names[k] + "' is static in the program (" + sizes[d]["as_int"].dump() +
+                        "), not " + std::to_string(t.shape[d]));
           continue;
         }
         std::string sym = symbol_name(sizes[d]["as_expr"].value("expr_str", ""));
         if (sym.empty())
-          throw Error(options_.origin + ": dimension " + std::to_string(d) + " of input '" + names[k] +
-                      "' is the expression " + sizes[d]["as_expr"].value("expr_str", "") +
+          throw Error(options_.origin + ": dimension " + std::to_string(d) + " of input '" +
+                      names[k] + "' is the expression " +
+                      sizes[d]["as_expr"].value("expr_str", "") +
                       ", which the pt2 frontend cannot pin (only plain dynamic dimensions)");
         auto bound = symbols_.find(sym);
         if (bound != symbols_.end() && bound->second != t.shape[d])
-          throw Error(options_.origin + ": dynamic dimension " + sym + " is " + std::to_string(bound->second) +
-                      " for one input and " + std::to_string(t.shape[d]) + " for input '" + names[k] + "'");
+          throw Error(options_.origin + ": dynamic dimension " + sym + " is " +
+                      std::to_string(bound->second) + " for one input and " +
+                      std::to_string(t.shape[d]) + " for input '" + names[k] + "'");
         if (ranges_.count(sym)) {
           const json& r = ranges_[sym];
           bool below = r.at("min_val").is_number() && t.shape[d] < r["min_val"].get<int64_t>();
           bool above = r.at("max_val").is_number() && t.shape[d] > r["max_val"].get<int64_t>();
           if (below || above)
-            throw Error(options_.origin + ": dimension " + std::to_string(d) + " of input '" + names[k] + "' (" +
-                        sym + ") must be in " + r["min_val"].dump() + ".." + r["max_val"].dump() +
-                        " as exported, not " + std::to_string(t.shape[d]));
+            throw Error(options_.origin + ": dimension " + std::to_string(d) + " of input '" +
+                        names[k] + "' (" + sym + ") must be in " + r["min_val"].dump() + ".." +
+                        r["max_val"].dump() + " as exported, not " + std::to_string(t.shape[d]));
         }
         symbols_[sym] = t.shape[d];
       }
@@ -303,8 +321,9 @@ class Converter {
     for (size_t k = 0; k < names.size(); ++k) {
       ir::TensorType t = meta_type(names[k]);
       if (!given.empty() && given[k].dtype != t.dtype)
-        throw Error(options_.origin + ": input '" + names[k] + "' is " + std::string(ir::to_string(t.dtype)) +
-                    " in the program, not " + std::string(ir::to_string(given[k].dtype)));
+        throw Error(options_.origin + ": input '" + names[k] + "' is " +
+                    std::string(ir::to_string(t.dtype)) + " in the program, not " +
+                    std::string(ir::to_string(given[k].dtype)));
       vals_[names[k]] = Val::tensor(b_.input(names[k], t));
     }
   }
@@ -361,17 +380,26 @@ class Converter {
       throw Error("a symbolic argument of an unknown form: " + v.dump());
     }
     if (kind == "as_tensors" || kind == "as_ints" || kind == "as_floats" || kind == "as_bools" ||
-        kind == "as_sym_ints" || kind == "as_sym_floats" || kind == "as_optional_tensors" || kind == "as_strings") {
+        kind == "as_sym_ints" || kind == "as_sym_floats" || kind == "as_optional_tensors" ||
+        kind == "as_strings") {
       std::vector<Val> items;
       for (const auto& e : v) {
-        if (kind == "as_tensors") items.push_back(lookup(e.at("name")));
-        else if (kind == "as_ints") items.push_back(Val::integer(e.get<int64_t>()));
-        else if (kind == "as_floats") items.push_back(Val::real(json_float(e)));
-        else if (kind == "as_bools") items.push_back(Val::boolean(e.get<bool>()));
-        else if (kind == "as_sym_ints") items.push_back(value(json{{"as_sym_int", e}}));
-        else if (kind == "as_sym_floats") items.push_back(value(json{{"as_sym_float", e}}));
-        else if (kind == "as_strings") items.push_back(value(json{{"as_string", e}}));
-        else items.push_back(value(e));
+        if (kind == "as_tensors")
+          items.push_back(lookup(e.at("name")));
+        else if (kind == "as_ints")
+          items.push_back(Val::integer(e.get<int64_t>()));
+        else if (kind == "as_floats")
+          items.push_back(Val::real(json_float(e)));
+        else if (kind == "as_bools")
+          items.push_back(Val::boolean(e.get<bool>()));
+        else if (kind == "as_sym_ints")
+          items.push_back(value(json{{"as_sym_int", e}}));
+        else if (kind == "as_sym_floats")
+          items.push_back(value(json{{"as_sym_float", e}}));
+        else if (kind == "as_strings")
+          items.push_back(value(json{{"as_string", e}}));
+        else
+          items.push_back(value(e));
       }
       return Val::list(std::move(items));
     }
@@ -406,7 +434,8 @@ class Converter {
       if (it != materialized_.end()) return it->second;
       // A buffer or constant used as is is a weight; a table computed from them (rotary cos/sin,
       // a causal mask) is an input of the graph, as the hf frontend takes cos, sin and the mask.
-      ValueId id = v.weight.empty() ? b_.input(v.name, v.type) : b_.input(v.weight, v.type, "weight");
+      ValueId id =
+          v.weight.empty() ? b_.input(v.name, v.type) : b_.input(v.weight, v.type, "weight");
       materialized_[v.name] = id;
       return id;
     }
@@ -426,7 +455,8 @@ class Converter {
     if (v.kind == Val::Kind::boolean) return v.b ? 1 : 0;
     throw Error(what + ": expected an integer known when converting");
   }
-  int64_t integer(const json& n, const std::string& name, std::optional<int64_t> fallback = std::nullopt) {
+  int64_t integer(const json& n, const std::string& name,
+                  std::optional<int64_t> fallback = std::nullopt) {
     auto v = arg(n, name);
     if (!v || v->kind == Val::Kind::none) {
       if (fallback) return *fallback;
@@ -437,7 +467,8 @@ class Converter {
   double real(const json& n, const std::string& name, double fallback) {
     auto v = arg(n, name);
     if (!v || v->kind == Val::Kind::none) return fallback;
-    if (!v->is_scalar()) throw Error("argument '" + name + "': expected a number known when converting");
+    if (!v->is_scalar())
+      throw Error("argument '" + name + "': expected a number known when converting");
     return v->number();
   }
   bool flag(const json& n, const std::string& name, bool fallback) {
@@ -449,7 +480,8 @@ class Converter {
     auto v = arg(n, name);
     if (!v) throw Error("argument '" + name + "' is missing");
     if (v->kind == Val::Kind::integer) return {v->i};
-    if (v->kind != Val::Kind::list) throw Error("argument '" + name + "': expected a list of integers");
+    if (v->kind != Val::Kind::list)
+      throw Error("argument '" + name + "': expected a list of integers");
     std::vector<int64_t> out;
     for (const auto& item : v->items) out.push_back(integer(item, "argument '" + name + "'"));
     return out;
@@ -540,7 +572,8 @@ class Converter {
     }
     // Computation on buffers and constants alone (rotary tables, causal masks built with full/
     // triu/arange) is not converted: its results are values of the program, which become graph
-    // inputs where the rest of the graph uses them, as factory calls do in the torchscript frontend.
+    // inputs where the rest of the graph uses them, as factory calls do in the torchscript
+    // frontend.
     if (has_tensor_output(n) && !computes_on_graph(n) && !kNeverFolded.count(key)) {
       for (const auto& o : n.at("outputs")) {
         std::vector<std::string> names;
@@ -571,26 +604,32 @@ class Converter {
   // the IR's causal mask (a bool input of role "causal_mask" and a where), as the hf frontend and
   // ir::build_attention express causality, instead of a float table.
   std::string folded_pattern(const json& n, const std::string& key, const ir::TensorType& type) {
-    bool square = type.rank() >= 2 && type.shape[type.shape.size() - 1] == type.shape[type.shape.size() - 2];
-    bool floating = type.dtype == DType::f32 || type.dtype == DType::f16 || type.dtype == DType::bf16 ||
-                    type.dtype == DType::f64;
+    bool square =
+        type.rank() >= 2 && type.shape[type.shape.size() - 1] == type.shape[type.shape.size() - 2];
+    bool floating = type.dtype == DType::f32 || type.dtype == DType::f16 ||
+                    type.dtype == DType::bf16 || type.dtype == DType::f64;
     if (!square || !floating) return "";
     if (key == "aten.full") {
       auto fill = arg(n, "fill_value");
-      return fill && fill->is_scalar() && std::isinf(fill->number()) && fill->number() < 0 ? "-inf" : "";
+      return fill && fill->is_scalar() && std::isinf(fill->number()) && fill->number() < 0 ? "-inf"
+                                                                                           : "";
     }
-    auto source = arg(n, key == "aten.triu" || key.find("unsqueeze") != std::string::npos ||
-                                 key == "aten.expand" || key == "aten.to" || key == "aten._to_copy" ||
-                                 key == "aten.clone" || key == "aten.alias" || key == "aten.contiguous" ||
-                                 key == "aten.detach" || key == "aten.slice"
-                             ? "self"
-                             : "");
+    auto source =
+        arg(n, key == "aten.triu" || key.find("unsqueeze") != std::string::npos ||
+                       key == "aten.expand" || key == "aten.to" || key == "aten._to_copy" ||
+                       key == "aten.clone" || key == "aten.alias" || key == "aten.contiguous" ||
+                       key == "aten.detach" || key == "aten.slice"
+                   ? "self"
+                   : "");
     if (!source || source->kind != Val::Kind::folded || source->pattern.empty()) return "";
     const ir::TensorType& src = source->type;
-    if (src.shape[src.shape.size() - 1] != type.shape.back() || src.shape[src.shape.size() - 2] != type.shape.back())
+    if (src.shape[src.shape.size() - 1] != type.shape.back() ||
+        src.shape[src.shape.size() - 2] != type.shape.back())
       return "";  // the last two dims must stay the same square (a slice may only take all of them)
-    if (key == "aten.triu") return source->pattern == "-inf" && integer(n, "diagonal", 0) == 1 ? "causal" : "";
-    if (key == "aten.unsqueeze" && wrap(integer(n, "dim"), type.rank()) >= type.rank() - 2) return "";
+    if (key == "aten.triu")
+      return source->pattern == "-inf" && integer(n, "diagonal", 0) == 1 ? "causal" : "";
+    if (key == "aten.unsqueeze" && wrap(integer(n, "dim"), type.rank()) >= type.rank() - 2)
+      return "";
     return source->pattern;
   }
   bool is_causal_mask(const Val& v) { return v.kind == Val::Kind::folded && v.pattern == "causal"; }
@@ -612,14 +651,16 @@ class Converter {
       ir::TensorType expected = meta_type(name);
       const ir::TensorType& got = type(v->second.id);
       if (got.shape != expected.shape || got.dtype != expected.dtype)
-        throw Error("converted to " + ir::to_string(got) + " but the program says " + ir::to_string(expected) +
+        throw Error("converted to " + ir::to_string(got) + " but the program says " +
+                    ir::to_string(expected) +
                     " (a conversion bug: please report it with this file)");
     }
   }
 
-  // ---- names from module scopes -------------------------------------------------------------------
-  // The module a node comes from, as its path ("layer.self_attn.q_proj"): the last entry of the
-  // node's nn_module_stack metadata ("key,path,type;key,path,type").
+  // ---- names from module scopes
+  // ------------------------------------------------------------------- The module a node comes
+  // from, as its path ("layer.self_attn.q_proj"): the last entry of the node's nn_module_stack
+  // metadata ("key,path,type;key,path,type").
   static std::string scope_of(const json& n) {
     if (!n.contains("metadata") || !n["metadata"].contains("nn_module_stack")) return "";
     std::string stack = n["metadata"]["nn_module_stack"].get<std::string>();
@@ -631,8 +672,10 @@ class Converter {
     std::string path = entry.substr(c1 + 1, c2 - c1 - 1);
     std::string out;  // "layers[0]" -> "layers.0"
     for (char ch : path) {
-      if (ch == '[') out += '.';
-      else if (ch != ']') out += ch;
+      if (ch == '[')
+        out += '.';
+      else if (ch != ']')
+        out += ch;
     }
     return out;
   }
@@ -641,7 +684,8 @@ class Converter {
     for (size_t k = 0; k < nodes.size(); ++k) {
       std::function<void(const json&)> visit = [&](const json& j) {
         if (j.is_object()) {
-          if (j.contains("name") && j.size() == 1 && j["name"].is_string()) users_[j["name"]].push_back(k);
+          if (j.contains("name") && j.size() == 1 && j["name"].is_string())
+            users_[j["name"]].push_back(k);
           for (const auto& [key, v] : j.items()) visit(v);
         } else if (j.is_array()) {
           for (const auto& v : j) visit(v);
@@ -658,14 +702,17 @@ class Converter {
     auto& nodes = b_.graph().nodes;
     if (nodes.size() == first_new) return;
     std::string scope = scope_of(n);
-    if (scope.empty() || n.at("outputs").size() != 1 || !n["outputs"][0].contains("as_tensor")) return;
+    if (scope.empty() || n.at("outputs").size() != 1 || !n["outputs"][0].contains("as_tensor"))
+      return;
     std::string out_name = n["outputs"][0]["as_tensor"].at("name");
     bool result_of_module = false;
     for (size_t user : users_[out_name]) {
       std::string s = user == std::string::npos ? "" : scope_of(graph_->at("nodes")[user]);
       if (s != scope && s.rfind(scope + ".", 0) != 0) result_of_module = true;
     }
-    ValueId out = vals_.count(out_name) && vals_[out_name].kind == Val::Kind::tensor ? vals_[out_name].id : -1;
+    ValueId out = vals_.count(out_name) && vals_[out_name].kind == Val::Kind::tensor
+                      ? vals_[out_name].id
+                      : -1;
     for (size_t i = first_new; i < nodes.size(); ++i) {
       bool is_result = static_cast<ValueId>(i) == out && result_of_module;
       Op o = nodes[i].op;
@@ -676,12 +723,15 @@ class Converter {
     (void)index;
   }
 
-  // ---- op helpers ---------------------------------------------------------------------------------
+  // ---- op helpers
+  // ---------------------------------------------------------------------------------
   void binary(const json& n, Op o, bool reversed = false) {
     Val a = arg(n, "self").value_or(Val{});
     Val b = arg(n, "other").value_or(Val{});
-    if (a.kind == Val::Kind::none || b.kind == Val::Kind::none) throw Error("expected arguments self and other");
-    if (o == Op::add && !reversed && (is_causal_mask(a) || is_causal_mask(b)) && real(n, "alpha", 1) == 1) {
+    if (a.kind == Val::Kind::none || b.kind == Val::Kind::none)
+      throw Error("expected arguments self and other");
+    if (o == Op::add && !reversed && (is_causal_mask(a) || is_causal_mask(b)) &&
+        real(n, "alpha", 1) == 1) {
       // scores + causal mask (transformers' eager attention): where(j <= i, scores, -inf).
       const Val& mask = is_causal_mask(a) ? a : b;
       const Val& other = is_causal_mask(a) ? b : a;
@@ -703,18 +753,22 @@ class Converter {
     if (reversed) std::swap(x, y);
     ir::Attrs attrs;
     if (alpha != 1) attrs["alpha"] = alpha;
-    if (auto r = arg(n, "rounding_mode"); r && r->kind == Val::Kind::text) attrs["rounding_mode"] = r->s;
+    if (auto r = arg(n, "rounding_mode"); r && r->kind == Val::Kind::text)
+      attrs["rounding_mode"] = r->s;
     set(n, Val::tensor(op(o, {x, y}, attrs)));
   }
 
   ValueId slice(ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step) {
     return frontends::slice(b_, x, dim, start, end, step);
   }
-  ir::Shape resolve_shape(ValueId x, std::vector<int64_t> shape) { return frontends::resolve_shape(type(x), shape); }
+  ir::Shape resolve_shape(ValueId x, std::vector<int64_t> shape) {
+    return frontends::resolve_shape(type(x), shape);
+  }
 
   std::vector<ValueId> tensor_list(const json& n, const std::string& name) {
     auto v = arg(n, name);
-    if (!v || v->kind != Val::Kind::list) throw Error("argument '" + name + "': expected a list of tensors");
+    if (!v || v->kind != Val::Kind::list)
+      throw Error("argument '" + name + "': expected a list of tensors");
     std::vector<ValueId> out;
     for (const auto& item : v->items) out.push_back(as_tensor(item, "an item of '" + name + "'"));
     return out;
@@ -753,14 +807,16 @@ ValueId Converter::attention(const json& n) {
   bool causal = flag(n, "is_causal", false);
   ValueId mask = -1;
   if (auto m = arg(n, "attn_mask"); m && m->kind != Val::Kind::none) {
-    int64_t len_q = type(q).shape[type(q).shape.size() - 2], len_k = type(k).shape[type(k).shape.size() - 2];
+    int64_t len_q = type(q).shape[type(q).shape.size() - 2],
+            len_k = type(k).shape[type(k).shape.size() - 2];
     if (is_causal_mask(*m) && !causal && len_q == len_k)
       causal = true;  // an additive causal mask is is_causal=True
     else
       mask = as_tensor(*m, "attn_mask");
   }
   double scale = real(n, "scale", 0);  // <= 0 means 1/sqrt(E)
-  return frontends::scaled_dot_product_attention(b_, q, k, v, mask, causal, scale, flag(n, "enable_gqa", false));
+  return frontends::scaled_dot_product_attention(b_, q, k, v, mask, causal, scale,
+                                                 flag(n, "enable_gqa", false));
 }
 
 const std::unordered_map<std::string, Converter::Handler>& Converter::handlers() {
@@ -778,16 +834,20 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     t["aten._assert_scalar"] = nothing;
     t["aten.sym_constrain_range_for_size"] = nothing;
     t["aten.sym_constrain_range"] = nothing;
-    for (const char* name : {"aten.dropout", "aten.feature_dropout", "aten.alpha_dropout", "aten.detach",
-                             "aten.clone", "aten.alias", "aten.lift_fresh_copy", "aten.lift_fresh"})
+    for (const char* name :
+         {"aten.dropout", "aten.feature_dropout", "aten.alpha_dropout", "aten.detach", "aten.clone",
+          "aten.alias", "aten.lift_fresh_copy", "aten.lift_fresh"})
       t[name] = identity;
 
     // ---- shape arithmetic (dynamic dimensions, pinned) ----
     t["aten.sym_size"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
-      c.set(n, Val::integer(c.type(x).shape[static_cast<size_t>(wrap(c.integer(n, "dim"), c.rank(x)))]));
+      c.set(n, Val::integer(
+                   c.type(x).shape[static_cast<size_t>(wrap(c.integer(n, "dim"), c.rank(x)))]));
     };
-    t["aten.sym_numel"] = [](C& c, const json& n) { c.set(n, Val::integer(c.type(c.t(n, "self")).numel())); };
+    t["aten.sym_numel"] = [](C& c, const json& n) {
+      c.set(n, Val::integer(c.type(c.t(n, "self")).numel()));
+    };
     const std::pair<const char*, std::function<double(double, double)>> arith[] = {
         {"_operator.add", [](double a, double b) { return a + b; }},
         {"_operator.sub", [](double a, double b) { return a - b; }},
@@ -798,7 +858,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       auto fn = f;
       t[name] = [fn](C& c, const json& n) {
         Val a = c.positional(n, 0), b = c.positional(n, 1);
-        if (!a.is_scalar() || !b.is_scalar()) throw Error("shape arithmetic on values not known when converting");
+        if (!a.is_scalar() || !b.is_scalar())
+          throw Error("shape arithmetic on values not known when converting");
         double r = fn(a.number(), b.number());
         bool ints = a.kind != Val::Kind::real && b.kind != Val::Kind::real;
         c.set(n, ints ? Val::integer(static_cast<int64_t>(r)) : Val::real(r));
@@ -817,13 +878,15 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     t["aten.pow"] = [](C& c, const json& n) {
       c.set(n, Val::tensor(c.op(Op::pow, {c.t(n, "self"), c.t(n, "exponent")})));
     };
-    const std::pair<const char*, Op> unaries[] = {{"aten.exp", Op::exp},         {"aten.rsqrt", Op::rsqrt},
-                                                  {"aten.sqrt", Op::sqrt},       {"aten.tanh", Op::tanh},
-                                                  {"aten.sigmoid", Op::sigmoid}, {"aten.silu", Op::silu},
-                                                  {"aten.neg", Op::neg}};
+    const std::pair<const char*, Op> unaries[] = {
+        {"aten.exp", Op::exp},   {"aten.rsqrt", Op::rsqrt},     {"aten.sqrt", Op::sqrt},
+        {"aten.tanh", Op::tanh}, {"aten.sigmoid", Op::sigmoid}, {"aten.silu", Op::silu},
+        {"aten.neg", Op::neg}};
     for (const auto& [name, o] : unaries) {
       Op code = o;
-      t[name] = [code](C& c, const json& n) { c.set(n, Val::tensor(c.op(code, {c.t(n, "self")}))); };
+      t[name] = [code](C& c, const json& n) {
+        c.set(n, Val::tensor(c.op(code, {c.t(n, "self")})));
+      };
     }
     t["aten.gelu"] = [](C& c, const json& n) {
       std::string approximate = "none";
@@ -847,7 +910,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       c.set(n, Val::tensor(c.op(Op::bmm, {c.t(n, "self"), c.t(n, "mat2")})));
     };
     t["aten.addmm"] = [](C& c, const json& n) {
-      if (c.real(n, "beta", 1) != 1 || c.real(n, "alpha", 1) != 1) c.unsupported(n, "beta or alpha != 1");
+      if (c.real(n, "beta", 1) != 1 || c.real(n, "alpha", 1) != 1)
+        c.unsupported(n, "beta or alpha != 1");
       ValueId mm = c.op(Op::matmul, {c.t(n, "mat1"), c.t(n, "mat2")});
       c.set(n, Val::tensor(c.b_.add(c.t(n, "self"), mm)));
     };
@@ -886,7 +950,9 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       c.set(n, Val::tensor(frontends::layer_norm(c.b_, x, c.ints(n, "normalized_shape").size(),
                                                  c.real(n, "eps", 1e-5), weight, bias)));
     };
-    t["aten.scaled_dot_product_attention"] = [](C& c, const json& n) { c.set(n, Val::tensor(c.attention(n))); };
+    t["aten.scaled_dot_product_attention"] = [](C& c, const json& n) {
+      c.set(n, Val::tensor(c.attention(n)));
+    };
 
     // ---- dtype ----
     auto to = [](C& c, const json& n) {
@@ -920,7 +986,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     t["aten.transpose"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
       int64_t r = c.rank(x);
-      c.set(n, Val::tensor(c.b_.transpose(x, wrap(c.integer(n, "dim0"), r), wrap(c.integer(n, "dim1"), r))));
+      c.set(n, Val::tensor(c.b_.transpose(x, wrap(c.integer(n, "dim0"), r),
+                                          wrap(c.integer(n, "dim1"), r))));
     };
     t["aten.t"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
@@ -937,7 +1004,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     };
     t["aten.unsqueeze"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
-      c.set(n, Val::tensor(c.op(Op::unsqueeze, {x}, {{"dim", wrap(c.integer(n, "dim"), c.rank(x) + 1)}})));
+      c.set(n, Val::tensor(
+                   c.op(Op::unsqueeze, {x}, {{"dim", wrap(c.integer(n, "dim"), c.rank(x) + 1)}})));
     };
     t["aten.squeeze"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
@@ -945,7 +1013,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       auto dims = c.ints(n, "dim");
       std::vector<int64_t> wrapped;
       for (int64_t d : dims) wrapped.push_back(wrap(d, c.rank(x)));
-      std::sort(wrapped.rbegin(), wrapped.rend());  // from the last, so earlier dims keep their index
+      std::sort(wrapped.rbegin(),
+                wrapped.rend());  // from the last, so earlier dims keep their index
       for (int64_t d : wrapped)
         if (c.type(x).shape[static_cast<size_t>(d)] == 1) x = c.op(Op::squeeze, {x}, {{"dim", d}});
       c.set(n, Val::tensor(x));
@@ -965,7 +1034,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       int64_t dim = wrap(c.integer(n, "dim"), c.rank(x));
       int64_t i = c.integer(n, "index");
       if (i < 0) i += c.type(x).shape[static_cast<size_t>(dim)];
-      ValueId s = c.op(Op::slice, {x}, {{"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
+      ValueId s =
+          c.op(Op::slice, {x}, {{"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
       c.set(n, Val::tensor(c.op(Op::squeeze, {s}, {{"dim", dim}})));
     };
     t["aten.cat"] = [](C& c, const json& n) {
@@ -997,14 +1067,16 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       ValueId x = c.t(n, "self");
       int64_t chunks = c.integer(n, "chunks");
       int64_t dim = wrap(c.integer(n, "dim", 0), c.rank(x));
-      c.set(n, c.pieces(x, dim, frontends::chunk_sizes(c.type(x).shape[static_cast<size_t>(dim)], chunks)));
+      c.set(n, c.pieces(x, dim,
+                        frontends::chunk_sizes(c.type(x).shape[static_cast<size_t>(dim)], chunks)));
     };
     t["aten.unbind"] = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
       int64_t dim = wrap(c.integer(n, "dim", 0), c.rank(x));
       std::vector<Val> out;
       for (int64_t i = 0; i < c.type(x).shape[static_cast<size_t>(dim)]; ++i) {
-        ValueId s = c.op(Op::slice, {x}, {{"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
+        ValueId s = c.op(Op::slice, {x},
+                         {{"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
         out.push_back(Val::tensor(c.op(Op::squeeze, {s}, {{"dim", dim}})));
       }
       c.set(n, Val::list(std::move(out)));
@@ -1016,12 +1088,14 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     };
     t["aten.where"] = [](C& c, const json& n) {
       if (!c.given(n, "self")) c.unsupported(n, "where(condition) without values");
-      c.set(n, Val::tensor(c.op(Op::where, {c.t(n, "condition"), c.t(n, "self"), c.t(n, "other")})));
+      c.set(n,
+            Val::tensor(c.op(Op::where, {c.t(n, "condition"), c.t(n, "self"), c.t(n, "other")})));
     };
     t["aten.masked_fill"] = [](C& c, const json& n) {
       auto value = c.arg(n, "value");
       if (!value || !value->is_scalar()) c.unsupported(n, "a fill value that is a tensor");
-      c.set(n, Val::tensor(c.op(Op::masked_fill, {c.t(n, "self"), c.t(n, "mask")}, {{"value", value->number()}})));
+      c.set(n, Val::tensor(c.op(Op::masked_fill, {c.t(n, "self"), c.t(n, "mask")},
+                                {{"value", value->number()}})));
     };
     return t;
   }();
@@ -1036,8 +1110,10 @@ void convert_program(const nlohmann::json& program, const ConvertOptions& option
   try {
     Converter(program, options, built).run();
   } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("pt2 frontend: the exported program is not the torch.export schema it expects: ") +
-                e.what());
+    throw Error(
+        std::string(
+            "pt2 frontend: the exported program is not the torch.export schema it expects: ") +
+        e.what());
   }
   if (built.outputs.empty()) throw Error("pt2 frontend: the program has no tensor output");
   std::string problem = ir::verify(built);

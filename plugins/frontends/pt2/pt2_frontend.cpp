@@ -31,7 +31,8 @@ class Pt2Frontend final : public Frontend {
   Status load(const FrontendRequest& r, ir::Graph& graph) noexcept override {
     return guard([&] {
       std::error_code ec;
-      if (!std::filesystem::is_regular_file(r.source, ec)) throw Error("'" + r.source + "' does not exist");
+      if (!std::filesystem::is_regular_file(r.source, ec))
+        throw Error("'" + r.source + "' does not exist");
       Archive archive(r.source);
       ConvertOptions options;
       auto spec = r.options.find("input-shape");

@@ -48,7 +48,8 @@ std::string symbol_name(const std::string& expr) {
   return q.substr(1, q.size() - 2);
 }
 
-std::optional<int64_t> eval_sym_expr(const std::string& text, const std::map<std::string, int64_t>& symbols) {
+std::optional<int64_t> eval_sym_expr(const std::string& text,
+                                     const std::map<std::string, int64_t>& symbols) {
   std::string expr = trim(text);
   if (!expr.empty() && (std::isdigit(static_cast<unsigned char>(expr[0])) || expr[0] == '-')) {
     try {

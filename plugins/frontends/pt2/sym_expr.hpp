@@ -14,6 +14,7 @@ std::string symbol_name(const std::string& expr);
 
 // The value of an expression of Integer, Symbol, Add, Mul, FloorDiv, Mod and Max/Min with the
 // symbols bound; nullopt when a symbol is unbound or the expression has another form.
-std::optional<int64_t> eval_sym_expr(const std::string& expr, const std::map<std::string, int64_t>& symbols);
+std::optional<int64_t> eval_sym_expr(const std::string& expr,
+                                     const std::map<std::string, int64_t>& symbols);
 
 }  // namespace emmy::pt2

@@ -1026,7 +1026,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       ValueId x = c.tensor(n, 0);
       int64_t chunks = c.integer(n, 1);
       int64_t dim = c.wrap(n->inputs().size() > 2 ? c.integer(n, 2) : 0, c.rank(x), n);
-      pieces(c, n, x, dim, frontends::chunk_sizes(c.type(x).shape[static_cast<size_t>(dim)], chunks));
+      pieces(c, n, x, dim,
+             frontends::chunk_sizes(c.type(x).shape[static_cast<size_t>(dim)], chunks));
     };
     t["aten::split"] = [pieces](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
