@@ -71,35 +71,51 @@ class Scratch {
   fs::path dir_;
 };
 
-// Writes a ZIP of stored entries (as torch.export.save does), to make archives with one entry
-// changed: a fixture with another schema version, archive version or op.
-std::string stored_zip(const std::vector<std::pair<std::string, std::string>>& entries) {
+// Writes a ZIP of stored entries (as torch.export.save does) or deflated ones (as a zip tool
+// repacking it would), to make archives with one entry changed.
+std::string raw_deflate(const std::string& data) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("deflateInit2");
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  if (deflate(&z, Z_FINISH) != Z_STREAM_END) throw std::runtime_error("deflate");
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string zip_of(const std::vector<std::pair<std::string, std::string>>& entries,
+                   bool deflated = false) {
   std::string out, dir;
   auto put16 = [](std::string& s, uint16_t v) { s += char(v & 0xFF), s += char(v >> 8); };
   auto put32 = [&](std::string& s, uint32_t v) {
     put16(s, uint16_t(v & 0xFFFF)), put16(s, uint16_t(v >> 16));
   };
+  const uint16_t method = deflated ? 8 : 0;
   for (const auto& [name, data] : entries) {
     uint32_t crc = static_cast<uint32_t>(
-        crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+        crc32_z(0L, reinterpret_cast<const Bytef*>(data.data()), data.size()));
+    std::string body = deflated ? raw_deflate(data) : data;
     uint32_t offset = static_cast<uint32_t>(out.size());
-    put32(out, 0x04034b50), put16(out, 20), put16(out, 0), put16(out, 0), put32(out, 0),
-        put32(out, crc);
-    put32(out, uint32_t(data.size())), put32(out, uint32_t(data.size())),
-        put16(out, uint16_t(name.size())), put16(out, 0);
-    out += name + data;
-    put32(dir, 0x02014b50), put16(dir, 20), put16(dir, 20), put16(dir, 0), put16(dir, 0),
-        put32(dir, 0), put32(dir, crc);
-    put32(dir, uint32_t(data.size())), put32(dir, uint32_t(data.size())),
-        put16(dir, uint16_t(name.size()));
+    put32(out, 0x04034b50), put16(out, 20), put16(out, 0), put16(out, method), put32(out, 0);
+    put32(out, crc), put32(out, uint32_t(body.size())), put32(out, uint32_t(data.size()));
+    put16(out, uint16_t(name.size())), put16(out, 0);
+    out += name + body;
+    put32(dir, 0x02014b50), put16(dir, 20), put16(dir, 20), put16(dir, 0), put16(dir, method);
+    put32(dir, 0), put32(dir, crc), put32(dir, uint32_t(body.size()));
+    put32(dir, uint32_t(data.size())), put16(dir, uint16_t(name.size()));
     put16(dir, 0), put16(dir, 0), put16(dir, 0), put16(dir, 0), put32(dir, 0), put32(dir, offset);
     dir += name;
   }
   uint32_t dir_offset = static_cast<uint32_t>(out.size());
   out += dir;
   put32(out, 0x06054b50), put16(out, 0), put16(out, 0), put16(out, uint16_t(entries.size()));
-  put16(out, uint16_t(entries.size())), put32(out, uint32_t(dir.size())), put32(out, dir_offset),
-      put16(out, 0);
+  put16(out, uint16_t(entries.size())), put32(out, uint32_t(dir.size()));
+  put32(out, dir_offset), put16(out, 0);
   return out;
 }
 
@@ -119,7 +135,7 @@ std::string edited_fixture(const std::string& name, const std::string& suffix,
     entries.emplace_back(entry, data);
   }
   if (!found) throw std::runtime_error(name + " has no entry ending in " + suffix);
-  return stored_zip(entries);
+  return zip_of(entries);
 }
 
 class Pt2FrontendTest : public ::testing::Test {
@@ -482,6 +498,22 @@ TEST_F(Pt2FrontendTest, TruncatedOrCorruptArchivesAreRefused) {
 
   err = error_of((fixture_dir() / "missing.pt2").string());
   EXPECT_NE(err.find("does not exist"), std::string::npos) << err;
+}
+
+// An archive repacked with deflate (a zip tool's default) reads as torch.export.save's own.
+TEST_F(Pt2FrontendTest, DeflatedArchiveReadsLikeTheStoredOne) {
+  Scratch scratch;
+  emmy::pt2::ZipReader zip(fixture("mlp_f32"));
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& entry : zip.names()) entries.emplace_back(entry, zip.read(entry));
+  std::string path = scratch.write("deflated.pt2", zip_of(entries, /*deflated=*/true));
+  ASSERT_LT(fs::file_size(path), fs::file_size(fixture("mlp_f32"))) << "the entries are deflated";
+  Graph stored = loaded("mlp_f32"), deflated;
+  emmy::Status s = load(path, deflated);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(emmy::testing::op_signatures(deflated), emmy::testing::op_signatures(stored));
+  emmy::pt2::Archive a(fixture("mlp_f32")), b(path);
+  EXPECT_EQ(a.bytes(a.weights().at("gate.weight")), b.bytes(b.weights().at("gate.weight")));
 }
 
 TEST_F(Pt2FrontendTest, UnknownVersionsAreRefusedNamingThem) {

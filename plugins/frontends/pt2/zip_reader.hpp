@@ -1,6 +1,8 @@
 // A read-only ZIP reader for torch.export archives: the central directory, stored entries (what
-// torch.export.save writes) and deflated ones (an archive repacked by a zip tool), through zlib.
-// Nothing in the archive is executed or unpickled; entries are only read as bytes.
+// torch.export.save writes) and deflated ones (an archive repacked by a zip tool), through zlib;
+// ZIP64 for archives over 4 GiB. Only the entries asked for are read from the file (a model's
+// weights stay on disk while its program is converted). Nothing in the archive is executed or
+// unpickled; entries are only read as bytes.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +30,11 @@ class ZipReader {
     uint64_t compressed = 0, size = 0, local_offset = 0;
     uint32_t crc = 0;
   };
+  // `size` bytes at `offset` of the file; throws naming `what` when the file is shorter.
+  std::string read_at(uint64_t offset, uint64_t size, const std::string& what) const;
+
   std::string path_;
-  std::string data_;
+  uint64_t file_size_ = 0;
   std::map<std::string, Entry> entries_;
 };
 
