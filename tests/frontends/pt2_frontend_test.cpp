@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "../../plugins/frontends/pt2/archive.hpp"
+#include "../../plugins/frontends/pt2/sym_expr.hpp"
 #include "frontends/frontend_loader.hpp"
 #include "frontends/graph_queries.hpp"
 #include "ir/interpreter.hpp"
@@ -451,6 +452,21 @@ TEST_F(Pt2FrontendTest, TinyQwen3LayerComputesWhatTheHfFrontendsLayerComputes) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(emmy::compare(want[0], out[0]), "");
   }
+}
+
+// Sizes of dynamic dimensions as torch.export writes them (sympy srepr).
+TEST(Pt2SymExpr, EvaluatesTheExportersSizeExpressions) {
+  using emmy::pt2::eval_sym_expr;
+  std::map<std::string, int64_t> s27{{"s27", 100}};
+  EXPECT_EQ(emmy::pt2::symbol_name("Symbol('s27', positive=True, integer=True)"), "s27");
+  EXPECT_EQ(emmy::pt2::symbol_name("Mul(Integer(32), Symbol('s27', positive=True))"), "");
+  EXPECT_EQ(eval_sym_expr("Symbol('s27', positive=True, integer=True)", s27), 100);
+  EXPECT_EQ(eval_sym_expr("Mul(Integer(32), Symbol('s27', positive=True, integer=True))", s27),
+            3200);
+  EXPECT_EQ(eval_sym_expr("Add(Symbol('s27', integer=True), Integer(-1))", s27), 99);
+  EXPECT_EQ(eval_sym_expr("FloorDiv(Symbol('s27', integer=True), Integer(3))", s27), 33);
+  EXPECT_EQ(eval_sym_expr("Symbol('s5', integer=True)", s27), std::nullopt) << "unbound";
+  EXPECT_EQ(eval_sym_expr("Sin(Symbol('s27'))", s27), std::nullopt) << "unknown form";
 }
 
 // ---- errors ----------------------------------------------------------------------------------

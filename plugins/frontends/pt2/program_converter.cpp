@@ -958,6 +958,7 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
     auto to = [](C& c, const json& n) {
       ValueId x = c.t(n, "self");
       if (auto dt = c.dtype_arg(n)) x = c.cast_to(x, *dt);
+      if (c.given(n, "other")) x = c.cast_to(x, c.type(c.t(n, "other")).dtype);  // to.other
       c.set(n, Val::tensor(x));  // .to(device) and .to(same dtype) change nothing here
     };
     t["aten.to"] = to;
