@@ -22,6 +22,9 @@
 # writing every log and JSON report under $OUT (the device tool's output folder).
 #   scripts/gpu-roundtrip.sh remote-tests [GTEST_FILTER]
 # runs only the carried GPU tests (optionally filtered), for a quick check of a backend change.
+#   scripts/gpu-roundtrip.sh remote-pt2 [SEQ]
+# runs only the pt2 frontend's key check (pt2-keys.log: "keys identical (sdpa|eager): True"),
+# which `remote` runs too.
 #   scripts/gpu-roundtrip.sh remote-bench
 # runs the issue-12 benchmark (bench/qwen_layer/run.sh: Emmy's tuned Qwen3 layer vs PyTorch eager,
 # cuBLAS and torch.compile); its EMMY_BENCH_* variables are documented there.
@@ -114,6 +117,16 @@ remote_tests() {
     [[ -x $t ]] || continue
     "$t" --gtest_color=no --gtest_filter="$filter" 2>&1 | tee -a "$out/gpu-tests.log"
   done
+}
+
+# Only the pt2 frontend's key check (issue 25): torch.export of the real-size Qwen3 layer (sdpa and
+# eager) against the hf frontend; needs no LibTorch plugin.
+remote_pt2() {
+  local out=${OUT:-/tmp/emmy-gpu-out}
+  mkdir -p "$out"
+  remote_env
+  /opt/torch/.venv/bin/python3 scripts/pt2_compare_keys.py "$CARRY/bin/emmy" "$out/pt2" "${1:-128}" 2>&1 |
+    tee "$out/pt2-keys.log"
 }
 
 # The LibTorch plugins (torchscript frontend, mlp prior: the default prior), built against this
@@ -242,6 +255,13 @@ print(f"keys identical: {set(traced) == set(hf)}")
 PY
   fi
 
+  # Structural keys (issue 25): the same layer exported with torch.export (sdpa and eager
+  # attention) through the pt2 frontend (no LibTorch) against the hf frontend's graph.
+  if [[ -x $py && -f $CARRY/lib/emmy/plugins/libemmy_pt2.so ]]; then
+    echo "== keys: torch.export of transformers' Qwen3DecoderLayer (.pt2) vs the hf frontend (seq 128)" | tee "$out/pt2-keys.log"
+    $py scripts/pt2_compare_keys.py "$emmy" "$out/pt2" 128 2>&1 | tail -40 | tee -a "$out/pt2-keys.log" || true
+  fi
+
   # EMMY_GPU_TESTS: a gtest filter for the GPU tests (default all; "none" skips them).
   echo "== GPU tests (${EMMY_GPU_TESTS:-*})" | tee "$out/gpu-tests.log"
   for t in "$CARRY"/tests/*; do
@@ -360,6 +380,7 @@ case ${1:-bundle} in
   remote-bench) remote_bench ;;
   remote-seed) remote_seed ;;
   remote-tests) shift; remote_tests "$@" ;;
+  remote-pt2) shift; remote_pt2 "$@" ;;
   bundle) shift || true; bundle "$@" ;;
   *) bundle "$@" ;;
 esac

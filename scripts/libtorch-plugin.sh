@@ -32,7 +32,9 @@ build_libtorch_plugin() {
   # A system folder must not be named again with -isystem: libstdc++'s #include_next breaks.
   [[ $4 == /usr/include ]] || incs=(-isystem "$4")
   case $name in
-    torchscript) dir=plugins/frontends/torchscript ;;
+    # The ATen-to-IR pieces it shares with the pt2 frontend (a static library in CMake builds).
+    torchscript) dir=plugins/frontends/torchscript
+                 extra=(-I plugins/frontends/common plugins/frontends/common/*.cpp) ;;
     # The mlp prior's correction is on top of the roofline prior's model: the same source.
     mlp) dir=plugins/priors/mlp
          extra=(-I plugins/priors/roofline plugins/priors/roofline/roofline_model.cpp) ;;

@@ -8,6 +8,7 @@ packages=(
   librocksdb-dev libflatbuffers-dev flatbuffers-compiler
   nlohmann-json3-dev libgtest-dev libgmock-dev
   libtorch-dev python3 python3-torch
+  zlib1g-dev
   libopenblas0-pthread
 )
 missing=()

@@ -23,8 +23,8 @@ namespace {
 
 constexpr const char* kEpilogue =
     R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B; config from --model-config,
-the local Hugging Face cache or the configs shipped with Emmy), a TorchScript file (.pt), or
-nothing with --code EXPR.
+the local Hugging Face cache or the configs shipped with Emmy), a TorchScript file (.pt), a
+torch.export archive (.pt2, torch.export.save of PyTorch up to 2.11), or nothing with --code EXPR.
 
 The default grouping is what the pipeline gives when every fork takes its option 0 (fuse, the
 untuned defaults); --fork PREFIX=LABEL answers chosen forks otherwise. Kernels with the same
@@ -119,7 +119,7 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("seq", po::value<std::string>(), "sequence length for model ids (default 128)")
     ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
     ("model-config", po::value<std::string>(), "config.json for a model id (a global --config FILE.json works too)")
-    ("input-shape", po::value<std::string>(), "input shapes of a .pt file, e.g. 1x128x64:f32,1x128:i64")
+    ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions, e.g. 1x128x64:f32,1x128:i64")
     ("frontend", po::value<std::string>(&frontend_name), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&backend_name)->default_value("cpu"), "backend whose templates and knobs lowering uses; 'none' for templates only")
     ("passes", po::value<std::string>(&passes_spec), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
@@ -135,7 +135,7 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (source.empty() == code.empty()) {
-    std::cerr << "emmy trace: give either a SOURCE (model id or .pt file) or --code EXPR (see emmy "
+    std::cerr << "emmy trace: give either a SOURCE (model id, .pt or .pt2 file) or --code EXPR (see emmy "
                  "trace --help)\n";
     return kExitUsage;
   }

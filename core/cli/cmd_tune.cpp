@@ -21,9 +21,10 @@
 namespace emmy::cli {
 namespace {
 
-constexpr const char* kEpilogue = R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B), a TorchScript file (.pt),
-or nothing with --code EXPR (an inline PyTorch expression whose torch.randn/rand/zeros/ones/empty
-calls with constant sizes become the graph's inputs).
+constexpr const char* kEpilogue = R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B), a TorchScript file (.pt), a
+torch.export archive (.pt2, torch.export.save of PyTorch up to 2.11), or nothing with --code EXPR
+(an inline PyTorch expression whose torch.randn/rand/zeros/ones/empty calls with constant sizes
+become the graph's inputs).
 
 Every configuration is looked up in the tuning database before anything is built: a re-run of
 an identical run walks the same path and launches nothing. Measurements within 15 % of the best
@@ -41,6 +42,7 @@ Examples:
   emmy tune --backend cpu --code "torch.matmul(torch.randn(256,256), torch.randn(256,256))" --patience 10
   emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --seq 32 --backend cpu --patience 5
   emmy tune model.pt --input-shape 1x128x64:f32 --json report.json
+  emmy tune model.pt2 --input-shape 1x512x1024:bf16   # --input-shape pins dynamic dimensions
   emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --gpus 2
 
 Only a candidate's own failures are stored (it did not compile, crashed, hung past --timeout or
@@ -95,7 +97,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("seq", po::value<std::string>(), "sequence length for model ids (default 128)")
     ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
     ("model-config", po::value<std::string>(), "config.json to use for a model id")
-    ("input-shape", po::value<std::string>(), "input shapes of a .pt file, e.g. 1x128x64:f32,1x128:i64")
+    ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions, e.g. 1x128x64:f32,1x128:i64")
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&o.backend), "backend plugin: cpu or cuda (default: cuda when the cuda backend finds a usable CUDA device, else cpu; --code asking for device='cuda', --gpus or --devices ask for cuda)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")
@@ -121,7 +123,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (o.source.empty() && o.code.empty()) {
-    std::cerr << "emmy tune: give a SOURCE (model id or .pt file) or --code EXPR (see emmy tune --help)\n";
+    std::cerr << "emmy tune: give a SOURCE (model id, .pt or .pt2 file) or --code EXPR (see emmy tune --help)\n";
     return kExitUsage;
   }
   if (!o.source.empty() && !o.code.empty()) {

@@ -7,7 +7,7 @@
 
 using emmy::ir::DType;
 using emmy::ts::code_to_torchscript;
-using emmy::ts::parse_input_spec;
+using emmy::frontends::parse_input_spec;
 
 TEST(InputSpec, CompactFormWithDtypes) {
   auto types = parse_input_spec("1x128x64:f32, 1x128:i64,4:bfloat16");

@@ -83,7 +83,7 @@ class HfFrontend final : public Frontend {
   bool accepts(const FrontendRequest& r) const noexcept override {
     try {
       if (!r.code.empty() || r.source.empty()) return false;
-      if (has_extension(r.source, {".pt", ".pth", ".ts", ".torchscript", ".zip"})) return false;
+      if (has_extension(r.source, {".pt", ".pth", ".ts", ".torchscript", ".zip", ".pt2"})) return false;
       if (r.options.count("config") && !r.options.at("config").empty()) return true;
       std::error_code ec;
       if (std::filesystem::is_regular_file(std::filesystem::path(r.source) / "config.json", ec)) return true;

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "aten_lowering.hpp"
 #include "emmy/status.hpp"
 
 namespace emmy::ts {
@@ -484,36 +485,17 @@ class Converter {
   }
   ValueId cast_to(ValueId x, DType t) { return type(x).dtype == t ? x : b_.cast(x, t); }
 
-  // A shape with -1 resolved and each entry checked, so view/reshape attributes are concrete.
+  // A shape with -1 resolved, so view/reshape attributes are concrete.
   ir::Shape resolve_shape(ValueId x, std::vector<int64_t> shape, const Node* n) {
-    int64_t numel = type(x).numel(), known = 1;
-    int infer = -1;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] == -1) {
-        if (infer >= 0)
-          throw Error(std::string(n->kind().toQualString()) + ": more than one -1 in the shape");
-        infer = static_cast<int>(i);
-      } else {
-        known *= shape[i];
-      }
+    try {
+      return frontends::resolve_shape(type(x), std::move(shape));
+    } catch (const Error& e) {
+      throw Error(std::string(n->kind().toQualString()) + ": " + e.what());
     }
-    if (infer >= 0) {
-      if (known == 0 || numel % known != 0)
-        throw Error(std::string(n->kind().toQualString()) + ": cannot infer -1 for " +
-                    ir::to_string(type(x)));
-      shape[static_cast<size_t>(infer)] = numel / known;
-    }
-    return shape;
   }
 
   ValueId slice(ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-    int64_t size = type(x).shape[static_cast<size_t>(dim)];
-    if (start < 0) start += size;
-    if (end < 0) end += size;
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, start, size);
-    if (start == 0 && end == size && step == 1) return x;  // x[:] is x
-    return op(Op::slice, {x}, {{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
+    return frontends::slice(b_, x, dim, start, end, step);
   }
 
   ValueId factory_input(const Node* n, const std::vector<int64_t>& shape,
@@ -583,21 +565,14 @@ void Converter::binary(const Node* n, const std::string& name, Op o) {
   set_tensor(n, op(o, {x, y}, attrs));
 }
 
-// aten::layer_norm(x, normalized_shape, weight?, bias?, eps): mean, centre, variance, rsqrt.
+// aten::layer_norm(x, normalized_shape, weight?, bias?, eps).
 ValueId Converter::layer_norm(const Node* n) {
   ValueId x = tensor(n, 0);
-  auto normalized = ints(n, 1);
+  size_t normalized = ints(n, 1).size();
   double eps = is_none(n, 4) ? 1e-5 : real(in(n, 4), n);
-  std::vector<int64_t> dims;
-  for (size_t k = 0; k < normalized.size(); ++k)
-    dims.push_back(rank(x) - static_cast<int64_t>(normalized.size() - k));
-  ValueId mean = b_.mean(x, dims, true);
-  ValueId centred = b_.sub(x, mean);
-  ValueId var = b_.mean(op(Op::pow, {centred, b_.constant(2, DType::i64)}), dims, true);
-  ValueId y = b_.mul(centred, b_.unary(Op::rsqrt, b_.add(var, b_.constant(eps, DType::f32))));
-  if (!is_none(n, 2)) y = b_.mul(y, tensor(n, 2));
-  if (!is_none(n, 3)) y = b_.add(y, tensor(n, 3));
-  return y;
+  ValueId weight = is_none(n, 2) ? -1 : tensor(n, 2);
+  ValueId bias = is_none(n, 3) ? -1 : tensor(n, 3);
+  return frontends::layer_norm(b_, x, normalized, eps, weight, bias);
 }
 
 // aten::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa).
@@ -609,20 +584,7 @@ ValueId Converter::attention(const Node* n) {
   if (const Val* s = named(n, "scale", 6); s && s->is_scalar()) scale = s->number();
   bool gqa = false;
   if (const Val* g = named(n, "enable_gqa", 7); g && g->kind == Val::Kind::boolean) gqa = g->b;
-  if (gqa && rank(q) == 4) {
-    // Repeat k/v heads as transformers' repeat_kv: unsqueeze, expand, reshape.
-    auto repeat = [&](ValueId t) {
-      ir::Shape s = type(t).shape;
-      int64_t rep = type(q).shape[1] / s[1];
-      if (rep == 1) return t;
-      ValueId u = op(Op::unsqueeze, {t}, {{"dim", int64_t{2}}});
-      ValueId e = op(Op::expand, {u}, {{"shape", ir::Shape{s[0], s[1], rep, s[2], s[3]}}});
-      return b_.reshape(e, {s[0], s[1] * rep, s[2], s[3]});
-    };
-    k = repeat(k);
-    v = repeat(v);
-  }
-  return ir::build_attention(b_, q, k, v, mask, scale, causal, /*softmax_in_f32=*/true);
+  return frontends::scaled_dot_product_attention(b_, q, k, v, mask, causal, scale, gqa);
 }
 
 const std::unordered_map<std::string, Converter::Handler>& Converter::handlers() {
@@ -959,13 +921,7 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       int64_t r = c.rank(x);
       int64_t s = n->inputs().size() > 1 ? c.wrap(c.integer(n, 1), r, n) : 0;
       int64_t e = n->inputs().size() > 2 ? c.wrap(c.integer(n, 2), r, n) : r - 1;
-      const auto& shape = c.type(x).shape;
-      ir::Shape out(shape.begin(), shape.begin() + s);
-      int64_t prod = 1;
-      for (int64_t d = s; d <= e; ++d) prod *= shape[static_cast<size_t>(d)];
-      out.push_back(prod);
-      out.insert(out.end(), shape.begin() + e + 1, shape.end());
-      c.set_tensor(n, r == 0 ? c.b_.reshape(x, {1}) : c.b_.reshape(x, out));
+      c.set_tensor(n, frontends::flatten(c.b_, x, s, e));
     };
     t["aten::transpose"] = [](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
@@ -997,14 +953,7 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       c.set_tensor(n, c.op(Op::squeeze, {x}, {{"dim", c.wrap(c.integer(n, 1), c.rank(x), n)}}));
     };
     t["aten::expand"] = [](C& c, const Node* n) {
-      ValueId x = c.tensor(n, 0);
-      auto shape = c.ints(n, 1);
-      const auto& src = c.type(x).shape;
-      size_t lead = shape.size() - src.size();
-      for (size_t i = lead; i < shape.size(); ++i)
-        if (shape[i] == -1) shape[i] = src[i - lead];
-      if (shape == src) return c.set_tensor(n, x);
-      c.set_tensor(n, c.op(Op::expand, {x}, {{"shape", shape}}));
+      c.set_tensor(n, frontends::expand(c.b_, c.tensor(n, 0), c.ints(n, 1)));
     };
     t["aten::expand_as"] = [](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
@@ -1077,11 +1026,8 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       ValueId x = c.tensor(n, 0);
       int64_t chunks = c.integer(n, 1);
       int64_t dim = c.wrap(n->inputs().size() > 2 ? c.integer(n, 2) : 0, c.rank(x), n);
-      int64_t size = c.type(x).shape[static_cast<size_t>(dim)];
-      int64_t each = (size + chunks - 1) / chunks;
-      std::vector<int64_t> sizes;
-      for (int64_t s = 0; s < size; s += each) sizes.push_back(std::min(each, size - s));
-      pieces(c, n, x, dim, sizes);
+      pieces(c, n, x, dim,
+             frontends::chunk_sizes(c.type(x).shape[static_cast<size_t>(dim)], chunks));
     };
     t["aten::split"] = [pieces](C& c, const Node* n) {
       ValueId x = c.tensor(n, 0);
@@ -1091,8 +1037,7 @@ const std::unordered_map<std::string, Converter::Handler>& Converter::handlers()
       if (c.in(n, 1).kind == Val::Kind::list) {
         sizes = c.ints(n, 1);
       } else {
-        int64_t each = c.integer(n, 1);
-        for (int64_t s = 0; s < size; s += each) sizes.push_back(std::min(each, size - s));
+        sizes = frontends::split_sizes(size, c.integer(n, 1));
       }
       pieces(c, n, x, dim, sizes);
     };

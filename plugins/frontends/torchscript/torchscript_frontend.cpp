@@ -75,7 +75,7 @@ void load_file(const std::string& path, const FrontendRequest& r, ir::Graph& out
                 "or save it with _extra_files={'" + std::string(kShapesExtraFile) + "': '1x128x64:f32'}");
   ConvertOptions options;
   try {
-    options.input_types = parse_input_spec(spec);
+    options.input_types = frontends::parse_input_spec(spec);
   } catch (const Error& e) {
     throw Error(spec_origin + ": " + e.what());
   }

@@ -14,6 +14,7 @@ F=(-std=c++20 -O1 -fPIC -Wall -Wextra -Wpedantic -Wno-unused-parameter -D_GLIBCX
 g++ "${F[@]}" -shared sdk/src/*.cpp -o "$W/libemmy_sdk.so"
 g++ "${F[@]}" -shared -isystem "$T/include" -isystem "$T/include/torch/csrc/api/include" \
   -DEMMY_PLUGIN_NAME='"torchscript"' -DEMMY_PLUGIN_VERSION='"0.1.0"' plugins/frontends/torchscript/*.cpp \
+  -I plugins/frontends/common plugins/frontends/common/*.cpp \
   -L"$W" -lemmy_sdk -L"$T/lib" -ltorch -ltorch_cpu -lc10 -Wl,-rpath,"$T/lib:$W" -o "$W/libemmy_torchscript.so"
 g++ "${F[@]}" tests/frontends/libtorch_compat/smoke_driver.cpp -L"$W" -lemmy_sdk -ldl -Wl,-rpath,"$W" -o "$W/driver"
 "$PY" - "$W" <<'PY'

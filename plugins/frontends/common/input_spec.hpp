@@ -1,4 +1,5 @@
-// Input shapes for TorchScript files, whose serialized graphs carry no shapes.
+// Input shapes given on the command line (--input-shape): for TorchScript files, whose serialized
+// graphs carry no shapes, and for .pt2 programs with dynamic dimensions.
 #pragma once
 
 #include <string>
@@ -6,7 +7,7 @@
 
 #include "emmy/ir.hpp"
 
-namespace emmy::ts {
+namespace emmy::frontends {
 
 // Parses "1x128x64:f32,1x128:i64" (dtype optional, default f32; torch spellings such as
 // float32, bfloat16, int64, long accepted; "scalar" or an empty shape means rank 0), or the JSON
@@ -17,4 +18,4 @@ std::vector<ir::TensorType> parse_input_spec(const std::string& text);
 // The dtype named by `text` (f32, float32, torch.float32, bf16, bfloat16, long, ...).
 ir::DType parse_torch_dtype(const std::string& text);
 
-}  // namespace emmy::ts
+}  // namespace emmy::frontends

@@ -5,7 +5,7 @@
 
 #include "emmy/status.hpp"
 
-namespace emmy::ts {
+namespace emmy::frontends {
 
 namespace {
 
@@ -124,4 +124,4 @@ std::vector<ir::TensorType> parse_input_spec(const std::string& text) {
   return out;
 }
 
-}  // namespace emmy::ts
+}  // namespace emmy::frontends
