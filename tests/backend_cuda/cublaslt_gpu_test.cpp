@@ -1,8 +1,9 @@
 // On a GPU (ctest label "gpu"): the cublaslt template against the reference interpreter for
 // every form it takes (f32 / bf16 / f16; linear, matmul, bmm; bias and residual epilogues),
 // Qwen3's shapes timed beside the generated matmul, algo indices past the heuristic's list
-// refused with the worker staying up, and an assembled program mixing a cuBLASLt step with a
-// generated pointwise kernel in one captured graph.
+// refused with the worker staying up, an operand packed by a generated copy kernel first (o_proj's
+// merged heads), and an assembled program mixing a cuBLASLt step with a generated pointwise
+// kernel in one captured graph.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -135,6 +136,14 @@ TEST(CublasLtGpu, AProgramMixesACublasLtStepWithAGeneratedKernel) {
       measure_checked(cublaslt_with_pointwise_program(), "cublaslt + pointwise program");
   EXPECT_GT(us, 0);
   std::printf("[ cublaslt ] program of a cuBLASLt step and a pointwise kernel: %.2f us\n", us);
+}
+
+TEST(CublasLtGpu, APackedOperandMatchesTheReference) {
+  require_library();
+  Case c = cublaslt_o_proj_packed_residual_bf16();
+  const double us = measure_checked(slice_of(c), c.name);
+  EXPECT_GT(us, 0);
+  std::printf("[ cublaslt ] %s (copy kernel + cuBLASLt): %.2f us\n", c.name.c_str(), us);
 }
 
 TEST(CublasLtGpu, TheFingerprintNamesTheLibrary) {
