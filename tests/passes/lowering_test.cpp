@@ -124,4 +124,77 @@ TEST(Lowering, AnyOrderIsSafe) {
   }
 }
 
+// A backend declaring an alternative implementation of a template (cuBLASLt beside the generated
+// matmul): the matmul lowering asks which one first, the generated template as the first option,
+// then only the chosen one's knobs. Without the declaration nothing changes.
+emmy::BackendCaps caps_with_alternative() {
+  emmy::BackendCaps caps = emmy::test::test_caps();
+  caps.templates["cublaslt"] = {emmy::KnobSpec{"algo", {0, 1, 2}}};
+  caps.alternatives["matmul"] = {"cublaslt"};
+  return caps;
+}
+
+size_t count_matmuls(const Program& p) {
+  size_t n = 0;
+  for (const auto& k : p.grouping.kernels) n += emmy::fits_template(p.graph, k, "matmul") && k.templ != "attention";
+  return n;
+}
+
+TEST(Lowering, AlternativeTemplatesAreAForkBeforeTheirKnobs) {
+  Program p = grouped_layer();
+  ScriptedResolver r({{"matmul.template", "template=cublaslt"}, {"cublaslt.algo", "algo=2"}});
+  run_passes(p, kLowering, r, caps_with_alternative());
+  size_t cublaslt = 0;
+  for (const auto& k : p.grouping.kernels) {
+    if (k.templ != "cublaslt") continue;
+    ++cublaslt;
+    EXPECT_TRUE(emmy::fits_template(p.graph, k, "matmul"));
+    ASSERT_EQ(k.knobs.size(), 1u);  // the generated matmul's knobs are not asked
+    EXPECT_EQ(k.knobs.at("algo"), 2);
+  }
+  ASSERT_GT(cublaslt, 0u);
+  EXPECT_EQ(cublaslt, count_matmuls(p));
+  size_t template_forks = 0;
+  for (size_t i = 0; i < r.asked.size(); ++i) {
+    const auto& site = r.asked[i];
+    EXPECT_EQ(site.name.rfind("matmul.", 0) == 0, site.name == "matmul.template") << "asked " << site.name;
+    if (site.name != "matmul.template") continue;
+    ++template_forks;
+    EXPECT_EQ(site.kind, emmy::ForkKind::in_place);
+    ASSERT_EQ(site.options.size(), 2u);
+    EXPECT_EQ(site.options[0].label, "template=matmul");  // the untuned default stays generated
+    EXPECT_EQ(site.options[1].label, "template=cublaslt");
+    EXPECT_TRUE(site.options[0].knobs.empty());
+    EXPECT_TRUE(site.options[1].knobs.empty());
+    ASSERT_LT(i + 1, r.asked.size());
+    EXPECT_EQ(r.asked[i + 1].name, "cublaslt.algo");
+  }
+  EXPECT_EQ(template_forks, cublaslt);
+}
+
+TEST(Lowering, TheGeneratedOptionKeepsItsKnobs) {
+  Program p = grouped_layer();
+  ScriptedResolver r({{"matmul.unroll", "unroll=2"}});
+  run_passes(p, kLowering, r, caps_with_alternative());
+  for (const auto& k : p.grouping.kernels) {
+    if (k.templ != "matmul") continue;
+    EXPECT_EQ(k.knobs.size(), 2u);
+    EXPECT_EQ(k.knobs.at("unroll"), 2);
+  }
+  for (const auto& site : r.asked) EXPECT_NE(site.name.rfind("cublaslt.", 0), 0u) << site.name;
+}
+
+TEST(Lowering, NoTemplateForkWithoutADeclaredAlternative) {
+  for (const bool listed : {false, true}) {
+    Program p = grouped_layer();
+    emmy::BackendCaps caps = emmy::test::test_caps();
+    // An alternative the backend does not list among its templates cannot be built: not offered.
+    if (listed) caps.alternatives["matmul"] = {"cublaslt"};
+    ScriptedResolver r;
+    run_passes(p, kLowering, r, caps);
+    for (const auto& site : r.asked) EXPECT_NE(site.name, "matmul.template");
+    for (const auto& k : p.grouping.kernels) EXPECT_NE(k.templ, "cublaslt");
+  }
+}
+
 }  // namespace

@@ -1,5 +1,8 @@
 #include "common/lowering.hpp"
 
+#include <map>
+#include <optional>
+
 #include "common/forks.hpp"
 #include "emmy/templates.hpp"
 
@@ -21,25 +24,49 @@ std::vector<ForkSite> knob_forks(const BackendCaps& caps, const std::string& tem
   return sites;
 }
 
+std::optional<ForkSite> template_fork(const BackendCaps& caps, const std::string& templ) {
+  auto alts = caps.alternatives.find(templ);
+  if (alts == caps.alternatives.end()) return std::nullopt;
+  ForkSite site;
+  site.name = templ + ".template";
+  site.kind = ForkKind::in_place;
+  // No knobs: the configuration records the template by name (a generated kernel's knobs and
+  // configuration key stay what they were before alternatives existed).
+  site.options.push_back(ForkOption{std::string(kTemplateLabel) + templ, {}});
+  for (const std::string& alt : alts->second) {
+    if (alt == templ || caps.templates.count(alt) == 0) continue;  // not buildable: not offered
+    site.options.push_back(ForkOption{std::string(kTemplateLabel) + alt, {}});
+  }
+  if (site.options.size() < 2) return std::nullopt;
+  return site;
+}
+
 Status LoweringPass::run(ir::Program& program, PassContext& ctx) noexcept {
   Status s = guard([&] {
     const bool is_fallback = templ_ == kTemplateFallback;
     // A backend that does not list the template cannot build it: leave the kernels to the next
     // lowering pass. Fallback is the exception: every backend builds it, knobs or not.
     if (!is_fallback && ctx.caps.templates.count(templ_) == 0) return;
-    const std::vector<ForkSite> sites = knob_forks(ctx.caps, templ_);
+    auto choose = [&](const ForkSite& site) {
+      size_t answer = ctx.resolver.choose(site);
+      if (answer >= site.options.size())
+        throw Error("resolver answered option " + std::to_string(answer) + " for fork '" +
+                    site.name + "', which has " + std::to_string(site.options.size()) + " options");
+      return answer;
+    };
+    const std::optional<ForkSite> which = template_fork(ctx.caps, templ_);
+    std::map<std::string, std::vector<ForkSite>> sites;  // per template that may be chosen
+    sites[templ_] = knob_forks(ctx.caps, templ_);
+    if (which)
+      for (const std::string& alt : ctx.caps.alternatives.at(templ_)) sites[alt] = knob_forks(ctx.caps, alt);
     for (ir::Kernel& k : program.grouping.kernels) {
       if (!k.templ.empty() || !fits_template(program.graph, k, templ_)) continue;
-      k.templ = templ_;
+      // The implementation first (when the backend has alternatives), then its knobs only.
+      k.templ = which ? which->options[choose(*which)].label.substr(kTemplateLabel.size()) : templ_;
       k.knobs.clear();
       // One fork per kernel and knob: each kernel of a slice is tuned on its own.
-      for (const ForkSite& site : sites) {
-        size_t answer = ctx.resolver.choose(site);
-        if (answer >= site.options.size())
-          throw Error("resolver answered option " + std::to_string(answer) + " for fork '" +
-                      site.name + "', which has " + std::to_string(site.options.size()) + " options");
-        for (const auto& [knob, value] : site.options[answer].knobs) k.knobs[knob] = value;
-      }
+      for (const ForkSite& site : sites.at(k.templ))
+        for (const auto& [knob, value] : site.options[choose(site)].knobs) k.knobs[knob] = value;
     }
   });
   if (!s.ok()) return Status::Error("pass " + name() + ": " + s.message());

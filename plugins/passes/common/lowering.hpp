@@ -1,10 +1,15 @@
 // The lowering pass, one instance per kernel template: it takes every kernel without a template
 // that fits its template, sets Kernel::templ, and asks one in-place fork per knob the selected
-// backend declares for the template ("<templ>.<knob>", options "<knob>=<value>"). In place: it
-// never touches the graph or which nodes a kernel holds.
+// backend declares for the template ("<templ>.<knob>", options "<knob>=<value>"). When the
+// backend declares alternative implementations of the template (BackendCaps::alternatives, e.g.
+// cuBLASLt for "matmul"), it first asks "<templ>.template" (options "template=<name>", the
+// template itself first) and then the knob forks of the chosen one only. In place: it never
+// touches the graph or which nodes a kernel holds.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "emmy/pass.hpp"
 
@@ -22,5 +27,11 @@ class LoweringPass : public Pass {
 
 // The knob forks of template `templ` under `caps`, in the backend's knob order.
 std::vector<ForkSite> knob_forks(const BackendCaps& caps, const std::string& templ);
+
+// The label prefix of the template fork's options ("template=cublaslt").
+inline constexpr std::string_view kTemplateLabel = "template=";
+// The fork choosing among `templ` and its alternatives the backend can build; nullopt when it
+// declares none.
+std::optional<ForkSite> template_fork(const BackendCaps& caps, const std::string& templ);
 
 }  // namespace emmy::passes

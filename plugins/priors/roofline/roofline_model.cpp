@@ -114,7 +114,8 @@ RooflineEstimate roofline_estimate(const KernelFeatures& f, const KnobAssignment
   double memory = std::max(0.0, f.bytes) / (c.peak_gbps * 1e3);
   double overhead = c.launch_us;
   const double elem = dtype_size(f.dtype);
-  const bool is_matmul = f.op_class == "matmul" || f.op_class == "attention";
+  // cublaslt: the cuda backend's vendor implementation of a "matmul" kernel (rows it measured).
+  const bool is_matmul = f.op_class == "matmul" || f.op_class == "attention" || f.op_class == "cublaslt";
   // Summary shape: [..., M, N, K] for a matmul, [rows..., cols] otherwise.
   const auto& s = f.shape;
   const size_t r = s.size();

@@ -35,6 +35,13 @@ struct BackendCaps {
   // Kernels in flight per device: while a device measures one kernel (never two at once), the
   // others are generated, built and checked on the host. 1 = strictly one kernel per device.
   int kernels_per_device = 1;
+  // Other implementations of the kernels a template takes (e.g. "matmul" -> {"cublaslt"}: a
+  // vendor library computing the same products). Each alternative is listed in `templates` with
+  // its own knobs. The lowering pass of the template then asks the fork "<templ>.template"
+  // (options: the template itself first, the untuned default, then each alternative) and only
+  // the chosen one's knob forks. An alternative refuses (FailureKind::refused) a kernel it
+  // cannot compute, so the search drops it at no cost in patience.
+  std::map<std::string, std::vector<std::string>> alternatives = {};
 };
 
 // A built candidate. `handle` is backend-defined (a path to a shared object or cubin).

@@ -23,7 +23,8 @@
 
 // Bumped on any change to the entry struct or to a plugin interface's layout or virtual table.
 // 2: BackendCaps::devices and kernels_per_device, FailureKind::refused.
-#define EMMY_SDK_ABI_VERSION 2u
+// 3: BackendCaps::alternatives (other implementations of a template's kernels, e.g. cuBLASLt).
+#define EMMY_SDK_ABI_VERSION 3u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
 extern "C" {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cublaslt_template.hpp"
 #include "expr.hpp"
 #include "module.hpp"
 #include "templates.hpp"
@@ -94,7 +95,10 @@ CudaBackend::CudaBackend(const PluginOptions& options)
       use_graph_(option(options, "graph", "1") != "0"),
       kernels_per_device_(parse_kernels_per_device(options)),
       arch_option_(option(options, "arch", "")),
+      cublaslt_option_(option(options, "cublaslt", "1")),
       compiler_(option(options, "cache_dir", default_cache_dir()), "sm_90a") {
+  if (cublaslt_option_ != "0" && cublaslt_option_ != "1")
+    throw Error("cuda backend: cublaslt '" + cublaslt_option_ + "' is neither 1 (offer the cuBLASLt template) nor 0");
   for (size_t i = 0; i < device_ids_.size(); ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->worker = std::make_unique<DeviceWorker>(worker_path_, device_ids_[i]);
@@ -103,8 +107,22 @@ CudaBackend::CudaBackend(const PluginOptions& options)
 
 CudaBackend::~CudaBackend() = default;
 
+bool CudaBackend::offers_cublaslt(std::string* why) const {
+  if (cublaslt_option_ == "0") {
+    if (why) *why = "the backend option cublaslt=0";
+    return false;
+  }
+  const CublasLtLibrary& lib = cublaslt_library();
+  if (!lib.present && why) *why = "libcublasLt does not load: " + lib.why;
+  return lib.present;
+}
+
 BackendCaps CudaBackend::capabilities() const {
   BackendCaps caps = cuda_capabilities();
+  if (!offers_cublaslt()) {
+    caps.templates.erase(kTemplateCublaslt);
+    caps.alternatives.clear();
+  }
   caps.devices = static_cast<int>(slots_.size());  // one worker process per device
   caps.kernels_per_device = kernels_per_device_;
   return caps;
@@ -145,6 +163,8 @@ std::string CudaBackend::environment_fingerprint() const {
   std::string options;
   if (!arch_option_.empty()) options += "|arch " + arch_option_;
   if (!use_graph_) options += "|no graph capture";
+  // Only where the library is offered: its kernels, and so its timings, change with its version.
+  if (offers_cublaslt()) options += "|cublasLt " + cublaslt_library().version;
   return "cuda|" + device + "|driver " + driver + "|nvrtc " + nvrtc_version() + options;
 }
 
@@ -171,7 +191,12 @@ Status CudaBackend::build_source(const std::string& source, Regime regime, Artif
     failure = MeasureResult{};
     artifact = Artifact{};
     artifact.source = source;
-    parse_plan(source);  // a source without a plan is a caller's error, not a candidate's
+    const Plan plan = parse_plan(source);  // a source without a plan is a caller's error, not a candidate's
+    if (!plan.has_kernels()) {
+      // Library calls alone (the cublaslt template): nothing to compile. The handle only says so.
+      artifact.handle = kLibraryOnlyHandle;
+      return Status::Ok();
+    }
     NvrtcCompiler c(compiler_.cache_dir(), arch());
     CompileOutcome r = c.compile(source, regime);
     if (!r.ok) {
@@ -200,8 +225,8 @@ Status CudaBackend::measure(const ir::Slice& slice, const Artifact& artifact, co
                              ir::to_string(g.type(ins[i])) + " needs " + std::to_string(g.type(ins[i]).bytes()));
     if (artifact.handle.empty()) return Status::Error("cuda backend: measure needs a built artifact (empty handle)");
     RunSpec spec;
-    spec.cubin_path = artifact.handle;
     spec.plan = parse_plan(artifact.source);
+    spec.cubin_path = spec.plan.has_kernels() ? artifact.handle : "";
     spec.inputs = &request.inputs;
     for (ir::ValueId o : g.outputs) spec.output_bytes.push_back(uint64_t(g.type(o).bytes()));
     spec.warmup = request.warmup;

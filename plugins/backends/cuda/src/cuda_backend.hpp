@@ -6,7 +6,9 @@
 // arch=sm_XX[a] (default: asked of device 0, sm_90a when there is none); devices=0,2 or gpus=N
 // (default device 0); graph=0 measures plain launches instead of a captured CUDA graph;
 // kernels_per_device=N (default 4): kernels the tuner keeps in flight per device, so that NVRTC
-// builds on the host overlap the device's measurements (which stay one at a time per device).
+// builds on the host overlap the device's measurements (which stay one at a time per device);
+// cublaslt=1 (default) offers the cuBLASLt template beside the generated matmul where libcublasLt
+// loads (cublaslt_template.hpp), 0 does not.
 #pragma once
 
 #include <condition_variable>
@@ -31,7 +33,7 @@ class CudaBackend : public Backend {
 
   std::string name() const override { return "cuda"; }
   BackendCaps capabilities() const override;
-  // "cuda|<device name>|driver <x.y>|nvrtc <x.y>"
+  // "cuda|<device name>|driver <x.y>|nvrtc <x.y>[|arch ..][|no graph capture][|cublasLt <x.y.z>]"
   std::string environment_fingerprint() const override;
   // Thread-safe (builds run in parallel while devices measure).
   Status build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept override;
@@ -56,6 +58,10 @@ class CudaBackend : public Backend {
   // Process id of the worker of device slot i (-1 when none runs); tests use it to see a respawn.
   pid_t worker_pid(size_t slot) const;
   const std::string& worker_path() const { return worker_path_; }
+  // Whether the cublaslt template is offered (the option, and libcublasLt loads); else `why`.
+  bool offers_cublaslt(std::string* why = nullptr) const;
+  // The artifact handle of a module of library calls alone (nothing compiled).
+  static constexpr const char* kLibraryOnlyHandle = "library calls only";
 
  private:
   struct Slot {
@@ -71,6 +77,7 @@ class CudaBackend : public Backend {
   bool use_graph_ = true;
   int kernels_per_device_ = 4;
   std::string arch_option_;
+  std::string cublaslt_option_;
   mutable NvrtcCompiler compiler_;
   mutable std::once_flag info_once_;
   mutable std::unique_ptr<DeviceInfo> info_;

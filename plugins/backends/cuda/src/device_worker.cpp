@@ -116,6 +116,13 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   o.put_str(spec.cubin_path);
   o.put(uint32_t(spec.plan.launches.size()));
   for (const Launch& l : spec.plan.launches) {
+    if (l.is_library()) {
+      o.put(wire::kLaunchCublaslt);
+      wire::put_gemm(o, *l.gemm);
+      o.put(l.group);
+      continue;
+    }
+    o.put(wire::kLaunchKernel);
     o.put_str(l.kernel);
     for (int64_t g : l.grid) o.put(g);
     o.put(l.block);
@@ -158,6 +165,16 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
       return;
     }
   }
+  if (in.ok && tag == wire::kRefused) {
+    // The library has no such configuration for this product: the candidate is refused, nothing
+    // ran, and the worker stays up.
+    std::string msg = in.get_str();
+    if (in.ok) {
+      result.failure = FailureKind::refused;
+      result.message = "device " + device_ + ": " + msg;
+      return;
+    }
+  }
   if (in.ok && tag == wire::kFail) {
     std::string msg = in.get_str();
     reap_reason();
@@ -165,7 +182,7 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     // the cubin are the machinery's (emmy/backend.hpp), the rest (launch, illegal address,
     // misaligned access, ...) the kernel's.
     for (const char* machinery : {"cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
-                                  "cuCtxSetCurrent", "cannot read cubin"})
+                                  "cuCtxSetCurrent", "cannot read cubin", "cublaslt unavailable"})
       if (msg.rfind(machinery, 0) == 0)
         throw Error("cuda backend: device " + device_ + " could not measure: " + msg);
     result.failure = FailureKind::runtime_fault;

@@ -1,5 +1,7 @@
 #include "module.hpp"
 
+#include <limits>
+#include <map>
 #include <sstream>
 
 #include "emmy/status.hpp"
@@ -27,6 +29,96 @@ bool tensor_map_dtype(const std::string& name, ir::DType& out) {
   return false;
 }
 
+std::string render_gemm(const GemmCall& g, int64_t group) {
+  auto matrix = [](const GemmCall::Matrix& x) {
+    return std::to_string(x.buffer) + "," + std::to_string(x.ld) + "," + std::to_string(x.batch_stride);
+  };
+  return "//@emmy cublaslt group=" + std::to_string(group) + " dtype=" + gemm_dtype_name(g.dtype) +
+         " ta=" + (g.trans_a ? "T" : "N") + " tb=" + (g.trans_b ? "T" : "N") + " m=" + std::to_string(g.m) +
+         " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " batch=" + std::to_string(g.batch) +
+         " a=" + matrix(g.a) + " b=" + matrix(g.b) + " c=" + matrix(g.c) + " d=" + matrix(g.d) +
+         " bias=" + std::to_string(g.bias) + " epilogue=" + (g.epilogue == GemmCall::kEpilogueBias ? "bias" : "none") +
+         " algo=" + std::to_string(g.algo) + " workspace=" + std::to_string(g.workspace) + "\n";
+}
+
+// Reads the KEY=VALUE fields of a "//@emmy cublaslt" line (every key exactly once).
+Launch parse_gemm(std::istringstream& f, const std::string& line) {
+  auto bad = [&](const std::string& why) { return Error("cuda backend: bad plan line '" + line + "': " + why); };
+  std::map<std::string, std::string> kv;
+  for (std::string tok; f >> tok;) {
+    size_t eq = tok.find('=');
+    if (eq == std::string::npos || !kv.emplace(tok.substr(0, eq), tok.substr(eq + 1)).second)
+      throw bad("field '" + tok + "' is not KEY=VALUE or repeats a key");
+  }
+  auto take = [&](const std::string& key) {
+    auto it = kv.find(key);
+    if (it == kv.end()) throw bad("no " + key + "=");
+    std::string v = it->second;
+    kv.erase(it);
+    return v;
+  };
+  auto number = [&](const std::string& key, const std::string& text) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) throw bad(key + "=" + text + " is not a number");
+    return v;
+  };
+  auto integer = [&](const std::string& key) { return number(key, take(key)); };
+  auto matrix = [&](const std::string& key) {
+    std::string text = take(key);
+    GemmCall::Matrix x;
+    size_t c1 = text.find(','), c2 = c1 == std::string::npos ? c1 : text.find(',', c1 + 1);
+    if (c2 == std::string::npos) throw bad(key + "=" + text + " is not BUFFER,LD,BATCH_STRIDE");
+    x.buffer = number(key, text.substr(0, c1));
+    x.ld = number(key, text.substr(c1 + 1, c2 - c1 - 1));
+    x.batch_stride = number(key, text.substr(c2 + 1));
+    return x;
+  };
+  auto flag = [&](const std::string& key) {
+    std::string v = take(key);
+    if (v != "N" && v != "T") throw bad(key + "=" + v + " is neither N nor T");
+    return v == "T";
+  };
+  Launch l;
+  l.kernel = "cublaslt";
+  l.group = integer("group");
+  GemmCall g;
+  std::string dtype = take("dtype");
+  if (dtype == "bf16") g.dtype = GemmCall::kBf16;
+  else if (dtype == "f16") g.dtype = GemmCall::kF16;
+  else if (dtype == "f32") g.dtype = GemmCall::kF32;
+  else throw bad("dtype=" + dtype + " is not bf16, f16 or f32");
+  g.trans_a = flag("ta");
+  g.trans_b = flag("tb");
+  g.m = integer("m");
+  g.n = integer("n");
+  g.k = integer("k");
+  g.batch = integer("batch");
+  g.a = matrix("a");
+  g.b = matrix("b");
+  g.c = matrix("c");
+  g.d = matrix("d");
+  g.bias = integer("bias");
+  std::string epilogue = take("epilogue");
+  if (epilogue == "none") g.epilogue = GemmCall::kEpilogueNone;
+  else if (epilogue == "bias") g.epilogue = GemmCall::kEpilogueBias;
+  else throw bad("epilogue=" + epilogue + " is not none or bias");
+  g.algo = integer("algo");
+  g.workspace = integer("workspace");
+  if (!kv.empty()) throw bad("unknown field " + kv.begin()->first + "=");
+  if (l.group < 0) throw bad("negative group");
+  // Buffer indices are checked against the module's buffers where they are known (the worker).
+  std::string problem = gemm_problem(g, std::numeric_limits<int64_t>::max());
+  if (!problem.empty()) throw bad(problem);
+  l.gemm = g;
+  return l;
+}
+
 }  // namespace
 
 std::string render_plan(const Plan& plan) {
@@ -40,7 +132,8 @@ std::string render_plan(const Plan& plan) {
     s += "\n";
   }
   for (const Launch& l : plan.launches)
-    s += "//@emmy launch " + l.kernel + " " + std::to_string(l.grid[0]) + " " + std::to_string(l.grid[1]) + " " +
+    if (l.is_library()) s += render_gemm(*l.gemm, l.group);
+    else s += "//@emmy launch " + l.kernel + " " + std::to_string(l.grid[0]) + " " + std::to_string(l.grid[1]) + " " +
          std::to_string(l.grid[2]) + " " + std::to_string(l.block) + " " + std::to_string(l.shared_bytes) +
          (l.group ? " " + std::to_string(l.group) : std::string()) + "\n";
   return s;
@@ -77,6 +170,8 @@ Plan parse_plan(const std::string& source) {
       if (!ok || l.group < 0 || l.block <= 0 || l.grid[0] <= 0 || l.grid[1] <= 0 || l.grid[2] <= 0)
         throw Error("cuda backend: bad plan line '" + line + "'");
       plan.launches.push_back(l);
+    } else if (what == "cublaslt") {
+      plan.launches.push_back(parse_gemm(f, line));
     } else if (what == "tmap") {
       TensorMap t;
       std::string dtype;
@@ -98,7 +193,7 @@ Plan parse_plan(const std::string& source) {
       plan.tensor_maps.push_back(t);
     }
   }
-  if (plan.launches.empty()) throw Error("cuda backend: the source has no '//@emmy launch' line");
+  if (plan.launches.empty()) throw Error("cuda backend: the source has no '//@emmy launch' or '//@emmy cublaslt' line");
   return plan;
 }
 
@@ -155,6 +250,15 @@ void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], i
     k += "  const unsigned long long emmy_tmaps = (unsigned long long)emmy_buf[" + std::to_string(pointers_.size()) + "];\n";
   k += body + "}\n\n";
   kernels_ += k;
+}
+
+void ModuleBuilder::add_library_call(const GemmCall& call) {
+  std::string problem = gemm_problem(call, int64_t(pointers_.size()));
+  if (!problem.empty()) throw Error("cuda backend: " + problem);
+  Launch l;
+  l.kernel = "cublaslt";
+  l.gemm = call;
+  plan_.launches.push_back(l);
 }
 
 std::string ModuleBuilder::finish(const std::string& note) const {

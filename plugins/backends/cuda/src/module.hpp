@@ -7,13 +7,17 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cublaslt_call.hpp"
 #include "emmy/ir.hpp"
 
 namespace emmy::cuda {
 
+// A step of the plan: a launch of one of the module's kernels, or (with `gemm`) a library call
+// the worker makes instead (cuBLASLt; kernel, grid, block and shared memory then unused).
 struct Launch {
   std::string kernel;
   int64_t grid[3] = {1, 1, 1};
@@ -23,6 +27,8 @@ struct Launch {
   // flushes L2 before each group of a program and times each group on its own, so that an
   // assembled graph is measured the way its kernels were measured in isolation.
   int64_t group = 0;
+  std::optional<GemmCall> gemm = std::nullopt;
+  bool is_library() const { return gemm.has_value(); }
 };
 
 // A TMA tensor map over one of the module's buffers (cuTensorMapEncodeTiled's arguments):
@@ -38,9 +44,16 @@ struct Plan {
   std::vector<Launch> launches;
   std::vector<int64_t> scratch_bytes;
   std::vector<TensorMap> tensor_maps;
+  // Whether any step launches a kernel of the module (a plan of library calls alone has no cubin).
+  bool has_kernels() const {
+    for (const Launch& l : launches)
+      if (!l.is_library()) return true;
+    return false;
+  }
 };
 
-// "//@emmy scratch N", "//@emmy launch NAME GX GY GZ BLOCK SMEM [GROUP]" and
+// "//@emmy scratch N", "//@emmy launch NAME GX GY GZ BLOCK SMEM [GROUP]",
+// "//@emmy cublaslt KEY=VALUE..." (a GemmCall and its group, in plan order with the launches) and
 // "//@emmy tmap BUFFER DTYPE SWIZZLE RANK DIMS... STRIDES... BOX..." lines.
 std::string render_plan(const Plan& plan);
 // Reads the plan back from a source; throws emmy::Error when it has no launch line or a bad one.
@@ -62,6 +75,8 @@ class ModuleBuilder {
                              std::vector<int64_t> box, int64_t swizzle_bytes);
   void add_kernel(const std::string& name, const int64_t grid[3], int64_t block, const std::string& body,
                   int64_t shared_bytes = 0);
+  // A library step (its buffers index the module's pointers: inputs, outputs, scratch).
+  void add_library_call(const GemmCall& call);
   std::string finish(const std::string& note = "") const;
 
  private:

@@ -1,4 +1,6 @@
 // The cuda backend's plugin entry point (everything else is in the emmy_cuda_backend library).
+#include <cstdio>
+
 #include "cuda_backend.hpp"
 #include "emmy/plugin.hpp"
 
@@ -8,7 +10,14 @@ namespace emmy::cuda {
 // driver loads, every device opens), so a run learns that it cannot before it searches.
 class ProbedCudaBackend : public CudaBackend {
  public:
-  explicit ProbedCudaBackend(const PluginOptions& options) : CudaBackend(options) { require_devices(); }
+  explicit ProbedCudaBackend(const PluginOptions& options) : CudaBackend(options) {
+    require_devices();
+    // A machine without libcublasLt still tunes, with the generated templates alone: say so
+    // once, since the reports then never show the cublaslt template.
+    std::string why;
+    if (!offers_cublaslt(&why) && options.count("cublaslt") == 0)
+      std::fprintf(stderr, "emmy: cuda backend: the cublaslt template is not offered (%s)\n", why.c_str());
+  }
 };
 
 }  // namespace emmy::cuda

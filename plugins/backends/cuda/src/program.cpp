@@ -3,7 +3,8 @@
 // modules are stitched into one: kernel names prefixed, buffer-table indices renumbered into one
 // table (the graph's inputs, its outputs, then intermediates and every module's scratch, then
 // one table of every module's TMA tensor maps), and
-// the launches concatenated in an order where every kernel runs after its producers.
+// the launches concatenated in an order where every kernel runs after its producers. Library
+// steps (the cublaslt template) keep their place in that order, their buffers renumbered.
 #include <cctype>
 #include <map>
 #include <optional>
@@ -110,9 +111,17 @@ std::string generate_program(const ir::Slice& slice) {
       plan.tensor_maps.push_back(t);
     }
     for (Launch l : sub_plan.launches) {
+      l.group = int64_t(round);
+      if (l.is_library()) {
+        // A library call (the cublaslt template): its buffers renumbered like the kernels'.
+        for (GemmCall::Matrix* x : {&l.gemm->a, &l.gemm->b, &l.gemm->c, &l.gemm->d})
+          if (x->buffer >= 0) x->buffer = global.at(size_t(x->buffer));
+        if (l.gemm->bias >= 0) l.gemm->bias = global.at(size_t(l.gemm->bias));
+        plan.launches.push_back(l);
+        continue;
+      }
       text = replace_all(text, ") " + l.kernel + "(void* const*", ") " + prefix + l.kernel + "(void* const*");
       l.kernel = prefix + l.kernel;
-      l.group = int64_t(round);
       plan.launches.push_back(l);
     }
     kernels += text;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cublaslt_template.hpp"
 #include "emmy/status.hpp"
 #include "emmy/templates.hpp"
 #include "expr.hpp"
@@ -41,6 +42,11 @@ BackendCaps cuda_capabilities() {
   // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one buffer.
   caps.templates["attention"] = {
       {"block_q", {64, 128}}, {"block_kv", {128, 64, 32}}, {"warps", {8, 16, 4}}, {"stages", {2, 1}}};
+  // cuBLASLt computes what the matmul template takes (the epilogues it fuses), chosen per kernel
+  // at the fork matmul.template. CudaBackend::capabilities() drops it where the library is
+  // missing or the backend option cublaslt=0 says so.
+  caps.templates[kTemplateCublaslt] = cublaslt_knobs();
+  caps.alternatives["matmul"] = {kTemplateCublaslt};
   return caps;
 }
 
@@ -208,7 +214,11 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
   const std::map<std::string, double> none;
   const auto& given = slice.grouping.kernels.empty() ? none : slice.grouping.kernels.back().knobs;
   std::string source;
-  if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
+  if (templ == kTemplateCublaslt) {
+    // A vendor library has no fallback of its own: what it cannot take is refused (KnobRefused),
+    // and the search keeps the generated template for that kernel.
+    source = generate_cublaslt(g, resolve_knobs(templ, given));
+  } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
     KnobValues knobs = resolve_knobs(templ, given);
     try {
       if (templ == "pointwise") source = generate_pointwise(g, knobs);

@@ -4,13 +4,17 @@
 //
 //   hello:  u32 kHello                        -> u32 kOk, str device name, i32 driver version,
 //                                                i32 cc major, i32 cc minor, i64 L2 bytes
-//   run:    u32 kRun, str cubin path, u32 n_launch x (str kernel, i64 gx, gy, gz, block, smem, group),
+//   run:    u32 kRun, str cubin path ("" when no step launches a kernel),
+//           u32 n_launch x (u32 kLaunchKernel, str kernel, i64 gx, gy, gz, block, smem, group |
+//                           u32 kLaunchCublaslt, GemmCall (cublaslt_call.hpp), i64 group),
 //           u32 n_in x str bytes, u32 n_out x u64 size, u32 n_scratch x u64 size,
 //           u32 n_tmap x (u32 buffer, u32 dtype (kTmap*), u32 swizzle bytes, u32 rank,
 //                         rank x u64 dim, rank-1 x u64 stride bytes, rank x u32 box),
 //           i32 warmup, i32 samples, u32 use_graph, u64 flush bytes
 //                                             -> u32 kOk, u32 n x f64 us, u32 n_out x str bytes
 //   any failure                               -> u32 kFail, str message (the worker then exits)
+//   a library step the library will not run   -> u32 kRefused, str message (nothing was allocated;
+//   (cuBLASLt has no algo of that index)          the worker stays up for the next request)
 #pragma once
 
 #include <poll.h>
@@ -34,6 +38,7 @@ inline constexpr uint32_t kRun = 0x43555231;    // "CUR1"
 inline constexpr uint32_t kMaxTensorMaps = 1u << 16;
 inline constexpr uint32_t kOk = 0x43554f4b;     // "CUOK"
 inline constexpr uint32_t kFail = 0x43554652;   // "CUFR"
+inline constexpr uint32_t kRefused = 0x43555246;  // "CURF"
 // Tensor-map element types on the wire.
 inline constexpr uint32_t kTmapBf16 = 0, kTmapF16 = 1, kTmapF32 = 2;
 

@@ -5,7 +5,9 @@
 // in device memory); before every timed sample the L2 is flushed by writing a buffer larger than it;
 // each sample is timed with events around one replay. A program of several kernels (the tuner's
 // assembled graph) flushes L2 before each of its kernels and sums their event-timed intervals, as
-// its kernels were measured in isolation. Any CUDA error is reported and the
+// its kernels were measured in isolation. A plan's library steps (the cublaslt template) are
+// cuBLASLt calls made in the same stream, capture and timing (cublaslt_runner.hpp); a
+// configuration the library will not run is answered kRefused and the worker stays up. Any CUDA error is reported and the
 // worker exits: after an illegal address the context is unusable, and the backend starts a
 // fresh worker for the next candidate.
 #include <cuda.h>
@@ -20,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "cublaslt_call.hpp"
+#include "cublaslt_runner.hpp"
 #include "wire.hpp"
 
 namespace {
@@ -95,7 +99,10 @@ void encode_tensor_map(const TmapSpec& t, const std::vector<CUdeviceptr>& bufs, 
 
 struct LaunchSpec {
   std::string kernel;
-  int64_t grid[3], block, smem, group;
+  int64_t grid[3] = {1, 1, 1}, block = 1, smem = 0, group = 0;
+  bool library = false;
+  GemmCall gemm;
+  size_t step = 0;  // the library step's handle in CublasLtSteps
 };
 
 void run(wire::In& in, int out_fd) {
@@ -103,6 +110,15 @@ void run(wire::In& in, int out_fd) {
   uint32_t n_launch = in.get<uint32_t>();
   std::vector<LaunchSpec> launches(n_launch);
   for (auto& l : launches) {
+    uint32_t kind = in.get<uint32_t>();
+    if (!in.ok || (kind != wire::kLaunchKernel && kind != wire::kLaunchCublaslt)) std::exit(3);
+    if (kind == wire::kLaunchCublaslt) {
+      l.library = true;
+      l.kernel = "cublaslt";
+      l.gemm = wire::get_gemm(in);
+      l.group = in.get<int64_t>();
+      continue;
+    }
     l.kernel = in.get_str();
     for (auto& g : l.grid) g = in.get<int64_t>();
     l.block = in.get<int64_t>();
@@ -145,13 +161,32 @@ void run(wire::In& in, int out_fd) {
   if (!in.ok) std::exit(3);
 
   init();
-  std::ifstream f(cubin_path, std::ios::binary);
-  std::string image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (image.empty()) throw CudaFailure("cannot read cubin " + cubin_path);
+  // Library steps first: whatever the library refuses is refused before anything is allocated.
+  CublasLtSteps steps;
+  try {
+    for (auto& l : launches)
+      if (l.library) l.step = steps.prepare(l.gemm);
+  } catch (const LibraryRefused& e) {
+    wire::Out o;
+    o.put(wire::kRefused);
+    o.put_str(std::string(e.what()));
+    o.send(out_fd);
+    return;
+  }
   CUmodule module = nullptr;
-  check(cuModuleLoadData(&module, image.data()), "cuModuleLoadData");
+  if (!cubin_path.empty()) {  // "": library steps only
+    std::ifstream f(cubin_path, std::ios::binary);
+    std::string image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (image.empty()) throw CudaFailure("cannot read cubin " + cubin_path);
+    check(cuModuleLoadData(&module, image.data()), "cuModuleLoadData");
+  }
   std::vector<CUfunction> fns;
   for (const auto& l : launches) {
+    if (l.library) {
+      fns.push_back(nullptr);
+      continue;
+    }
+    if (!module) throw CudaFailure("kernel " + l.kernel + " launched, but the request has no cubin");
     CUfunction fn = nullptr;
     check(cuModuleGetFunction(&fn, module, l.kernel.c_str()), ("cuModuleGetFunction " + l.kernel).c_str());
     if (l.smem > 48 * 1024)
@@ -188,12 +223,19 @@ void run(wire::In& in, int out_fd) {
     check(cuMemcpyHtoD(table, table_entries.data(), table_entries.size() * sizeof(CUdeviceptr)), "cuMemcpyHtoD");
   CUdeviceptr flush = 0;
   if (flush_bytes) check(cuMemAlloc(&flush, flush_bytes), "cuMemAlloc (L2 flush buffer)");
+  steps.bind(bufs);
+  CUdeviceptr workspace = 0;
+  if (steps.workspace_bytes()) check(cuMemAlloc(&workspace, steps.workspace_bytes()), "cuMemAlloc (cuBLASLt workspace)");
 
   CUstream stream = nullptr;
   check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   auto launch_range = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       const auto& l = launches[i];
+      if (l.library) {
+        steps.run(l.step, bufs, workspace, stream);
+        continue;
+      }
       void* args[] = {&table};
       check(cuLaunchKernel(fns[i], unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]), unsigned(l.block), 1, 1,
                            unsigned(l.smem), stream, args, nullptr),
@@ -299,7 +341,8 @@ void run(wire::In& in, int out_fd) {
   cuMemFree(table);
   if (tmap_buf) cuMemFree(tmap_buf);
   if (flush) cuMemFree(flush);
-  cuModuleUnload(module);
+  if (workspace) cuMemFree(workspace);
+  if (module) cuModuleUnload(module);
   reply.send(out_fd);
 }
 

@@ -1,0 +1,60 @@
+// The cublaslt template: a kernel that fits "matmul" computed by one cuBLASLt matmul instead of
+// a generated kernel (an alternative implementation the search weighs against the generated
+// one: BackendCaps::alternatives). Its module is a plan with one library step (GemmCall) and no
+// cubin; emmy-cuda-worker makes the call inside the same captured CUDA graph, L2 flushes and
+// event timing as the generated kernels (worker/cublaslt_runner.hpp), so an assembled program
+// mixes both freely.
+//
+// What it takes: linear (weight [N, K]), matmul (torch.matmul's B [K, N], or a transposed view)
+// and bmm, bf16 / f16 (f32 accumulate) or f32 (exact f32 compute, never TF32), each operand a
+// kernel input or a view of one with one stride per matrix dim and batch dim (row- or column-
+// major, so w.t() and k.transpose(-1, -2) read in place; other views are packed by a generated
+// copy kernel first); the epilogues cuBLASLt fuses:
+// linear's bias or an add of a [N] vector (the bias epilogue), an add of a tensor of the
+// product's shape (the residual, as C with beta = 1), reshapes of the result. Anything else
+// (activations, casts, several outputs, a transposed result, f64, integers) is refused
+// (FailureKind::refused): the generated template stays the one for such kernels.
+//
+// Knobs: algo = index into cublasLtMatmulAlgoGetHeuristic's results (best first; an index past
+// the ones it returns is refused by the worker), workspace = MiB offered to it (split-K and some
+// kernels need one; 0 excludes them).
+//
+// Kept apart from the generated templates behind this small interface (its name, knobs, the
+// library's presence, its plan), so it can move into a template plugin of its own.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cublaslt_call.hpp"
+#include "emmy/backend.hpp"
+#include "emmy/ir.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda {
+
+inline constexpr const char* kTemplateCublaslt = "cublaslt";
+
+// The template's knobs (first values: the untuned default).
+std::vector<KnobSpec> cublaslt_knobs();
+
+// libcublasLt as this process finds it (dlopen "libcublasLt.so.13", then "libcublasLt.so", then
+// the toolkit's library folder the backend was built against): the worker loads it the same
+// way. Looked up once; nothing is called that needs a device.
+struct CublasLtLibrary {
+  bool present = false;
+  std::string version;  // "13.1.0"
+  std::string path;     // what was loaded
+  std::string why;      // why it was not found
+};
+const CublasLtLibrary& cublaslt_library();
+
+// The call computing the slice's one kernel, every operand read in place from a kernel input;
+// throws KnobRefused naming what cuBLASLt cannot take.
+GemmCall plan_cublaslt(const ir::Graph& g, const KnobValues& knobs);
+// The module: the plan with that one library step. An operand that is a view of kernel inputs
+// cuBLASLt cannot read in place (two strides in one dim, e.g. o_proj's merged heads) is first
+// copied contiguous by a generated kernel of the module; anything else it cannot take is refused.
+std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs);
+
+}  // namespace emmy::cuda

@@ -1,0 +1,226 @@
+// cuBLASLt for the worker (cublaslt_runner.hpp): the library's entry points resolved by dlsym,
+// one handle per worker process, descriptors per step.
+#include "cublaslt_runner.hpp"
+
+#include <cublasLt.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace emmy::cuda {
+
+namespace {
+
+// The entry points the worker uses, typed from the header it was built against.
+struct Api {
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtDestroy) destroy = nullptr;
+  decltype(&cublasLtGetStatusString) status_string = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+  cublasLtHandle_t handle = nullptr;
+  std::string error;  // why the library cannot be used
+};
+
+// Loaded once per process; never unloaded.
+Api& api() {
+  static Api a;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> names = {"libcublasLt.so.13", "libcublasLt.so"};
+#ifdef EMMY_CUDA_LIBRARY_DIR
+    names.push_back(std::string(EMMY_CUDA_LIBRARY_DIR) + "/libcublasLt.so.13");
+#endif
+    void* lib = nullptr;
+    std::string why;
+    for (const std::string& n : names) {
+      lib = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib) break;
+      if (why.empty()) {
+        const char* e = ::dlerror();
+        why = e ? e : n + " does not load";
+      }
+    }
+    if (!lib) {
+      a.error = "cublaslt unavailable: " + why;
+      return;
+    }
+    bool ok = true;
+    auto bind = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+      if (!fn && ok) {
+        ok = false;
+        a.error = std::string("cublaslt unavailable: the library has no ") + name;
+      }
+    };
+    bind(a.create, "cublasLtCreate");
+    bind(a.destroy, "cublasLtDestroy");
+    bind(a.status_string, "cublasLtGetStatusString");
+    bind(a.desc_create, "cublasLtMatmulDescCreate");
+    bind(a.desc_destroy, "cublasLtMatmulDescDestroy");
+    bind(a.desc_set, "cublasLtMatmulDescSetAttribute");
+    bind(a.layout_create, "cublasLtMatrixLayoutCreate");
+    bind(a.layout_destroy, "cublasLtMatrixLayoutDestroy");
+    bind(a.layout_set, "cublasLtMatrixLayoutSetAttribute");
+    bind(a.pref_create, "cublasLtMatmulPreferenceCreate");
+    bind(a.pref_destroy, "cublasLtMatmulPreferenceDestroy");
+    bind(a.pref_set, "cublasLtMatmulPreferenceSetAttribute");
+    bind(a.heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    bind(a.matmul, "cublasLtMatmul");
+    if (!ok) return;
+    // The handle binds to the current context (the worker's primary context, made current first).
+    cublasStatus_t s = a.create(&a.handle);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      a.error = std::string("cublaslt unavailable: cublasLtCreate: ") + a.status_string(s);
+      a.handle = nullptr;
+    }
+  });
+  return a;
+}
+
+void check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string("cublaslt: ") + what + ": " + api().status_string(s));
+}
+
+cudaDataType_t data_type(uint32_t t) {
+  return t == GemmCall::kBf16 ? CUDA_R_16BF : t == GemmCall::kF16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+// Enough of the heuristic's list for every algo knob value (0..7), and some to spare.
+constexpr int kHeuristicCount = 16;
+
+}  // namespace
+
+struct CublasLtSteps::Impl {
+  struct Step {
+    GemmCall call;
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    uint64_t workspace = 0;
+  };
+  std::vector<Step> steps;
+
+  ~Impl() {
+    Api& x = api();
+    for (Step& s : steps) {
+      if (s.desc) x.desc_destroy(s.desc);
+      for (cublasLtMatrixLayout_t l : {s.a, s.b, s.c, s.d})
+        if (l) x.layout_destroy(l);
+    }
+  }
+};
+
+CublasLtSteps::CublasLtSteps() : impl_(std::make_unique<Impl>()) {}
+CublasLtSteps::~CublasLtSteps() = default;
+
+size_t CublasLtSteps::prepare(const GemmCall& g) {
+  Api& x = api();
+  if (!x.handle) throw std::runtime_error(x.error);
+  std::string problem = gemm_problem(g, INT64_MAX);
+  if (!problem.empty()) throw std::runtime_error(problem);
+  impl_->steps.emplace_back();
+  Impl::Step& s = impl_->steps.back();  // destroyed with impl_ whatever happens below
+  s.call = g;
+  const cudaDataType_t type = data_type(g.dtype);
+  // f32 accumulation for every type; for f32 operands that is exact f32 (not TF32, which is
+  // CUBLAS_COMPUTE_32F_FAST_TF32), as the interpreter computes.
+  check(x.desc_create(&s.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
+  check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+  if (g.epilogue == GemmCall::kEpilogueBias) {
+    const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+    check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "epilogue");
+  }
+  auto layout = [&](cublasLtMatrixLayout_t& l, int64_t rows, int64_t cols,
+                    const GemmCall::Matrix& m) {
+    check(x.layout_create(&l, type, uint64_t(rows), uint64_t(cols), m.ld),
+          "cublasLtMatrixLayoutCreate");
+    if (g.batch > 1) {
+      const int32_t count = int32_t(g.batch);
+      const int64_t stride = m.batch_stride;
+      check(x.layout_set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+            "batch count");
+      check(x.layout_set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+            "batch stride");
+    }
+  };
+  layout(s.a, g.a_rows(), g.a_cols(), g.a);
+  layout(s.b, g.b_rows(), g.b_cols(), g.b);
+  layout(s.d, g.m, g.n, g.d);
+  layout(s.c, g.m, g.n, g.c.buffer >= 0 ? g.c : g.d);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(x.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t max_ws = uint64_t(g.workspace);
+  cublasStatus_t st =
+      x.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws);
+  cublasLtMatmulHeuristicResult_t results[kHeuristicCount] = {};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = x.heuristic(x.handle, s.desc, s.a, s.b, s.c, s.d, pref, kHeuristicCount, results, &found);
+  x.pref_destroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED)
+    throw LibraryRefused("cublaslt: no algorithm for this product (" +
+                         std::string(gemm_dtype_name(g.dtype)) + " m=" + std::to_string(g.m) +
+                         " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + ")");
+  check(st, "cublasLtMatmulAlgoGetHeuristic");
+  if (g.algo >= found || results[g.algo].state != CUBLAS_STATUS_SUCCESS)
+    throw LibraryRefused("cublaslt: the heuristic offers " + std::to_string(found) +
+                         " algorithms for this product (workspace " +
+                         std::to_string(g.workspace >> 20) +
+                         " MiB); algo=" + std::to_string(g.algo) + " is past them");
+  s.algo = results[g.algo].algo;
+  s.workspace = std::max<uint64_t>(results[g.algo].workspaceSize, 0);
+  return impl_->steps.size() - 1;
+}
+
+uint64_t CublasLtSteps::workspace_bytes() const {
+  uint64_t most = 0;
+  for (const Impl::Step& s : impl_->steps) most = std::max(most, s.workspace);
+  return most;
+}
+
+void CublasLtSteps::bind(const std::vector<CUdeviceptr>& buffers) {
+  Api& x = api();
+  for (Impl::Step& s : impl_->steps) {
+    std::string problem = gemm_problem(s.call, int64_t(buffers.size()));
+    if (!problem.empty()) throw std::runtime_error(problem);
+    if (s.call.bias >= 0) {
+      const void* bias = reinterpret_cast<const void*>(buffers[size_t(s.call.bias)]);
+      check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+            "bias pointer");
+    }
+  }
+}
+
+void CublasLtSteps::run(size_t step, const std::vector<CUdeviceptr>& buffers, CUdeviceptr workspace,
+                        CUstream stream) {
+  Api& x = api();
+  const Impl::Step& s = impl_->steps.at(step);
+  const GemmCall& g = s.call;
+  const float alpha = 1.0f, beta = g.c.buffer >= 0 ? 1.0f : 0.0f;
+  auto ptr = [&](int64_t i) { return reinterpret_cast<void*>(buffers[size_t(i)]); };
+  void* d = ptr(g.d.buffer);
+  const void* c = g.c.buffer >= 0 ? ptr(g.c.buffer) : d;
+  // cudaStream_t and CUstream are the same type (struct CUstream_st*).
+  check(x.matmul(x.handle, s.desc, &alpha, ptr(g.a.buffer), s.a, ptr(g.b.buffer), s.b, &beta, c,
+                 s.c, d, s.d, &s.algo, s.workspace ? reinterpret_cast<void*>(workspace) : nullptr,
+                 s.workspace, stream),
+        "cublasLtMatmul");
+}
+
+}  // namespace emmy::cuda

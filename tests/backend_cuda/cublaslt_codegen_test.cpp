@@ -1,0 +1,306 @@
+// The cublaslt template without a GPU (CI): the cuBLASLt call planned for each form it takes
+// (transposes, leading dimensions, batch strides, epilogues, in cuBLASLt's column-major terms),
+// refusals for what it cannot take, the plan's text and wire round trips, an assembled program
+// mixing it with a generated kernel, and how the backend offers it.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "codegen_harness.hpp"
+#include "cublaslt_graphs.hpp"
+#include "cublaslt_template.hpp"
+#include "cuda_backend.hpp"
+#include "expr.hpp"
+#include "module.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda {
+namespace {
+
+using test::Case;
+
+GemmCall plan(const Case& c) {
+  return plan_cublaslt(c.graph, resolve_knobs("cublaslt", c.knobs));
+}
+
+CudaBackend& offline_backend() {
+  static CudaBackend b(test::offline_test_options("emmy-cuda-cublaslt-codegen"));
+  return b;
+}
+
+TEST(CublasLtPlan, LinearReadsTheWeightTransposedInPlace) {
+  // D^T (200 x 128, column-major) = W (read transposed from [200, 96]) x X^T.
+  GemmCall g = plan(test::cublaslt_linear_bf16());
+  EXPECT_EQ(g.dtype, GemmCall::kBf16);
+  EXPECT_EQ(g.m, 200);
+  EXPECT_EQ(g.n, 128);
+  EXPECT_EQ(g.k, 96);
+  EXPECT_EQ(g.batch, 1);
+  EXPECT_TRUE(g.trans_a);
+  EXPECT_EQ(g.a.buffer, 1);  // w
+  EXPECT_EQ(g.a.ld, 96);
+  EXPECT_FALSE(g.trans_b);
+  EXPECT_EQ(g.b.buffer, 0);  // x
+  EXPECT_EQ(g.b.ld, 96);
+  EXPECT_EQ(g.d.buffer, 2);  // the output follows the two inputs
+  EXPECT_EQ(g.d.ld, 200);
+  EXPECT_EQ(g.c.buffer, -1);
+  EXPECT_EQ(g.epilogue, GemmCall::kEpilogueNone);
+  EXPECT_EQ(g.algo, 0);
+  EXPECT_EQ(g.workspace, 32ll << 20);  // the untuned default: 32 MiB
+}
+
+TEST(CublasLtPlan, MatmulWithRowMajorBNeedsNoTranspose) {
+  GemmCall g = plan(test::cublaslt_matmul_f32_row_major_b());
+  EXPECT_EQ(g.dtype, GemmCall::kF32);
+  EXPECT_EQ(g.m, 112);
+  EXPECT_EQ(g.n, 96);
+  EXPECT_EQ(g.k, 80);
+  EXPECT_FALSE(g.trans_a);
+  EXPECT_EQ(g.a.buffer, 1);
+  EXPECT_EQ(g.a.ld, 112);
+  EXPECT_FALSE(g.trans_b);
+  EXPECT_EQ(g.b.ld, 80);
+  EXPECT_EQ(g.d.ld, 112);
+}
+
+TEST(CublasLtPlan, ATransposedViewOfBIsReadTransposed) {
+  GemmCall g = plan(test::cublaslt_matmul_f32_transposed_b());
+  EXPECT_EQ(g.m, 72);
+  EXPECT_EQ(g.n, 64);
+  EXPECT_EQ(g.k, 48);
+  EXPECT_TRUE(g.trans_a);
+  EXPECT_EQ(g.a.ld, 48);
+  EXPECT_FALSE(g.trans_b);
+}
+
+TEST(CublasLtPlan, ABroadcastBBecomesOneTallerProduct) {
+  GemmCall g = plan(test::cublaslt_matmul_f16_broadcast());
+  EXPECT_EQ(g.dtype, GemmCall::kF16);
+  EXPECT_EQ(g.batch, 1);
+  EXPECT_EQ(g.n, 200);  // 2 x 100 rows
+  EXPECT_EQ(g.m, 72);
+  EXPECT_EQ(g.k, 256);
+}
+
+TEST(CublasLtPlan, BmmCarriesBatchStrides) {
+  GemmCall g = plan(test::cublaslt_bmm_bf16());
+  EXPECT_EQ(g.batch, 4);
+  EXPECT_EQ(g.m, 47);
+  EXPECT_EQ(g.n, 33);
+  EXPECT_EQ(g.k, 64);
+  EXPECT_EQ(g.a.batch_stride, 64 * 47);
+  EXPECT_EQ(g.b.batch_stride, 33 * 64);
+  EXPECT_EQ(g.d.batch_stride, 33 * 47);
+
+  GemmCall t = plan(test::cublaslt_bmm_f32_transposed_b());
+  EXPECT_EQ(t.batch, 4);
+  EXPECT_TRUE(t.trans_a);  // k.transpose(1, 2): K contiguous
+  EXPECT_EQ(t.a.ld, 64);
+  EXPECT_EQ(t.a.batch_stride, 47 * 64);
+}
+
+TEST(CublasLtPlan, EpiloguesResidualAndBias) {
+  // add(r, linear) then a view: C = r with beta = 1, D written in place of the view.
+  GemmCall r = plan(test::cublaslt_linear_bf16_residual());
+  EXPECT_EQ(r.c.buffer, 2);  // x, w, r
+  EXPECT_EQ(r.c.ld, 96);
+  EXPECT_EQ(r.d.buffer, 3);
+  EXPECT_EQ(r.epilogue, GemmCall::kEpilogueNone);
+
+  GemmCall b = plan(test::cublaslt_linear_f16_bias());
+  EXPECT_EQ(b.epilogue, GemmCall::kEpilogueBias);
+  EXPECT_EQ(b.bias, 2);
+  EXPECT_EQ(b.c.buffer, -1);
+
+  GemmCall a = plan(test::cublaslt_linear_f32_add_bias());
+  EXPECT_EQ(a.epilogue, GemmCall::kEpilogueBias);
+  EXPECT_EQ(a.bias, 2);
+  EXPECT_EQ(a.m, 40);
+
+  GemmCall q = plan(test::cublaslt_qwen_down_residual_bf16());
+  EXPECT_EQ(q.m, 1024);
+  EXPECT_EQ(q.n, 512);
+  EXPECT_EQ(q.k, 3072);
+  EXPECT_EQ(q.c.buffer, 2);
+}
+
+TEST(CublasLtPlan, KnobsReachTheCall) {
+  Case c = test::cublaslt_linear_bf16();
+  c.knobs = {{"algo", 5}, {"workspace", 0}};
+  GemmCall g = plan(c);
+  EXPECT_EQ(g.algo, 5);
+  EXPECT_EQ(g.workspace, 0);
+}
+
+TEST(CublasLtPlan, RefusesWhatCublasLtCannotTake) {
+  for (const Case& c : test::cublaslt_refused_cases()) {
+    try {
+      plan(c);
+      ADD_FAILURE() << c.name << " was planned";
+    } catch (const KnobRefused& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("cublaslt: ", 0), 0u) << c.name << ": " << e.what();
+    }
+    // Through the backend: a refused candidate (no patience spent), never a fallback kernel.
+    MeasureResult res = test::build_offline(offline_backend(), test::slice_of(c));
+    EXPECT_EQ(res.failure, FailureKind::refused) << c.name << ": " << res.message;
+  }
+}
+
+TEST(CublasLtPlan, TheModuleIsAPlanWithoutKernels) {
+  for (const Case& c : test::cublaslt_cases()) {
+    std::string used;
+    std::string source = generate_source(test::slice_of(c), &used);
+    EXPECT_EQ(used, "cublaslt") << c.name;
+    Plan p = parse_plan(source);
+    ASSERT_EQ(p.launches.size(), 1u) << c.name;
+    ASSERT_TRUE(p.launches[0].is_library());
+    EXPECT_FALSE(p.has_kernels());
+    // The text form carries every field.
+    GemmCall want = plan(c), got = *p.launches[0].gemm;
+    EXPECT_EQ(render_plan(p),
+              render_plan(Plan{{Launch{"cublaslt", {1, 1, 1}, 128, 0, 0, want}}, {}, {}}))
+        << c.name;
+    EXPECT_EQ(got.trans_a, want.trans_a);
+    EXPECT_EQ(got.c.ld, want.c.ld);
+    EXPECT_EQ(got.bias, want.bias);
+    // Built without NVRTC: nothing to compile, the handle says so.
+    Artifact art;
+    MeasureResult failure;
+    ASSERT_TRUE(offline_backend().build(test::slice_of(c), Regime::rank, art, failure).ok());
+    EXPECT_EQ(failure.failure, FailureKind::none) << c.name << ": " << failure.message;
+    EXPECT_EQ(art.handle, CudaBackend::kLibraryOnlyHandle);
+  }
+}
+
+TEST(CublasLtPlan, AViewWithTwoStridesInADimIsPackedFirst) {
+  Case c = test::cublaslt_o_proj_packed_residual_bf16();
+  // In place it cannot be read: refused by the plan alone.
+  EXPECT_THROW(plan(c), KnobRefused);
+  // The module copies it contiguous first, then calls cuBLASLt on the copy.
+  std::string used;
+  std::string source = generate_source(test::slice_of(c), &used);
+  EXPECT_EQ(used, "cublaslt");
+  Plan p = parse_plan(source);
+  ASSERT_EQ(p.launches.size(), 2u);
+  EXPECT_FALSE(p.launches[0].is_library());
+  EXPECT_EQ(p.launches[0].kernel, "emmy_pack0");
+  ASSERT_TRUE(p.launches[1].is_library());
+  const GemmCall& g = *p.launches[1].gemm;
+  ASSERT_EQ(p.scratch_bytes.size(), 1u);
+  EXPECT_EQ(p.scratch_bytes[0], 16 * 128 * 2);
+  EXPECT_EQ(g.b.buffer, 4);  // attn, w, r, the output, then the scratch copy
+  EXPECT_EQ(g.b.ld, 128);
+  EXPECT_FALSE(g.trans_b);
+  EXPECT_EQ(g.c.buffer, 2);
+  EXPECT_EQ(g.k, 128);
+  EXPECT_EQ(g.n, 16);
+  EXPECT_EQ(g.m, 64);
+  MeasureResult res = test::build_offline(offline_backend(), test::slice_of(c));
+  EXPECT_EQ(res.failure, FailureKind::none) << res.message;
+}
+
+TEST(CublasLtPlan, MalformedPlanLinesAreRejected) {
+  const std::string good =
+      "//@emmy cublaslt group=0 dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 "
+      "d=2,8,0 "
+      "bias=-1 epilogue=none algo=0 workspace=0\n";
+  EXPECT_NO_THROW(parse_plan(good));
+  for (const std::string& bad :
+       {std::string("//@emmy cublaslt group=0 dtype=f64 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 "
+                    "b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0\n"),
+        std::string("//@emmy cublaslt group=0 dtype=bf16 ta=X tb=N m=8 n=8 k=8 batch=1 a=1,8,0 "
+                    "b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0\n"),
+        std::string("//@emmy cublaslt group=0 dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,4,0 "
+                    "b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0\n"),
+        std::string("//@emmy cublaslt group=0 dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 "
+                    "b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0\n"),
+        std::string("//@emmy cublaslt group=0 dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 "
+                    "b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=bias algo=0 workspace=0\n"),
+        std::string("//@emmy cublaslt group=0 dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 "
+                    "b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0 extra=1\n")})
+    EXPECT_THROW(parse_plan(bad), Error) << bad;
+}
+
+TEST(CublasLtWire, TheLibraryStepSurvivesTheWire) {
+  GemmCall g = plan(test::cublaslt_bmm_f32_transposed_b());
+  g.c = {7, 47, 33 * 47};
+  g.bias = 3;
+  g.epilogue = GemmCall::kEpilogueBias;
+  g.algo = 6;
+  g.workspace = 1 << 20;
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  wire::Out o;
+  o.put(wire::kLaunchCublaslt);
+  wire::put_gemm(o, g);
+  o.put(int64_t(4));
+  ASSERT_TRUE(o.send(fds[0]));
+  wire::In in{fds[1]};
+  EXPECT_EQ(in.get<uint32_t>(), wire::kLaunchCublaslt);
+  GemmCall r = wire::get_gemm(in);
+  EXPECT_EQ(in.get<int64_t>(), 4);
+  ASSERT_TRUE(in.ok);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  // Every field as sent: compared through the plan's text form, which names each one.
+  EXPECT_EQ(render_plan(Plan{{Launch{"cublaslt", {1, 1, 1}, 128, 0, 4, r}}, {}, {}}),
+            render_plan(Plan{{Launch{"cublaslt", {1, 1, 1}, 128, 0, 4, g}}, {}, {}}));
+  EXPECT_EQ(r.m, g.m);
+  EXPECT_EQ(r.c.batch_stride, 33 * 47);
+  EXPECT_EQ(gemm_problem(r, 8), "");
+  EXPECT_NE(gemm_problem(r, 7), "");  // C names buffer 7
+}
+
+TEST(CublasLtProgram, MixesTheLibraryStepWithAGeneratedKernel) {
+  ir::Slice s = test::cublaslt_with_pointwise_program();
+  std::string source = generate_source(s);
+  Plan p = parse_plan(source);
+  ASSERT_GE(p.launches.size(), 2u);
+  // The product first (the pointwise kernel reads it), into the program's buffer of y: the
+  // graph's second output (inputs x, w, then outputs z, y).
+  ASSERT_TRUE(p.launches[0].is_library());
+  EXPECT_EQ(p.launches[0].gemm->b.buffer, 0);
+  EXPECT_EQ(p.launches[0].gemm->a.buffer, 1);
+  EXPECT_EQ(p.launches[0].gemm->d.buffer, 3);
+  EXPECT_EQ(p.launches[0].group, 0);
+  EXPECT_FALSE(p.launches[1].is_library());
+  EXPECT_EQ(p.launches[1].group, 1);
+  EXPECT_TRUE(p.has_kernels());
+  MeasureResult res = test::build_offline(offline_backend(), s);
+  EXPECT_EQ(res.failure, FailureKind::none) << res.message;
+}
+
+TEST(CublasLtBackend, OfferedBesideTheMatmulWhereTheLibraryLoads) {
+  BackendCaps all = cuda_capabilities();
+  ASSERT_TRUE(all.templates.count("cublaslt"));
+  EXPECT_EQ(all.alternatives.at("matmul"), std::vector<std::string>{"cublaslt"});
+  // algo 0 (the heuristic's first) and a workspace are the untuned default.
+  EXPECT_EQ(all.templates.at("cublaslt").at(0).name, "algo");
+  EXPECT_EQ(all.templates.at("cublaslt").at(0).values.at(0), 0);
+
+  PluginOptions off = test::offline_test_options("emmy-cuda-cublaslt-off");
+  off["cublaslt"] = "0";
+  CudaBackend without(off);
+  BackendCaps caps = without.capabilities();
+  EXPECT_EQ(caps.templates.count("cublaslt"), 0u);
+  EXPECT_TRUE(caps.alternatives.empty());
+  EXPECT_EQ(without.environment_fingerprint().find("cublasLt"), std::string::npos);
+
+  PluginOptions bad = off;
+  bad["cublaslt"] = "yes";
+  EXPECT_THROW(CudaBackend{bad}, Error);
+
+  const CublasLtLibrary& lib = cublaslt_library();
+  if (!lib.present) GTEST_SKIP() << "libcublasLt does not load here: " << lib.why;
+  EXPECT_EQ(lib.version.rfind("13.", 0), 0u) << lib.version;
+  BackendCaps with = offline_backend().capabilities();
+  EXPECT_EQ(with.templates.count("cublaslt"), 1u);
+  EXPECT_EQ(with.alternatives.count("matmul"), 1u);
+  EXPECT_NE(offline_backend().environment_fingerprint().find("|cublasLt " + lib.version),
+            std::string::npos)
+      << offline_backend().environment_fingerprint();
+}
+
+}  // namespace
+}  // namespace emmy::cuda
