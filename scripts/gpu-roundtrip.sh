@@ -180,6 +180,12 @@ seed_runs() {
     done
     unset -n cmd
   done
+  # PyTorch's time for the same product, measured as bench/qwen_layer measures (issue 18's
+  # target: the seed's f32 example at least as fast as PyTorch's, TF32 off).
+  if [[ -f $out/seed-code-0.json && -x /opt/torch/.venv/bin/python3 ]]; then
+    /opt/torch/.venv/bin/python3 bench/seed/torch_product.py "$out/seed-code-0.json" 2>&1 |
+      tail -3 | tee -a "$out/seed-code.log" "$out/seed-summary.log"
+  fi
   if [[ ${EMMY_SEED_WHAT:-code layer} == "code layer" ]]; then
     echo "== ${code[*]} (after the layer)" | tee -a "$out/seed-code.log"
     /usr/bin/time -f "wall %e s" timeout "$code_limit" "${code[@]}" --no-progress \

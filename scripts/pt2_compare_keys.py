@@ -10,6 +10,7 @@
 # Prints "keys identical (sdpa): True" and "keys identical (eager): True"; exits 1 on a mismatch.
 import json
 import os
+import tempfile
 import subprocess
 import sys
 import warnings
@@ -52,7 +53,9 @@ def export(attn):
             torch.randn(1, seq, head_dim, dtype=torch.bfloat16))
     with torch.no_grad():
         ep = torch.export.export(model, args)
-    path = os.path.join(out_dir, f"qwen3_layer0_{attn}.pt2")
+    # The archive (the layer's weights, ~30 MB) stays out of out_dir, which travels back from the
+    # GPU machine under a size limit: only the reports go there.
+    path = os.path.join(tempfile.gettempdir(), f"emmy_qwen3_layer0_{attn}.pt2")
     torch.export.save(ep, path)
     print(f"exported layer 0 ({attn}) into {path}: {os.path.getsize(path)} bytes")
     return path
