@@ -270,8 +270,12 @@ class Converter {
             if (ranges_.count(sym))
               range = ", " + ranges_[sym].at("min_val").dump() + ".." +
                       ranges_[sym].at("max_val").dump();
-            std::string hint =
-                sizes[d]["as_expr"].contains("hint") ? sizes[d]["as_expr"]["hint"].dump() : "";
+            // The size it was exported with: a number, or {"as_int": n} in newer schemas.
+            std::string hint;
+            if (sizes[d]["as_expr"].contains("hint")) {
+              const json& h = sizes[d]["as_expr"]["hint"];
+              hint = h.is_object() && h.contains("as_int") ? h["as_int"].dump() : h.dump();
+            }
             throw Error("pt2 frontend: dimension " + std::to_string(d) + " of input '" + names[k] +
                         "' is dynamic (" + (sym.empty() ? expr : sym) + range +
                         (hint.empty() ? "" : ", exported with " + hint) +
