@@ -22,8 +22,7 @@ void put_field(std::string& out, const std::string& field) {
 
 std::string get_field(const std::string& in, size_t& at) {
   size_t colon = in.find(':', at);
-  if (colon == std::string::npos || colon == at || colon - at > 20)
-    throw Error("bad field length");
+  if (colon == std::string::npos || colon == at || colon - at > 20) throw Error("bad field length");
   uint64_t n = 0;
   for (size_t i = at; i < colon; ++i) {
     if (in[i] < '0' || in[i] > '9') throw Error("bad field length");
@@ -79,8 +78,8 @@ std::optional<RerunRecord> read_rerun_record(const std::string& path, std::strin
     return r;
   } catch (const std::exception& e) {
     if (warning)
-      *warning = "ignoring " + path + " (" + e.what() +
-                 "): this run starts from the prior's checkpoint";
+      *warning =
+          "ignoring " + path + " (" + e.what() + "): this run starts from the prior's checkpoint";
     return std::nullopt;
   }
 }

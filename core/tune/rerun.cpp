@@ -7,9 +7,8 @@
 
 namespace emmy::tune {
 
-std::string run_identity(const TuneOptions& o, const std::string& graph_key,
-                         const std::string& env, const std::string& prior_name,
-                         const std::vector<std::string>& passes) {
+std::string run_identity(const TuneOptions& o, const std::string& graph_key, const std::string& env,
+                         const std::string& prior_name, const std::vector<std::string>& passes) {
   auto exact = [](double v) {
     char buf[40];
     std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -20,8 +19,8 @@ std::string run_identity(const TuneOptions& o, const std::string& graph_key,
      << "\npasses=";
   for (size_t i = 0; i < passes.size(); ++i) id << (i ? "," : "") << passes[i];
   id << "\npatience=" << o.patience << "\nseed=" << o.seed << "\nsamples=" << o.samples
-     << "\nwarmup=" << o.warmup << "\ntimeout=" << exact(o.timeout_s)
-     << "\nvalidate=" << o.validate << "\nbackend-options=";
+     << "\nwarmup=" << o.warmup << "\ntimeout=" << exact(o.timeout_s) << "\nvalidate=" << o.validate
+     << "\nbackend-options=";
   for (const auto& [k, v] : o.backend_options) id << k << "=" << v << ";";
   return id.str();
 }

@@ -19,9 +19,10 @@ std::string run_identity(const TuneOptions& options, const std::string& graph_ke
                          const std::vector<std::string>& passes);
 
 struct PriorStart {
-  std::string state;          // the prior state the search starts from (Prior::save bytes)
-  std::string replayed_run;   // the run whose start this one repeats; "" = starts from the checkpoint
-  std::string first_run;      // the run that first started from `state` (this one, if new)
+  std::string state;  // the prior state the search starts from (Prior::save bytes)
+  std::string
+      replayed_run;       // the run whose start this one repeats; "" = starts from the checkpoint
+  std::string first_run;  // the run that first started from `state` (this one, if new)
 };
 
 // The start of a run with `identity`, given the prior loaded from its checkpoint (`loaded`,
