@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "emmy/timing.hpp"
 #include "evict.hpp"
 #include "protocol.hpp"
 
@@ -148,14 +149,11 @@ int main() {
       std::vector<double> kernel_us(k * static_cast<size_t>(n_samples));
       for (int i = 0; i < warmup; ++i) timed(in_ptrs.data(), out_ptrs.data(), kernel_us.data());
       for (int j = 0; j < n_samples; ++j) timed(in_ptrs.data(), out_ptrs.data(), kernel_us.data() + j * k);
-      // Sample j: the sum of every kernel's j-th fastest time (the comment at the top says why).
-      times.assign(static_cast<size_t>(n_samples), 0.0);
-      std::vector<double> one(static_cast<size_t>(n_samples));
-      for (size_t i = 0; i < k; ++i) {
-        for (size_t j = 0; j < one.size(); ++j) one[j] = kernel_us[j * k + i];
-        std::sort(one.begin(), one.end());
-        for (size_t j = 0; j < one.size(); ++j) times[j] += one[j];
-      }
+      // Sample j: the sum of every kernel's j-th fastest time (emmy/timing.hpp says why).
+      std::vector<std::vector<double>> per_kernel(k, std::vector<double>(static_cast<size_t>(n_samples)));
+      for (size_t i = 0; i < k; ++i)
+        for (size_t j = 0; j < per_kernel[i].size(); ++j) per_kernel[i][j] = kernel_us[j * k + i];
+      times = emmy::ranked_sums(std::move(per_kernel));
     } else {
       auto cold_call = [&]() -> double {
         for (auto& a : inputs) emmy::cpu::worker::evict(a.data, a.size);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cublaslt_call.hpp"
+#include "emmy/timing.hpp"
 #include "cublaslt_runner.hpp"
 #include "wire.hpp"
 
@@ -326,19 +327,8 @@ void run(wire::In& in, int out_fd) {
     check(cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
     times.push_back(double(ms) * 1000.0);
   }
-  if (per_group) {
-    // Sample j of a program is the sum of each kernel's j-th fastest time, so that its median is
-    // the sum of its kernels' medians: what the isolated side of the validation gap adds up (each
-    // kernel measured alone, its median taken). The median of per-replay sums would be biased
-    // high: a replay in which any one of the kernels met a slow moment counts as slow, and with
-    // ten kernels that is often (the CPU worker does the same, plugins/backends/cpu/worker).
-    for (auto& g : group_times) std::sort(g.begin(), g.end());
-    for (int j = 0; j < samples; ++j) {
-      double us = 0;
-      for (const auto& g : group_times) us += g[size_t(j)];
-      times.push_back(us);
-    }
-  }
+  // A program's samples: sums of its kernels' equally ranked times (emmy/timing.hpp says why).
+  if (per_group) times = emmy::ranked_sums(std::move(group_times));
   reply.put(wire::kOk);
   reply.put(uint32_t(times.size()));
   for (double t : times) reply.put(t);
