@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "emmy/prior.hpp"
 
@@ -14,6 +15,9 @@ class PriorSnapshot {
  public:
   // Saves `prior`'s state; throws emmy::Error naming the prior when it cannot.
   explicit PriorSnapshot(const Prior& prior);
+  // A state already saved (Prior::save) by prior `name`.
+  PriorSnapshot(std::string name, std::string state)
+      : name_(std::move(name)), state_(std::move(state)) {}
 
   // Loads the snapshot into `fresh`, a new instance of the same prior (from the plugin host);
   // throws emmy::Error naming the prior when it cannot.

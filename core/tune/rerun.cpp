@@ -28,14 +28,19 @@ std::string run_identity(const TuneOptions& o, const std::string& graph_key, con
 PriorStart choose_prior_start(const std::string& record_path, const std::string& identity,
                               const std::string& digest, const Prior& loaded,
                               const std::string& run_id, std::string* warning) {
-  PriorStart start;
   auto record = store::read_rerun_record(record_path, warning);
   if (record && record->identity == identity && record->end_digest == digest) {
+    PriorStart start;
     start.state = record->start_state;
     start.replayed_run = record->run_id;
     start.first_run = record->run_id;
     return start;
   }
+  return start_from_checkpoint(loaded, run_id);
+}
+
+PriorStart start_from_checkpoint(const Prior& loaded, const std::string& run_id) {
+  PriorStart start;
   Status s = loaded.save(start.state);
   if (!s.ok()) throw Error("prior '" + loaded.name() + "' cannot save its state: " + s.message());
   start.first_run = run_id;

@@ -33,4 +33,7 @@ PriorStart choose_prior_start(const std::string& record_path, const std::string&
                               const std::string& digest, const Prior& loaded,
                               const std::string& run_id, std::string* warning);
 
+// A start from the prior as loaded from its checkpoint (its current state), first taken by run_id.
+PriorStart start_from_checkpoint(const Prior& loaded, const std::string& run_id);
+
 }  // namespace emmy::tune

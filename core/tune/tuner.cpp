@@ -212,24 +212,19 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   // The prior the search starts from: the checkpoint's, unless this run repeats the last one
   // with nothing learned elsewhere since (store/rerun_record.hpp). `prior` itself stays the
   // checkpoint's: it learns this run's rows whatever the search started from.
-  const std::string identity = run_identity(options, graph_key(graph),
-                                            backend->environment_fingerprint(), prior_name,
-                                            pass_names);
+  const std::string env = backend->environment_fingerprint();
+  const std::string identity = run_identity(options, graph_key(graph), env, prior_name, pass_names);
   std::string rerun_warning;
   PriorStart start = choose_prior_start(rerun_path, identity, checkpoint_digest, *prior,
                                         report.run_id, &rerun_warning);
   if (!rerun_warning.empty()) progress.message("warning: " + rerun_warning);
-  std::shared_ptr<Prior> steering = prior;
   if (!start.replayed_run.empty()) {
-    steering = host.make_prior(prior_name);
-    if (Status s = steering->load(start.state); !s.ok()) {
+    // Loaded once here, so that a start this prior cannot read falls back to the checkpoint
+    // with a warning rather than failing every kernel's search.
+    if (Status s = host.make_prior(prior_name)->load(start.state); !s.ok()) {
       progress.message("warning: prior '" + prior_name + "' could not load the start of run " +
                        start.replayed_run + " (" + s.message() + "); starting from its checkpoint");
-      steering = prior;
-      start = PriorStart{};
-      if (Status s2 = prior->save(start.state); !s2.ok())
-        throw Error("prior '" + prior_name + "' cannot save its state: " + s2.message());
-      start.first_run = report.run_id;
+      start = start_from_checkpoint(*prior, report.run_id);
     } else {
       report.prior_replays = start.replayed_run;
       progress.message("identical re-run of run " + start.replayed_run +
@@ -238,11 +233,11 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
                        "from the database");
     }
   }
-  const search::PriorSnapshot snapshot(*steering);
+  const search::PriorSnapshot snapshot(prior_name, start.state);
 
   std::mutex prior_mutex;  // kernels tuned side by side each ask for a fresh prior
   RunContext run{options, *store, *backend, backend->capabilities(),
-                 backend->environment_fingerprint(), report.run_id, passes,
+                 env, report.run_id, passes,
                  [&]() -> std::shared_ptr<Prior> {
                    std::lock_guard<std::mutex> lock(prior_mutex);
                    auto fresh = host.make_prior(prior_name);
