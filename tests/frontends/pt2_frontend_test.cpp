@@ -17,6 +17,7 @@
 #include "frontends/frontend_loader.hpp"
 #include "frontends/graph_queries.hpp"
 #include "ir/interpreter.hpp"
+#include "frontends/trace_cli.hpp"
 
 namespace {
 
@@ -374,19 +375,7 @@ TEST_F(Pt2FrontendTest, CausalSdpaIsTheIrsAttentionWithACausalMask) {
 // layer of the same config (cos/sin and the mask are inputs there; here the rotary tables become
 // inputs and the additive -inf mask the IR's causal mask).
 std::map<std::string, std::string> traced_kernels(const std::string& args) {
-  std::string cmd = std::string(EMMY_BIN) + " trace " + args + " --json 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot run " + cmd);
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
-  int rc = pclose(pipe);
-  if (rc != 0) throw std::runtime_error(cmd + " failed:\n" + text);
-  std::map<std::string, std::string> out;
-  json report = json::parse(text);
-  for (const auto& d : report.at("distinct"))
-    out[d.at("key").get<std::string>()] = d.at("name").get<std::string>();
-  return out;
+  return emmy::testing::traced_kernels(EMMY_BIN, args);
 }
 
 TEST_F(Pt2FrontendTest, TinyQwen3LayerHasTheHfFrontendsKernelsAndKeys) {

@@ -14,6 +14,7 @@
 
 #include "frontends/frontend_loader.hpp"
 #include "frontends/graph_queries.hpp"
+#include "frontends/trace_cli.hpp"
 
 namespace fs = std::filesystem;
 using emmy::FrontendRequest;
@@ -242,19 +243,7 @@ TEST_F(TorchScriptFrontendTest, Qwen3LayerAgreesWithHfFrontend) {
 
 // `emmy trace ARGS --json`: the distinct kernels of the default grouping, key -> name.
 std::map<std::string, std::string> traced_kernels(const std::string& args) {
-  std::string cmd = std::string(EMMY_BIN) + " trace " + args + " --json 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot run " + cmd);
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
-  int rc = pclose(pipe);
-  if (rc != 0) throw std::runtime_error(cmd + " failed:\n" + text);
-  std::map<std::string, std::string> out;
-  nlohmann::json report = nlohmann::json::parse(text);  // kept: at() returns into it
-  for (const auto& d : report.at("distinct"))
-    out[d.at("key").get<std::string>()] = d.at("name").get<std::string>();
-  return out;
+  return emmy::testing::traced_kernels(EMMY_BIN, args);
 }
 
 // The layer as transformers spells it (cos/sin unsqueezed from [1,s,d], a [1,1,s,s] mask sliced
