@@ -5,8 +5,9 @@
 #include <filesystem>
 
 #include "attention_graphs.hpp"
-#include "emmy/templates.hpp"
 #include "cuda_backend.hpp"
+#include "emmy/templates.hpp"
+#include "expr.hpp"
 #include "module.hpp"
 #include "templates.hpp"
 
@@ -16,12 +17,15 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_cache(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("emmy-cuda-attn-test-" + name + "-" + std::to_string(::getpid()));
+  fs::path p = fs::temp_directory_path() /
+               ("emmy-cuda-attn-test-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p.string();
 }
 
-PluginOptions offline(const std::string& cache) { return {{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}}; }
+PluginOptions offline(const std::string& cache) {
+  return {{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}};
+}
 
 // Builds through the backend (NVRTC) and returns the source; fails the test on a build error.
 std::string compiles(const Case& c) {
@@ -31,7 +35,8 @@ std::string compiles(const Case& c) {
   MeasureResult failure;
   Status st = backend.build(slice_of(c), Regime::rank, art, failure);
   EXPECT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(failure.failure, FailureKind::none) << c.name << ": " << failure.message << "\n" << art.source;
+  EXPECT_EQ(failure.failure, FailureKind::none) << c.name << ": " << failure.message << "\n"
+                                                << art.source;
   EXPECT_TRUE(fs::exists(art.handle)) << c.name;
   fs::remove_all(cache);
   return art.source;
@@ -61,7 +66,9 @@ TEST_P(AttentionCase, GeneratesTheAttentionTemplateAndCompiles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, AttentionCase, ::testing::Range(0, int(attention_cases().size())),
-                         [](const auto& info) { return attention_cases().at(size_t(info.param)).name; });
+                         [](const auto& info) {
+                           return attention_cases().at(size_t(info.param)).name;
+                         });
 
 TEST(CudaAttention, QwenShapeUsesTensorCoresSixteenByteLoadsAndSkipsMaskedTiles) {
   for (int64_t seq : {128, 512}) {
@@ -71,7 +78,8 @@ TEST(CudaAttention, QwenShapeUsesTensorCoresSixteenByteLoadsAndSkipsMaskedTiles)
     EXPECT_NE(source.find("mma.sync m16n8k16 bf16 warps=4x2"), std::string::npos) << seq;
     // q and k are plain inputs; v is a slice of the fused projection viewed per head: all three
     // are rows of contiguous runs (grouped-query heads share k/v rows).
-    EXPECT_NE(source.find("Q:16B K:16B V:16B causal-skip cp.async x2"), std::string::npos) << source.substr(0, 2000);
+    EXPECT_NE(source.find("Q:16B K:16B V:16B causal-skip cp.async x2"), std::string::npos)
+        << source.substr(0, 2000);
     // Query tile count x 16 heads blocks.
     Plan plan = parse_plan(source);
     EXPECT_EQ(plan.launches.front().grid[0], seq / 64);
@@ -92,7 +100,7 @@ TEST(CudaAttention, PathsFollowDtypesMasksAndOperandLayouts) {
   EXPECT_NE(padded.find("in3["), std::string::npos);         // and is read
   std::string cat = generate_source(slice_of(cat_keys_bf16()));
   EXPECT_NE(cat.find("Q:16B V:16B"), std::string::npos);  // k goes through the generic loads
-  EXPECT_EQ(cat.find("cp.async"), std::string::npos);      // so no k/v pipeline
+  EXPECT_EQ(cat.find("cp.async"), std::string::npos);     // so no k/v pipeline
   std::string f16 = generate_source(slice_of(mha_hd64_f16()));
   EXPECT_NE(f16.find("mma.sync m16n8k16 f16"), std::string::npos);
   std::string tout = generate_source(slice_of(transposed_output_bf16()));
@@ -124,17 +132,93 @@ TEST(CudaAttention, EveryKnobValueGeneratesTheTemplate) {
   for (const KnobSpec& spec : caps.templates.at("attention"))
     for (double v : spec.values) {
       c.knobs = {{spec.name, v}};
+      // The Hopper path takes one warpgroup per 64 query rows: warps = block_q / 16.
+      if (spec.name == "wgmma" && v == 1) c.knobs = {{"wgmma", 1}, {"warps", 4}};
+      // A ring of three is the Hopper path's.
+      if (spec.name == "stages" && v == 3) {
+        EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+        c.knobs = {{"stages", 3}, {"wgmma", 1}, {"warps", 4}};
+      }
       std::string used;
       std::string source = generate_source(slice_of(c), &used);
       EXPECT_EQ(used, "attention") << spec.name << "=" << v;
       compiles(c);
     }
-  // The largest tiles still fit shared memory and compile; so do the most warps on the fewest columns.
-  for (std::map<std::string, double> knobs : {std::map<std::string, double>{{"block_q", 128}, {"block_kv", 128}, {"warps", 16}},
-                                              {{"block_q", 64}, {"block_kv", 32}, {"warps", 16}, {"stages", 1}}}) {
+  // The largest tiles still fit shared memory and compile; so do the most warps on the fewest
+  // columns.
+  for (std::map<std::string, double> knobs :
+       {std::map<std::string, double>{{"block_q", 128}, {"block_kv", 128}, {"warps", 16}},
+        {{"block_q", 64}, {"block_kv", 32}, {"warps", 16}, {"stages", 1}}}) {
     c.knobs = knobs;
     EXPECT_EQ(compiles(c), generate_source(slice_of(c)));
   }
+}
+
+// The Hopper path: TMA tensor maps for q, k and v (v a slice of the fused projection, k and v
+// broadcast over the two query heads of a key head), warpgroup MMAs for both products, a
+// producer warp beside the consumer warpgroups; it compiles for sm_90a.
+TEST(CudaAttention, WgmmaPathMapsQwenOperandsForTmaAndCompiles) {
+  for (auto [seq, batch] : {std::pair<int64_t, int64_t>{128, 1}, {512, 1}, {256, 2}}) {
+    for (std::map<std::string, double> knobs :
+         {std::map<std::string, double>{{"wgmma", 1}, {"block_q", 128}, {"warps", 8}},
+          {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}}}) {
+      Case c = qwen3_attention(seq, batch);
+      c.knobs = knobs;
+      std::string used;
+      std::string source = generate_source(slice_of(c), &used);
+      ASSERT_EQ(used, "attention");
+      const int64_t bq = int64_t(knobs.at("block_q")),
+                    bkv = knobs.count("block_kv") ? int64_t(knobs.at("block_kv")) : 128;
+      EXPECT_NE(source.find("wgmma=1 wgmma m64n" + std::to_string(bkv) +
+                            "k16 + m64n128k16 bf16 TMA ring x2 warpgroups=" +
+                            std::to_string(bq / 64) + "+producer causal-skip"),
+                std::string::npos)
+          << source.substr(source.rfind("//"));
+      Plan plan = parse_plan(source);
+      ASSERT_EQ(plan.launches.size(), 1u);
+      EXPECT_EQ(plan.launches[0].grid[0], seq / bq);
+      EXPECT_EQ(plan.launches[0].grid[1], 16 * batch);
+      // One consumer warpgroup and a producer warp; two and a producer warpgroup (setmaxnreg).
+      EXPECT_EQ(plan.launches[0].block, bq == 64 ? 160 : 384);
+      EXPECT_EQ(source.find("setmaxnreg") != std::string::npos, bq == 128);
+      // q [B,16,S,128]: {128, S, 16[, B]}; k broadcast over query-head pairs: {128, S, 8[, B]};
+      // v a slice at column 3072 of [B,S,4096] viewed per head: {3072 + 128, S, 8[, B]}.
+      ASSERT_EQ(plan.tensor_maps.size(), 3u);
+      const int64_t rank = batch > 1 ? 4 : 3;
+      for (const TensorMap& t : plan.tensor_maps) {
+        EXPECT_EQ(int64_t(t.dims.size()), rank);
+        EXPECT_EQ(t.swizzle_bytes, 128);
+        EXPECT_EQ(t.box[0], 64);
+      }
+      EXPECT_EQ(plan.tensor_maps[0].dims[2], 16);
+      EXPECT_EQ(plan.tensor_maps[1].dims[2], 8);
+      EXPECT_EQ(plan.tensor_maps[2].dims[0], 3072 + 128);
+      EXPECT_EQ(plan.tensor_maps[2].strides_bytes[0], 4096 * 2);
+      EXPECT_NE(source.find("cp.async.bulk.tensor." + std::to_string(rank) + "d"),
+                std::string::npos);
+      EXPECT_EQ(source.find("in3["), std::string::npos);  // the causal mask is computed
+      EXPECT_EQ(compiles(c), source);
+    }
+  }
+}
+
+TEST(CudaAttention, WgmmaPathRefusesWhatItCannotTake) {
+  Case c = qwen3_attention(128);
+  c.knobs = {{"wgmma", 1}};  // block_q 64 with the default 8 warps
+  EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+  c.knobs = {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 2}, {"block_kv", 128}};
+  EXPECT_NO_THROW(generate_source(slice_of(c)));
+  c.knobs["stages"] = 1;  // the overlap of two tiles needs two stages
+  EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+  Case f32 = causal_f32();
+  f32.knobs = {{"wgmma", 1}, {"warps", 4}};
+  EXPECT_THROW(generate_source(slice_of(f32)), KnobRefused);
+  // Head dim 64 in f16 (ragged 100 positions) is taken.
+  Case f16 = mha_hd64_f16();
+  f16.knobs = {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}};
+  std::string source = generate_source(slice_of(f16));
+  EXPECT_NE(source.find("m64n64k16 f16"), std::string::npos) << source.substr(source.rfind("//"));
+  compiles(f16);
 }
 
 TEST(CudaAttention, WhatTheTemplateCannotProveFallsBack) {

@@ -9,8 +9,10 @@
 
 #include "attention_graphs.hpp"
 #include "cuda_backend.hpp"
+#include "expr.hpp"
 #include "gpu_harness.hpp"
 #include "ir/interpreter.hpp"
+#include "templates.hpp"
 
 namespace emmy::cuda::test {
 namespace {
@@ -26,7 +28,8 @@ struct Measured {
 };
 
 // Builds and measures `s` on inputs, checking it built and ran.
-Measured build_and_measure(const ir::Slice& s, const std::vector<ir::HostTensor>& inputs, Regime regime, int samples) {
+Measured build_and_measure(const ir::Slice& s, const std::vector<ir::HostTensor>& inputs,
+                           Regime regime, int samples) {
   Measured run;
   Artifact art;
   EXPECT_TRUE(backend().build(s, regime, art, run.result).ok());
@@ -56,16 +59,21 @@ void expect_matches_reference(const Case& c) {
       ir::HostTensor actual{expected[k].type, run.result.outputs.tensors[k]};
       EXPECT_EQ(ir::compare(expected[k], actual), "") << c.name << " output " << k;
     }
-    std::printf("[ attn     ] %-24s %-6s median %9.2f us\n", c.name.c_str(), to_string(regime), run.result.median_us);
+    std::printf("[ attn     ] %-24s %-6s median %9.2f us\n", c.name.c_str(), to_string(regime),
+                run.result.median_us);
   }
 }
 
 class AttentionOnGpu : public ::testing::TestWithParam<int> {};
 
-TEST_P(AttentionOnGpu, MatchesTheReferenceInterpreter) { expect_matches_reference(attention_cases().at(size_t(GetParam()))); }
+TEST_P(AttentionOnGpu, MatchesTheReferenceInterpreter) {
+  expect_matches_reference(attention_cases().at(size_t(GetParam())));
+}
 
 INSTANTIATE_TEST_SUITE_P(Cuda, AttentionOnGpu, ::testing::Range(0, int(attention_cases().size())),
-                         [](const auto& info) { return attention_cases().at(size_t(info.param)).name; });
+                         [](const auto& info) {
+                           return attention_cases().at(size_t(info.param)).name;
+                         });
 
 // Qwen3 at 512 positions: correct with every knob's values, and faster than the fallback.
 TEST(AttentionGpu, Qwen3At512MatchesAndBeatsTheFallback) {
@@ -74,26 +82,99 @@ TEST(AttentionGpu, Qwen3At512MatchesAndBeatsTheFallback) {
   auto inputs = ir::random_inputs(s.graph, 5);
   auto expected = ir::evaluate(s.graph, inputs);
   const std::vector<std::map<std::string, double>> variants = {
-      {}, {{"block_kv", 64}}, {{"block_kv", 32}}, {{"warps", 4}}, {{"warps", 16}}, {{"stages", 1}},
-      {{"block_kv", 64}, {"warps", 16}}, {{"block_q", 128}}, {{"block_q", 128}, {"warps", 16}}};
+      {},
+      {{"block_kv", 64}},
+      {{"block_kv", 32}},
+      {{"warps", 4}},
+      {{"warps", 16}},
+      {{"stages", 1}},
+      {{"block_kv", 64}, {"warps", 16}},
+      {{"block_q", 128}},
+      {{"block_q", 128}, {"warps", 16}},
+      // The Hopper path (TMA ring, warpgroup MMAs).
+      {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}},
+      {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"block_kv", 64}},
+      {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}},
+
+      {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}},
+      {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}},
+      {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}}};
   double best = 0;
   for (const auto& knobs : variants) {
     s.grouping.kernels.at(0).knobs = knobs;
     Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
     ASSERT_EQ(run.result.outputs.tensors.size(), 1u);
-    EXPECT_EQ(ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}), "");
+    EXPECT_EQ(
+        ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}),
+        "");
     std::string k;
     for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
-    std::printf("[ attn     ] qwen3 S=512 attention %-40s median %9.2f us\n", k.empty() ? "(defaults)" : k.c_str(),
-                run.result.median_us);
+    std::printf("[ attn     ] qwen3 S=512 attention %-40s median %9.2f us\n",
+                k.empty() ? "(defaults)" : k.c_str(), run.result.median_us);
     if (best == 0 || run.result.median_us < best) best = run.result.median_us;
   }
   s.grouping.kernels.at(0).templ = "fallback";
   s.grouping.kernels.at(0).knobs = {};
   Measured fb = build_and_measure(s, inputs, Regime::deploy, 5);
-  EXPECT_EQ(ir::compare(expected[0], ir::HostTensor{expected[0].type, fb.result.outputs.tensors.at(0)}), "");
-  std::printf("[ attn     ] qwen3 S=512 fallback template median %9.2f us; best attention %9.2f us (%.1fx)\n",
-              fb.result.median_us, best, fb.result.median_us / best);
+  EXPECT_EQ(
+      ir::compare(expected[0], ir::HostTensor{expected[0].type, fb.result.outputs.tensors.at(0)}),
+      "");
+  std::printf(
+      "[ attn     ] qwen3 S=512 fallback template median %9.2f us; best attention %9.2f us "
+      "(%.1fx)\n",
+      fb.result.median_us, best, fb.result.median_us / best);
+}
+
+// The Hopper path on every case it takes (ragged lengths, head dim 64 in f16, grouped-query
+// heads, a padding mask read from memory, a transposed result), against the interpreter.
+TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
+  int taken = 0;
+  for (Case c : attention_cases()) {
+    for (std::map<std::string, double> knobs :
+         {std::map<std::string, double>{{"wgmma", 1}, {"block_q", 128}, {"warps", 8}},
+          {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}},
+          {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}}}) {
+      c.knobs = knobs;
+      try {
+        generate_source(slice_of(c));
+      } catch (const KnobRefused& e) {
+        std::printf("[ attn     ] %-24s wgmma refused: %s\n", c.name.c_str(), e.what());
+        continue;
+      }
+      ++taken;
+      expect_matches_reference(c);
+    }
+  }
+  EXPECT_GE(taken,
+            15);  // the three Qwen3 shapes, f16 hd 64, the padding mask, the transposed result, x3
+}
+
+// Qwen3's attention at 1024 positions: both paths, correct, and their times printed.
+TEST(AttentionGpu, Qwen3At1024BothPaths) {
+  Case c = qwen3_attention(1024);
+  ir::Slice s = slice_of(c);
+  auto inputs = ir::random_inputs(s.graph, 7);
+  auto expected = ir::evaluate(s.graph, inputs);
+  for (std::map<std::string, double> knobs :
+       {std::map<std::string, double>{},
+        {{"block_q", 128}, {"warps", 8}},
+        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}},
+        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"block_kv", 64}},
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}},
+        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}},
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}},
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}}}) {
+    s.grouping.kernels.at(0).knobs = knobs;
+    Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
+    ASSERT_EQ(run.result.outputs.tensors.size(), 1u);
+    EXPECT_EQ(
+        ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}),
+        "");
+    std::string k;
+    for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
+    std::printf("[ attn     ] qwen3 S=1024 attention %-40s median %9.2f us\n",
+                k.empty() ? "(defaults)" : k.c_str(), run.result.median_us);
+  }
 }
 
 }  // namespace

@@ -20,9 +20,11 @@ BackendCaps cuda_capabilities() {
   // refused (a build error) where the innermost extent is not a multiple of it.
   // The first value of each knob is the untuned default, the search's first candidate: it must
   // work for every kernel of its template (knob values a kernel cannot take are refused).
-  caps.templates["pointwise"] = {{"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
+  caps.templates["pointwise"] = {
+      {"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
   // row_warp: 1 = one warp per row (block/32 rows per block), 0 = one block per row.
-  caps.templates["reduction"] = {{"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
+  caps.templates["reduction"] = {
+      {"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
   // stages: 1 = one shared-memory buffer loaded by plain copies; 2..4 = a cp.async ring of that
   // many tile_k slices with ldmatrix fragments (tensor-core path, 16-byte-copyable operands).
   // Default tile: 64x64x16 with 4 warps, enough blocks to fill the GPU for small products.
@@ -39,9 +41,15 @@ BackendCaps cuda_capabilities() {
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
   // shared-memory tile; warps: per block, 16 query rows each, more split the key/value tiles'
   // columns (tmpl_attention.cpp);
-  // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one buffer.
-  caps.templates["attention"] = {
-      {"block_q", {64, 128}}, {"block_kv", {128, 64, 32}}, {"warps", {8, 16, 4}}, {"stages", {2, 1}}};
+  // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one
+  // buffer; 3 only on the Hopper path. wgmma: 1 = Hopper's path (sm_90a; tmpl_attention_wgmma.cpp):
+  // block_q / 64 warpgroups (so warps = block_q / 16) and a producer warp, k/v through TMA into a
+  // ring of `stages` buffers.
+  caps.templates["attention"] = {{"block_q", {64, 128}},
+                                 {"block_kv", {128, 64, 32}},
+                                 {"warps", {8, 16, 4}},
+                                 {"stages", {2, 1, 3}},
+                                 {"wgmma", {0, 1}}};
   // cuBLASLt computes what the matmul template takes (the epilogues it fuses), chosen per kernel
   // at the fork matmul.template. CudaBackend::capabilities() drops it where the library is
   // missing or the backend option cublaslt=0 says so.
@@ -53,7 +61,8 @@ BackendCaps cuda_capabilities() {
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given) {
   static const BackendCaps caps = cuda_capabilities();
   auto it = caps.templates.find(templ);
-  if (it == caps.templates.end()) throw Error("cuda backend: unknown kernel template '" + templ + "'");
+  if (it == caps.templates.end())
+    throw Error("cuda backend: unknown kernel template '" + templ + "'");
   KnobValues out;
   for (const KnobSpec& spec : it->second) {
     double v = spec.values.at(0);
@@ -96,8 +105,10 @@ std::string generate_fallback(const ir::Graph& g) {
     if (n.op == ir::Op::input || n.op == ir::Op::constant) continue;
     auto id = static_cast<ir::ValueId>(v);
     auto ob = out_buffer.find(id);
-    if (ob == out_buffer.end() && is_index_op(n.op) && n.op != ir::Op::embedding) continue;  // inlined
-    std::string dst = ob != out_buffer.end() ? ob->second : m.add_scratch(n.type.dtype, numel_of(n.type.shape));
+    if (ob == out_buffer.end() && is_index_op(n.op) && n.op != ir::Op::embedding)
+      continue;  // inlined
+    std::string dst =
+        ob != out_buffer.end() ? ob->second : m.add_scratch(n.type.dtype, numel_of(n.type.shape));
     elementwise_kernel(id, dst);
     e.bind_buffer(id, dst);
   }
@@ -137,10 +148,12 @@ static int64_t max_output_numel(const ir::Graph& g) {
 }
 
 // One thread per `items` elements (strided by the block, so loads stay coalesced).
-void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block, int64_t items) {
+void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
+                          int64_t items) {
   int64_t n = max_output_numel(e.graph());
   Body b(1);
-  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) + "LL + threadIdx.x;");
+  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) +
+         "LL + threadIdx.x;");
   Body loop(b);
   loop.line("const long long i = base + (long long)j * " + std::to_string(block) + "LL;");
   emit_outputs_at(e, m, "i", loop);
@@ -152,25 +165,30 @@ void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name,
 // vec > 1: each thread computes `vec` consecutive elements of every output (one row segment:
 // the innermost extent is a multiple of vec), reading inputs with aligned vector loads where
 // their innermost index is the output's, and storing with vector stores.
-static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
-                                        int64_t items, int64_t vec) {
+static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name,
+                                        int64_t block, int64_t items, int64_t vec) {
   const ir::Graph& g = e.graph();
   const ir::Shape& shape = g.type(g.outputs.at(0)).shape;
   for (ir::ValueId o : g.outputs)
-    if (g.type(o).shape != shape) throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " needs outputs of one shape");
+    if (g.type(o).shape != shape)
+      throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " needs outputs of one shape");
   if (shape.empty() || shape.back() % vec != 0)
-    throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " does not divide the innermost extent " +
+    throw KnobRefused("pointwise: vec=" + std::to_string(vec) +
+                      " does not divide the innermost extent " +
                       (shape.empty() ? std::string("(a scalar)") : std::to_string(shape.back())));
   const int64_t groups = numel_of(shape) / vec, last = shape.back();
   auto ins = g.inputs();
-  for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, {{"emmy_c0", ""}});
+  for (size_t i = 0; i < ins.size(); ++i)
+    bind_vector_input(e, ins[i], m.input_name(i), vec, {{"emmy_c0", ""}});
   Body b(1);
-  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) + "LL + threadIdx.x;");
+  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) +
+         "LL + threadIdx.x;");
   Body loop(b);
   loop.line("const long long grp = base + (long long)j * " + std::to_string(block) + "LL;");
   Body body(loop);
   body.line("const long long emmy_i0 = grp * " + std::to_string(vec) + "LL;");
-  body.line("const long long emmy_row = emmy_i0 / " + std::to_string(last) + "LL, emmy_c0 = emmy_i0 % " + std::to_string(last) + "LL;");
+  body.line("const long long emmy_row = emmy_i0 / " + std::to_string(last) +
+            "LL, emmy_c0 = emmy_i0 % " + std::to_string(last) + "LL;");
   Index idx = unflatten("emmy_row", ir::Shape(shape.begin(), shape.end() - 1));
   idx.push_back("");
   for (size_t k = 0; k < g.outputs.size(); ++k) {
@@ -189,8 +207,10 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
 
 std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
   for (const ir::Node& n : g.nodes)
-    if (n.op != ir::Op::input && n.op != ir::Op::constant && !is_elementwise_op(n.op) && !is_index_op(n.op))
-      throw Unsupported("pointwise: op " + std::string(ir::to_string(n.op)) + " is not elementwise");
+    if (n.op != ir::Op::input && n.op != ir::Op::constant && !is_elementwise_op(n.op) &&
+        !is_index_op(n.op))
+      throw Unsupported("pointwise: op " + std::string(ir::to_string(n.op)) +
+                        " is not elementwise");
   const int64_t vec = knobs.count("vec") ? knobs.at("vec") : 1;
   ModuleBuilder m(g);
   ExprGen e(g);
@@ -218,13 +238,18 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
     // A vendor library has no fallback of its own: what it cannot take is refused (KnobRefused),
     // and the search keeps the generated template for that kernel.
     source = generate_cublaslt(g, resolve_knobs(templ, given));
-  } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
+  } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" ||
+             templ == "attention") {
     KnobValues knobs = resolve_knobs(templ, given);
     try {
-      if (templ == "pointwise") source = generate_pointwise(g, knobs);
-      else if (templ == "reduction") source = generate_reduction(g, knobs);
-      else if (templ == "attention") source = generate_attention(g, knobs);
-      else source = generate_matmul(g, knobs);
+      if (templ == "pointwise")
+        source = generate_pointwise(g, knobs);
+      else if (templ == "reduction")
+        source = generate_reduction(g, knobs);
+      else if (templ == "attention")
+        source = generate_attention(g, knobs);
+      else
+        source = generate_matmul(g, knobs);
     } catch (const Unsupported& why) {
       templ = "fallback";
       source = generate_fallback(g) + "// " + std::string(kFellBackNote) + ": " + why.what() + "\n";

@@ -19,23 +19,27 @@
 // with 16-byte loads instead. Causal masks (inputs of role "causal_mask", which by that role's
 // contract hold true where key index <= query index) are computed instead of read, and when the
 // mask is provably applied as where(mask, scores, -inf) key tiles entirely above the diagonal are
-// skipped. Whatever cannot be proven throws Unsupported: the kernel then uses the fallback template.
+// skipped. Whatever cannot be proven throws Unsupported: the kernel then uses the fallback
+// template.
 #include <array>
 #include <cmath>
 #include <memory>
 #include <optional>
 
+#include "attention_parts.hpp"
 #include "expr.hpp"
 #include "module.hpp"
 #include "templates.hpp"
 
 namespace emmy::cuda {
 
-namespace {
+namespace attention {
 
 using ir::Op;
 
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
 // ---- Host-side index tracing (proves the 16-byte load path) -----------------------------------
 
@@ -63,7 +67,8 @@ void unflat(int64_t f, const ir::Shape& s, Ix& idx) {
 }
 
 // The index ops from `v` back to a graph input (empty optional when another op is met).
-std::optional<std::vector<Step>> index_chain(const ir::Graph& g, ir::ValueId v, ir::ValueId& input) {
+std::optional<std::vector<Step>> index_chain(const ir::Graph& g, ir::ValueId v,
+                                             ir::ValueId& input) {
   std::vector<Step> chain;
   for (;;) {
     const ir::Node& n = g.node(v);
@@ -76,7 +81,11 @@ std::optional<std::vector<Step>> index_chain(const ir::Graph& g, ir::ValueId v, 
     s.op = n.op;
     s.out = n.type.shape;
     switch (n.op) {
-      case Op::view: case Op::reshape: case Op::contiguous: case Op::unsqueeze: case Op::squeeze:
+      case Op::view:
+      case Op::reshape:
+      case Op::contiguous:
+      case Op::unsqueeze:
+      case Op::squeeze:
       case Op::expand:
         break;
       case Op::transpose:
@@ -111,7 +120,9 @@ int64_t follow(const std::vector<Step>& chain, const ir::Shape& top, Ix idx) {
   const ir::Shape* shape = &top;
   for (const Step& s : chain) {
     switch (s.op) {
-      case Op::transpose: std::swap(idx[size_t(s.a)], idx[size_t(s.b)]); break;
+      case Op::transpose:
+        std::swap(idx[size_t(s.a)], idx[size_t(s.b)]);
+        break;
       case Op::permute: {
         Ix sub{};
         for (size_t i = 0; i < s.dims.size(); ++i) sub[size_t(s.dims[i])] = idx[i];
@@ -125,8 +136,12 @@ int64_t follow(const std::vector<Step>& chain, const ir::Shape& top, Ix idx) {
         idx = sub;
         break;
       }
-      case Op::slice: idx[size_t(s.a)] = s.b + idx[size_t(s.a)] * s.c; break;
-      default: unflat(flat_of(idx, s.out), s.in, idx); break;  // views: row-major remap
+      case Op::slice:
+        idx[size_t(s.a)] = s.b + idx[size_t(s.a)] * s.c;
+        break;
+      default:
+        unflat(flat_of(idx, s.out), s.in, idx);
+        break;  // views: row-major remap
     }
     shape = &s.in;
   }
@@ -135,8 +150,8 @@ int64_t follow(const std::vector<Step>& chain, const ir::Shape& top, Ix idx) {
 
 // Operand `which` (0 = A, 1 = B) of matmul `mm` at batch entry z (of the output's batch dims),
 // output row/column position `mn` and depth `k` (torch.matmul's broadcasting of batch dims).
-Ix operand_index(const ir::Graph& g, ir::ValueId mm, int which, const ir::Shape& batch, int64_t z, int64_t mn,
-                 int64_t k) {
+Ix operand_index(const ir::Graph& g, ir::ValueId mm, int which, const ir::Shape& batch, int64_t z,
+                 int64_t mn, int64_t k) {
   const ir::Shape& s = g.type(g.node(mm).inputs.at(size_t(which))).shape;
   Ix ob{}, out{};
   unflat(z, batch, ob);
@@ -159,10 +174,14 @@ bool innermost_preserved(const std::vector<Step>& chain, size_t pos, int64_t inp
   for (const Step& s : chain) {
     switch (s.op) {
       case Op::transpose:
-        if (pos == size_t(s.a)) pos = size_t(s.b);
-        else if (pos == size_t(s.b)) pos = size_t(s.a);
+        if (pos == size_t(s.a))
+          pos = size_t(s.b);
+        else if (pos == size_t(s.b))
+          pos = size_t(s.a);
         break;
-      case Op::permute: pos = size_t(s.dims.at(pos)); break;
+      case Op::permute:
+        pos = size_t(s.dims.at(pos));
+        break;
       case Op::expand: {
         const size_t off = s.out.size() - s.in.size();
         if (pos < off || s.in[pos - off] != s.out[pos]) return false;  // broadcast along it
@@ -173,7 +192,9 @@ bool innermost_preserved(const std::vector<Step>& chain, size_t pos, int64_t inp
         if (size_t(s.a) == pos && s.c != 1) return false;  // a start offset is fine, a step is not
         break;
       default:  // views (flat remaps): a run along the innermost dimension stays in one input row
-        if (pos + 1 != s.out.size() || s.in.empty() || s.out.back() == 0 || s.in.back() % s.out.back() != 0) return false;
+        if (pos + 1 != s.out.size() || s.in.empty() || s.out.back() == 0 ||
+            s.in.back() % s.out.back() != 0)
+          return false;
         pos = s.in.size() - 1;
         break;
     }
@@ -192,31 +213,49 @@ struct OperandPlan {
 // elements of one input at a common row stride, every row starting at a multiple of 8 elements.
 // `rows`/`cols` run over the output position and the depth (A: row = m, col = k; B as k^T:
 // row = n, col = k; B as v: row = k, col = n).
-OperandPlan plan_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId mm, int which, bool row_is_k,
-                         const ir::Shape& batch, int64_t rows, int64_t cols) {
-  OperandPlan plan;
+std::optional<OperandGeometry> operand_geometry(const ir::Graph& g, const ModuleBuilder& m,
+                                                ir::ValueId mm, int which, bool row_is_k,
+                                                const ir::Shape& batch, int64_t rows,
+                                                int64_t cols) {
   ir::ValueId x = g.node(mm).inputs.at(size_t(which)), input = -1;
   auto chain = index_chain(g, x, input);
-  if (!chain || ir::size_of(g.type(input).dtype) != 2 || cols % 8 != 0) return plan;
+  if (!chain || ir::size_of(g.type(input).dtype) != 2 || cols % 8 != 0) return std::nullopt;
   const ir::Shape& top = g.type(x).shape;
   // Columns: contiguous by construction of the index ops (checked structurally).
   const size_t col_dim = which == 1 && !row_is_k ? top.size() - 2 : top.size() - 1;
-  if (!innermost_preserved(*chain, col_dim, g.type(input).rank())) return plan;
+  if (!innermost_preserved(*chain, col_dim, g.type(input).rank())) return std::nullopt;
   // Rows: at a common stride from each batch entry's base (checked at every row).
   const int64_t Z = numel_of(batch);
-  if (Z * rows > (int64_t(1) << 24)) return plan;  // keep code generation fast
+  if (Z * rows > (int64_t(1) << 24)) return std::nullopt;  // keep code generation fast
   auto at = [&](int64_t z, int64_t r, int64_t c) {
-    Ix idx = row_is_k ? operand_index(g, mm, which, batch, z, c, r) : operand_index(g, mm, which, batch, z, r, c);
+    Ix idx = row_is_k ? operand_index(g, mm, which, batch, z, c, r)
+                      : operand_index(g, mm, which, batch, z, r, c);
     return follow(*chain, top, idx);
   };
-  const int64_t stride = rows > 1 ? at(0, 1, 0) - at(0, 0, 0) : 0;
-  if (stride % 8 != 0) return plan;
+  OperandGeometry geo;
+  geo.input = input;
+  geo.row_stride = rows > 1 ? at(0, 1, 0) - at(0, 0, 0) : 0;
+  if (geo.row_stride % 8 != 0) return std::nullopt;
   for (int64_t z = 0; z < Z; ++z) {
     const int64_t base = at(z, 0, 0);
-    if (base % 8 != 0) return plan;
+    if (base % 8 != 0) return std::nullopt;
     for (int64_t r = 1; r < rows; ++r)
-      if (at(z, r, 0) != base + r * stride) return plan;
+      if (at(z, r, 0) != base + r * geo.row_stride) return std::nullopt;
+    geo.bases.push_back(base);
   }
+  auto ins = g.inputs();
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i] == input) geo.pointer = m.input_name(i);
+  if (geo.pointer.empty()) return std::nullopt;
+  return geo;
+}
+
+OperandPlan plan_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId mm, int which,
+                         bool row_is_k, const ir::Shape& batch, int64_t rows, int64_t cols) {
+  OperandPlan plan;
+  auto geo = operand_geometry(g, m, mm, which, row_is_k, batch, rows, cols);
+  if (!geo) return plan;
+  const ir::ValueId x = g.node(mm).inputs.at(size_t(which)), input = geo->input;
   // The base as an expression of bz: the same index ops, followed symbolically by ExprGen.
   ExprGen cap(g);
   Index captured;
@@ -232,23 +271,13 @@ OperandPlan plan_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId
   Body scratch(1);
   cap.value(x, which == 0 ? a : b, scratch);
   if (captured.empty() && !g.type(input).shape.empty()) return plan;
-  auto ins = g.inputs();
-  for (size_t i = 0; i < ins.size(); ++i)
-    if (ins[i] == input) plan.ptr = m.input_name(i);
+  plan.ptr = geo->pointer;
   plan.base = flat_offset(captured, g.type(input).shape);
-  plan.row_stride = stride;
+  plan.row_stride = geo->row_stride;
   return plan;
 }
 
 // ---- Matching ---------------------------------------------------------------------------------
-
-struct Parts {
-  AttentionMatch match;
-  ir::ValueId q = -1, kt = -1, v = -1, probs = -1;  // operands of the two products
-  ir::Shape batch;                                  // the scores' batch dims
-  int64_t Z = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
-  bool causal_skip = false;  // tiles above the diagonal contribute nothing
-};
 
 bool is_neg_inf_constant(const ir::Graph& g, ir::ValueId v) {
   const ir::Node& n = g.node(v);
@@ -258,14 +287,15 @@ bool is_neg_inf_constant(const ir::Graph& g, ir::ValueId v) {
 
 bool is_causal_mask(const ir::Graph& g, ir::ValueId v) {
   const ir::Node& n = g.node(v);
-  return n.op == Op::input && n.attr_string("role", "") == "causal_mask" && n.type.dtype == ir::DType::boolean &&
-         n.type.rank() == 2;
+  return n.op == Op::input && n.attr_string("role", "") == "causal_mask" &&
+         n.type.dtype == ir::DType::boolean && n.type.rank() == 2;
 }
 
 Parts match_parts(const ir::Graph& g) {
   ir::Kernel all;
   for (size_t v = 0; v < g.nodes.size(); ++v)
-    if (g.nodes[v].op != Op::input && g.nodes[v].op != Op::constant) all.nodes.push_back(static_cast<ir::ValueId>(v));
+    if (g.nodes[v].op != Op::input && g.nodes[v].op != Op::constant)
+      all.nodes.push_back(static_cast<ir::ValueId>(v));
   auto match = match_attention(g, all);
   if (!match) throw Unsupported("attention: the kernel is not q @ k^T -> softmax -> @ v");
   Parts p;
@@ -276,27 +306,34 @@ Parts match_parts(const ir::Graph& g) {
     for (ir::ValueId in : g.node(mm).inputs)
       if (g.type(in).rank() < 2) throw Unsupported("attention: a 1-D matmul operand");
   const ir::Shape &s1 = n1.type.shape, &s2 = n2.type.shape;
-  if (s1.size() != s2.size() || s1.size() > kMaxRank) throw Unsupported("attention: score and result ranks differ");
+  if (s1.size() != s2.size() || s1.size() > kMaxRank)
+    throw Unsupported("attention: score and result ranks differ");
   p.batch = ir::Shape(s1.begin(), s1.end() - 2);
-  if (ir::Shape(s2.begin(), s2.end() - 2) != p.batch) throw Unsupported("attention: score and result batches differ");
+  if (ir::Shape(s2.begin(), s2.end() - 2) != p.batch)
+    throw Unsupported("attention: score and result batches differ");
   p.Z = numel_of(p.batch);
   p.Sq = s1[s1.size() - 2];
   p.Sk = s1.back();
   p.Dv = s2.back();
   p.D = ExprGen(g).gemm_depth(M1);
-  if (s2[s2.size() - 2] != p.Sq || ExprGen(g).gemm_depth(M2) != p.Sk) throw Unsupported("attention: shapes");
-  if (p.Z < 1 || p.Sq < 1 || p.Sk < 1 || p.D < 1 || p.Dv < 1) throw Unsupported("attention: empty shapes");
+  if (s2[s2.size() - 2] != p.Sq || ExprGen(g).gemm_depth(M2) != p.Sk)
+    throw Unsupported("attention: shapes");
+  if (p.Z < 1 || p.Sq < 1 || p.Sk < 1 || p.D < 1 || p.Dv < 1)
+    throw Unsupported("attention: empty shapes");
   if (p.Z > 65535) throw Unsupported("attention: too many batch entries for grid y");
   const ir::Node& sn = g.node(S);
-  if (sn.type.shape != s1 || g.type(sn.inputs.at(0)).shape != s1) throw Unsupported("attention: softmax not over the scores");
+  if (sn.type.shape != s1 || g.type(sn.inputs.at(0)).shape != s1)
+    throw Unsupported("attention: softmax not over the scores");
   // The probabilities reach the second product unchanged but for casts.
   p.q = n1.inputs[0];
   p.kt = n1.inputs[1];
   p.probs = n2.inputs[0];
   p.v = n2.inputs[1];
   for (ir::ValueId c : match->prob_chain)
-    if (g.node(c).op != Op::cast || g.type(c).shape != s1) throw Unsupported("attention: prob chain is not casts");
-  if (g.type(p.probs).shape != s1) throw Unsupported("attention: probabilities reshaped before @ v");
+    if (g.node(c).op != Op::cast || g.type(c).shape != s1)
+      throw Unsupported("attention: prob chain is not casts");
+  if (g.type(p.probs).shape != s1)
+    throw Unsupported("attention: probabilities reshaped before @ v");
   for (ir::DType t : {n1.type.dtype, n2.type.dtype})
     if (!ir::is_floating(t) || t == ir::DType::f64) throw Unsupported("attention: dtype");
   for (ir::ValueId o : g.outputs) {
@@ -309,7 +346,8 @@ Parts match_parts(const ir::Graph& g) {
   while (g.node(w).op == Op::cast && w > M1) w = g.node(w).inputs.at(0);
   const ir::Node& wn = g.node(w);
   if (wn.op == Op::where && wn.type.shape == s1 && is_causal_mask(g, wn.inputs.at(0)) &&
-      g.type(wn.inputs.at(0)).shape == ir::Shape({p.Sq, p.Sk}) && is_neg_inf_constant(g, wn.inputs.at(2)))
+      g.type(wn.inputs.at(0)).shape == ir::Shape({p.Sq, p.Sk}) &&
+      is_neg_inf_constant(g, wn.inputs.at(2)))
     p.causal_skip = true;
   return p;
 }
@@ -323,13 +361,14 @@ ExprGen::Reader accumulator_reader(const Index& expected, ir::DType t, const std
   };
 }
 
-// Binds causal-mask inputs to the comparison they hold (no memory traffic).
-void bind_causal_masks(ExprGen& e) {
+// Binds causal-mask inputs to the comparison they hold (no memory traffic), or to true.
+void bind_causal_masks(ExprGen& e, bool inside) {
   const ir::Graph& g = e.graph();
   for (ir::ValueId in : g.inputs())
     if (is_causal_mask(g, in))
-      e.bind(in, [](const Index& idx, Body&) {
-        return "((long long)(" + idx[1] + ") <= (long long)(" + idx[0] + "))";
+      e.bind(in, [inside](const Index& idx, Body&) {
+        return inside ? std::string("true")
+                      : "((long long)(" + idx[1] + ") <= (long long)(" + idx[0] + "))";
       });
 }
 
@@ -343,8 +382,9 @@ Index batch_index(const Parts& p, const std::string& row, const std::string& col
 // The generic tile load: element (row e / cols, col e % cols) of operand `x` through ExprGen.
 // `index` gives the operand index for the loop variables rr (tile row) and cc (column);
 // `store` is the statement storing float t.
-void generic_load(ExprGen& e, Body& b, const std::string& guard, const Index& index, ir::ValueId x, int64_t rows,
-                  int64_t cols, int64_t threads, const std::string& row_decl, const std::string& store) {
+void generic_load(ExprGen& e, Body& b, const std::string& guard, const Index& index, ir::ValueId x,
+                  int64_t rows, int64_t cols, int64_t threads, const std::string& row_decl,
+                  const std::string& store) {
   Body load(b);
   load.line("const int rr = e / " + num(cols) + ", cc = e % " + num(cols) + ";");
   load.line(row_decl);
@@ -353,13 +393,15 @@ void generic_load(ExprGen& e, Body& b, const std::string& guard, const Index& in
   guarded.line("t = (float)" + e.value(x, index, guarded) + ";");
   load.block("if (" + guard + ")", guarded);
   load.line(store);
-  b.block("for (int e = threadIdx.x; e < " + num(rows * cols) + "; e += " + num(threads) + ")", load);
+  b.block("for (int e = threadIdx.x; e < " + num(rows * cols) + "; e += " + num(threads) + ")",
+          load);
 }
 
 // The outputs at (gm, gd) of the result, with the result bound to `acc` (fused outputs), plus
 // the result into `scratch` when some output needs a second kernel.
-void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p, const std::vector<bool>& fused,
-                   const std::string& scratch, const std::string& acc, Body& b) {
+void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p,
+                   const std::vector<bool>& fused, const std::string& scratch,
+                   const std::string& acc, Body& b) {
   const ir::Graph& g = e.graph();
   const ir::ValueId M2 = p.match.values;
   Index oi = batch_index(p, "gm", "gd");
@@ -367,29 +409,31 @@ void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p, const std
   Body store(b);
   const ir::Shape& out = g.type(M2).shape;
   if (!scratch.empty())
-    store.line(scratch + "[" + flat_offset(oi, out) + "] = " + store_element(g.type(M2).dtype, e.value(M2, oi, store)) + ";");
+    store.line(scratch + "[" + flat_offset(oi, out) +
+               "] = " + store_element(g.type(M2).dtype, e.value(M2, oi, store)) + ";");
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     if (!fused[k]) continue;
     std::string v = e.value(g.outputs[k], oi, store);
-    store.line(m.output_name(k) + "[" + flat_offset(oi, out) + "] = " + store_element(g.type(g.outputs[k]).dtype, v) + ";");
+    store.line(m.output_name(k) + "[" + flat_offset(oi, out) +
+               "] = " + store_element(g.type(g.outputs[k]).dtype, v) + ";");
   }
   b.block("if (gm < " + num(p.Sq) + "LL)", store);
 }
 
-constexpr int64_t kMaxSharedBytes = 227 * 1024;
-
 // ---- The tensor-core path ---------------------------------------------------------------------
 
-std::string mma(const std::string& ty, const std::string& c, const std::string& a, const std::string& b0,
-                const std::string& b1) {
+std::string mma(const std::string& ty, const std::string& c, const std::string& a,
+                const std::string& b0, const std::string& b1) {
   return "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + ty + "." + ty +
-         ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(" + c + "[0]), \"+f\"(" + c +
-         "[1]), \"+f\"(" + c + "[2]), \"+f\"(" + c + "[3]) : \"r\"(" + a + "[0]), \"r\"(" + a + "[1]), \"r\"(" + a +
-         "[2]), \"r\"(" + a + "[3]), \"r\"(" + b0 + "), \"r\"(" + b1 + "));";
+         ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(" + c +
+         "[0]), \"+f\"(" + c + "[1]), \"+f\"(" + c + "[2]), \"+f\"(" + c + "[3]) : \"r\"(" + a +
+         "[0]), \"r\"(" + a + "[1]), \"r\"(" + a + "[2]), \"r\"(" + a + "[3]), \"r\"(" + b0 +
+         "), \"r\"(" + b1 + "));";
 }
 
 void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues& knobs,
-                        const std::vector<bool>& fused, const std::string& scratch, std::string& note) {
+                        const std::vector<bool>& fused, const std::string& scratch,
+                        std::string& note) {
   const ir::Graph& g = e.graph();
   const int64_t BQ = knobs.at("block_q"), BKV = knobs.at("block_kv");
   // Warps own whole 16-row slices of the query tile (WR row warps); warps beyond the slices split
@@ -413,7 +457,8 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   OperandPlan qp = plan_operand(g, m, M1, 0, false, p.batch, p.Sq, D);
   OperandPlan kp = plan_operand(g, m, M1, 1, false, p.batch, p.Sk, D);
   OperandPlan vp = plan_operand(g, m, M2, 1, true, p.batch, p.Sk, Dv);
-  note = " mma.sync m16n8k16 " + ty + " warps=" + num(WR) + "x" + num(KG) + std::string(qp.ptr.empty() ? "" : " Q:16B") + (kp.ptr.empty() ? "" : " K:16B") +
+  note = " mma.sync m16n8k16 " + ty + " warps=" + num(WR) + "x" + num(KG) +
+         std::string(qp.ptr.empty() ? "" : " Q:16B") + (kp.ptr.empty() ? "" : " K:16B") +
          (vp.ptr.empty() ? "" : " V:16B") + (p.causal_skip ? " causal-skip" : "");
   // With both k and v on the 16-byte path and stages=2, tile t+1 is copied by cp.async while tile
   // t is computed (two shared-memory buffers for each of k and v).
@@ -422,26 +467,33 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   const int64_t smem = std::max(q_bytes + (k_bytes + v_bytes) * (pipelined ? 2 : 1),
                                 (KG - 1) * WR * (MI * 4 + MI * NV * 4) * 32 * 4);
   if (smem > kMaxSharedBytes)
-    throw KnobRefused("attention: block_q=" + num(BQ) + " block_kv=" + num(BKV) + " stages=" +
-                      num(knobs.at("stages")) + " need " + num(smem) + " bytes of shared memory, more than " +
-                      num(kMaxSharedBytes));
+    throw KnobRefused("attention: block_q=" + num(BQ) + " block_kv=" + num(BKV) +
+                      " stages=" + num(knobs.at("stages")) + " need " + num(smem) +
+                      " bytes of shared memory, more than " + num(kMaxSharedBytes));
 
   Body b(1);
   b.line("extern __shared__ __align__(16) unsigned char emmy_attn_smem[];");
-  b.line("unsigned short (*Qs)[" + num(LDQ) + "] = (unsigned short (*)[" + num(LDQ) + "])emmy_attn_smem;");
+  b.line("unsigned short (*Qs)[" + num(LDQ) + "] = (unsigned short (*)[" + num(LDQ) +
+         "])emmy_attn_smem;");
   if (!pipelined) {
-    b.line("unsigned short (*Ks)[" + num(LDK) + "] = (unsigned short (*)[" + num(LDK) + "])(emmy_attn_smem + " + num(q_bytes) + ");");
-    b.line("unsigned short (*Vs)[" + num(LDV) + "] = (unsigned short (*)[" + num(LDV) + "])(emmy_attn_smem + " +
-           num(q_bytes + k_bytes) + ");");
+    b.line("unsigned short (*Ks)[" + num(LDK) + "] = (unsigned short (*)[" + num(LDK) +
+           "])(emmy_attn_smem + " + num(q_bytes) + ");");
+    b.line("unsigned short (*Vs)[" + num(LDV) + "] = (unsigned short (*)[" + num(LDV) +
+           "])(emmy_attn_smem + " + num(q_bytes + k_bytes) + ");");
   }
   b.line("const long long bz = blockIdx.y;");
   b.line("// Heaviest (causal) query tiles first.");
   b.line("const long long q0 = (long long)(gridDim.x - 1 - blockIdx.x) * " + num(BQ) + "LL;");
-  b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;");
-  b.line("const int rw = warp % " + num(WR) + ", kg = warp / " + num(WR) + ";  // row slice, column group");
+  b.line(
+      "const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & "
+      "3;");
+  b.line("const int rw = warp % " + num(WR) + ", kg = warp / " + num(WR) +
+         ";  // row slice, column group");
   b.line("const int wr0 = rw * " + num(MI * 16) + ", c0 = kg * " + num(KC) + ";");
-  for (const auto& [plan, name] : {std::pair{&qp, "qbase"}, std::pair{&kp, "kbase"}, std::pair{&vp, "vbase"}})
-    if (!plan->ptr.empty()) b.line("const long long " + std::string(name) + " = " + plan->base + ";");
+  for (const auto& [plan, name] :
+       {std::pair{&qp, "qbase"}, std::pair{&kp, "kbase"}, std::pair{&vp, "vbase"}})
+    if (!plan->ptr.empty())
+      b.line("const long long " + std::string(name) + " = " + plan->base + ";");
 
   // Q tile -> Qs[row][d].
   if (!qp.ptr.empty()) {
@@ -449,51 +501,61 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
     load.line("const int rr = e / " + num(D / 8) + ", cc = (e % " + num(D / 8) + ") * 8;");
     load.line("const long long gm = q0 + rr;");
     load.line("uint4 t = make_uint4(0, 0, 0, 0);");
-    load.line("if (gm < " + num(p.Sq) + "LL) t = *(const uint4*)&" + qp.ptr + "[qbase + gm * " + num(qp.row_stride) + "LL + cc];");
+    load.line("if (gm < " + num(p.Sq) + "LL) t = *(const uint4*)&" + qp.ptr + "[qbase + gm * " +
+              num(qp.row_stride) + "LL + cc];");
     load.line("*(uint4*)&Qs[rr][cc] = t;");
     b.block("for (int e = threadIdx.x; e < " + num(BQ * D / 8) + "; e += " + num(T) + ")", load);
   } else {
     Index ai, bi;
     e.gemm_operands(M1, batch_index(p, "gm", "0"), "cc", ai, bi);
-    generic_load(e, b, "gm < " + num(p.Sq) + "LL", ai, p.q, BQ, D, T, "const long long gm = q0 + rr;",
-                 "Qs[rr][cc] = " + conv + "(t);");
+    generic_load(e, b, "gm < " + num(p.Sq) + "LL", ai, p.q, BQ, D, T,
+                 "const long long gm = q0 + rr;", "Qs[rr][cc] = " + conv + "(t);");
   }
-  b.line("float o[" + num(MI) + "][" + num(NV) + "][4], mrow[" + num(MI) + "][2], lrow[" + num(MI) + "][2];");
+  b.line("float o[" + num(MI) + "][" + num(NV) + "][4], mrow[" + num(MI) + "][2], lrow[" + num(MI) +
+         "][2];");
   b.line("#pragma unroll");
   b.line("for (int i = 0; i < " + num(MI) + "; ++i) {");
   b.line("  mrow[i][0] = mrow[i][1] = -INFINITY; lrow[i][0] = lrow[i][1] = 0.f;");
   b.line("  #pragma unroll");
-  b.line("  for (int n = 0; n < " + num(NV) + "; ++n) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.f;");
+  b.line("  for (int n = 0; n < " + num(NV) +
+         "; ++n) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.f;");
   b.line("}");
   b.line("const long long kv_end = " +
-         (p.causal_skip ? "min(" + num(p.Sk) + "LL, q0 + " + num(BQ) + "LL)" : num(p.Sk) + "LL") + ";");
+         (p.causal_skip ? "min(" + num(p.Sk) + "LL, q0 + " + num(BQ) + "LL)" : num(p.Sk) + "LL") +
+         ";");
 
-  auto copy_tile = [&](Body& at, const OperandPlan& plan, const std::string& base, int64_t cols, const std::string& dst,
-                       const std::string& first) {
+  auto copy_tile = [&](Body& at, const OperandPlan& plan, const std::string& base, int64_t cols,
+                       const std::string& dst, const std::string& first) {
     Body load(at);
     load.line("const int rr = e / " + num(cols / 8) + ", cc = (e % " + num(cols / 8) + ") * 8;");
     load.line("const long long gn = " + first + " + rr;");
     if (pipelined) {
       // Positions past the end are zero-filled (source size 0) from a valid address.
       load.line("const unsigned dst = (unsigned)__cvta_generic_to_shared(&" + dst + "[rr][cc]);");
-      load.line("const void* src = &" + plan.ptr + "[" + base + " + (gn < " + num(p.Sk) + "LL ? gn : 0LL) * " +
-                num(plan.row_stride) + "LL + cc];");
-      load.line("asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(dst), \"l\"(src), \"r\"(gn < " +
-                num(p.Sk) + "LL ? 16 : 0));");
+      load.line("const void* src = &" + plan.ptr + "[" + base + " + (gn < " + num(p.Sk) +
+                "LL ? gn : 0LL) * " + num(plan.row_stride) + "LL + cc];");
+      load.line(
+          "asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(dst), "
+          "\"l\"(src), \"r\"(gn < " +
+          num(p.Sk) + "LL ? 16 : 0));");
     } else {
       load.line("uint4 t = make_uint4(0, 0, 0, 0);");
-      load.line("if (gn < " + num(p.Sk) + "LL) t = *(const uint4*)&" + plan.ptr + "[" + base + " + gn * " +
-                num(plan.row_stride) + "LL + cc];");
+      load.line("if (gn < " + num(p.Sk) + "LL) t = *(const uint4*)&" + plan.ptr + "[" + base +
+                " + gn * " + num(plan.row_stride) + "LL + cc];");
       load.line("*(uint4*)&" + dst + "[rr][cc] = t;");
     }
-    at.block("for (int e = threadIdx.x; e < " + num(BKV * cols / 8) + "; e += " + num(T) + ")", load);
+    at.block("for (int e = threadIdx.x; e < " + num(BKV * cols / 8) + "; e += " + num(T) + ")",
+             load);
   };
-  const std::string k_type = "unsigned short (*)[" + num(LDK) + "]", v_type = "unsigned short (*)[" + num(LDV) + "]";
+  const std::string k_type = "unsigned short (*)[" + num(LDK) + "]",
+                    v_type = "unsigned short (*)[" + num(LDV) + "]";
   auto stage_k = [&](const std::string& st) {
-    return "((" + k_type + ")(emmy_attn_smem + " + num(q_bytes) + " + (" + st + ") * " + num(k_bytes + v_bytes) + "))";
+    return "((" + k_type + ")(emmy_attn_smem + " + num(q_bytes) + " + (" + st + ") * " +
+           num(k_bytes + v_bytes) + "))";
   };
   auto stage_v = [&](const std::string& st) {
-    return "((" + v_type + ")(emmy_attn_smem + " + num(q_bytes + k_bytes) + " + (" + st + ") * " + num(k_bytes + v_bytes) + "))";
+    return "((" + v_type + ")(emmy_attn_smem + " + num(q_bytes + k_bytes) + " + (" + st + ") * " +
+           num(k_bytes + v_bytes) + "))";
   };
   if (pipelined) {
     b.line("int stage = 0;");
@@ -508,7 +570,8 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
     copy_tile(next, vp, "vbase", Dv, stage_v("stage ^ 1"), "(kv0 + " + num(BKV) + "LL)");
     kv.block("if (kv0 + " + num(BKV) + "LL < kv_end)", next);
     kv.line("asm volatile(\"cp.async.commit_group;\");");
-    kv.line("asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\");  // this tile's copies are done");
+    kv.line(
+        "asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\");  // this tile's copies are done");
     kv.line("__syncthreads();");
     kv.line("unsigned short (*Ks)[" + num(LDK) + "] = " + stage_k("stage") + ";");
     kv.line("unsigned short (*Vs)[" + num(LDV) + "] = " + stage_v("stage") + ";");
@@ -519,16 +582,16 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
     } else {
       Index ai, bi;
       e.gemm_operands(M1, batch_index(p, "0", "gn"), "cc", ai, bi);
-      generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.kt, BKV, D, T, "const long long gn = kv0 + rr;",
-                   "Ks[rr][cc] = " + conv + "(t);");
+      generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.kt, BKV, D, T,
+                   "const long long gn = kv0 + rr;", "Ks[rr][cc] = " + conv + "(t);");
     }
     if (!vp.ptr.empty()) {
       copy_tile(kv, vp, "vbase", Dv, "Vs", "kv0");
     } else {
       Index ai, bi;
       e.gemm_operands(M2, batch_index(p, "0", "cc"), "gn", ai, bi);
-      generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.v, BKV, Dv, T, "const long long gn = kv0 + rr;",
-                   "Vs[rr][cc] = " + conv + "(t);");
+      generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.v, BKV, Dv, T,
+                   "const long long gn = kv0 + rr;", "Vs[rr][cc] = " + conv + "(t);");
     }
     kv.line("__syncthreads();");
   }
@@ -537,24 +600,30 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   kv.line("#pragma unroll");
   kv.line("for (int i = 0; i < " + num(MI) + "; ++i)");
   kv.line("  #pragma unroll");
-  kv.line("  for (int j = 0; j < " + num(NS) + "; ++j) s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0.f;");
+  kv.line("  for (int j = 0; j < " + num(NS) +
+          "; ++j) s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0.f;");
   kv.line("#pragma unroll");
   kv.line("for (int kk = 0; kk < " + num(D) + "; kk += 16) {");
   kv.line("  unsigned a[" + num(MI) + "][4];");
   kv.line("  #pragma unroll");
   // A fragments: lanes 0-15 address rows 0-15 at column kk, lanes 16-31 the same rows at kk + 8.
   kv.line("  for (int i = 0; i < " + num(MI) + "; ++i)");
-  kv.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(a[i][0]), "
-          "\"=r\"(a[i][1]), \"=r\"(a[i][2]), \"=r\"(a[i][3]) : \"r\"((unsigned)__cvta_generic_to_shared("
-          "&Qs[wr0 + i * 16 + (lane & 15)][kk + (lane >> 4) * 8])));");
+  kv.line(
+      "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : "
+      "\"=r\"(a[i][0]), "
+      "\"=r\"(a[i][1]), \"=r\"(a[i][2]), \"=r\"(a[i][3]) : "
+      "\"r\"((unsigned)__cvta_generic_to_shared("
+      "&Qs[wr0 + i * 16 + (lane & 15)][kk + (lane >> 4) * 8])));");
   // B fragments of n-tiles j and j + 1 at once: lanes 0-7 / 8-15 address tile j's rows at kk /
   // kk + 8, lanes 16-31 tile j + 1's.
   kv.line("  #pragma unroll");
   kv.line("  for (int j = 0; j < " + num(NS) + "; j += 2) {");
   kv.line("    unsigned b[4];");
-  kv.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(b[0]), \"=r\"(b[1]), "
-          "\"=r\"(b[2]), \"=r\"(b[3]) : \"r\"((unsigned)__cvta_generic_to_shared("
-          "&Ks[c0 + (j + (lane >> 4)) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8])));");
+  kv.line(
+      "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : "
+      "\"=r\"(b[0]), \"=r\"(b[1]), "
+      "\"=r\"(b[2]), \"=r\"(b[3]) : \"r\"((unsigned)__cvta_generic_to_shared("
+      "&Ks[c0 + (j + (lane >> 4)) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8])));");
   kv.line("    #pragma unroll");
   kv.line("    for (int i = 0; i < " + num(MI) + "; ++i) {");
   kv.line("      " + mma(ty, "s[i][j]", "a[i]", "b[0]", "b[1]"));
@@ -565,7 +634,9 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   // The score chain, element by element (masked and out-of-range positions are -inf).
   {
     Body el(kv);
-    el.line("const long long gm = q0 + wr0 + i * 16 + grp + (q >> 1) * 8, gn = kv0 + c0 + j * 8 + tig * 2 + (q & 1);");
+    el.line(
+        "const long long gm = q0 + wr0 + i * 16 + grp + (q >> 1) * 8, gn = kv0 + c0 + j * 8 + tig "
+        "* 2 + (q & 1);");
     el.line("float x = -INFINITY;");
     Body guarded(el);
     Index si = batch_index(p, "gm", "gn");
@@ -588,11 +659,13 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   kv.line("  for (int h = 0; h < 2; ++h) {");
   kv.line("    float mx = -INFINITY;");
   kv.line("    #pragma unroll");
-  kv.line("    for (int j = 0; j < " + num(NS) + "; ++j) mx = fmaxf(mx, fmaxf(s[i][j][h * 2], s[i][j][h * 2 + 1]));");
+  kv.line("    for (int j = 0; j < " + num(NS) +
+          "; ++j) mx = fmaxf(mx, fmaxf(s[i][j][h * 2], s[i][j][h * 2 + 1]));");
   kv.line("    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));");
   kv.line("    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));");
   kv.line("    const float mnew = fmaxf(mrow[i][h], mx);");
-  kv.line("    const float base = mnew == -INFINITY ? 0.f : mnew;  // a row masked so far stays empty");
+  kv.line(
+      "    const float base = mnew == -INFINITY ? 0.f : mnew;  // a row masked so far stays empty");
   kv.line("    const float corr = __expf(mrow[i][h] - base);  // probabilities end up 16-bit");
   kv.line("    mrow[i][h] = mnew;");
   kv.line("    float sum = 0.f;");
@@ -604,7 +677,8 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   kv.line("    }");
   kv.line("    lrow[i][h] = lrow[i][h] * corr + sum;");
   kv.line("    #pragma unroll");
-  kv.line("    for (int n = 0; n < " + num(NV) + "; ++n) { o[i][n][h * 2] *= corr; o[i][n][h * 2 + 1] *= corr; }");
+  kv.line("    for (int n = 0; n < " + num(NV) +
+          "; ++n) { o[i][n][h * 2] *= corr; o[i][n][h * 2 + 1] *= corr; }");
   kv.line("  }");
   // O += P V: the score accumulators of two adjacent n-tiles are one A fragment; V's B
   // fragments come transposed out of its row-major tile (ldmatrix .trans: lanes 0-15 address the
@@ -625,10 +699,13 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   kv.line("  #pragma unroll");
   kv.line("  for (int n = 0; n < " + num(NV) + "; ++n) {");
   kv.line("    unsigned b0, b1;");
-  kv.line("    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\" : \"=r\"(b0), \"=r\"(b1) : "
-          "\"r\"((unsigned)__cvta_generic_to_shared(&Vs[c0 + kb * 16 + (lane & 15)][n * 8])));");
+  kv.line(
+      "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\" : "
+      "\"=r\"(b0), \"=r\"(b1) : "
+      "\"r\"((unsigned)__cvta_generic_to_shared(&Vs[c0 + kb * 16 + (lane & 15)][n * 8])));");
   kv.line("    #pragma unroll");
-  kv.line("    for (int i = 0; i < " + num(MI) + "; ++i) " + mma(ty, "o[i][n]", "pa[i]", "b0", "b1"));
+  kv.line("    for (int i = 0; i < " + num(MI) + "; ++i) " +
+          mma(ty, "o[i][n]", "pa[i]", "b0", "b1"));
   kv.line("  }");
   kv.line("}");
   if (pipelined) {
@@ -648,22 +725,26 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
     put.line("#pragma unroll");
     put.line("for (int i = 0; i < " + num(MI) + "; ++i) {");
     put.line("  x[(i * 2) * 32] = mrow[i][0]; x[(i * 2 + 1) * 32] = mrow[i][1];");
-    put.line("  x[(" + num(MI * 2) + " + i * 2) * 32] = lrow[i][0]; x[(" + num(MI * 2) + " + i * 2 + 1) * 32] = lrow[i][1];");
+    put.line("  x[(" + num(MI * 2) + " + i * 2) * 32] = lrow[i][0]; x[(" + num(MI * 2) +
+             " + i * 2 + 1) * 32] = lrow[i][1];");
     put.line("  #pragma unroll");
     put.line("  for (int n = 0; n < " + num(NV) + "; ++n)");
     put.line("    #pragma unroll");
-    put.line("    for (int q = 0; q < 4; ++q) x[(" + num(MI * 4) + " + (i * " + num(NV) + " + n) * 4 + q) * 32] = o[i][n][q];");
+    put.line("    for (int q = 0; q < 4; ++q) x[(" + num(MI * 4) + " + (i * " + num(NV) +
+             " + n) * 4 + q) * 32] = o[i][n][q];");
     put.line("}");
     b.block("if (kg > 0)", put);
     b.line("__syncthreads();");
     b.line("if (kg > 0) return;");
     Body merge(b);
-    merge.line("const float* x = xch + ((g - 1) * " + num(WR) + " + rw) * " + num(F * 32) + " + lane;");
+    merge.line("const float* x = xch + ((g - 1) * " + num(WR) + " + rw) * " + num(F * 32) +
+               " + lane;");
     merge.line("#pragma unroll");
     merge.line("for (int i = 0; i < " + num(MI) + "; ++i)");
     merge.line("  #pragma unroll");
     merge.line("  for (int h = 0; h < 2; ++h) {");
-    merge.line("    const float m2 = x[(i * 2 + h) * 32], l2 = x[(" + num(MI * 2) + " + i * 2 + h) * 32];");
+    merge.line("    const float m2 = x[(i * 2 + h) * 32], l2 = x[(" + num(MI * 2) +
+               " + i * 2 + h) * 32];");
     merge.line("    const float mnew = fmaxf(mrow[i][h], m2);");
     merge.line("    const float base = mnew == -INFINITY ? 0.f : mnew;");
     merge.line("    const float a = __expf(mrow[i][h] - base), c = __expf(m2 - base);");
@@ -673,8 +754,8 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
     merge.line("    for (int n = 0; n < " + num(NV) + "; ++n)");
     merge.line("      #pragma unroll");
     merge.line("      for (int u = 0; u < 2; ++u)");
-    merge.line("        o[i][n][h * 2 + u] = o[i][n][h * 2 + u] * a + x[(" + num(MI * 4) + " + (i * " + num(NV) +
-               " + n) * 4 + h * 2 + u) * 32] * c;");
+    merge.line("        o[i][n][h * 2 + u] = o[i][n][h * 2 + u] * a + x[(" + num(MI * 4) +
+               " + (i * " + num(NV) + " + n) * 4 + h * 2 + u) * 32] * c;");
     merge.line("  }");
     b.block("for (int g = 1; g < " + num(KG) + "; ++g)", merge);
   }
@@ -690,7 +771,9 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   b.line("    inv[i][h] = 1.f / l;");
   b.line("  }");
   Body st(b);
-  st.line("const long long gm = q0 + wr0 + i * 16 + grp + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
+  st.line(
+      "const long long gm = q0 + wr0 + i * 16 + grp + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & "
+      "1);");
   store_outputs(e, m, p, fused, scratch, "o[i][n][q] * inv[i][q >> 1]", st);
   b.line("#pragma unroll");
   b.line("for (int i = 0; i < " + num(MI) + "; ++i)");
@@ -704,22 +787,26 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
 
 // ---- The SIMT path (f32, mixed dtypes) --------------------------------------------------------
 
-void simt_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues& knobs, const std::vector<bool>& fused,
-                 const std::string& scratch, std::string& note) {
+void simt_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues& knobs,
+                 const std::vector<bool>& fused, const std::string& scratch, std::string& note) {
   const ir::Graph& g = e.graph();
   const int64_t BQ = knobs.at("block_q"), BKV = knobs.at("block_kv"), D = p.D, Dv = p.Dv;
   const int64_t smem = (D * BQ + BKV * D + BKV * Dv) * 4;
   if (Dv > 256) throw Unsupported("attention: head dims too large for the simple path");
   if (smem > kMaxSharedBytes)
-    throw KnobRefused("attention: block_q=" + num(BQ) + " block_kv=" + num(BKV) + " need " + num(smem) +
-                      " bytes of shared memory on the simple path, more than " + num(kMaxSharedBytes));
+    throw KnobRefused("attention: block_q=" + num(BQ) + " block_kv=" + num(BKV) + " need " +
+                      num(smem) + " bytes of shared memory on the simple path, more than " +
+                      num(kMaxSharedBytes));
   const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
   note = " simt" + std::string(p.causal_skip ? " causal-skip" : "");
   Body b(1);
   b.line("extern __shared__ __align__(16) unsigned char emmy_attn_smem[];");
-  b.line("float (*Qs)[" + num(BQ) + "] = (float (*)[" + num(BQ) + "])emmy_attn_smem;  // [d][row]: conflict-free");
-  b.line("float (*Ks)[" + num(D) + "] = (float (*)[" + num(D) + "])(emmy_attn_smem + " + num(D * BQ * 4) + ");");
-  b.line("float (*Vs)[" + num(Dv) + "] = (float (*)[" + num(Dv) + "])(emmy_attn_smem + " + num((D * BQ + BKV * D) * 4) + ");");
+  b.line("float (*Qs)[" + num(BQ) + "] = (float (*)[" + num(BQ) +
+         "])emmy_attn_smem;  // [d][row]: conflict-free");
+  b.line("float (*Ks)[" + num(D) + "] = (float (*)[" + num(D) + "])(emmy_attn_smem + " +
+         num(D * BQ * 4) + ");");
+  b.line("float (*Vs)[" + num(Dv) + "] = (float (*)[" + num(Dv) + "])(emmy_attn_smem + " +
+         num((D * BQ + BKV * D) * 4) + ");");
   b.line("const long long bz = blockIdx.y;");
   b.line("const long long q0 = (long long)(gridDim.x - 1 - blockIdx.x) * " + num(BQ) + "LL;");
   b.line("const int t = threadIdx.x;");
@@ -741,15 +828,18 @@ void simt_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues&
   b.line("#pragma unroll");
   b.line("for (int d = 0; d < " + num(Dv) + "; ++d) o[d] = 0.f;");
   b.line("const long long kv_end = " +
-         (p.causal_skip ? "min(" + num(p.Sk) + "LL, q0 + " + num(BQ) + "LL)" : num(p.Sk) + "LL") + ";");
+         (p.causal_skip ? "min(" + num(p.Sk) + "LL, q0 + " + num(BQ) + "LL)" : num(p.Sk) + "LL") +
+         ";");
   Body kv(b);
   kv.line("__syncthreads();");
   {
     Index ai, bi;
     e.gemm_operands(M1, batch_index(p, "0", "gn"), "cc", ai, bi);
-    generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.kt, BKV, D, BQ, "const long long gn = kv0 + rr;", "Ks[rr][cc] = t;");
+    generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.kt, BKV, D, BQ,
+                 "const long long gn = kv0 + rr;", "Ks[rr][cc] = t;");
     e.gemm_operands(M2, batch_index(p, "0", "cc"), "gn", ai, bi);
-    generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.v, BKV, Dv, BQ, "const long long gn = kv0 + rr;", "Vs[rr][cc] = t;");
+    generic_load(e, kv, "gn < " + num(p.Sk) + "LL", bi, p.v, BKV, Dv, BQ,
+                 "const long long gn = kv0 + rr;", "Vs[rr][cc] = t;");
   }
   kv.line("__syncthreads();");
   kv.line("float mx = -INFINITY;");
@@ -795,9 +885,10 @@ void simt_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues&
   m.add_kernel("emmy_attention", grid, BQ, b.code(), smem);
 }
 
-}  // namespace
+}  // namespace attention
 
 std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
+  using namespace attention;
   const Parts p = match_parts(g);
   const ir::ValueId M2 = p.match.values;
   ModuleBuilder m(g);
@@ -813,12 +904,21 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
   std::string scratch = all_fused ? "" : m.add_scratch(g.type(M2).dtype, g.type(M2).numel());
 
   const ir::DType tq = g.type(p.q).dtype;
-  const bool sixteen = (tq == ir::DType::bf16 || tq == ir::DType::f16) && g.type(p.kt).dtype == tq &&
-                       g.type(p.v).dtype == tq && g.type(p.probs).dtype == tq && p.D % 16 == 0 && p.D <= 256 &&
+  const bool sixteen = (tq == ir::DType::bf16 || tq == ir::DType::f16) &&
+                       g.type(p.kt).dtype == tq && g.type(p.v).dtype == tq &&
+                       g.type(p.probs).dtype == tq && p.D % 16 == 0 && p.D <= 256 &&
                        p.Dv % 8 == 0 && p.Dv <= 256;
   std::string note;
-  if (sixteen) tensor_core_kernel(m, e, p, knobs, fused, scratch, note);
-  else simt_kernel(m, e, p, knobs, fused, scratch, note);
+  const bool use_wgmma = knobs.count("wgmma") && knobs.at("wgmma") == 1;
+  if (!use_wgmma && knobs.at("stages") > 2)
+    throw KnobRefused("attention: stages=" + num(knobs.at("stages")) +
+                      " is a ring depth of the wgmma=1 path only");
+  if (use_wgmma)
+    wgmma_kernel(g, m, p, knobs, fused, scratch, note);
+  else if (sixteen)
+    tensor_core_kernel(m, e, p, knobs, fused, scratch, note);
+  else
+    simt_kernel(m, e, p, knobs, fused, scratch, note);
   if (!all_fused) {
     // The remaining outputs (e.g. a transposed result) from the result in scratch.
     ExprGen e2(g);
@@ -826,8 +926,9 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     e2.bind_buffer(M2, scratch);
     add_pointwise_kernel(m, e2, "emmy_attention_epilogue", 256, 1);
   }
-  return m.finish("template: attention block_q=" + num(knobs.at("block_q")) + " block_kv=" + num(knobs.at("block_kv")) +
-                  " warps=" + num(knobs.at("warps")) + note);
+  return m.finish("template: attention block_q=" + num(knobs.at("block_q")) +
+                  " block_kv=" + num(knobs.at("block_kv")) + " warps=" + num(knobs.at("warps")) +
+                  (use_wgmma ? " wgmma=1" : "") + note);
 }
 
 }  // namespace emmy::cuda

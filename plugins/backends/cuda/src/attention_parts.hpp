@@ -1,0 +1,65 @@
+// The pieces of the attention template (tmpl_attention.cpp) that its Hopper path
+// (tmpl_attention_wgmma.cpp) shares: the match of the graph, the host's proof of an operand's
+// layout, and the per-element code of the score chain and the outputs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "emmy/templates.hpp"
+#include "expr.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda {
+
+class ModuleBuilder;
+
+namespace attention {
+
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+struct Parts {
+  AttentionMatch match;
+  ir::ValueId q = -1, kt = -1, v = -1, probs = -1;  // operands of the two products
+  ir::Shape batch;                                  // the scores' batch dims
+  int64_t Z = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  bool causal_skip = false;  // tiles above the diagonal contribute nothing
+};
+
+// The kernel's graph as q @ k^T -> score chain -> softmax -> casts -> @ v; throws Unsupported.
+Parts match_parts(const ir::Graph& g);
+
+// Operand `which` of product `mm` as rows of `cols` contiguous 16-bit elements of kernel input
+// `pointer` at a common row stride, per batch entry z starting at bases[z] (all multiples of 8
+// elements), proven on the host element by element; nullopt when it is not.
+struct OperandGeometry {
+  ir::ValueId input = -1;
+  std::string pointer;
+  int64_t row_stride = 0;
+  std::vector<int64_t> bases;
+};
+std::optional<OperandGeometry> operand_geometry(const ir::Graph& g, const ModuleBuilder& m,
+                                                ir::ValueId mm, int which, bool row_is_k,
+                                                const ir::Shape& batch, int64_t rows, int64_t cols);
+
+// Reads the bound product from accumulator `acc`, only at index `expected`.
+ExprGen::Reader accumulator_reader(const Index& expected, ir::DType t, const std::string& acc);
+// Binds causal-mask inputs to the comparison they hold, or to true (`inside`: where the caller
+// knows every key index is <= its query index).
+void bind_causal_masks(ExprGen& e, bool inside = false);
+// The scores' index at batch entry bz, row `row`, column `col`.
+Index batch_index(const Parts& p, const std::string& row, const std::string& col);
+// Stores the outputs at (gm, gd) from the result's value `acc` (fused outputs), and the result
+// into `scratch` when some output needs a second kernel.
+void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p,
+                   const std::vector<bool>& fused, const std::string& scratch,
+                   const std::string& acc, Body& b);
+
+// The Hopper path (knob wgmma=1): TMA, mbarriers, a producer warp and wgmma consumer warpgroups.
+void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const KnobValues& knobs,
+                  const std::vector<bool>& fused, const std::string& scratch, std::string& note);
+
+}  // namespace attention
+}  // namespace emmy::cuda

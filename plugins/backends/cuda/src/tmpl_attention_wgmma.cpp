@@ -1,0 +1,538 @@
+// The attention template's Hopper path (knob wgmma=1, sm_90a), flash-attention style.
+//
+// One block per (block_q query rows, batch entry); block_q / 64 consumer warpgroups own 64 rows
+// each, and one more warp, the producer, copies tiles with the bulk tensor copy engine (TMA):
+// the query tile once, then the key and value tiles of every block_kv positions into a ring of
+// `stages` shared-memory buffers. Each buffer has mbarriers for "keys landed", "values landed"
+// (the copies complete on them) and "free" (every consumer warp arrives once it is done with
+// the buffer; the producer waits on it before refilling), so copies run ahead of the products
+// without block-wide barriers.
+//
+// A consumer warpgroup computes S = Q K^T with wgmma (both from shared memory, K-major, 128-byte
+// swizzle: rows of 64 elements, head dims in chunks of 64), evaluates the graph's score chain on
+// the f32 accumulators (per element, as ExprGen writes it; the causal mask and the bounds are
+// only checked on tiles that cross the diagonal or the ends), runs the online softmax in
+// registers with exp2 (the row's scale folded into one fma), packs the probabilities into
+// 16-bit A fragments in registers and adds P V with wgmma (A from registers, V from shared
+// memory N-major through the descriptor's transpose bit). Key tiles above the diagonal are never
+// copied, and a warpgroup skips the tiles none of its rows sees.
+//
+// Operands reach TMA as tensor maps over kernel inputs: columns (the head dim) contiguous, rows
+// at one stride, and the batch entries decomposed into at most three strided factors (a factor
+// of a broadcast, e.g. the query heads of a grouped-query key head, has stride 0 and is no dim
+// of the map) — all proven on the host from the element offsets of every batch entry.
+#include <algorithm>
+#include <optional>
+
+#include "attention_parts.hpp"
+#include "module.hpp"
+
+namespace emmy::cuda::attention {
+
+namespace {
+
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
+
+// An operand as a tensor map: dims {offset + cols, rows, batch factors...}; coords are the C++
+// expressions (in bz) of the batch factors' coordinates.
+struct TmaPlan {
+  std::string map;
+  int64_t col0 = 0;  // the operand's first column in its rows (a slice of a wider buffer)
+  std::vector<std::string> coords;
+};
+
+std::optional<TmaPlan> tma_plan(ModuleBuilder& m, const Parts& p, const OperandGeometry& geo,
+                                int64_t rows, int64_t cols, int64_t box_rows, std::string& why) {
+  const std::vector<int64_t>& bases = geo.bases;
+  const int64_t off = bases.at(0);
+  if (off < 0 || geo.row_stride < 0) {
+    why = "a negative offset";
+    return std::nullopt;
+  }
+  TmaPlan plan;
+  plan.col0 = off;
+  std::vector<int64_t> dims = {off + cols, rows};
+  std::vector<int64_t> strides = {std::max(geo.row_stride, cols) * 2};
+  std::vector<int64_t> box = {64, box_rows};
+  // Batch entry z (row-major over p.batch) at off + sum over dims i of (index_i / r_i) * stride_i.
+  struct Factor {
+    int64_t inner, size, r, stride;
+  };
+  std::vector<Factor> factors;
+  int64_t inner = 1;
+  for (size_t i = p.batch.size(); i-- > 0;) {
+    const int64_t n = p.batch[i];
+    auto c = [&](int64_t k) { return bases.at(size_t(k * inner)) - off; };
+    int64_t r = 1, stride = 0;
+    for (; r <= n; ++r) {
+      if (n % r != 0) continue;
+      stride = r < n ? c(r) : 0;
+      bool ok = true;
+      for (int64_t k = 0; k < n && ok; ++k) ok = c(k) == (k / r) * stride;
+      if (ok) break;
+    }
+    if (r > n) {
+      why = "its batch entries are not a strided (or broadcast) layout";
+      return std::nullopt;
+    }
+    if (n / r > 1) {
+      if (stride <= 0 || stride % 8 != 0) {
+        why = "a batch stride of " + num(stride) + " elements";
+        return std::nullopt;
+      }
+      factors.push_back({inner, n, r, stride});
+    }
+    inner *= n;
+  }
+  for (size_t z = 0; z < bases.size(); ++z) {
+    int64_t at = off;
+    for (const Factor& f : factors) at += (int64_t(z) / f.inner % f.size / f.r) * f.stride;
+    if (at != bases[z]) {
+      why = "its batch entries are not a strided (or broadcast) layout";
+      return std::nullopt;
+    }
+  }
+  if (factors.size() > 3) {
+    why = "more than three batch factors (TMA maps have five dims)";
+    return std::nullopt;
+  }
+  for (const Factor* f = factors.data(); f != factors.data() + factors.size();
+       ++f) {  // innermost first
+    dims.push_back(f->size / f->r);
+    strides.push_back(f->stride * 2);
+    box.push_back(1);
+    plan.coords.push_back("(int)(bz / " + num(f->inner) + "LL % " + num(f->size) + "LL / " +
+                          num(f->r) + "LL)");
+  }
+  plan.map = m.add_tensor_map(geo.pointer, dims, strides, box, 128);
+  return plan;
+}
+
+// One TMA copy of `plan`'s box at column `col`, row `row` into shared address `dst` on `bar`.
+std::string tma_copy(const TmaPlan& plan, const std::string& dst, const std::string& col,
+                     const std::string& row, const std::string& bar) {
+  const size_t rank = 2 + plan.coords.size();
+  std::string coords = "%2, %3", args = "\"r\"(" + col + "), \"r\"(" + row + ")";
+  for (size_t i = 0; i < plan.coords.size(); ++i) {
+    coords += ", %" + num(int64_t(4 + i));
+    args += ", \"r\"(" + plan.coords[i] + ")";
+  }
+  return "asm volatile(\"cp.async.bulk.tensor." + num(int64_t(rank)) +
+         "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {" + coords + "}], [%" +
+         num(int64_t(4 + plan.coords.size())) + "];\" :: \"r\"(" + dst + "), \"l\"(" + plan.map +
+         "), " + args + ", \"r\"(" + bar + ") : \"memory\");";
+}
+
+// wgmma m64n<n>k16 into acc[n / 8][4]: A from shared memory (descriptor da) or, with
+// `a_regs`, from four registers; B from descriptor db, N-major when `b_transposed`.
+std::string wgmma(const std::string& ty, int64_t n, const std::string& acc,
+                  const std::string& a_regs, bool b_transposed) {
+  const int64_t regs = n / 2;
+  std::string list, operands;
+  for (int64_t r = 0; r < regs; ++r) {
+    list += (r ? ", %" : "%") + num(r);
+    operands +=
+        std::string(r ? ", " : "") + "\"+f\"(" + acc + "[" + num(r / 4) + "][" + num(r % 4) + "])";
+  }
+  std::string a = "%" + num(regs), inputs;
+  int64_t next = regs;
+  if (a_regs.empty()) {
+    inputs = "\"l\"(da)";
+    next += 1;
+  } else {
+    a = "{%" + num(regs) + ", %" + num(regs + 1) + ", %" + num(regs + 2) + ", %" + num(regs + 3) +
+        "}";
+    for (int i = 0; i < 4; ++i)
+      inputs += std::string(i ? ", " : "") + "\"r\"(" + a_regs + "[" + num(i) + "])";
+    next += 4;
+  }
+  const std::string b = "%" + num(next);
+  const std::string tail = a_regs.empty() ? std::string(", 1, 1, 0, ") + (b_transposed ? "1" : "0")
+                                          : std::string(", 1, 1, ") + (b_transposed ? "1" : "0");
+  // scale-d is a predicate (always true: the accumulators start at zero).
+  return "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + num(next + 1) +
+         ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + num(n) + "k16.f32." + ty + "." + ty + " {" +
+         list + "}, " + a + ", " + b + ", p" + tail + ";\\n}\"\n      : " + operands +
+         "\n      : " + inputs + ", \"l\"(db), \"r\"(1) : \"memory\");";
+}
+
+}  // namespace
+
+void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const KnobValues& knobs,
+                  const std::vector<bool>& fused, const std::string& scratch, std::string& note) {
+  const int64_t BQ = knobs.at("block_q"), BKV = knobs.at("block_kv"), STAGES = knobs.at("stages");
+  const int64_t D = p.D, Dv = p.Dv;
+  const std::string knob_text =
+      "attention: wgmma=1 with block_q=" + num(BQ) + " warps=" + num(knobs.at("warps"));
+  if (BQ % 64 != 0 || knobs.at("warps") != BQ / 16)
+    throw KnobRefused(knob_text +
+                      ": one warpgroup (4 warps) per 64 query rows, so warps = block_q / 16");
+  // Tile t's stage is released only after S(t + 1) is issued (P(t) V overlaps it), so the
+  // keys of t + 1 need a second stage.
+  if (STAGES < 2)
+    throw KnobRefused(knob_text +
+                      " stages=1: the wgmma path overlaps two tiles and needs stages >= 2");
+  const ir::DType t16 = g.type(p.q).dtype;
+  if ((t16 != ir::DType::bf16 && t16 != ir::DType::f16) || g.type(p.kt).dtype != t16 ||
+      g.type(p.v).dtype != t16 || g.type(p.probs).dtype != t16)
+    throw KnobRefused("attention: wgmma=1 takes q, k, v and the probabilities in one 16-bit type");
+  if (D % 64 != 0 || Dv % 64 != 0 || D > 256 || Dv > 256)
+    throw KnobRefused(
+        "attention: wgmma=1 takes head dims that are multiples of 64 up to 256, not " + num(D) +
+        "/" + num(Dv));
+  const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
+  const std::string ty = t16 == ir::DType::bf16 ? "bf16" : "f16";
+  std::string why;
+  auto plan_of = [&](int which_mm, int which, bool row_is_k, int64_t rows, int64_t cols,
+                     int64_t box_rows, const char* name) {
+    auto geo =
+        operand_geometry(g, m, which_mm == 1 ? M1 : M2, which, row_is_k, p.batch, rows, cols);
+    if (!geo)
+      throw KnobRefused(std::string("attention: wgmma=1: ") + name +
+                        " is not rows of contiguous head dims");
+    auto plan = tma_plan(m, p, *geo, rows, cols, box_rows, why);
+    if (!plan) throw KnobRefused(std::string("attention: wgmma=1: ") + name + ": " + why);
+    return *plan;
+  };
+  const TmaPlan qp = plan_of(1, 0, false, p.Sq, D, BQ, "q");
+  const TmaPlan kp = plan_of(1, 1, false, p.Sk, D, BKV, "k");
+  const TmaPlan vp = plan_of(2, 1, true, p.Sk, Dv, BKV, "v");
+
+  // With two consumer warpgroups the producer is a whole warpgroup, so that registers can move
+  // to the consumers (setmaxnreg works per warpgroup): 2 x 128 x 240 + 128 x 24 fit the 64K.
+  const int64_t NWG = BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
+  const bool move_registers = NWG > 1;
+  const int64_t CH = D / 64, CV = Dv / 64;
+  const int64_t q_chunk = BQ * 128, k_chunk = BKV * 128, v_chunk = BKV * 128;
+  const int64_t q_bytes = CH * q_chunk, k_stage = CH * k_chunk, v_stage = CV * v_chunk;
+  const int64_t k_off = q_bytes, v_off = q_bytes + STAGES * k_stage;
+  const int64_t smem = 1024 + q_bytes + STAGES * (k_stage + v_stage);
+  if (smem > kMaxSharedBytes)
+    throw KnobRefused(knob_text + " block_kv=" + num(BKV) + " stages=" + num(STAGES) + " needs " +
+                      num(smem) + " bytes of shared memory, more than " + num(kMaxSharedBytes));
+  const int64_t NS = BKV / 8, NV = Dv / 8;
+  note = " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
+         num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
+         (p.causal_skip ? " causal-skip" : "");
+  auto full_k = [&](const std::string& s) {
+    return "(emmy_bar0 + 8u * (1u + (unsigned)(" + s + ")))";
+  };
+  auto full_v = [&](const std::string& s) {
+    return "(emmy_bar0 + 8u * (" + num(1 + STAGES) + "u + (unsigned)(" + s + ")))";
+  };
+  auto free_at = [&](const std::string& s) {
+    return "(emmy_bar0 + 8u * (" + num(1 + 2 * STAGES) + "u + (unsigned)(" + s + ")))";
+  };
+  const int64_t NBAR = 1 + 3 * STAGES;
+
+  Body b(1);
+  b.line("extern __shared__ __align__(1024) unsigned char emmy_attn_smem[];");
+  b.line("// Barriers: [0] the query tile landed; per stage s: [1 + s] its keys landed, [" +
+         num(1 + STAGES) + " + s] its values landed, [" + num(1 + 2 * STAGES) +
+         " + s] every consumer warp is done with it.");
+  b.line("__shared__ __align__(8) unsigned long long emmy_bar[" + num(NBAR) + "];");
+  b.line(
+      "// The dynamic buffer is over-allocated by 1024 bytes: its start rounded up to the swizzle "
+      "period.");
+  b.line(
+      "const unsigned emmy_base = ((unsigned)__cvta_generic_to_shared(emmy_attn_smem) + 1023u) & "
+      "~1023u;");
+  b.line("const unsigned emmy_bar0 = (unsigned)__cvta_generic_to_shared(&emmy_bar[0]);");
+  b.line("const long long bz = blockIdx.y;");
+  b.line("const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * " + num(BQ) +
+         ";  // heaviest (causal) query tiles first");
+  b.line("const int kv_end = " +
+         (p.causal_skip ? "min(" + num(p.Sk) + ", q0 + " + num(BQ) + ")" : num(p.Sk)) + ";");
+  b.line("const int n_tiles = (kv_end + " + num(BKV - 1) + ") / " + num(BKV) + ";");
+  b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;");
+  b.line("if (threadIdx.x == 0) {");
+  b.line("  for (int i = 0; i < " + num(NBAR) + "; ++i)");
+  b.line(
+      "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(emmy_bar0 + 8u * i), "
+      "\"r\"(i < " +
+      num(1 + 2 * STAGES) + " ? 1 : " + num(CW) + ") : \"memory\");");
+  b.line(
+      "  // The barriers' initialisation, visible to the copy engine before it completes on them.");
+  b.line("  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
+  b.line("}");
+  b.line("__syncthreads();");
+  b.line("auto emmy_wait = [](unsigned bar, unsigned parity) {");
+  b.line("  unsigned done = 0;");
+  b.line("  do {");
+  b.line(
+      "    asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], "
+      "%2;\\nselp.u32 %0, 1, 0, p;\\n}\" "
+      ": \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");");
+  b.line("  } while (!done);");
+  b.line("};");
+  b.line("auto emmy_arm = [](unsigned bar, unsigned bytes) {");
+  b.line(
+      "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\" :: \"r\"(bar), "
+      "\"r\"(bytes) : \"memory\");");
+  b.line("};");
+
+  // The producer warp.
+  {
+    Body prod(b);
+    Body one(prod);
+    for (const TmaPlan* t : {&qp, &kp, &vp})
+      one.line("asm volatile(\"prefetch.tensormap [%0];\" :: \"l\"(" + t->map + ") : \"memory\");");
+    one.line("emmy_arm(emmy_bar0, " + num(BQ * D * 2) + "u);");
+    one.line("#pragma unroll");
+    one.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
+             tma_copy(qp, "emmy_base + (unsigned)c * " + num(q_chunk) + "u",
+                      num(qp.col0) + " + c * 64", "q0", "emmy_bar0"));
+    Body tile(one);
+    tile.line("const int s = t % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
+    tile.line("if (t >= " + num(STAGES) + ") emmy_wait(" + free_at("s") + ", (unsigned)(t / " +
+              num(STAGES) + " - 1) & 1u);");
+    tile.line("emmy_arm(" + full_k("s") + ", " + num(BKV * D * 2) + "u);");
+    tile.line("#pragma unroll");
+    tile.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
+              tma_copy(kp,
+                       "emmy_base + " + num(k_off) + "u + (unsigned)s * " + num(k_stage) +
+                           "u + (unsigned)c * " + num(k_chunk) + "u",
+                       num(kp.col0) + " + c * 64", "kv0", full_k("s")));
+    tile.line("emmy_arm(" + full_v("s") + ", " + num(BKV * Dv * 2) + "u);");
+    tile.line("#pragma unroll");
+    tile.line("for (int c = 0; c < " + num(CV) + "; ++c) " +
+              tma_copy(vp,
+                       "emmy_base + " + num(v_off) + "u + (unsigned)s * " + num(v_stage) +
+                           "u + (unsigned)c * " + num(v_chunk) + "u",
+                       num(vp.col0) + " + c * 64", "kv0", full_v("s")));
+    one.block("for (int t = 0; t < n_tiles; ++t)", tile);
+    if (move_registers)
+      prod.line("asm volatile(\"setmaxnreg.dec.sync.aligned.u32 24;\" ::: \"memory\");");
+    prod.block("if (warp == " + num(CW) + " && lane == 0)", one);
+    prod.line("return;");
+    b.block("if (warp >= " + num(CW) + ")", prod);
+    if (move_registers)
+      b.line("asm volatile(\"setmaxnreg.inc.sync.aligned.u32 240;\" ::: \"memory\");");
+  }
+
+  // The consumer warpgroups.
+  b.line("const int wg = warp >> 2, grp = lane >> 2, tig = lane & 3;");
+  b.line("const int w_first = q0 + wg * 64 + (warp & 3) * 16;  // the warp's first row");
+  b.line("const int r_lo = w_first + grp;  // this thread's rows: r_lo and r_lo + 8");
+  b.line("const int wg_last = q0 + wg * 64 + 63;");
+  b.line(
+      "auto emmy_ex2 = [](float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
+      "\"f\"(x)); return y; };");
+  b.line("auto emmy_pack = [](float lo, float hi) { unsigned r; asm(\"cvt.rn." + ty +
+         "x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; };");
+  b.line(
+      "// Descriptors: start >> 4, leading byte offset >> 4, 8-row stride (1024 bytes) >> 4, "
+      "128-byte swizzle.");
+  b.line(
+      "auto emmy_kdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (1ull "
+      "<< 16) | "
+      "(64ull << 32) | (1ull << 62); };");
+  b.line("// V is read N-major: its 64-column chunks lie " + num(v_chunk) +
+         " bytes apart (the leading byte offset).");
+  b.line("auto emmy_vdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (" +
+         num(v_chunk / 16) + "ull << 16) | (64ull << 32) | (1ull << 62); };");
+  b.line("float o[" + num(NV) + "][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};");
+  b.line("#pragma unroll");
+  b.line("for (int n = 0; n < " + num(NV) + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
+  b.line("const unsigned q_tile = emmy_base + (unsigned)wg * 8192u;");
+  b.line("emmy_wait(emmy_bar0, 0u);");
+
+  // Tiles in order; at tile t the warpgroup issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1),
+  // and evaluates the softmax of S(t) while the second product still runs: the accumulators
+  // are rescaled and P(t) packed only once it is done (its A fragments are P(t-1)'s registers).
+  b.line("// The tiles this warpgroup's rows see (later ones are only released).");
+  b.line("const int n_mine = " +
+         (p.causal_skip ? "min(n_tiles, wg_last / " + num(BKV) + " + 1)" : std::string("n_tiles")) +
+         ";");
+  b.line("unsigned pa[" + num(BKV / 16) + "][4];");
+  auto release = [&](Body& at, const std::string& stage) {
+    at.line("__syncwarp();");
+    at.line("if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
+            free_at(stage) + ") : \"memory\");");
+  };
+  auto issue_pv = [&](Body& at, const std::string& stage, const std::string& parity) {
+    at.line("const unsigned v_tile = emmy_base + " + num(v_off) + "u + (unsigned)(" + stage +
+            ") * " + num(v_stage) + "u;");
+    at.line("#pragma unroll");
+    at.line("for (int kb = 0; kb < " + num(BKV / 16) + "; ++kb) {");
+    at.line(
+        "  const unsigned long long db = emmy_vdesc(v_tile + (unsigned)kb * 2048u);  // 16 rows of "
+        "128 bytes");
+    at.line("  " + wgmma(ty, Dv, "o", "pa[kb]", true));
+    at.line("}");
+    at.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+  };
+  auto prev_stage = "(t - 1) % " + num(STAGES),
+       prev_parity = "(unsigned)((t - 1) / " + num(STAGES) + ") & 1u";
+  // The first tile has no earlier P V to overlap; wgmma must not sit on a divergent path (ptxas
+  // would serialize every one of them), so it is peeled rather than tested for.
+  auto emit_tile = [&](Body& kv, bool first) {
+    kv.line("const int s = t % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
+    kv.line("const unsigned parity = (unsigned)(t / " + num(STAGES) + ") & 1u;");
+    kv.line("emmy_wait(" + full_k("s") + ", parity);");
+    // Every wait before the first wgmma: a spin loop between them would be a divergent path.
+    if (!first) kv.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
+    kv.line("float sacc[" + num(NS) + "][4];");
+    kv.line("#pragma unroll");
+    kv.line("for (int j = 0; j < " + num(NS) +
+            "; ++j) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;");
+    kv.line("const unsigned k_tile = emmy_base + " + num(k_off) + "u + (unsigned)s * " +
+            num(k_stage) + "u;");
+    kv.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
+    kv.line("#pragma unroll");
+    kv.line("for (int kk = 0; kk < " + num(D / 16) + "; ++kk) {");
+    kv.line("  const unsigned long long da = emmy_kdesc(q_tile + (unsigned)(kk >> 2) * " +
+            num(q_chunk) + "u + (unsigned)(kk & 3) * 32u);");
+    kv.line("  const unsigned long long db = emmy_kdesc(k_tile + (unsigned)(kk >> 2) * " +
+            num(k_chunk) + "u + (unsigned)(kk & 3) * 32u);");
+    kv.line("  " + wgmma(ty, BKV, "sacc", "", false));
+    kv.line("}");
+    kv.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    if (!first) {
+      issue_pv(kv, prev_stage, prev_parity);
+      kv.line(
+          "asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");  // S(t) is done, "
+          "P(t-1) V may run on");
+    } else {
+      kv.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    }
+    // The score chain: on tiles crossing the diagonal or the ends with the mask and bounds, on the
+    // others without (the causal mask is then true everywhere).
+    const ir::ValueId chain_end = g.node(p.match.softmax).inputs.at(0);
+    auto chain = [&](bool edge, Body& loops) {
+      ExprGen e(g);
+      bind_inputs(e, m);
+      bind_causal_masks(e, !edge);
+      Body el(loops);
+      el.line("const int gm = r_lo + (q >> 1) * 8, gn = kv0 + j * 8 + tig * 2 + (q & 1);");
+      Index si = batch_index(p, "gm", "gn");
+      e.bind(M1, accumulator_reader(si, g.type(M1).dtype, "sacc[j][q]"));
+      if (edge) {
+        el.line("float x = -INFINITY;");
+        Body guarded(el);
+        guarded.line("x = (float)" + e.value(chain_end, si, guarded) + ";");
+        el.block("if (gm < " + num(p.Sq) + " && gn < " + num(p.Sk) + ")", guarded);
+        el.line("sacc[j][q] = x;");
+      } else {
+        el.line("(void)gm, (void)gn;  // a chain that reads no other input needs neither");
+        el.line("sacc[j][q] = (float)" + e.value(chain_end, si, el) + ";");
+      }
+      loops.line("#pragma unroll");
+      loops.line("for (int j = 0; j < " + num(NS) + "; ++j)");
+      loops.line("  #pragma unroll");
+      loops.block("  for (int q = 0; q < 4; ++q)", el);
+    };
+    std::string edge = "kv0 + " + num(BKV) + " > " + num(p.Sk) + " || w_first + 15 >= " + num(p.Sq);
+    if (p.causal_skip) edge = "kv0 + " + num(BKV - 1) + " > w_first || " + edge;
+    Body on_edge(kv), inside(kv);
+    chain(true, on_edge);
+    chain(false, inside);
+    kv.block("if (" + edge + ")", on_edge);
+    kv.block("else", inside);
+    // Online softmax in base 2: rows grp and grp + 8, each spread over the 4 threads of a quad.
+    kv.line("float corr[2];");
+    kv.line("#pragma unroll");
+    kv.line("for (int h = 0; h < 2; ++h) {");
+    kv.line("  float mx = -INFINITY;");
+    kv.line("  #pragma unroll");
+    kv.line("  for (int j = 0; j < " + num(NS) +
+            "; ++j) mx = fmaxf(mx, fmaxf(sacc[j][h * 2], sacc[j][h * 2 + 1]));");
+    kv.line("  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));");
+    kv.line("  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));");
+    kv.line("  const float mnew = fmaxf(mrow[h], mx);");
+    kv.line(
+        "  const float base = mnew == -INFINITY ? 0.f : mnew * 1.4426950408889634f;  // a row "
+        "masked so far stays empty");
+    kv.line("  corr[h] = emmy_ex2(mrow[h] * 1.4426950408889634f - base);");
+    kv.line("  mrow[h] = mnew;");
+    kv.line("  float sum = 0.f;");
+    kv.line("  #pragma unroll");
+    kv.line("  for (int j = 0; j < " + num(NS) + "; ++j) {");
+    kv.line("    sacc[j][h * 2] = emmy_ex2(fmaf(sacc[j][h * 2], 1.4426950408889634f, -base));");
+    kv.line(
+        "    sacc[j][h * 2 + 1] = emmy_ex2(fmaf(sacc[j][h * 2 + 1], 1.4426950408889634f, -base));");
+    kv.line("    sum += sacc[j][h * 2] + sacc[j][h * 2 + 1];");
+    kv.line("  }");
+    kv.line("  lrow[h] = lrow[h] * corr[h] + sum;");
+    kv.line("}");
+    if (!first) {
+      kv.line(
+          "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");  // P(t-1) V is in "
+          "o");
+      release(kv, prev_stage);
+    }
+    kv.line("#pragma unroll");
+    kv.line("for (int n = 0; n < " + num(NV) +
+            "; ++n) { o[n][0] *= corr[0]; o[n][1] *= corr[0]; o[n][2] *= corr[1]; o[n][3] *= "
+            "corr[1]; }");
+    // P as A fragments: the accumulators of n-tiles 2kb and 2kb + 1 are the k16 step kb.
+    kv.line("#pragma unroll");
+    kv.line("for (int kb = 0; kb < " + num(BKV / 16) + "; ++kb) {");
+    kv.line("  pa[kb][0] = emmy_pack(sacc[2 * kb][0], sacc[2 * kb][1]);");
+    kv.line("  pa[kb][1] = emmy_pack(sacc[2 * kb][2], sacc[2 * kb][3]);");
+    kv.line("  pa[kb][2] = emmy_pack(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);");
+    kv.line("  pa[kb][3] = emmy_pack(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);");
+    kv.line("}");
+  };
+  {
+    Body kv(b);
+    emit_tile(kv, true);
+    b.block("for (int t = 0; t < 1; ++t)", kv);
+  }
+  {
+    Body kv(b);
+    emit_tile(kv, false);
+    b.block("for (int t = 1; t < n_mine; ++t)", kv);
+  }
+  {
+    Body last(b);
+    last.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
+    last.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
+    issue_pv(last, prev_stage, prev_parity);
+    last.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    release(last, prev_stage);
+    b.line("// The last tile's P V (every warpgroup has at least one tile: kv_end >= 1).");
+    b.block("for (int t = n_mine; t == n_mine; ++t)", last);
+  }
+  if (p.causal_skip) {
+    Body skip(b);
+    skip.line("const int s = t % " + num(STAGES) + ";");
+    skip.line("const unsigned parity = (unsigned)(t / " + num(STAGES) + ") & 1u;");
+    skip.line("emmy_wait(" + full_k("s") + ", parity);");
+    skip.line("emmy_wait(" + full_v("s") + ", parity);");
+    release(skip, "s");
+    b.line(
+        "// Tiles no row of this warpgroup sees: only released, once landed (each warp arrives on "
+        "a");
+    b.line("// stage's barrier once per round, in order).");
+    b.block("for (int t = n_mine; t < n_tiles; ++t)", skip);
+  }
+
+  // Normalise and store.
+  b.line("float inv[2];");
+  b.line("#pragma unroll");
+  b.line("for (int h = 0; h < 2; ++h) {");
+  b.line("  float l = lrow[h];");
+  b.line("  l += __shfl_xor_sync(0xffffffffu, l, 1);");
+  b.line("  l += __shfl_xor_sync(0xffffffffu, l, 2);");
+  b.line("  inv[h] = 1.f / l;");
+  b.line("}");
+  {
+    ExprGen e(g);
+    bind_inputs(e, m);
+    bind_causal_masks(e);
+    Body st(b);
+    st.line("const long long gm = r_lo + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
+    store_outputs(e, m, p, fused, scratch, "o[n][q] * inv[q >> 1]", st);
+    b.line("#pragma unroll");
+    b.line("for (int n = 0; n < " + num(NV) + "; ++n)");
+    b.line("  #pragma unroll");
+    b.block("  for (int q = 0; q < 4; ++q)", st);
+  }
+  int64_t grid[3] = {ceil_div(p.Sq, BQ), p.Z, 1};
+  m.add_kernel("emmy_attention", grid, T, b.code(), smem);
+}
+
+}  // namespace emmy::cuda::attention
