@@ -97,6 +97,7 @@ class ExprGen {
  private:
   std::string elementwise(ir::ValueId v, const Index& idx, Body& b);
   std::string index_op(ir::ValueId v, const Index& idx, Body& b);
+  bool selects_exact_values(ir::ValueId v) const;
   std::string reduce(ir::ValueId v, const Index& idx, Body& b);
   std::string softmax(ir::ValueId v, const Index& idx, Body& b);
   std::string gemm(ir::ValueId v, const Index& idx, Body& b);
