@@ -619,10 +619,12 @@ const std::string& device_prelude() {
 #define INFINITY __int_as_float(0x7f800000)
 #endif
 __device__ __forceinline__ float emmy_bf2f(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
-__device__ __forceinline__ unsigned short emmy_f2bf(float f) { unsigned short r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f)); return r; }
+// Conversions to 16 bits through the packed form: on sm_90 the scalar cvt is F2F, a slow unit
+// (the attention's score chain spent its issue slots there), the packed one F2FP.
+__device__ __forceinline__ unsigned short emmy_f2bf(float f) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(f)); return (unsigned short)r; }
 __device__ __forceinline__ float emmy_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
-__device__ __forceinline__ unsigned short emmy_f2h(float f) { unsigned short r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f)); return r; }
-__device__ __forceinline__ float emmy_rbf(float f) { return emmy_bf2f(emmy_f2bf(f)); }
+__device__ __forceinline__ unsigned short emmy_f2h(float f) { unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(f)); return (unsigned short)r; }
+__device__ __forceinline__ float emmy_rbf(float f) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(f)); return __uint_as_float(r << 16); }
 __device__ __forceinline__ float emmy_rh(float f) { return emmy_h2f(emmy_f2h(f)); }
 __device__ __forceinline__ float emmy_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
