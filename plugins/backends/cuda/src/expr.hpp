@@ -69,7 +69,8 @@ bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o);
 std::string literal(double v);
 
 std::string flat_offset(const Index& idx, const ir::Shape& shape);
-Index unflatten(const std::string& flat, const ir::Shape& shape);
+// `suffix`: of the divisors' literals ("LL"; "u" keeps an unsigned 32-bit `flat` in 32 bits).
+Index unflatten(const std::string& flat, const ir::Shape& shape, const std::string& suffix = "LL");
 int64_t wrap_dim(int64_t dim, int64_t rank);
 int64_t numel_of(const ir::Shape& s);
 

@@ -149,9 +149,24 @@ void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name,
   m.add_kernel(name, grid, block, b.code());
 }
 
-// vec > 1: each thread computes `vec` consecutive elements of every output (one row segment:
-// the innermost extent is a multiple of vec), reading inputs with aligned vector loads where
-// their innermost index is the output's, and storing with vector stores.
+// The C++ type of the kernel's element indices: 32-bit unsigned where every buffer of the graph
+// has fewer than 2^31 elements, so that the row / column split of an index is one multiply-high
+// and a shift instead of a 64-bit division routine; 64-bit otherwise.
+std::string index_type(const ir::Graph& g) {
+  int64_t most = 0;
+  for (ir::ValueId v : g.inputs()) most = std::max(most, numel_of(g.type(v).shape));
+  for (ir::ValueId v : g.outputs) most = std::max(most, numel_of(g.type(v).shape));
+  return most < (int64_t(1) << 31) ? "unsigned" : "long long";
+}
+
+// vec > 1: each thread computes `items` groups of `vec` consecutive elements of every output (one
+// row segment each: the innermost extent is a multiple of vec), `block` groups apart so that a
+// warp's accesses stay contiguous. Inputs are read with aligned vector loads where their
+// innermost index is the output's, outputs stored with vector stores. The items are unrolled
+// here rather than by a loop: every item's values are computed before the first store, so all
+// of the thread's loads are issued before anything is written (stores could alias the inputs as
+// far as the compiler knows, which would otherwise keep one item's loads behind the previous
+// item's stores: one 16-byte load in flight per thread, too few to cover DRAM latency).
 static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
                                         int64_t items, int64_t vec) {
   const ir::Graph& g = e.graph();
@@ -161,29 +176,55 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
   if (shape.empty() || shape.back() % vec != 0)
     throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " does not divide the innermost extent " +
                       (shape.empty() ? std::string("(a scalar)") : std::to_string(shape.back())));
-  const int64_t groups = numel_of(shape) / vec, last = shape.back();
+  const int64_t groups = numel_of(shape) / vec, per_row = shape.back() / vec;
+  const int64_t per_block = block * items, blocks = ceil_div(groups, per_block);
+  const bool even = groups % per_block == 0;  // no group past the end: no guards
+  const std::string it = index_type(g), lit = it == "unsigned" ? "u" : "LL";
+  // A group past the end (the last block's) reads the last group instead, so that every load is
+  // in bounds whatever index an input is read at, and only its stores are skipped.
+  std::map<std::string, std::string> guards;
+  for (int64_t j = 0; j < items; ++j) guards["emmy_c" + std::to_string(j)] = "";
   auto ins = g.inputs();
-  for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, {{"emmy_c0", ""}});
+  for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
   Body b(1);
-  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) + "LL + threadIdx.x;");
-  Body loop(b);
-  loop.line("const long long grp = base + (long long)j * " + std::to_string(block) + "LL;");
-  Body body(loop);
-  body.line("const long long emmy_i0 = grp * " + std::to_string(vec) + "LL;");
-  body.line("const long long emmy_row = emmy_i0 / " + std::to_string(last) + "LL, emmy_c0 = emmy_i0 % " + std::to_string(last) + "LL;");
-  Index idx = unflatten("emmy_row", ir::Shape(shape.begin(), shape.end() - 1));
-  idx.push_back("");
-  for (size_t k = 0; k < g.outputs.size(); ++k) {
-    std::vector<std::string> vals;
-    for (int64_t u = 0; u < vec; ++u) {
-      idx.back() = vec_column("emmy_c0", u);
-      vals.push_back(e.value(g.outputs[k], idx, body));
+  b.line("const " + it + " emmy_base = (" + it + ")blockIdx.x * " + std::to_string(per_block) + lit + " + (" + it + ")threadIdx.x;");
+  std::vector<std::vector<std::vector<std::string>>> vals(static_cast<size_t>(items));  // [item][output][u]
+  for (int64_t j = 0; j < items; ++j) {
+    const std::string s = std::to_string(j), grp = "emmy_g" + s, col = "emmy_c" + s, row = "emmy_row" + s;
+    if (even) {
+      b.line("const " + it + " " + grp + " = emmy_base + " + std::to_string(j * block) + lit + ";");
+    } else {
+      b.line("const bool emmy_ok" + s + " = emmy_base + " + std::to_string(j * block) + lit + " < " + std::to_string(groups) + lit + ";");
+      b.line("const " + it + " " + grp + " = emmy_ok" + s + " ? emmy_base + " + std::to_string(j * block) + lit + " : " +
+             std::to_string(groups - 1) + lit + ";");
     }
-    store_vector(body, g.type(g.outputs[k]).dtype, m.output_name(k), "emmy_i0", vals);
+    b.line("const " + it + " " + row + " = " + grp + " / " + std::to_string(per_row) + lit + ", " + col + " = (" + grp +
+           " % " + std::to_string(per_row) + lit + ") * " + std::to_string(vec) + lit + ";");
+    Index idx = unflatten(row, ir::Shape(shape.begin(), shape.end() - 1), lit);
+    idx.push_back("");
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      std::vector<std::string> v;
+      for (int64_t u = 0; u < vec; ++u) {
+        idx.back() = vec_column(col, u);
+        v.push_back(e.value(g.outputs[k], idx, b));
+      }
+      vals[size_t(j)].push_back(std::move(v));
+    }
   }
-  loop.block("if (grp < " + std::to_string(groups) + "LL)", body);
-  b.block("#pragma unroll\n  for (int j = 0; j < " + std::to_string(items) + "; ++j)", loop);
-  int64_t grid[3] = {ceil_div(groups, block * items), 1, 1};
+  for (int64_t j = 0; j < items; ++j) {
+    const std::string s = std::to_string(j);
+    const std::string offset = "(" + std::string(it == "unsigned" ? "(long long)" : "") + "emmy_g" + s + " * " + std::to_string(vec) + "LL)";
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      if (even) {
+        store_vector(b, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k]);
+      } else {
+        Body store(b);
+        store_vector(store, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k]);
+        b.block("if (emmy_ok" + s + ")", store);
+      }
+    }
+  }
+  int64_t grid[3] = {blocks, 1, 1};
   m.add_kernel(name, grid, block, b.code());
 }
 

@@ -122,30 +122,33 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
   ModuleBuilder m(g);
   ExprGen e(g);
   Body b(1);
+  // Row and column indices in 32 bits where every buffer allows (index_type): no 64-bit
+  // arithmetic but the final address computations.
+  const std::string it = index_type(g), lit = it == "unsigned" ? "u" : "LL";
   if (!row_warp) b.line("__shared__ float emmy_part[33];");
   if (row_warp) {
-    b.line("const int emmy_lane = threadIdx.x & 31;");
-    b.line("const long long row = (long long)blockIdx.x * " + std::to_string(rows_per_block) + "LL + (threadIdx.x >> 5);");
-    b.line("if (row >= " + std::to_string(rows) + "LL) return;  // whole warps leave: no block barrier follows");
+    b.line("const " + it + " emmy_lane = threadIdx.x & 31;");
+    b.line("const " + it + " row = (" + it + ")blockIdx.x * " + std::to_string(rows_per_block) + lit + " + (threadIdx.x >> 5);");
+    b.line("if (row >= " + std::to_string(rows) + lit + ") return;  // whole warps leave: no block barrier follows");
   } else {
-    b.line("const int emmy_lane = threadIdx.x;");
-    b.line("const long long row = blockIdx.x;");
+    b.line("const " + it + " emmy_lane = threadIdx.x;");
+    b.line("const " + it + " row = blockIdx.x;");
   }
   // Chunk q of this thread: columns emmy_c<q> .. +vec-1, valid while inside the row.
   std::map<std::string, std::string> guards;
   for (int64_t q = 0; q < chunks; ++q) {
     const std::string c = "emmy_c" + std::to_string(q) + "_", v = "emmy_v" + std::to_string(q) + "_";
-    b.line("const long long " + c + " = ((long long)emmy_lane + " + std::to_string(q * threads_per_row) + "LL) * " + std::to_string(vec) + "LL;");
+    b.line("const " + it + " " + c + " = (emmy_lane + " + std::to_string(q * threads_per_row) + lit + ") * " + std::to_string(vec) + lit + ";");
     if ((q + 1) * step <= row_len) {
       guards[c] = "";
     } else {
-      b.line("const bool " + v + " = " + c + " < " + std::to_string(row_len) + "LL;");
+      b.line("const bool " + v + " = " + c + " < " + std::to_string(row_len) + lit + ";");
       guards[c] = v;
     }
   }
   auto ins = g.inputs();
   for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
-  Index idx = unflatten("row", ir::Shape(shape.begin(), shape.end() - 1));
+  Index idx = unflatten("row", ir::Shape(shape.begin(), shape.end() - 1), lit);
   idx.push_back("");
   // Every element of this thread's share of v, as (guard, value) pairs; computed in the kernel's
   // outer scope so that later uses of the same element reuse the registers.
@@ -193,8 +196,15 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
       e.bind(r, [t, res](const Index&, Body&) { return "(" + compute_type(t.dtype) + ")" + res; });
     }
   }
+  // Every output value first, then the stores: loads the outputs still need (a weight, the
+  // other half of a rotation) are then all issued before anything is written.
+  struct Store {
+    size_t output;
+    std::string chunk, offset;
+    std::vector<std::string> vals;
+  };
+  std::vector<Store> stores;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
-    const ir::DType dt = g.type(g.outputs[k]).dtype;
     const ir::Shape& out_shape = g.type(g.outputs[k]).shape;
     // The output's own index of this thread's row: its leading dims relabel the row's.
     Index oidx(out_shape.size());
@@ -208,14 +218,17 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
         vals.push_back(e.value(g.outputs[k], oidx, b));
       }
       oidx.back() = c;
-      const std::string offset = flat_offset(oidx, out_shape);
-      if (guards[c].empty()) {
-        store_vector(b, dt, m.output_name(k), offset, vals);
-      } else {
-        Body store(b);
-        store_vector(store, dt, m.output_name(k), offset, vals);
-        b.block("if (" + guards[c] + ")", store);
-      }
+      stores.push_back({k, c, flat_offset(oidx, out_shape), std::move(vals)});
+    }
+  }
+  for (const Store& st : stores) {
+    const ir::DType dt = g.type(g.outputs[st.output]).dtype;
+    if (guards[st.chunk].empty()) {
+      store_vector(b, dt, m.output_name(st.output), st.offset, st.vals);
+    } else {
+      Body store(b);
+      store_vector(store, dt, m.output_name(st.output), st.offset, st.vals);
+      b.block("if (" + guards[st.chunk] + ")", store);
     }
   }
   int64_t grid[3] = {ceil_div(rows, rows_per_block), 1, 1};
