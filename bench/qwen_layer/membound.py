@@ -133,14 +133,17 @@ def main():
         emmy_us = sum((k.get("best_deploy_us") or k.get("best_rank_us") or 0) * int(k.get("occurrences", 1))
                       for k in ks) if ks else 0.0
         chosen = "; ".join(f"{k.get('template', '')} {k.get('config', '')}".strip() for k in ks)
-        with torch.no_grad():
-            eager_us = timer.graph_us(lambda: mod(*inputs))
+        def timed(kind, fn):
             try:
-                cm = torch.compile(mod)
-                compile_us = timer.graph_us(lambda: cm(*inputs))
-            except Exception as e:  # noqa: BLE001 - a failed compile leaves the column empty
-                log(f"torch.compile {name}: {e}")
-                compile_us = 0.0
+                return timer.graph_us(fn)
+            except Exception as e:  # noqa: BLE001 - a failing counterpart leaves its column empty
+                log(f"  {name} {kind} FAILED: {type(e).__name__}: {str(e)[:300]}")
+                return 0.0
+
+        with torch.inference_mode():  # as bench_torch.measure_shape
+            eager_us = timed("eager", lambda: mod(*inputs))
+            cm = torch.compile(mod, dynamic=False)
+            compile_us = timed("compile", lambda: cm(*inputs))
 
         def gbs(us):
             return nbytes / (us * 1e-6) / 1e9 if us > 0 else 0.0

@@ -31,11 +31,12 @@ ir::Graph silu_mul(int64_t rows, int64_t cols) {
   return g;
 }
 
-ir::Graph silu_mul_sliced(int64_t rows, int64_t cols) {
+ir::Graph silu_mul_sliced(int64_t rows, int64_t cols, int64_t offset) {
   ir::Graph g;
   ir::Builder b(g);
-  auto gu = b.input("gate_up", {DType::bf16, {rows, 2 * cols}});
-  b.output(b.mul(b.unary(ir::Op::silu, b.slice(gu, -1, 0, cols)), b.slice(gu, -1, cols, 2 * cols)));
+  auto gu = b.input("gate_up", {DType::bf16, {rows, offset + 2 * cols}});
+  b.output(b.mul(b.unary(ir::Op::silu, b.slice(gu, -1, offset, offset + cols)),
+                 b.slice(gu, -1, offset + cols, offset + 2 * cols)));
   return g;
 }
 

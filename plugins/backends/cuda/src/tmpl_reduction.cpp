@@ -117,8 +117,15 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
                                      const std::vector<std::vector<int64_t>>& output_row_dims) {
   const ir::Shape shape = g.type(g.node(reductions[0]).inputs[0]).shape;
   const int64_t row_len = shape.back(), rows = numel_of(shape) / std::max<int64_t>(1, row_len);
-  const int64_t threads_per_row = row_warp ? 32 : block, step = threads_per_row * vec;
-  const int64_t chunks = ceil_div(row_len, step), rows_per_block = row_warp ? block / 32 : 1;
+  // A warp per row, but a row shorter than a warp's 32 x vec elements (a 128-wide attention
+  // head at vec=8) takes only the lanes it needs, a power of two, and the warp holds several
+  // rows: no idle lanes, and the reduction is a shuffle among the row's lanes.
+  int64_t threads_per_row = row_warp ? 32 : block;
+  if (row_warp)
+    while (threads_per_row > 1 && (threads_per_row / 2) * vec >= row_len) threads_per_row /= 2;
+  const int64_t step = threads_per_row * vec;
+  const int64_t chunks = ceil_div(row_len, step), rows_per_block = row_warp ? block / threads_per_row : 1;
+  const bool shared_warp = row_warp && threads_per_row < 32;
   ModuleBuilder m(g);
   ExprGen e(g);
   Body b(1);
@@ -126,7 +133,15 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
   // arithmetic but the final address computations.
   const std::string it = index_type(g), lit = it == "unsigned" ? "u" : "LL";
   if (!row_warp) b.line("__shared__ float emmy_part[33];");
-  if (row_warp) {
+  if (shared_warp) {
+    // Lanes of a row past the end compute the last row again (every lane of the warp must take
+    // part in its shuffles) and store nothing.
+    const std::string tpr = std::to_string(threads_per_row);
+    b.line("const " + it + " emmy_lane = threadIdx.x & " + std::to_string(threads_per_row - 1) + lit + ";");
+    b.line("const " + it + " emmy_row = (" + it + ")blockIdx.x * " + std::to_string(rows_per_block) + lit + " + threadIdx.x / " + tpr + lit + ";");
+    b.line("const bool emmy_row_ok = emmy_row < " + std::to_string(rows) + lit + ";");
+    b.line("const " + it + " row = emmy_row_ok ? emmy_row : " + std::to_string(rows - 1) + lit + ";");
+  } else if (row_warp) {
     b.line("const " + it + " emmy_lane = threadIdx.x & 31;");
     b.line("const " + it + " row = (" + it + ")blockIdx.x * " + std::to_string(rows_per_block) + lit + " + (threadIdx.x >> 5);");
     b.line("if (row >= " + std::to_string(rows) + lit + ") return;  // whole warps leave: no block barrier follows");
@@ -165,7 +180,11 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
     b.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) + ";");
   };
   auto combine = [&](const std::string& acc, const std::string& op) {
-    if (row_warp) b.line(acc + " = " + std::string(op == "sum" ? "emmy_warp_sum(" : "emmy_warp_max(") + acc + ");");
+    if (shared_warp)  // xor partners below threads_per_row stay inside the row's aligned lanes
+      b.line("for (int o = " + std::to_string(threads_per_row / 2) + "; o > 0; o >>= 1) " + acc + " = " +
+             (op == "sum" ? acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"
+                          : "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"));
+    else if (row_warp) b.line(acc + " = " + std::string(op == "sum" ? "emmy_warp_sum(" : "emmy_warp_max(") + acc + ");");
     else block_combine(b, acc, op);
   };
   for (ir::ValueId r : reductions) {
@@ -223,12 +242,14 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
   }
   for (const Store& st : stores) {
     const ir::DType dt = g.type(g.outputs[st.output]).dtype;
-    if (guards[st.chunk].empty()) {
+    std::string guard = guards[st.chunk];
+    if (shared_warp) guard = guard.empty() ? "emmy_row_ok" : "emmy_row_ok && " + guard;
+    if (guard.empty()) {
       store_vector(b, dt, m.output_name(st.output), st.offset, st.vals);
     } else {
       Body store(b);
       store_vector(store, dt, m.output_name(st.output), st.offset, st.vals);
-      b.block("if (" + guards[st.chunk] + ")", store);
+      b.block("if (" + guard + ")", store);
     }
   }
   int64_t grid[3] = {ceil_div(rows, rows_per_block), 1, 1};
