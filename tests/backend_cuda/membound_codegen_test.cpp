@@ -224,7 +224,9 @@ TEST(CudaMemboundCodegen, PerHeadNormReadsTheProjectionInSixteenByteLoads) {
   EXPECT_EQ(f.narrow_stores, 0) << source;
   EXPECT_EQ(f.div64, 0) << source;
   EXPECT_EQ(f.spill_bytes, 0) << f.log;
-  EXPECT_GT(f.wide_loads, 0);
+  // x, the weight, cos, sin, and in each half of rotate_half's cat the partner chunk of x and of
+  // the weight: one branch per group of 8, not per element (36 loads when it was per element).
+  EXPECT_EQ(f.wide_loads, 8) << source;
   // 16 lanes of 8 columns per 128-wide row: two rows per warp, 8 per block of 128, no idle lane.
   EXPECT_NE(source.find("emmy_row_ok"), std::string::npos) << source;
   EXPECT_EQ(parse_plan(source).launches.at(0).grid[0], 512 * 16 / 8);

@@ -269,6 +269,11 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
   return round_to(t, "(" + ct + ")(" + e + ")");
 }
 
+namespace {
+int64_t affine_column(const std::string& s, const std::string& token, int64_t align, int64_t first,
+                      std::string& base_of_first);
+}  // namespace
+
 std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
   const ir::Node& n = g_.node(v);
   ir::ValueId x = n.inputs.at(0);
@@ -356,23 +361,64 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
     }
     case Op::cat: {
       int64_t dim = wrap_dim(n.attr_int("dim", 0), rank);
+      // Where the index is element U of a group (group_columns) whose columns all lie in one
+      // part (every part starts at a multiple of the group's size, and so does the group), one
+      // branch computes the whole group into an array, and the group's other elements read it:
+      // one pass through the branch and one load per chunk of a part's input, where a branch per
+      // element repeated the loads and kept each behind the previous element's branch.
+      std::string token, group_text;
+      int64_t group = 0, u = -1;
+      if (dim == rank - 1)
+        for (const auto& [tok, vec] : groups_) {
+          bool aligned = true;
+          int64_t end = 0;
+          for (ir::ValueId part : n.inputs) aligned = aligned && (end += g_.type(part).shape[size_t(dim)]) % vec == 0;
+          std::string base;
+          if (aligned && (u = affine_column(idx[size_t(dim)], tok, vec, 0, base)) >= 0 && u < vec) {
+            token = tok;
+            group = vec;
+            group_text = "(" + tok + " + " + std::to_string(u) + ")";
+            break;
+          }
+          u = -1;
+        }
+      // idx with the group's element U replaced by element w.
+      auto element = [&](int64_t w) {
+        Index sub = idx;
+        const std::string with = "(" + token + " + " + std::to_string(w) + ")";
+        for (std::string& c : sub)
+          for (size_t at = c.find(group_text); at != std::string::npos; at = c.find(group_text, at + with.size()))
+            c.replace(at, group_text.size(), with);
+        return sub;
+      };
+      std::string key;
+      if (group > 0) {
+        key = "catgroup:" + key_of(v, element(0));
+        if (const std::string* hit = b.recall(key)) return *hit + "[" + std::to_string(u) + "]";
+      }
+      const int64_t count = group > 0 ? group : 1;
+      const std::string chooser = group > 0 ? element(0)[size_t(dim)] : idx[size_t(dim)];
       std::string var = fresh("c");
-      b.line(compute_type(n.type.dtype) + " " + var + ";");
+      b.line(compute_type(n.type.dtype) + " " + var + (group > 0 ? "[" + std::to_string(group) + "]" : "") + ";");
       int64_t begin = 0;
-      std::string chain;
       for (size_t p = 0; p < n.inputs.size(); ++p) {
         ir::ValueId part = n.inputs[p];
         int64_t len = g_.type(part).shape[size_t(dim)];
         Body inner(b);
-        Index sub = idx;
-        sub[size_t(dim)] = "((long long)(" + idx[size_t(dim)] + ") - " + std::to_string(begin) + "LL)";
-        inner.line(var + " = " + cast_to_self(value(part, sub, inner), part) + ";");
-        std::string head = p == 0 ? "if ((long long)(" + idx[size_t(dim)] + ") < " + std::to_string(begin + len) + "LL)"
-                                  : (p + 1 == n.inputs.size() ? "else" : "else if ((long long)(" + idx[size_t(dim)] + ") < " + std::to_string(begin + len) + "LL)");
+        for (int64_t w = 0; w < count; ++w) {
+          Index sub = group > 0 ? element(w) : idx;
+          sub[size_t(dim)] = "((long long)(" + sub[size_t(dim)] + ") - " + std::to_string(begin) + "LL)";
+          const std::string target = group > 0 ? var + "[" + std::to_string(w) + "]" : var;
+          inner.line(target + " = " + cast_to_self(value(part, sub, inner), part) + ";");
+        }
+        std::string head = p == 0 ? "if ((long long)(" + chooser + ") < " + std::to_string(begin + len) + "LL)"
+                                  : (p + 1 == n.inputs.size() ? "else" : "else if ((long long)(" + chooser + ") < " + std::to_string(begin + len) + "LL)");
         b.block(head, inner);
         begin += len;
       }
-      return var;
+      if (group == 0) return var;
+      b.remember(key, var);
+      return var + "[" + std::to_string(u) + "]";
     }
     case Op::embedding: {
       ir::ValueId indices = n.inputs.at(1);

@@ -183,7 +183,10 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
   // A group past the end (the last block's) reads the last group instead, so that every load is
   // in bounds whatever index an input is read at, and only its stores are skipped.
   std::map<std::string, std::string> guards;
-  for (int64_t j = 0; j < items; ++j) guards["emmy_c" + std::to_string(j)] = "";
+  for (int64_t j = 0; j < items; ++j) {
+    guards["emmy_c" + std::to_string(j)] = "";
+    e.group_columns("emmy_c" + std::to_string(j), vec);
+  }
   auto ins = g.inputs();
   for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
   Body b(1);

@@ -153,6 +153,7 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
   std::map<std::string, std::string> guards;
   for (int64_t q = 0; q < chunks; ++q) {
     const std::string c = "emmy_c" + std::to_string(q) + "_", v = "emmy_v" + std::to_string(q) + "_";
+    e.group_columns(c, vec);
     b.line("const " + it + " " + c + " = (emmy_lane + " + std::to_string(q * threads_per_row) + lit + ") * " + std::to_string(vec) + lit + ";");
     if ((q + 1) * step <= row_len) {
       guards[c] = "";
