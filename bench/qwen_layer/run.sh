@@ -8,7 +8,9 @@
 #      `emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --batch B --seq S --backend cuda --json`;
 #   2. bench_torch.py: the ceilings, transformers' Qwen3DecoderLayer eager and torch.compile,
 #      the per-kernel PyTorch counterparts, and the tables (qwen_table.py) -> $OUT/tables.md;
-#   3. optionally (EMMY_BENCH_MODEL=1) the tuning cost: all 28 layers from an empty database,
+#   3. membound.py: the memory-bound kernels at 8192x1024 bf16 against a copy of the same bytes
+#      (EMMY_BENCH_MEMBOUND=0 leaves them out) -> $OUT/membound.md, appended to tables.md;
+#   4. optionally (EMMY_BENCH_MODEL=1) the tuning cost: all 28 layers from an empty database,
 #      then the re-run (must launch nothing).
 # Settings (environment):
 #   EMMY_BENCH_EMMY      emmy binary (default $CARRY/bin/emmy, else build/bin/emmy)
@@ -23,6 +25,10 @@
 #   EMMY_BENCH_MODEL_PATIENCE (default EMMY_BENCH_PATIENCE), EMMY_BENCH_MODEL_SEQ (default 512),
 #   EMMY_BENCH_MODEL_TIMEOUT (first run, default 500), EMMY_BENCH_MODEL_RERUN_TIMEOUT (default 60):
 #   the model tune needs its own call: EMMY_BENCH_SHAPES=none EMMY_BENCH_MODEL=1
+#   EMMY_BENCH_MEMBOUND  1 (default): also the memory-bound kernels at ROWSx1024 bf16 against a copy
+#                        of the same bytes (membound.py; EMMY_BENCH_MEMBOUND_ROWS default 8192,
+#                        EMMY_BENCH_MEMBOUND_PATIENCE default 50, EMMY_BENCH_MEMBOUND_TIMEOUT s per
+#                        tune, default 150); alone: EMMY_BENCH_SHAPES=none
 #   EMMY_BENCH_BACKEND   emmy's backend (default cuda; cpu runs the Emmy half without a GPU)
 #   EMMY_BENCH_PY        python with torch + transformers (default /opt/torch/.venv/bin/python3)
 set -uo pipefail
@@ -112,6 +118,21 @@ t0=$(now)
 "$PY" "$HERE/bench_torch.py" --shapes "$SHAPES" --emmy-dir "$WORK" --config "$CONFIG" \
   --samples "${EMMY_BENCH_SAMPLES:-100}" --out "$OUT" 2>&1 | tee -a "$LOG"
 log "wall $(elapsed "$t0" "$(now)") s"
+
+# The memory-bound kernels at 8192x1024 bf16 (issue 19): Emmy's tuned RMSNorm, SiLU*mul and
+# residual add (each exported with torch.export and tuned through the pt2 frontend) against a
+# copy of the same bytes, eager and torch.compile, same process; their cubins' SASS summary.
+if [[ ${EMMY_BENCH_MEMBOUND:-1} == 1 ]]; then
+  log "== memory-bound kernels: $PY $HERE/membound.py"
+  t0=$(now)
+  "$PY" "$HERE/membound.py" --emmy "$EMMY" --work "$WORK" --out "$OUT" \
+    --rows "${EMMY_BENCH_MEMBOUND_ROWS:-8192}" --patience "${EMMY_BENCH_MEMBOUND_PATIENCE:-50}" \
+    --tune-timeout "${EMMY_BENCH_MEMBOUND_TIMEOUT:-150}" --samples "${EMMY_BENCH_SAMPLES:-100}" 2>&1 | tee -a "$LOG"
+  [[ -f $OUT/membound.md ]] && { echo; cat "$OUT/membound.md"; } >>"$OUT/tables.md"
+  "$PY" "$HERE/sass_summary.py" "$EMMY_HOME/cache/cuda" "$WORK"/membound-*.json --others 2 \
+    >"$OUT/membound-sass.md" 2>&1 || echo "sass_summary failed (rc $?)" >>"$OUT/membound-sass.md"
+  log "wall $(elapsed "$t0" "$(now)") s; disassembly: $OUT/membound-sass.md"
+fi
 
 if [[ ${EMMY_BENCH_MODEL:-0} == 1 ]]; then
   # Tuning cost from an empty database (its own home: no database, compile cache or prior).

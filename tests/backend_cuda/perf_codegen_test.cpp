@@ -136,6 +136,24 @@ TEST(CudaPerfCodegen, PerHeadNormWithRopeAndTransposeIsOneFusedKernel) {
   expect_refused(one_kernel(g, "reduction", {{"row_warp", 1}}), "reshaped output, warp", "not shaped like the rows");
 }
 
+// A row shorter than 32 x vec shares its warp with other rows (issue 19): every lane busy,
+// shuffles inside the row's lanes, a partial last warp computing a clamped row and storing nothing.
+TEST(CudaPerfCodegen, ShortRowsShareAWarp) {
+  for (double vec : {4.0, 8.0}) {
+    Knobs k{{"vec", vec}, {"row_warp", 1}, {"block", 128}};
+    ir::Slice s = one_kernel(rmsnorm(37, 64), "reduction", k);
+    expect_compiles(s, "rmsnorm 37x64 " + describe(k), "fused, row in registers");
+    const std::string source = generate_source(s);
+    const int64_t lanes = vec == 4 ? 16 : 8;  // 64 columns / vec
+    EXPECT_NE(source.find("threadIdx.x / " + std::to_string(lanes) + "u"), std::string::npos) << source;
+    EXPECT_NE(source.find("o = " + std::to_string(lanes / 2) + ";"), std::string::npos) << source;
+    EXPECT_EQ(parse_plan(source).launches.at(0).grid[0], ceil_div(37, 128 / lanes)) << source;
+  }
+  // 32 x vec or more: one row per warp, as before.
+  const std::string source = generate_source(one_kernel(rmsnorm(37, 1024), "reduction", {{"vec", 8}, {"row_warp", 1}}));
+  EXPECT_EQ(source.find("emmy_row_ok"), std::string::npos) << source;
+}
+
 TEST(CudaPerfCodegen, ReductionKnobsThatCannotWorkAreRefused) {
   // Rows of 77: no vector groups.
   expect_refused(one_kernel(softmax(6, 77, DType::f32), "reduction", {{"vec", 4}}), "77 vec=4", "row length 77");

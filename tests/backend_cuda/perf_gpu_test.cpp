@@ -64,11 +64,32 @@ TEST(CudaPerfGpu, VectorizedPointwiseMatchesTheReference) {
   }
 }
 
+// Issue 19's pointwise path: items unrolled with every load first, a ragged last block (its
+// groups past the end read the last group and store nothing), 16-byte loads through slices of a
+// fused projection at aligned columns and scalar ones at unaligned columns.
+TEST(CudaPerfGpu, UnrolledAndSlicedPointwiseMatchesTheReference) {
+  for (double items : {1.0, 2.0, 4.0, 8.0})
+    for (double block : {128.0, 256.0}) {
+      const Knobs k{{"vec", 8}, {"items", items}, {"block", block}};
+      expect_matches_reference(silu_mul(37, 1000), "pointwise", k, "silu*mul 37x1000");
+      expect_matches_reference(silu_mul_sliced(37, 1000), "pointwise", k, "silu*mul sliced 37x1000");
+      expect_matches_reference(silu_mul_sliced(29, 1000, 8), "pointwise", k, "silu*mul sliced +8");
+      expect_matches_reference(silu_mul_sliced(29, 1000, 4), "pointwise", k, "silu*mul sliced +4");
+      expect_matches_reference(residual_add(8192, 1024), "pointwise", k, "residual add 8192x1024");
+    }
+  expect_matches_reference(silu_mul_sliced(33, 1000, 4), "pointwise", {{"vec", 4}, {"items", 2}}, "silu*mul sliced +4 vec4");
+}
+
 TEST(CudaPerfGpu, FusedRowsMatchTheReference) {
   for (double warp : {0.0, 1.0})
     for (double vec : {1.0, 4.0, 8.0}) {
       Knobs k{{"vec", vec}, {"row_warp", warp}, {"block", warp == 1 ? 128.0 : 256.0}};
       expect_matches_reference(rmsnorm(37, 1024), "reduction", k, "rmsnorm 37x1024");
+      expect_matches_reference(rmsnorm(8192, 1024), "reduction", k, "rmsnorm 8192x1024");
+      // Rows shorter than a warp's 32 x vec: several rows per warp (at row_warp=1, vec>1), a
+      // partial last warp, and at 48 a partial chunk.
+      expect_matches_reference(rmsnorm(37, 64), "reduction", k, "rmsnorm 37x64");
+      expect_matches_reference(softmax(50, 48, DType::f32), "reduction", k, "softmax f32 50x48");
       // 200 = 1.5 chunks of a warp's 128 at vec 4: a partial chunk with guards.
       expect_matches_reference(softmax(50, 200, DType::f32), "reduction", k, "softmax f32 50x200");
       expect_matches_reference(softmax(21, 1000, DType::bf16), "reduction", k, "softmax bf16 21x1000");
@@ -136,11 +157,15 @@ TEST(CudaPerfGpu, PrintsBandwidthAndThroughput) {
     for (double items : {1.0, 2.0, 4.0})
       for (double block : {128.0, 256.0, 512.0}) pointwise.push_back({{"vec", vec}, {"items", items}, {"block", block}});
   sweep("pointwise silu+bias", silu_bias(8192, 1024, DType::bf16), "pointwise", pointwise, 0);
-  // A residual add: two reads and a write per element, almost no arithmetic.
+  // A residual add: two reads and a write per element, almost no arithmetic; SiLU * mul the same
+  // with an activation (issue 19's shape, 8192x1024 bf16).
   std::vector<Knobs> add_configs;
-  for (double vec : {1.0, 8.0})
-    for (double items : {1.0, 2.0}) add_configs.push_back({{"vec", vec}, {"items", items}, {"block", 256}});
+  for (double items : {1.0, 2.0, 4.0, 8.0})
+    for (double block : {128.0, 256.0, 512.0}) add_configs.push_back({{"vec", 8}, {"items", items}, {"block", block}});
+  add_configs.push_back({{"vec", 1}, {"items", 1}, {"block", 256}});
   sweep("pointwise residual add", residual_add(8192, 1024), "pointwise", add_configs, 0);
+  sweep("pointwise silu*mul", silu_mul(8192, 1024), "pointwise", add_configs, 0);
+  sweep("silu*mul sliced", silu_mul_sliced(8192, 1024), "pointwise", add_configs, 0);
   sweep("residual add 65536x1024", residual_add(65536, 1024), "pointwise", {{{"vec", 8}, {"items", 1}, {"block", 256}}}, 0);
   std::vector<Knobs> rows;
   for (double warp : {0.0, 1.0})

@@ -22,6 +22,24 @@ ir::Graph residual_add(int64_t rows, int64_t cols) {
   return g;
 }
 
+ir::Graph silu_mul(int64_t rows, int64_t cols) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto gate = b.input("gate", {DType::bf16, {rows, cols}});
+  auto up = b.input("up", {DType::bf16, {rows, cols}});
+  b.output(b.mul(b.unary(ir::Op::silu, gate), up));
+  return g;
+}
+
+ir::Graph silu_mul_sliced(int64_t rows, int64_t cols, int64_t offset) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto gu = b.input("gate_up", {DType::bf16, {rows, offset + 2 * cols}});
+  b.output(b.mul(b.unary(ir::Op::silu, b.slice(gu, -1, offset, offset + cols)),
+                 b.slice(gu, -1, offset + cols, offset + 2 * cols)));
+  return g;
+}
+
 ir::Graph rotate_half(int64_t rows, int64_t cols, DType t) {
   ir::Graph g;
   ir::Builder b(g);

@@ -13,6 +13,11 @@ namespace emmy::cuda::perf {
 ir::Graph silu_bias(int64_t rows, int64_t cols, ir::DType t);
 // x + y over two bf16 [rows, cols] tensors.
 ir::Graph residual_add(int64_t rows, int64_t cols);
+// silu(gate) * up over two bf16 [rows, cols] tensors (a Qwen3 MLP's activation).
+ir::Graph silu_mul(int64_t rows, int64_t cols);
+// The same read through slices of one [rows, offset + 2 * cols] tensor (the fused gate+up
+// projection's output: gate the cols columns from `offset`, up the next cols).
+ir::Graph silu_mul_sliced(int64_t rows, int64_t cols, int64_t offset = 0);
 // rotate_half over x[rows, 4, cols] (slice + cat on the innermost dim: scalar reads) times cos.
 ir::Graph rotate_half(int64_t rows, int64_t cols, ir::DType t);
 // Qwen3's RMSNorm in bf16: (x.f32 * rsqrt(mean(x.f32^2) + eps)).bf16 * w over x[rows, cols].

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <set>
 
 #include "emmy/status.hpp"
@@ -104,15 +106,15 @@ std::string flat_offset(const Index& idx, const ir::Shape& shape) {
   return out.empty() ? "0LL" : "(" + out + ")";
 }
 
-Index unflatten(const std::string& flat, const ir::Shape& shape) {
+Index unflatten(const std::string& flat, const ir::Shape& shape, const std::string& suffix) {
   Index idx(shape.size());
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     if (shape[i] == 1) {
       idx[i] = "0";
     } else {
-      std::string q = stride == 1 ? flat : "(" + flat + ") / " + std::to_string(stride) + "LL";
-      idx[i] = i == 0 ? q : "(" + q + ") % " + std::to_string(shape[i]) + "LL";
+      std::string q = stride == 1 ? flat : "(" + flat + ") / " + std::to_string(stride) + suffix;
+      idx[i] = i == 0 ? q : "(" + q + ") % " + std::to_string(shape[i]) + suffix;
     }
     stride *= shape[i];
   }
@@ -284,6 +286,11 @@ bool ExprGen::selects_exact_values(ir::ValueId v) const {
   return true;
 }
 
+namespace {
+int64_t affine_column(const std::string& s, const std::string& token, int64_t align, int64_t first,
+                      std::string& base_of_first);
+}  // namespace
+
 std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
   const ir::Node& n = g_.node(v);
   ir::ValueId x = n.inputs.at(0);
@@ -371,23 +378,64 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
     }
     case Op::cat: {
       int64_t dim = wrap_dim(n.attr_int("dim", 0), rank);
+      // Where the index is element U of a group (group_columns) whose columns all lie in one
+      // part (every part starts at a multiple of the group's size, and so does the group), one
+      // branch computes the whole group into an array, and the group's other elements read it:
+      // one pass through the branch and one load per chunk of a part's input, where a branch per
+      // element repeated the loads and kept each behind the previous element's branch.
+      std::string token, group_text;
+      int64_t group = 0, u = -1;
+      if (dim == rank - 1)
+        for (const auto& [tok, vec] : groups_) {
+          bool aligned = true;
+          int64_t end = 0;
+          for (ir::ValueId part : n.inputs) aligned = aligned && (end += g_.type(part).shape[size_t(dim)]) % vec == 0;
+          std::string base;
+          if (aligned && (u = affine_column(idx[size_t(dim)], tok, vec, 0, base)) >= 0 && u < vec) {
+            token = tok;
+            group = vec;
+            group_text = "(" + tok + " + " + std::to_string(u) + ")";
+            break;
+          }
+          u = -1;
+        }
+      // idx with the group's element U replaced by element w.
+      auto element = [&](int64_t w) {
+        Index sub = idx;
+        const std::string with = "(" + token + " + " + std::to_string(w) + ")";
+        for (std::string& c : sub)
+          for (size_t at = c.find(group_text); at != std::string::npos; at = c.find(group_text, at + with.size()))
+            c.replace(at, group_text.size(), with);
+        return sub;
+      };
+      std::string key;
+      if (group > 0) {
+        key = "catgroup:" + key_of(v, element(0));
+        if (const std::string* hit = b.recall(key)) return *hit + "[" + std::to_string(u) + "]";
+      }
+      const int64_t count = group > 0 ? group : 1;
+      const std::string chooser = group > 0 ? element(0)[size_t(dim)] : idx[size_t(dim)];
       std::string var = fresh("c");
-      b.line(compute_type(n.type.dtype) + " " + var + ";");
+      b.line(compute_type(n.type.dtype) + " " + var + (group > 0 ? "[" + std::to_string(group) + "]" : "") + ";");
       int64_t begin = 0;
-      std::string chain;
       for (size_t p = 0; p < n.inputs.size(); ++p) {
         ir::ValueId part = n.inputs[p];
         int64_t len = g_.type(part).shape[size_t(dim)];
         Body inner(b);
-        Index sub = idx;
-        sub[size_t(dim)] = "((long long)(" + idx[size_t(dim)] + ") - " + std::to_string(begin) + "LL)";
-        inner.line(var + " = " + cast_to_self(value(part, sub, inner), part) + ";");
-        std::string head = p == 0 ? "if ((long long)(" + idx[size_t(dim)] + ") < " + std::to_string(begin + len) + "LL)"
-                                  : (p + 1 == n.inputs.size() ? "else" : "else if ((long long)(" + idx[size_t(dim)] + ") < " + std::to_string(begin + len) + "LL)");
+        for (int64_t w = 0; w < count; ++w) {
+          Index sub = group > 0 ? element(w) : idx;
+          sub[size_t(dim)] = "((long long)(" + sub[size_t(dim)] + ") - " + std::to_string(begin) + "LL)";
+          const std::string target = group > 0 ? var + "[" + std::to_string(w) + "]" : var;
+          inner.line(target + " = " + cast_to_self(value(part, sub, inner), part) + ";");
+        }
+        std::string head = p == 0 ? "if ((long long)(" + chooser + ") < " + std::to_string(begin + len) + "LL)"
+                                  : (p + 1 == n.inputs.size() ? "else" : "else if ((long long)(" + chooser + ") < " + std::to_string(begin + len) + "LL)");
         b.block(head, inner);
         begin += len;
       }
-      return var;
+      if (group == 0) return var;
+      b.remember(key, var);
+      return var + "[" + std::to_string(u) + "]";
     }
     case Op::embedding: {
       ir::ValueId indices = n.inputs.at(1);
@@ -555,6 +603,158 @@ int64_t column_offset(const std::string& s, const std::string& token) {
   return std::stoll(u);
 }
 
+// An index expression as generated here (sums and products of integer literals, variables,
+// casts, and / or % of terms) read as an affine function: constant + sum of coefficient x atom,
+// where an atom is a variable or a product / quotient / remainder that does not involve the
+// token (kept whole, by its text). `ok` is false for anything else, or where the token is not
+// reached linearly.
+struct Affine {
+  bool ok = true;
+  int64_t constant = 0;
+  std::map<std::string, int64_t> terms;
+  bool involves(const std::string& token) const {
+    for (const auto& [atom, c] : terms)
+      if (c != 0 && mentions(atom, token)) return true;
+    return false;
+  }
+};
+
+class AffineParser {
+ public:
+  AffineParser(const std::string& s, const std::string& token) : s_(s), token_(token) {}
+  Affine parse() {
+    Affine a = sum();
+    skip();
+    if (pos_ != s_.size()) a.ok = false;
+    return a;
+  }
+
+ private:
+  void skip() {
+    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
+  }
+  bool eat(char c) {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  static Affine scaled(Affine a, int64_t k) {
+    a.constant *= k;
+    for (auto& [atom, c] : a.terms) c *= k;
+    return a;
+  }
+  static void add(Affine& into, const Affine& a, int64_t sign) {
+    into.ok = into.ok && a.ok;
+    into.constant += sign * a.constant;
+    for (const auto& [atom, c] : a.terms) into.terms[atom] += sign * c;
+  }
+  bool is_constant(const Affine& a) const {
+    for (const auto& [atom, c] : a.terms)
+      if (c != 0) return false;
+    return true;
+  }
+  // A non-affine combination of two parts: one opaque atom, unless the token is inside.
+  Affine opaque(size_t begin, const Affine& l, const Affine& r) {
+    Affine a;
+    a.ok = l.ok && r.ok && !l.involves(token_) && !r.involves(token_);
+    a.terms[s_.substr(begin, pos_ - begin)] = 1;
+    return a;
+  }
+  Affine sum() {
+    Affine a = product();
+    for (;;) {
+      if (eat('+')) add(a, product(), 1);
+      else if (eat('-')) add(a, product(), -1);
+      else return a;
+    }
+  }
+  Affine product() {
+    skip();
+    const size_t begin = pos_;
+    Affine a = unary();
+    for (;;) {
+      if (eat('*')) {
+        Affine r = unary();
+        if (is_constant(r)) a = scaled(a, r.constant), a.ok = a.ok && r.ok;
+        else if (is_constant(a)) r = scaled(r, a.constant), r.ok = r.ok && a.ok, a = r;
+        else a = opaque(begin, a, r);
+      } else if (eat('/') || eat('%')) {
+        a = opaque(begin, a, unary());
+      } else {
+        return a;
+      }
+    }
+  }
+  Affine unary() {
+    skip();
+    Affine a;
+    if (eat('-')) return scaled(unary(), -1);
+    if (eat('(')) {
+      // A cast to an integer type changes no value of an index.
+      for (const char* cast : {"long long)", "unsigned)", "int)", "long)"}) {
+        skip();
+        if (s_.compare(pos_, std::strlen(cast), cast) == 0) {
+          pos_ += std::strlen(cast);
+          return unary();
+        }
+      }
+      a = sum();
+      if (!eat(')')) a.ok = false;
+      return a;
+    }
+    const size_t begin = pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    const std::string word = s_.substr(begin, pos_ - begin);
+    if (word.empty()) {
+      a.ok = false;
+    } else if (std::isdigit(static_cast<unsigned char>(word[0]))) {
+      size_t used = 0;
+      a.constant = std::stoll(word, &used);
+      const std::string suffix = word.substr(used);
+      a.ok = suffix.empty() || suffix == "LL" || suffix == "u" || suffix == "U" || suffix == "ull";
+    } else {
+      a.terms[word] = 1;
+    }
+    return a;
+  }
+
+  const std::string& s_;
+  const std::string& token_;
+  size_t pos_ = 0;
+};
+
+// Where the innermost index `s` reads group element U of `token` ("(<token> + U)" inside an
+// affine expression with coefficient 1, e.g. behind a slice's start or a per-head view's
+// head offset): U, and the expression with U replaced by `first` in `base_of_first`. -1 when
+// `s` is not such an expression, or when the rest of it is not a multiple of `align` elements
+// (then a group's elements do not start an aligned access).
+int64_t affine_column(const std::string& s, const std::string& token, int64_t align, int64_t first,
+                      std::string& base_of_first) {
+  const std::string head = "(" + token + " + ";
+  const size_t at = s.find(head);
+  if (at == std::string::npos || s.find(head, at + 1) != std::string::npos) return -1;
+  const size_t digits = at + head.size(), close = s.find(')', digits);
+  if (close == std::string::npos || close == digits) return -1;
+  const std::string u_text = s.substr(digits, close - digits);
+  if (u_text.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int64_t u = std::stoll(u_text);
+  const Affine a = AffineParser(s, token).parse();
+  if (!a.ok) return -1;
+  for (const auto& [atom, c] : a.terms) {
+    if (atom == token) {
+      if (c != 1) return -1;
+    } else if (mentions(atom, token) || c % align != 0) {
+      return -1;
+    }
+  }
+  if ((a.constant - u) % align != 0) return -1;
+  base_of_first = s.substr(0, digits) + std::to_string(first) + s.substr(close);
+  return u;
+}
+
 }  // namespace
 
 void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_t vec,
@@ -573,13 +773,23 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
           token = tok;
           if (!g.empty()) guard = g;
         }
-    const int64_t u = token.empty() || idx.empty() ? -1 : column_offset(idx.back(), token);
+    int64_t u = token.empty() || idx.empty() ? -1 : column_offset(idx.back(), token);
+    std::string shifted;  // the innermost index of the access, where it is not the group's own column
+    if (u < 0 && !token.empty() && !idx.empty()) {
+      // Behind a slice or a view of the last dim: the group's element U, at an offset that keeps
+      // its chunk aligned (column_offset's plain form is the common case, kept as it was).
+      const int64_t probe = affine_column(idx.back(), token, chunk, 0, shifted);
+      if (probe >= 0) {
+        u = probe;
+        affine_column(idx.back(), token, chunk, u / chunk * chunk, shifted);
+      }
+    }
     bool only_last = u >= 0;
     for (size_t d = 0; only_last && d + 1 < idx.size(); ++d) only_last = !mentions(idx[d], token);
     if (can_vector && only_last && u < vec) {
       const int64_t first = u / chunk * chunk;
       Index base = idx;
-      base.back() = vec_column(token, first);
+      base.back() = shifted.empty() ? vec_column(token, first) : shifted;
       const std::string offset = flat_offset(base, t.shape);
       const std::string key = "vload:" + ptr + "@" + offset;
       std::string var;
@@ -588,7 +798,9 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
       } else {
         var = e.fresh("ld");
         const std::string at = access_type(chunk * size);
-        const std::string load = "*(const " + at + "*)&" + ptr + "[" + offset + "]";
+        // Through the read-only path: a kernel never writes its inputs, and the compiler may then
+        // issue the load ahead of earlier stores (several groups' loads in flight at once).
+        const std::string load = "__ldg((const " + at + "*)&" + ptr + "[" + offset + "])";
         b.line("const " + at + " " + var + " = " + (guard.empty() ? load : guard + " ? " + load + " : " + at + "{}") + ";");
         b.remember(key, var);
       }

@@ -69,7 +69,8 @@ bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o);
 std::string literal(double v);
 
 std::string flat_offset(const Index& idx, const ir::Shape& shape);
-Index unflatten(const std::string& flat, const ir::Shape& shape);
+// `suffix`: of the divisors' literals ("LL"; "u" keeps an unsigned 32-bit `flat` in 32 bits).
+Index unflatten(const std::string& flat, const ir::Shape& shape, const std::string& suffix = "LL");
 int64_t wrap_dim(int64_t dim, int64_t rank);
 int64_t numel_of(const ir::Shape& s);
 
@@ -89,6 +90,11 @@ class ExprGen {
   // Like value, but computes v from its operands even when v is bound.
   std::string compute(ir::ValueId v, const Index& idx, Body& b);
   std::string fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
+  // `token` names the first column of a group of `vec` consecutive columns, a multiple of vec
+  // (the vectorized templates' groups): a cat along the last dim whose parts start at multiples
+  // of vec then picks one part for the whole group, with one condition the compiler sees as the
+  // same for each of the group's elements (and can merge, loads included).
+  void group_columns(const std::string& token, int64_t vec) { groups_[token] = vec; }
 
   // Operand indices of a linear/matmul/bmm node at output index `out` and depth `k`.
   void gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a, Index& b) const;
@@ -105,6 +111,7 @@ class ExprGen {
 
   const ir::Graph& g_;
   std::map<ir::ValueId, Reader> bound_;
+  std::map<std::string, int64_t> groups_;
   int counter_ = 0;
 };
 

@@ -245,6 +245,10 @@ void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], i
     bool is_input = i < n_in;
     k += "  " + std::string(is_input ? "const " : "") + storage_type(dtype) + "* __restrict__ " + ptr + " = (" +
          (is_input ? "const " : "") + storage_type(dtype) + "*)emmy_buf[" + std::to_string(i) + "];\n";
+    // Pointers read from the table are generic as far as the compiler knows, and an access
+    // through a generic pointer is a generic LD/ST (an address-space check per access, no
+    // non-coherent path); every buffer is device global memory, and saying so gives LDG/STG.
+    k += "  __builtin_assume(__isGlobal(" + ptr + "));\n";
   }
   if (!plan_.tensor_maps.empty())
     k += "  const unsigned long long emmy_tmaps = (unsigned long long)emmy_buf[" + std::to_string(pointers_.size()) + "];\n";

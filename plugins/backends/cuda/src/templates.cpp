@@ -20,11 +20,9 @@ BackendCaps cuda_capabilities() {
   // refused (a build error) where the innermost extent is not a multiple of it.
   // The first value of each knob is the untuned default, the search's first candidate: it must
   // work for every kernel of its template (knob values a kernel cannot take are refused).
-  caps.templates["pointwise"] = {
-      {"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
+  caps.templates["pointwise"] = {{"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
   // row_warp: 1 = one warp per row (block/32 rows per block), 0 = one block per row.
-  caps.templates["reduction"] = {
-      {"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
+  caps.templates["reduction"] = {{"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
   // stages: 1 = one shared-memory buffer loaded by plain copies; 2..4 = a cp.async ring of that
   // many tile_k slices with ldmatrix fragments (tensor-core path, 16-byte-copyable operands).
   // Default tile: 64x64x16 with 4 warps, enough blocks to fill the GPU for small products.
@@ -41,10 +39,10 @@ BackendCaps cuda_capabilities() {
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
   // shared-memory tile; warps: per block, 16 query rows each, more split the key/value tiles'
   // columns (tmpl_attention.cpp);
-  // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one
-  // buffer; 3 only on the Hopper path. wgmma: 1 = Hopper's path (sm_90a; tmpl_attention_wgmma.cpp):
-  // block_q / 64 warpgroups (so warps = block_q / 16) and a producer warp, k/v through TMA into a
-  // ring of `stages` buffers.
+  // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one buffer;
+  // 3 only on the Hopper path.
+  // wgmma: 1 = Hopper's path (sm_90a; tmpl_attention_wgmma.cpp): block_q / 64 warpgroups (so
+  // warps = block_q / 16) and a producer warp, k/v through TMA into a ring of `stages` buffers.
   caps.templates["attention"] = {{"block_q", {64, 128}},
                                  {"block_kv", {128, 64, 32}},
                                  {"warps", {8, 16, 4}},
@@ -61,8 +59,7 @@ BackendCaps cuda_capabilities() {
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given) {
   static const BackendCaps caps = cuda_capabilities();
   auto it = caps.templates.find(templ);
-  if (it == caps.templates.end())
-    throw Error("cuda backend: unknown kernel template '" + templ + "'");
+  if (it == caps.templates.end()) throw Error("cuda backend: unknown kernel template '" + templ + "'");
   KnobValues out;
   for (const KnobSpec& spec : it->second) {
     double v = spec.values.at(0);
@@ -105,10 +102,8 @@ std::string generate_fallback(const ir::Graph& g) {
     if (n.op == ir::Op::input || n.op == ir::Op::constant) continue;
     auto id = static_cast<ir::ValueId>(v);
     auto ob = out_buffer.find(id);
-    if (ob == out_buffer.end() && is_index_op(n.op) && n.op != ir::Op::embedding)
-      continue;  // inlined
-    std::string dst =
-        ob != out_buffer.end() ? ob->second : m.add_scratch(n.type.dtype, numel_of(n.type.shape));
+    if (ob == out_buffer.end() && is_index_op(n.op) && n.op != ir::Op::embedding) continue;  // inlined
+    std::string dst = ob != out_buffer.end() ? ob->second : m.add_scratch(n.type.dtype, numel_of(n.type.shape));
     elementwise_kernel(id, dst);
     e.bind_buffer(id, dst);
   }
@@ -148,12 +143,10 @@ static int64_t max_output_numel(const ir::Graph& g) {
 }
 
 // One thread per `items` elements (strided by the block, so loads stay coalesced).
-void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
-                          int64_t items) {
+void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block, int64_t items) {
   int64_t n = max_output_numel(e.graph());
   Body b(1);
-  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) +
-         "LL + threadIdx.x;");
+  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) + "LL + threadIdx.x;");
   Body loop(b);
   loop.line("const long long i = base + (long long)j * " + std::to_string(block) + "LL;");
   emit_outputs_at(e, m, "i", loop);
@@ -162,55 +155,92 @@ void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name,
   m.add_kernel(name, grid, block, b.code());
 }
 
-// vec > 1: each thread computes `vec` consecutive elements of every output (one row segment:
-// the innermost extent is a multiple of vec), reading inputs with aligned vector loads where
-// their innermost index is the output's, and storing with vector stores.
-static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name,
-                                        int64_t block, int64_t items, int64_t vec) {
+// The C++ type of the kernel's element indices: 32-bit unsigned where every buffer of the graph
+// has fewer than 2^31 elements, so that the row / column split of an index is one multiply-high
+// and a shift instead of a 64-bit division routine; 64-bit otherwise.
+std::string index_type(const ir::Graph& g) {
+  int64_t most = 0;
+  for (ir::ValueId v : g.inputs()) most = std::max(most, numel_of(g.type(v).shape));
+  for (ir::ValueId v : g.outputs) most = std::max(most, numel_of(g.type(v).shape));
+  return most < (int64_t(1) << 31) ? "unsigned" : "long long";
+}
+
+// vec > 1: each thread computes `items` groups of `vec` consecutive elements of every output (one
+// row segment each: the innermost extent is a multiple of vec), `block` groups apart so that a
+// warp's accesses stay contiguous. Inputs are read with aligned vector loads where their
+// innermost index is the output's, outputs stored with vector stores. The items are unrolled
+// here rather than by a loop: every item's values are computed before the first store, so all
+// of the thread's loads are issued before anything is written (stores could alias the inputs as
+// far as the compiler knows, which would otherwise keep one item's loads behind the previous
+// item's stores: one 16-byte load in flight per thread, too few to cover DRAM latency).
+static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
+                                        int64_t items, int64_t vec) {
   const ir::Graph& g = e.graph();
   const ir::Shape& shape = g.type(g.outputs.at(0)).shape;
   for (ir::ValueId o : g.outputs)
-    if (g.type(o).shape != shape)
-      throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " needs outputs of one shape");
+    if (g.type(o).shape != shape) throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " needs outputs of one shape");
   if (shape.empty() || shape.back() % vec != 0)
-    throw KnobRefused("pointwise: vec=" + std::to_string(vec) +
-                      " does not divide the innermost extent " +
+    throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " does not divide the innermost extent " +
                       (shape.empty() ? std::string("(a scalar)") : std::to_string(shape.back())));
-  const int64_t groups = numel_of(shape) / vec, last = shape.back();
-  auto ins = g.inputs();
-  for (size_t i = 0; i < ins.size(); ++i)
-    bind_vector_input(e, ins[i], m.input_name(i), vec, {{"emmy_c0", ""}});
-  Body b(1);
-  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) +
-         "LL + threadIdx.x;");
-  Body loop(b);
-  loop.line("const long long grp = base + (long long)j * " + std::to_string(block) + "LL;");
-  Body body(loop);
-  body.line("const long long emmy_i0 = grp * " + std::to_string(vec) + "LL;");
-  body.line("const long long emmy_row = emmy_i0 / " + std::to_string(last) +
-            "LL, emmy_c0 = emmy_i0 % " + std::to_string(last) + "LL;");
-  Index idx = unflatten("emmy_row", ir::Shape(shape.begin(), shape.end() - 1));
-  idx.push_back("");
-  for (size_t k = 0; k < g.outputs.size(); ++k) {
-    std::vector<std::string> vals;
-    for (int64_t u = 0; u < vec; ++u) {
-      idx.back() = vec_column("emmy_c0", u);
-      vals.push_back(e.value(g.outputs[k], idx, body));
-    }
-    store_vector(body, g.type(g.outputs[k]).dtype, m.output_name(k), "emmy_i0", vals);
+  const int64_t groups = numel_of(shape) / vec, per_row = shape.back() / vec;
+  const int64_t per_block = block * items, blocks = ceil_div(groups, per_block);
+  const bool even = groups % per_block == 0;  // no group past the end: no guards
+  const std::string it = index_type(g), lit = it == "unsigned" ? "u" : "LL";
+  // A group past the end (the last block's) reads the last group instead, so that every load is
+  // in bounds whatever index an input is read at, and only its stores are skipped.
+  std::map<std::string, std::string> guards;
+  for (int64_t j = 0; j < items; ++j) {
+    guards["emmy_c" + std::to_string(j)] = "";
+    e.group_columns("emmy_c" + std::to_string(j), vec);
   }
-  loop.block("if (grp < " + std::to_string(groups) + "LL)", body);
-  b.block("#pragma unroll\n  for (int j = 0; j < " + std::to_string(items) + "; ++j)", loop);
-  int64_t grid[3] = {ceil_div(groups, block * items), 1, 1};
+  auto ins = g.inputs();
+  for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
+  Body b(1);
+  b.line("const " + it + " emmy_base = (" + it + ")blockIdx.x * " + std::to_string(per_block) + lit + " + (" + it + ")threadIdx.x;");
+  std::vector<std::vector<std::vector<std::string>>> vals(static_cast<size_t>(items));  // [item][output][u]
+  for (int64_t j = 0; j < items; ++j) {
+    const std::string s = std::to_string(j), grp = "emmy_g" + s, col = "emmy_c" + s, row = "emmy_row" + s;
+    if (even) {
+      b.line("const " + it + " " + grp + " = emmy_base + " + std::to_string(j * block) + lit + ";");
+    } else {
+      b.line("const bool emmy_ok" + s + " = emmy_base + " + std::to_string(j * block) + lit + " < " + std::to_string(groups) + lit + ";");
+      b.line("const " + it + " " + grp + " = emmy_ok" + s + " ? emmy_base + " + std::to_string(j * block) + lit + " : " +
+             std::to_string(groups - 1) + lit + ";");
+    }
+    b.line("const " + it + " " + row + " = " + grp + " / " + std::to_string(per_row) + lit + ", " + col + " = (" + grp +
+           " % " + std::to_string(per_row) + lit + ") * " + std::to_string(vec) + lit + ";");
+    Index idx = unflatten(row, ir::Shape(shape.begin(), shape.end() - 1), lit);
+    idx.push_back("");
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      std::vector<std::string> v;
+      for (int64_t u = 0; u < vec; ++u) {
+        idx.back() = vec_column(col, u);
+        v.push_back(e.value(g.outputs[k], idx, b));
+      }
+      vals[size_t(j)].push_back(std::move(v));
+    }
+  }
+  for (int64_t j = 0; j < items; ++j) {
+    const std::string s = std::to_string(j);
+    const std::string offset = "(" + std::string(it == "unsigned" ? "(long long)" : "") + "emmy_g" + s + " * " + std::to_string(vec) + "LL)";
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      if (even) {
+        store_vector(b, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k]);
+      } else {
+        Body store(b);
+        store_vector(store, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k]);
+        b.block("if (emmy_ok" + s + ")", store);
+      }
+    }
+  }
+  int64_t grid[3] = {blocks, 1, 1};
   m.add_kernel(name, grid, block, b.code());
 }
 
 std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
   for (const ir::Node& n : g.nodes)
-    if (n.op != ir::Op::input && n.op != ir::Op::constant && !is_elementwise_op(n.op) &&
-        !is_index_op(n.op))
-      throw Unsupported("pointwise: op " + std::string(ir::to_string(n.op)) +
-                        " is not elementwise");
+    if (n.op != ir::Op::input && n.op != ir::Op::constant && !is_elementwise_op(n.op) && !is_index_op(n.op))
+      throw Unsupported("pointwise: op " + std::string(ir::to_string(n.op)) + " is not elementwise");
   const int64_t vec = knobs.count("vec") ? knobs.at("vec") : 1;
   ModuleBuilder m(g);
   ExprGen e(g);
@@ -238,18 +268,13 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
     // A vendor library has no fallback of its own: what it cannot take is refused (KnobRefused),
     // and the search keeps the generated template for that kernel.
     source = generate_cublaslt(g, resolve_knobs(templ, given));
-  } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" ||
-             templ == "attention") {
+  } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
     KnobValues knobs = resolve_knobs(templ, given);
     try {
-      if (templ == "pointwise")
-        source = generate_pointwise(g, knobs);
-      else if (templ == "reduction")
-        source = generate_reduction(g, knobs);
-      else if (templ == "attention")
-        source = generate_attention(g, knobs);
-      else
-        source = generate_matmul(g, knobs);
+      if (templ == "pointwise") source = generate_pointwise(g, knobs);
+      else if (templ == "reduction") source = generate_reduction(g, knobs);
+      else if (templ == "attention") source = generate_attention(g, knobs);
+      else source = generate_matmul(g, knobs);
     } catch (const Unsupported& why) {
       templ = "fallback";
       source = generate_fallback(g) + "// " + std::string(kFellBackNote) + ": " + why.what() + "\n";

@@ -31,6 +31,8 @@ class ModuleBuilder;
 class Body;
 void bind_inputs(ExprGen& e, const ModuleBuilder& m);
 void emit_outputs_at(ExprGen& e, const ModuleBuilder& m, const std::string& i, Body& b);
+// "unsigned" where every buffer of g has fewer than 2^31 elements (cheap index arithmetic), else "long long".
+std::string index_type(const ir::Graph& g);
 void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block, int64_t items);
 
 // A slice of several kernels as one module: each kernel with its own template, run in

@@ -117,35 +117,54 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
                                      const std::vector<std::vector<int64_t>>& output_row_dims) {
   const ir::Shape shape = g.type(g.node(reductions[0]).inputs[0]).shape;
   const int64_t row_len = shape.back(), rows = numel_of(shape) / std::max<int64_t>(1, row_len);
-  const int64_t threads_per_row = row_warp ? 32 : block, step = threads_per_row * vec;
-  const int64_t chunks = ceil_div(row_len, step), rows_per_block = row_warp ? block / 32 : 1;
+  // A warp per row, but a row shorter than a warp's 32 x vec elements (a 128-wide attention
+  // head at vec=8) takes only the lanes it needs, a power of two, and the warp holds several
+  // rows: no idle lanes, and the reduction is a shuffle among the row's lanes.
+  int64_t threads_per_row = row_warp ? 32 : block;
+  if (row_warp)
+    while (threads_per_row > 1 && (threads_per_row / 2) * vec >= row_len) threads_per_row /= 2;
+  const int64_t step = threads_per_row * vec;
+  const int64_t chunks = ceil_div(row_len, step), rows_per_block = row_warp ? block / threads_per_row : 1;
+  const bool shared_warp = row_warp && threads_per_row < 32;
   ModuleBuilder m(g);
   ExprGen e(g);
   Body b(1);
+  // Row and column indices in 32 bits where every buffer allows (index_type): no 64-bit
+  // arithmetic but the final address computations.
+  const std::string it = index_type(g), lit = it == "unsigned" ? "u" : "LL";
   if (!row_warp) b.line("__shared__ float emmy_part[33];");
-  if (row_warp) {
-    b.line("const int emmy_lane = threadIdx.x & 31;");
-    b.line("const long long row = (long long)blockIdx.x * " + std::to_string(rows_per_block) + "LL + (threadIdx.x >> 5);");
-    b.line("if (row >= " + std::to_string(rows) + "LL) return;  // whole warps leave: no block barrier follows");
+  if (shared_warp) {
+    // Lanes of a row past the end compute the last row again (every lane of the warp must take
+    // part in its shuffles) and store nothing.
+    const std::string tpr = std::to_string(threads_per_row);
+    b.line("const " + it + " emmy_lane = threadIdx.x & " + std::to_string(threads_per_row - 1) + lit + ";");
+    b.line("const " + it + " emmy_row = (" + it + ")blockIdx.x * " + std::to_string(rows_per_block) + lit + " + threadIdx.x / " + tpr + lit + ";");
+    b.line("const bool emmy_row_ok = emmy_row < " + std::to_string(rows) + lit + ";");
+    b.line("const " + it + " row = emmy_row_ok ? emmy_row : " + std::to_string(rows - 1) + lit + ";");
+  } else if (row_warp) {
+    b.line("const " + it + " emmy_lane = threadIdx.x & 31;");
+    b.line("const " + it + " row = (" + it + ")blockIdx.x * " + std::to_string(rows_per_block) + lit + " + (threadIdx.x >> 5);");
+    b.line("if (row >= " + std::to_string(rows) + lit + ") return;  // whole warps leave: no block barrier follows");
   } else {
-    b.line("const int emmy_lane = threadIdx.x;");
-    b.line("const long long row = blockIdx.x;");
+    b.line("const " + it + " emmy_lane = threadIdx.x;");
+    b.line("const " + it + " row = blockIdx.x;");
   }
   // Chunk q of this thread: columns emmy_c<q> .. +vec-1, valid while inside the row.
   std::map<std::string, std::string> guards;
   for (int64_t q = 0; q < chunks; ++q) {
     const std::string c = "emmy_c" + std::to_string(q) + "_", v = "emmy_v" + std::to_string(q) + "_";
-    b.line("const long long " + c + " = ((long long)emmy_lane + " + std::to_string(q * threads_per_row) + "LL) * " + std::to_string(vec) + "LL;");
+    e.group_columns(c, vec);
+    b.line("const " + it + " " + c + " = (emmy_lane + " + std::to_string(q * threads_per_row) + lit + ") * " + std::to_string(vec) + lit + ";");
     if ((q + 1) * step <= row_len) {
       guards[c] = "";
     } else {
-      b.line("const bool " + v + " = " + c + " < " + std::to_string(row_len) + "LL;");
+      b.line("const bool " + v + " = " + c + " < " + std::to_string(row_len) + lit + ";");
       guards[c] = v;
     }
   }
   auto ins = g.inputs();
   for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
-  Index idx = unflatten("row", ir::Shape(shape.begin(), shape.end() - 1));
+  Index idx = unflatten("row", ir::Shape(shape.begin(), shape.end() - 1), lit);
   idx.push_back("");
   // Every element of this thread's share of v, as (guard, value) pairs; computed in the kernel's
   // outer scope so that later uses of the same element reuse the registers.
@@ -162,7 +181,11 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
     b.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) + ";");
   };
   auto combine = [&](const std::string& acc, const std::string& op) {
-    if (row_warp) b.line(acc + " = " + std::string(op == "sum" ? "emmy_warp_sum(" : "emmy_warp_max(") + acc + ");");
+    if (shared_warp)  // xor partners below threads_per_row stay inside the row's aligned lanes
+      b.line("for (int o = " + std::to_string(threads_per_row / 2) + "; o > 0; o >>= 1) " + acc + " = " +
+             (op == "sum" ? acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"
+                          : "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"));
+    else if (row_warp) b.line(acc + " = " + std::string(op == "sum" ? "emmy_warp_sum(" : "emmy_warp_max(") + acc + ");");
     else block_combine(b, acc, op);
   };
   for (ir::ValueId r : reductions) {
@@ -193,8 +216,15 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
       e.bind(r, [t, res](const Index&, Body&) { return "(" + compute_type(t.dtype) + ")" + res; });
     }
   }
+  // Every output value first, then the stores: loads the outputs still need (a weight, the
+  // other half of a rotation) are then all issued before anything is written.
+  struct Store {
+    size_t output;
+    std::string chunk, offset;
+    std::vector<std::string> vals;
+  };
+  std::vector<Store> stores;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
-    const ir::DType dt = g.type(g.outputs[k]).dtype;
     const ir::Shape& out_shape = g.type(g.outputs[k]).shape;
     // The output's own index of this thread's row: its leading dims relabel the row's.
     Index oidx(out_shape.size());
@@ -208,14 +238,19 @@ static std::string generate_fused_reduction(const ir::Graph& g, const std::vecto
         vals.push_back(e.value(g.outputs[k], oidx, b));
       }
       oidx.back() = c;
-      const std::string offset = flat_offset(oidx, out_shape);
-      if (guards[c].empty()) {
-        store_vector(b, dt, m.output_name(k), offset, vals);
-      } else {
-        Body store(b);
-        store_vector(store, dt, m.output_name(k), offset, vals);
-        b.block("if (" + guards[c] + ")", store);
-      }
+      stores.push_back({k, c, flat_offset(oidx, out_shape), std::move(vals)});
+    }
+  }
+  for (const Store& st : stores) {
+    const ir::DType dt = g.type(g.outputs[st.output]).dtype;
+    std::string guard = guards[st.chunk];
+    if (shared_warp) guard = guard.empty() ? "emmy_row_ok" : "emmy_row_ok && " + guard;
+    if (guard.empty()) {
+      store_vector(b, dt, m.output_name(st.output), st.offset, st.vals);
+    } else {
+      Body store(b);
+      store_vector(store, dt, m.output_name(st.output), st.offset, st.vals);
+      b.block("if (" + guard + ")", store);
     }
   }
   int64_t grid[3] = {ceil_div(rows, rows_per_block), 1, 1};
