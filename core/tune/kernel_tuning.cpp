@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "emmy/knob_constraints.hpp"
 #include "emmy/templates.hpp"
 #include "search/inner.hpp"
 #include "search/prior_snapshot.hpp"
@@ -290,6 +291,21 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
   search::Evaluate evaluate = [&](const search::Candidate& c) -> search::Evaluation {
     check_interrupt();
     search::Evaluation e;
+    // A combination its template declares it refuses (BackendCaps::constraints) is not built:
+    // the lowering passes do not offer one, so this only catches a pass that asks other forks.
+    for (const ir::Kernel& k : c.program.grouping.kernels) {
+      auto rules = run.caps.constraints.find(k.templ);
+      if (rules == run.caps.constraints.end()) continue;
+      if (const KnobConstraint* broken = contradicted(rules->second, k.knobs)) {
+        ++out.evaluations;
+        ++out.failures;
+        e.ok = false;
+        e.refused = true;
+        e.cached = true;  // nothing ran
+        e.message = "refused: " + k.templ + ": " + broken->reason + " (declared; not built)";
+        return e;
+      }
+    }
     store::MeasurementRecord rank = measured(c, Regime::rank, e.cached);
     ++out.evaluations;
     if (!rank.ok()) {
