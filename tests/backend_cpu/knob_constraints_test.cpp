@@ -1,12 +1,13 @@
 // The cpu matmul template's knob constraint (issue 24, item 3): what it declares is what it
 // refuses (FailureKind::refused, nothing compiled), and a search through the real lowering and
 // MCTS never builds a refused combination where, without the declaration, it did.
+#include "emmy/knob_constraints.hpp"
+
 #include <gtest/gtest.h>
 
 #include "common/lowering.hpp"
 #include "cpu_harness.hpp"
 #include "emitter.hpp"
-#include "emmy/knob_constraints.hpp"
 #include "search/inner.hpp"
 #include "templates.hpp"
 
@@ -50,8 +51,8 @@ TEST(CpuKnobConstraints, WhatTheMatmulDeclaresIsWhatItRefusesAndNothingIsCompile
   Artifact art;
   MeasureResult failure;
   Status st = testing::shared_backend().build(
-      testing::whole_graph_slice(g, "matmul", {{"mr", 12}, {"vec", 16}, {"nr_vecs", 3}}), Regime::rank,
-      art, failure);
+      testing::whole_graph_slice(g, "matmul", {{"mr", 12}, {"vec", 16}, {"nr_vecs", 3}}),
+      Regime::rank, art, failure);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(failure.failure, FailureKind::refused);
   EXPECT_NE(failure.message.find("vector registers"), std::string::npos) << failure.message;
@@ -94,9 +95,9 @@ int refusals_in_a_search(const BackendCaps& caps, uint64_t seed, int* evaluated)
   search::InnerOptions options;
   options.patience = 50;
   options.seed = seed;
-  *evaluated = search::inner_search(program, {&lower}, caps, nullptr, KernelFeatures{}, evaluate,
-                                    options)
-                   .evaluations;
+  *evaluated =
+      search::inner_search(program, {&lower}, caps, nullptr, KernelFeatures{}, evaluate, options)
+          .evaluations;
   return refused;
 }
 

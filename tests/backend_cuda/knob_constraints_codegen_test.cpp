@@ -128,14 +128,15 @@ int refusals_in_a_search(const BackendCaps& caps, int* evaluated) {
     }
     const double tile = k.knobs.at("tile_m") * k.knobs.at("tile_n");
     e.ok = true;
-    e.time_us = 1e6 / tile / (1 + k.knobs.at("stages") + 2 * k.knobs.at("wgmma")) + k.knobs.at("warps");
+    e.time_us =
+        1e6 / tile / (1 + k.knobs.at("stages") + 2 * k.knobs.at("wgmma")) + k.knobs.at("warps");
     return e;
   };
   search::InnerOptions options;
   options.patience = 50;
-  *evaluated = search::inner_search(program, {&lower}, caps, nullptr, KernelFeatures{}, evaluate,
-                                    options)
-                   .evaluations;
+  *evaluated =
+      search::inner_search(program, {&lower}, caps, nullptr, KernelFeatures{}, evaluate, options)
+          .evaluations;
   return refused;
 }
 
@@ -153,7 +154,8 @@ TEST(CudaKnobConstraints, AnInnerSearchRunsIntoNoRefusalWhereItDidWithoutTheRule
 
 TEST(CudaKnobConstraints, TheCodePathAndTheTileShapeAreAskedBeforeTheFineKnobs) {
   std::vector<std::string> order;
-  for (const ForkSite& site : passes::knob_forks(cuda_capabilities(), "matmul")) order.push_back(site.name);
+  for (const ForkSite& site : passes::knob_forks(cuda_capabilities(), "matmul"))
+    order.push_back(site.name);
   EXPECT_EQ(order, (std::vector<std::string>{"matmul.wgmma", "matmul.tile_m", "matmul.tile_n",
                                              "matmul.tile_k", "matmul.warps", "matmul.stages"}));
 }

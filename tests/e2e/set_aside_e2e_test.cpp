@@ -29,9 +29,26 @@ const char* kDefaultAttention = "attention|rows_per_task=1;threads=1;vec=1";
 class SetAsideE2E : public ::testing::Test, protected emmy::test::EmmyHome {
  protected:
   Completed tune(const std::string& report, const std::string& hopeless) const {
-    return emmy({"tune", "--backend", "cpu", "--code", kAttention, "--patience", "3", "--samples",
-                 "3", "--warmup", "1", "--prior", "roofline", "--no-progress", "--no-validate",
-                 "-v", "--hopeless", hopeless, "--json", path(report)});
+    return emmy({"tune",
+                 "--backend",
+                 "cpu",
+                 "--code",
+                 kAttention,
+                 "--patience",
+                 "3",
+                 "--samples",
+                 "3",
+                 "--warmup",
+                 "1",
+                 "--prior",
+                 "roofline",
+                 "--no-progress",
+                 "--no-validate",
+                 "-v",
+                 "--hopeless",
+                 hopeless,
+                 "--json",
+                 path(report)});
   }
 
   json report(const std::string& name) const {
@@ -58,7 +75,8 @@ class SetAsideE2E : public ::testing::Test, protected emmy::test::EmmyHome {
     for (const auto& group : json::parse(c.out)) {
       if (group["structural_key"].get<std::string>().find('<') == std::string::npos) continue;
       for (const auto& row : group["variants"])
-        if (row["regime"] == "deploy" && row["status"] == "ok" && row["config_key"] == kDefaultAttention)
+        if (row["regime"] == "deploy" && row["status"] == "ok" &&
+            row["config_key"] == kDefaultAttention)
           return row["time_us"].get<double>();
     }
     return 0;
@@ -120,7 +138,8 @@ TEST_F(SetAsideE2E, AHopelessGroupingIsSetAsideWithItsReasonAndTheBestStaysTheSa
   json j = json::parse(runs.out);
   ASSERT_EQ(j.size(), 2u);
   ASSERT_EQ(j[0]["set_aside"].size(), 1u) << j.dump(2);
-  EXPECT_NE(j[0]["set_aside"][0].get<std::string>().find("set aside: its total"), std::string::npos);
+  EXPECT_NE(j[0]["set_aside"][0].get<std::string>().find("set aside: its total"),
+            std::string::npos);
   for (size_t i = 1; i < j.size(); ++i) EXPECT_TRUE(j[i]["set_aside"].empty()) << j[i].dump();
 }
 

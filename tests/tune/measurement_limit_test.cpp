@@ -22,7 +22,8 @@ TEST(MeasurementLimit, NothingKnownMeansTheFixedTimeout) {
   bool relative = true;
   EXPECT_EQ(measurement_limit_s(options(10), 0, &relative), 20);
   EXPECT_FALSE(relative);
-  EXPECT_EQ(measurement_limit_s(options(10), std::numeric_limits<double>::infinity(), &relative), 20);
+  EXPECT_EQ(measurement_limit_s(options(10), std::numeric_limits<double>::infinity(), &relative),
+            20);
   EXPECT_FALSE(relative);
 }
 
