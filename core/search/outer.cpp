@@ -190,7 +190,7 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
         const double us = out.kernel_best_us.at(j.key);
         if (!(us > j.hopeless_above_us)) continue;
         because << (because.tellp() > 0 ? "; " : "") << "kernel "
-                << ir::kernel_name(*j.graph, *j.kernel) << " [" << j.key.substr(0, 8) << "] took "
+                << ir::kernel_name(*j.graph, *j.kernel) << " [" << j.key.substr(0, 8) << "] took at least "
                 << us << " us in its first measurements (more than the " << j.hopeless_above_us
                 << " us the limit leaves it)";
       }

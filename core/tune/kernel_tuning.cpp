@@ -313,6 +313,17 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
       e.ok = false;
       e.refused = rank.failure == FailureKind::refused;
       e.message = std::string(to_string(rank.failure)) + ": " + first_line(rank.message);
+      // Cut short before anything of it worked, by the limit its grouping's bound set: it runs
+      // more than F times what makes the grouping hopeless, so the grouping is (else a kernel
+      // whose candidates are all that slow would spend its failures budget on cuts).
+      if (best_rank == 0 && std::isfinite(hopeless_above_us) &&
+          rank.failure == FailureKind::timeout && rank.timeout_s < run.options.timeout_s) {
+        out.set_aside = true;
+        out.hopeless_us = std::max(run.options.hopeless_factor * hopeless_above_us,
+                                   std::nextafter(hopeless_above_us, INFINITY));
+        e.end_search = true;
+        e.message += " (before any success: its search stops here, the grouping is set aside)";
+      }
       return e;
     }
     e.ok = true;
