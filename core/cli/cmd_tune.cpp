@@ -1,5 +1,6 @@
 // `emmy tune`: the command that creates knowledge (seed, "Inside a Tuning Run").
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -44,6 +45,14 @@ Examples:
   emmy tune model.pt --input-shape 1x128x64:f32 --json report.json
   emmy tune model.pt2 --input-shape 1x512x1024:bf16   # --input-shape pins dynamic dimensions
   emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --backend cuda --gpus 2
+
+Hopeless work is skipped (--hopeless F, default 10): once a grouping has a total, another
+grouping whose kernels (those tuned before, and the first measurement of each new one) already
+add up to more than F times it is set aside, its remaining kernels untuned; the -v log, the
+report (groupings_set_aside) and the run record (emmy eval runs) say why. A candidate running
+more than F times its kernel's best known time (over warm-up and samples, plus 2 s) is cut
+short: stored as a timeout row naming that limit, never as a time, and measured again by a run
+allowing longer.
 
 Only a candidate's own failures are stored (it did not compile, crashed, hung past --timeout or
 computed a wrong result). When the machinery fails (the worker cannot start or is killed from
@@ -108,6 +117,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")
     ("warmup", po::value<int>(&o.warmup)->default_value(3), "untimed repetitions before measuring")
     ("timeout", po::value<double>(&o.timeout_s)->default_value(20), "seconds (0.1 to 3600) before a candidate counts as hung")
+    ("hopeless", po::value<double>(&o.hopeless_factor)->default_value(10), "set aside a grouping whose kernels' first measurements put its total beyond F times the best total, and cut short a candidate running beyond F times its kernel's best time (0: never; below 1 sets aside groupings that might still win)")
     ("gpus", po::value<int>(&gpus), "cuda: use the first N devices")
     ("devices", po::value<std::string>(&devices), "cuda: device list, e.g. 0,2")
     ("workers", po::value<int>(&workers), "cpu: measure in N worker processes, each pinned to its share of the cores (default 1; --backend-option cores_per_worker=K sets the share)")
@@ -143,6 +153,11 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   if (!(o.timeout_s >= kMinTimeout && o.timeout_s <= kMaxTimeout)) {
     std::cerr << "emmy tune: --timeout " << vm["timeout"].as<double>() << " is not a number of seconds from "
               << kMinTimeout << " to " << kMaxTimeout << "\n";
+    return kExitUsage;
+  }
+  if (!(o.hopeless_factor >= 0 && std::isfinite(o.hopeless_factor))) {
+    std::cerr << "emmy tune: --hopeless " << vm["hopeless"].as<double>()
+              << " is not 0 (never set aside) or a positive factor\n";
     return kExitUsage;
   }
   for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})

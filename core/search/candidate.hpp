@@ -31,6 +31,13 @@ struct Evaluation {
   // The backend refused the configuration before building anything (a knob value this kernel
   // cannot take): a failure that does not use up patience.
   bool refused = false;
+  // The evaluator has seen enough: the search ends after this step (a kernel whose first
+  // measurements already make its grouping hopeless, KernelJob::hopeless_above_us).
+  bool end_search = false;
+  // Not a failure of the candidate: it was set aside unevaluated or half-evaluated because it
+  // cannot win (a grouping far beyond the best total, OuterOptions::set_aside_factor); `message`
+  // says why. Scored like a failure (never a best), and the tree does not return to it.
+  bool set_aside = false;
 };
 
 using Evaluate = std::function<Evaluation(const Candidate&)>;
@@ -92,6 +99,7 @@ struct SearchResult {
   int replays = 0;          // descents that reached an already evaluated candidate
   bool exhausted = false;   // every path of the tree was evaluated
   bool out_of_patience = false;
+  bool ended_by_evaluator = false;  // an evaluation asked to end the search (end_search)
   std::string prior_error;  // first error the prior reported while learning (search went on)
 };
 

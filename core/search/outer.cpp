@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <sstream>
 
 #include "emmy/templates.hpp"
 #include "search/pipeline.hpp"
@@ -29,6 +30,13 @@ std::vector<int> carried_producers(const ir::Program& p) {
 }
 
 }  // namespace
+
+std::string grouping_answers(const Candidate& c) {
+  std::string out;
+  for (size_t i = 0; i < c.forks.size() && i < c.labels.size(); ++i)
+    out += (i ? ";" : "") + c.forks[i] + "=" + c.labels[i];
+  return out;
+}
 
 std::string carried_key(const ir::Graph& graph, const ir::Kernel& kernel,
                         const ir::Kernel& producer) {
@@ -97,6 +105,15 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
     run_pipeline(p, passes, resolver, caps, PipelineOptions{PassFilter::structural_only, true});
     return p;
   };
+  // The best total so far (+inf before the first grouping that worked): what set-aside compares
+  // with. The loop's own best is not visible here; it is the same number.
+  double best_total = std::numeric_limits<double>::infinity();
+  const double factor = options.set_aside_factor;
+  auto hopeless_limit = [&] {
+    return factor > 0 && std::isfinite(best_total) ? factor * best_total
+                                                   : std::numeric_limits<double>::infinity();
+  };
+
   hooks.evaluate = [&](const Candidate& c) {
     Evaluation e;
     e.ok = true;
@@ -105,6 +122,7 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
     std::vector<std::string> keys;
     std::vector<KernelJob> jobs;
     std::set<std::string> queued;
+    std::map<std::string, int> occurrences;
     const std::vector<int> carried = carried_producers(c.program);
     std::vector<bool> is_carried(carried.size(), false);
     for (int p : carried)
@@ -116,10 +134,33 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
           carried[i] >= 0 ? &c.program.grouping.kernels[static_cast<size_t>(carried[i])] : nullptr;
       keys.push_back(producer ? carried_key(c.program.graph, k, *producer)
                               : key_of(c.program.graph, k));
+      ++occurrences[keys.back()];
       if (!out.kernel_best_us.count(keys.back()) && queued.insert(keys.back()).second)
         jobs.push_back({&c.program.graph, &k, keys.back(), producer});
     }
+    // What is known of the total before tuning anything: the kernels tuned before.
+    const double limit = hopeless_limit();
+    double known = 0;
+    for (const std::string& key : keys)
+      if (auto it = out.kernel_best_us.find(key); it != out.kernel_best_us.end()) known += it->second;
+    auto set_aside = [&](double at_least_us, const std::string& because) {
+      std::ostringstream why;
+      why << "set aside: its total is at least " << at_least_us << " us, "
+          << at_least_us / best_total << " times the best total " << best_total
+          << " us (limit " << factor << " times): " << because;
+      e.ok = false;
+      e.set_aside = true;
+      e.message = why.str();
+      out.set_aside.push_back({grouping_answers(c), why.str()});
+    };
+    if (std::isfinite(known) && known > limit) {
+      set_aside(known, "its kernels tuned before already add up to that; nothing was tuned for it");
+      return e;
+    }
     if (!jobs.empty()) {
+      // Each new kernel alone may take what the limit leaves after the kernels known.
+      for (KernelJob& j : jobs)
+        j.hopeless_above_us = (limit - known) / occurrences[j.key];
       std::vector<double> times = tune_kernels(jobs);
       if (times.size() != jobs.size())
         throw Error("outer search: " + std::to_string(jobs.size()) + " kernels tuned, " +
@@ -141,11 +182,28 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
       }
       total += it->second;
     }
+    if (e.ok && total > limit) {
+      // A kernel's tuner stopped at its first measurements (above hopeless_above_us), or the
+      // grouping is simply that slow: either way it cannot be the best.
+      std::ostringstream because;
+      for (const KernelJob& j : jobs) {
+        const double us = out.kernel_best_us.at(j.key);
+        if (!(us > j.hopeless_above_us)) continue;
+        because << (because.tellp() > 0 ? "; " : "") << "kernel "
+                << ir::kernel_name(*j.graph, *j.kernel) << " [" << j.key.substr(0, 8) << "] took at least "
+                << us << " us in its first measurements (more than the " << j.hopeless_above_us
+                << " us the limit leaves it)";
+      }
+      if (because.tellp() == 0) because << "its kernels' best times add up to that";
+      set_aside(total, because.str());
+      return e;
+    }
     e.time_us = e.ok ? total : 0;
     if (e.ok && c.program.grouping.kernels.empty()) {
       e.ok = false;
       e.message = "grouping has no kernels";
     }
+    if (e.ok && total < best_total) best_total = total;
     return e;
   };
   hooks.on_step = on_step;

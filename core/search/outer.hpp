@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,11 +27,15 @@ using KernelKey = std::function<std::string(const ir::Graph& graph, const ir::Ke
 // One kernel of a grouping that has not been tuned yet. `producer` (else nullptr) is the kernel
 // computing its attention scores (emmy::attention_producer): its slice carries the producer, and
 // its time stands for both kernels (DESIGN.md, The search: the attention-fusion exception).
+// `hopeless_above_us`: above this time (µs) the kernel alone puts its grouping's total beyond
+// OuterOptions::set_aside_factor times the best total known, so its tuner may stop as soon as its
+// best so far is above it (and return that time); +inf while no grouping has a total.
 struct KernelJob {
   const ir::Graph* graph;
   const ir::Kernel* kernel;
   std::string key;
   const ir::Kernel* producer = nullptr;
+  double hopeless_above_us = std::numeric_limits<double>::infinity();
 };
 // Tunes the distinct new kernels of one grouping, in any order or side by side (one per device),
 // and returns each one's best time in the order of `jobs` (as TuneKernel does for one).
@@ -38,6 +43,18 @@ using TuneKernels = std::function<std::vector<double>(const std::vector<KernelJo
 
 struct OuterOptions : SearchOptions {
   KernelKey kernel_key;  // empty: ir::structural_key
+  // A grouping whose total, as far as its kernels' times are known (those tuned before, and the
+  // first measurements of its new ones, KernelJob::hopeless_above_us), is more than this many
+  // times the best total so far is set aside: its remaining kernels are not tuned and it is never
+  // the best (issue 24: a split attention whose first candidate took 390 times the fused
+  // grouping's total kept a patience-50 tune busy for minutes). 0: never.
+  double set_aside_factor = 10;
+};
+
+// A grouping the outer search set aside, and why (-v log, report, run record).
+struct SetAsideGrouping {
+  std::string grouping;  // its structural answers, "fork=label;..."
+  std::string reason;
 };
 
 struct OuterResult {
@@ -49,9 +66,15 @@ struct OuterResult {
   std::vector<std::string> best_kernel_keys;
   // Per kernel of the best grouping: the index of the producer it carries, else -1.
   std::vector<int> best_producers;
-  std::map<std::string, double> kernel_best_us;  // every key tuned -> best µs (+inf: failed)
+  // Every key tuned -> best µs (+inf: failed); for a kernel whose tuner stopped at its first
+  // measurements (KernelJob::hopeless_above_us) the best of those.
+  std::map<std::string, double> kernel_best_us;
   std::vector<std::string> tuned_keys;           // keys in the order tune_kernel was called
+  std::vector<SetAsideGrouping> set_aside;       // in the order they were set aside
 };
+
+// "fork=label;fork=label": a grouping's structural answers, as plans and reports name it.
+std::string grouping_answers(const Candidate& c);
 
 // Runs the structural passes of `passes` (in-place ones are skipped) on a copy of `program` per
 // descent, answering structural forks from the tree (any in-place fork gets option 0). A grouping

@@ -56,6 +56,10 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     if (hooks.observed) hooks.observed(cand, e);
     if (hooks.on_step)
       hooks.on_step(StepInfo{step, cand, e, false, new_best, r.best_us, since_best, r.evaluations});
+    if (e.end_search) {
+      r.ended_by_evaluator = true;
+      break;
+    }
     // Patience counts from the first success; before it, only a long run of failures stops.
     if (r.found ? since_best > options.patience
                 : since_best >= std::max(options.max_failures_before_success, options.patience + 1)) {

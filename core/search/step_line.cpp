@@ -19,7 +19,8 @@ std::string format_step(const StepInfo& s) {
   if (s.candidate.labels.empty()) line += " (no forks)";
   line += "  ";
   if (s.evaluation.ok)
-    line += microseconds(s.evaluation.time_us);
+    line += microseconds(s.evaluation.time_us) +
+            (s.evaluation.message.empty() ? std::string() : " (" + s.evaluation.message + ")");
   else
     line += "FAILED" + (s.evaluation.message.empty() ? std::string() : " (" + s.evaluation.message + ")");
   if (s.replayed) line += " (replayed)";

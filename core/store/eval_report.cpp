@@ -395,6 +395,9 @@ void print_runs_text(std::ostream& out, const std::vector<RunRecord>& runs) {
                      r.status.empty() ? "-" : r.status, first_line(r.source, 60)});
   }
   print_table(out, table, "");
+  // Groupings a run set aside as hopeless, and why: what its search did not spend time on.
+  for (const auto& r : runs)
+    for (const auto& g : r.set_aside) out << "run " << r.run_id << " set aside " << g << "\n";
 }
 
 std::string runs_json(const std::vector<RunRecord>& runs) {
@@ -412,6 +415,7 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
                    {"assembled_us", number(r.assembled_us)},
                    {"validation_gap_pct", number(r.validation_gap_pct)},
                    {"validation_note", r.validation_note},
+                   {"set_aside", r.set_aside},
                    {"status", r.status}});
   return dump(out);
 }

@@ -200,6 +200,7 @@ std::string encode_record(const RunRecord& r) {
                                 {"assembled_us", number(r.assembled_us)},
                                 {"validation_gap_pct", number(r.validation_gap_pct)},
                                 {"validation_note", r.validation_note},
+                                {"set_aside", r.set_aside},
                                 {"status", r.status}});
 }
 
@@ -221,6 +222,7 @@ bool decode_record(std::string_view stored, RunRecord& r, std::string& why) {
         // Older records wrote 0 for a graph that was not measured: no assembled time, no gap.
         if (!(r.assembled_us > 0)) r.validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
         r.validation_note = j.value("validation_note", std::string());  // absent in older records
+        r.set_aside = j.value("set_aside", std::vector<std::string>());  // absent in older records
         r.status = j.at("status").get<std::string>();
       },
       why);

@@ -62,6 +62,8 @@ struct RunRecord {
   double validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
   std::string status;      // "ok", "interrupted", "failed: ..."
   std::string validation_note;  // why the gap was not measured (empty when it was)
+  // Groupings the outer search set aside as hopeless, "answers: why" (empty in older records).
+  std::vector<std::string> set_aside;
 };
 
 // One kernel of a plan: which configuration the deployment runs.

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 
+#include "emmy/knob_constraints.hpp"
 #include "emmy/templates.hpp"
 #include "search/inner.hpp"
 #include "search/prior_snapshot.hpp"
@@ -16,6 +19,11 @@ namespace {
 // Measurements within this fraction of the best so far are re-measured at `deploy` (seed,
 // "Finishing at the deployable setting").
 constexpr double kDeployBand = 1.15;
+
+// What a measurement costs besides running the kernel (the worker's round trip, loading the
+// artifact, copying inputs and outputs, respawning a worker): the floor of a relative limit, so
+// that only the candidate's own slowness is cut.
+constexpr double kLimitFloorS = 2.0;
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -57,6 +65,21 @@ void with_one_retry(RunContext& run, const char* what, Call&& call) {
 
 }  // namespace
 
+double measurement_limit_s(const TuneOptions& options, double best_us, bool* relative) {
+  double limit = options.timeout_s;
+  bool rel = false;
+  if (options.hopeless_factor > 0 && std::isfinite(best_us) && best_us > 0) {
+    const double runs = std::max(1, options.warmup + options.samples);
+    const double r = kLimitFloorS + options.hopeless_factor * best_us * 1e-6 * runs;
+    if (r < limit) {
+      limit = r;
+      rel = true;
+    }
+  }
+  if (relative) *relative = rel;
+  return limit;
+}
+
 KernelFeatures kernel_features(const ir::Graph& graph, const ir::Kernel& kernel,
                                const std::string& templ) {
   KernelFeatures f;
@@ -97,7 +120,7 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
                                            Regime regime,
                                            const std::vector<ir::HostTensor>& inputs,
                                            const std::vector<ir::HostTensor>& expected,
-                                           bool whole_graph) {
+                                           bool whole_graph, double timeout_s) {
   store::MeasurementRecord rec;
   rec.regime = regime;
   rec.env = run.env;
@@ -126,7 +149,7 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
   request.inputs = to_buffers(inputs);
   request.warmup = run.options.warmup;
   request.samples = run.options.samples;
-  request.timeout_s = run.options.timeout_s;
+  request.timeout_s = timeout_s > 0 ? timeout_s : run.options.timeout_s;
   MeasureResult result;
   with_one_retry(run, "measure", [&] {
     ++run.counters.launches;
@@ -173,7 +196,8 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
 }
 
 KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Kernel& kernel,
-                          const ir::Kernel* producer, const std::string& key) {
+                          const ir::Kernel* producer, const std::string& key,
+                          double hopeless_above_us) {
   KernelOutcome out;
   out.key = key;
   out.name = ir::kernel_name(graph, kernel);
@@ -214,15 +238,22 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     run.new_rows.push_back(std::move(row));
   };
 
+  double best_rank = 0;
   // Looks the configuration up at `regime`; measures and stores it when absent.
   auto measured = [&](const search::Candidate& c, Regime regime, bool& cached) {
     const ir::Kernel& k = c.program.grouping.kernels.back();
     std::string config = program_config_key(c.program);
+    // The limit: relative to the best time known for this kernel (before its first success, to
+    // the time that makes its grouping hopeless), else --timeout. It depends only on what this
+    // search measured, so a re-run computes the same limits and finds the same rows.
+    const double known_us =
+        best_rank > 0 ? best_rank : (std::isfinite(hopeless_above_us) ? hopeless_above_us : 0);
+    bool relative = false;
+    const double limit = measurement_limit_s(run.options, known_us, &relative);
     auto hit = run.store.lookup(run.env, key, config, regime);
     // A timeout row measured under a shorter limit (or an unknown one) says nothing about this
-    // run's limit: measured again.
-    if (hit && hit->failure == FailureKind::timeout && !(hit->timeout_s >= run.options.timeout_s))
-      hit.reset();
+    // limit: measured again (and the row replaced by what that finds).
+    if (hit && hit->failure == FailureKind::timeout && !(hit->timeout_s >= limit)) hit.reset();
     if (hit) {
       cached = true;
       ++run.counters.cache_hits;
@@ -230,7 +261,20 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     }
     cached = false;
     const auto& ref = ensure_reference();
-    store::MeasurementRecord rec = build_and_measure(run, c.program, regime, ref.first, ref.second);
+    store::MeasurementRecord rec =
+        build_and_measure(run, c.program, regime, ref.first, ref.second, false, limit);
+    if (rec.failure == FailureKind::timeout && relative) {
+      // Cut short, not measured: a timeout row that names its relative limit, so a run allowing
+      // longer measures it again and no time is ever recorded for it.
+      ++run.counters.cut;
+      char why[256];
+      std::snprintf(why, sizeof why,
+                    "cut short after %.3g s, the limit relative to the best known time of this "
+                    "kernel, %.4g us (%g times, %d runs, plus %.3g s; --timeout %g s): ",
+                    limit, known_us, run.options.hopeless_factor,
+                    run.options.warmup + run.options.samples, kLimitFloorS, run.options.timeout_s);
+      rec.message = why + rec.message;
+    }
     rec.structural_key = key;
     rec.kernel_name = out.name;
     if (rec.templ.empty()) rec.templ = k.templ;  // else what the backend built instead
@@ -244,10 +288,24 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     return rec;
   };
 
-  double best_rank = 0;
   search::Evaluate evaluate = [&](const search::Candidate& c) -> search::Evaluation {
     check_interrupt();
     search::Evaluation e;
+    // A combination its template declares it refuses (BackendCaps::constraints) is not built:
+    // the lowering passes do not offer one, so this only catches a pass that asks other forks.
+    for (const ir::Kernel& k : c.program.grouping.kernels) {
+      auto rules = run.caps.constraints.find(k.templ);
+      if (rules == run.caps.constraints.end()) continue;
+      if (const KnobConstraint* broken = contradicted(rules->second, k.knobs)) {
+        ++out.evaluations;
+        ++out.failures;
+        e.ok = false;
+        e.refused = true;
+        e.cached = true;  // nothing ran
+        e.message = "refused: " + k.templ + ": " + broken->reason + " (declared; not built)";
+        return e;
+      }
+    }
     store::MeasurementRecord rank = measured(c, Regime::rank, e.cached);
     ++out.evaluations;
     if (!rank.ok()) {
@@ -255,6 +313,17 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
       e.ok = false;
       e.refused = rank.failure == FailureKind::refused;
       e.message = std::string(to_string(rank.failure)) + ": " + first_line(rank.message);
+      // Cut short before anything of it worked, by the limit its grouping's bound set: it runs
+      // more than F times what makes the grouping hopeless, so the grouping is (else a kernel
+      // whose candidates are all that slow would spend its failures budget on cuts).
+      if (best_rank == 0 && std::isfinite(hopeless_above_us) &&
+          rank.failure == FailureKind::timeout && rank.timeout_s < run.options.timeout_s) {
+        out.set_aside = true;
+        out.hopeless_us = std::max(run.options.hopeless_factor * hopeless_above_us,
+                                   std::nextafter(hopeless_above_us, INFINITY));
+        e.end_search = true;
+        e.message += " (before any success: its search stops here, the grouping is set aside)";
+      }
       return e;
     }
     e.ok = true;
@@ -271,7 +340,23 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
         out.best_program = c.program;
       }
     }
+    const bool first_success = best_rank == 0;
     if (best_rank == 0 || rank.median_us < best_rank) best_rank = rank.median_us;
+    // Its first measurements (deploy, as the grouping's total is; rank when that failed) already
+    // make its grouping hopeless (KernelJob::hopeless_above_us): stop here. Only the first
+    // success decides: a best that only goes down stays above the bound once above it.
+    const double first_us = out.best_deploy_us > 0 ? out.best_deploy_us : rank.median_us;
+    if (first_success && !(first_us <= hopeless_above_us)) {
+      out.set_aside = true;
+      out.hopeless_us = first_us;
+      e.end_search = true;
+      char why[200];
+      std::snprintf(why, sizeof why,
+                    "%.4g us at deploy, above the %.4g us its grouping can take: its search "
+                    "stops here, the grouping is set aside",
+                    first_us, hopeless_above_us);
+      e.message = why;
+    }
     return e;
   };
 
@@ -284,8 +369,9 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
   };
   search::InnerResult result = search::inner_search(program, run.passes, run.caps, prior.get(),
                                                     features, evaluate, options, on_step);
-  out.ok = result.found && out.best_deploy_us > 0;
-  run.progress.kernel_finished(out.name, key, out.best_deploy_us, out.evaluations);
+  out.ok = result.found && out.best_deploy_us > 0 && !out.set_aside;
+  run.progress.kernel_finished(out.name, key, out.set_aside ? out.hopeless_us : out.best_deploy_us,
+                               out.evaluations);
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,7 @@ struct Counters {
   std::atomic<long> launches{0};
   std::atomic<long> deploy{0};
   std::atomic<long> failures{0};
+  std::atomic<long> cut{0};  // candidates cut short by the limit relative to the best known time
 };
 
 // Everything the kernels of one run share.
@@ -74,6 +76,11 @@ struct KernelOutcome {
   ir::Program best_program;
   int evaluations = 0;
   int failures = 0;
+  // The search stopped at its first success because its time, `hopeless_us` (deploy; rank when
+  // that failed), was above the time that makes its grouping hopeless
+  // (search::KernelJob::hopeless_above_us): ok is false, and nothing else was measured.
+  bool set_aside = false;
+  double hopeless_us = 0;
 };
 
 // Features the prior sees for a kernel (op class = its lowered template or dominant op).
@@ -96,16 +103,26 @@ Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 // stored. Throws MachineryFailure when the backend's build or measure fails twice (non-ok Status)
 // and Interrupted when Ctrl-C came meanwhile. A whole
 // assembled graph (`whole_graph`) is checked by its relative RMS error, since rounding error
-// compounds over its kernels; a kernel element by element. `templ` is set (to "fallback") only
+// compounds over its kernels; a kernel element by element. `timeout_s` > 0 replaces --timeout
+// as the limit of the measurement (rec.timeout_s records it). `templ` is set (to "fallback") only
 // when the backend built its fallback kernel for a one-kernel program lowered to a template.
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
                                            Regime regime,
                                            const std::vector<ir::HostTensor>& inputs,
                                            const std::vector<ir::HostTensor>& expected,
-                                           bool whole_graph = false);
+                                           bool whole_graph = false, double timeout_s = 0);
 
-// Runs the inner search for `kernel` of `graph` (optionally carrying its producer kernel).
+// The time limit of one measurement of a kernel whose best known time is `best_us` (0: none):
+// the fixed --timeout, or, with a set-aside factor F (TuneOptions::hopeless_factor), a floor for
+// the worker's fixed costs plus F times what warm-up and samples take at `best_us`, if shorter.
+// `relative` says which one it is.
+double measurement_limit_s(const TuneOptions& options, double best_us, bool* relative = nullptr);
+
+// Runs the inner search for `kernel` of `graph` (optionally carrying its producer kernel). When
+// its first success is above `hopeless_above_us`, the search stops there (the kernel's grouping
+// is set aside by the outer search), with KernelOutcome::set_aside.
 KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Kernel& kernel,
-                          const ir::Kernel* producer, const std::string& key);
+                          const ir::Kernel* producer, const std::string& key,
+                          double hopeless_above_us = std::numeric_limits<double>::infinity());
 
 }  // namespace emmy::tune

@@ -58,7 +58,8 @@ void Progress::step(const std::string& name, const search::StepInfo& info,
     line << "  " << name << " step " << info.step << "  " << format_knobs(info.candidate.knobs)
          << "  ";
     if (info.evaluation.ok)
-      line << format_us(info.evaluation.time_us);
+      line << format_us(info.evaluation.time_us)
+           << (info.evaluation.message.empty() ? "" : " (" + info.evaluation.message + ")");
     else
       line << "FAILED (" << info.evaluation.message.substr(0, info.evaluation.message.find('\n'))
            << ")";

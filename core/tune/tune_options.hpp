@@ -24,6 +24,10 @@ struct TuneOptions {
   int samples = 15;                                  // timed repetitions per measurement
   int warmup = 3;
   double timeout_s = 20;                             // per measurement
+  // --hopeless F: a grouping whose kernels' time (those known, the first measurements of the
+  // others) is beyond F times the best total is set aside, and a candidate running beyond F
+  // times the best known time of its kernel is cut short (a timeout row with that limit). 0: never.
+  double hopeless_factor = 10;
   bool validate = true;                              // benchmark the assembled graph once at the end
   std::string db;                                    // tuning database path
   std::string home;                                  // EMMY_HOME (priors' checkpoints live here)

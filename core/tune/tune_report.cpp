@@ -26,6 +26,7 @@ nlohmann::json TuneReport::to_json() const {
   j["launches"] = launches;
   j["deploy_measurements"] = deploy_measurements;
   j["failures"] = failures;
+  j["candidates_cut"] = candidates_cut;
   j["best_total_us"] = best_total_us;
   j["assembled_us"] = assembled_us;
   j["isolated_us"] = isolated_us > 0 ? nlohmann::json(isolated_us) : nlohmann::json(nullptr);
@@ -47,6 +48,9 @@ nlohmann::json TuneReport::to_json() const {
                   {"failures", k.failures}});
   }
   j["kernels"] = ks;
+  nlohmann::json aside = nlohmann::json::array();
+  for (const auto& g : set_aside) aside.push_back({{"grouping", g.grouping}, {"reason", g.reason}});
+  j["groupings_set_aside"] = aside;
   return j;
 }
 
@@ -70,6 +74,8 @@ std::string TuneReport::table() const {
                 best_total_us, kernels_total, kernels_distinct, candidates_built,
                 candidates_measured, cache_hits, launches, deploy_measurements, failures);
   out << line;
+  if (candidates_cut > 0) out << candidates_cut << " candidates cut short (far slower than their kernel's best)\n";
+  for (const auto& g : set_aside) out << "grouping " << g.grouping << " " << g.reason << "\n";
   if (validated()) {
     std::snprintf(line, sizeof line,
                   "assembled graph measured once: %.2f us; its kernels measured again in "

@@ -24,6 +24,12 @@ struct KernelReport {
   int failures = 0;
 };
 
+// A grouping the outer search set aside (search::SetAsideGrouping).
+struct SetAsideReport {
+  std::string grouping;  // "fork=label;..."
+  std::string reason;
+};
+
 struct TuneReport {
   std::string run_id;
   std::string status = "ok";  // "ok", "interrupted", "failed: ..."
@@ -45,6 +51,7 @@ struct TuneReport {
   long launches = 0;          // measurements run on the device (rank and deploy)
   long deploy_measurements = 0;
   long failures = 0;
+  long candidates_cut = 0;    // cut short by the limit relative to their kernel's best time
   double best_total_us = 0;   // Σ over the best grouping's kernels of their best deploy time
   double assembled_us = 0;    // the assembled graph, measured once (0 = not measured)
   // The same kernels measured again in isolation right before the assembled graph (each chosen
@@ -56,6 +63,7 @@ struct TuneReport {
   std::string validation_note;  // why the gap was not measured, if it was not
   double wall_s = 0;
   std::vector<KernelReport> kernels;
+  std::vector<SetAsideReport> set_aside;  // groupings set aside as hopeless, with why
 
   // The assembled graph was measured and compared with the sum of its kernels.
   bool validated() const { return assembled_us > 0 && std::isfinite(validation_gap_pct); }

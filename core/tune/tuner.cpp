@@ -266,8 +266,11 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     std::vector<double> times(jobs.size(), std::numeric_limits<double>::infinity());
     run_on_slots(jobs.size(), kernels_in_flight, [&](size_t i) {
       const search::KernelJob& j = jobs[i];
-      KernelOutcome o = tune_kernel(run, *j.graph, *j.kernel, j.producer, j.key);
+      KernelOutcome o = tune_kernel(run, *j.graph, *j.kernel, j.producer, j.key,
+                                    j.hopeless_above_us);
       if (o.ok) times[i] = o.best_deploy_us;
+      // Stopped at its first measurements: their best tells the outer search to set it aside.
+      if (o.set_aside) times[i] = o.hopeless_us;
       std::lock_guard<std::mutex> lock(outcomes_mutex);
       outcomes[j.key] = std::move(o);
     });
@@ -276,6 +279,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   search::OuterOptions outer_options;
   outer_options.patience = options.patience;
   outer_options.seed = options.seed;
+  outer_options.set_aside_factor = options.hopeless_factor;
   auto on_grouping = [&](const search::StepInfo& info) {
     if (!options.verbose) return;
     std::ostringstream line;
@@ -285,6 +289,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       line << (i ? ", " : " (") << info.candidate.forks[i] << "=" << info.candidate.labels[i]
            << (i + 1 == info.candidate.labels.size() ? ")" : "");
     if (info.evaluation.ok) line << "  total " << info.evaluation.time_us << " us";
+    else if (!info.evaluation.message.empty()) line << "  " << info.evaluation.message;
     progress.message(line.str());
   };
 
@@ -296,6 +301,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     report.launches = run.counters.launches;
     report.deploy_measurements = run.counters.deploy;
     report.failures = run.counters.failures;
+    report.candidates_cut = run.counters.cut;
     // The run's rows into the prior and its checkpoint (everything measured is kept).
     if (!run.new_rows.empty()) {
       if (Status s = prior->observe(run.new_rows); !s.ok())
@@ -337,6 +343,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     rr.validation_gap_pct = report.validation_gap_pct;
     rr.validation_note = report.validation_note;
     rr.status = status;
+    for (const auto& g : report.set_aside) rr.set_aside.push_back(g.grouping + ": " + g.reason);
     store->put_run(rr);
   };
 
@@ -353,12 +360,13 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     finish(std::string("failed: ") + e.what());
     throw;
   }
+  for (const auto& g : result.set_aside) report.set_aside.push_back({g.grouping, g.reason});
   report.groupings_tried = result.search.evaluations;
   if (!result.search.found) {
     progress.finish();
     std::string why = "no grouping could be built and measured";
     for (const auto& [key, o] : outcomes)
-      if (!o.ok) why += "; kernel " + o.name + " [" + key.substr(0, 8) + "] had no working configuration";
+      if (!o.ok && !o.set_aside) why += "; kernel " + o.name + " [" + key.substr(0, 8) + "] had no working configuration";
     finish("failed: " + why);
     throw Error(why + " (see emmy eval failures)");
   }

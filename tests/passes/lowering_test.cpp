@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "emmy/knob_constraints.hpp"
 #include "emmy/templates.hpp"
 #include "passes/pass_support.hpp"
 #include "passes/qwen3_layer.hpp"
@@ -195,6 +196,66 @@ TEST(Lowering, NoTemplateForkWithoutADeclaredAlternative) {
     for (const auto& site : r.asked) EXPECT_NE(site.name, "matmul.template");
     for (const auto& k : p.grouping.kernels) EXPECT_NE(k.templ, "cublaslt");
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A template declaring a constraint (issue 24, item 3): matmul knobs path {0, 1} and tile
+// {16, 32, 64}, where path=1 takes tile 64 only. The lowering offers each knob fork only the
+// values the constraint still allows beside the knobs already chosen, in the declared order.
+emmy::BackendCaps caps_with_constraint() {
+  emmy::BackendCaps caps;
+  caps.backend = "tiny";
+  caps.templates["fallback"] = {};
+  caps.templates["matmul"] = {emmy::KnobSpec{"path", {0, 1}}, emmy::KnobSpec{"tile", {16, 32, 64}}};
+  caps.constraints["matmul"] = {emmy::table_constraint(
+      caps.templates["matmul"], {"path", "tile"},
+      [](const std::map<std::string, double>& k) { return k.at("path") == 0 || k.at("tile") == 64; },
+      "path=1 takes tile 64 only")};
+  return caps;
+}
+
+TEST(Lowering, AKnobForkOffersOnlyWhatTheTemplatesConstraintsAllow) {
+  for (const char* path : {"path=0", "path=1"}) {
+    Program p = grouped_layer();
+    ScriptedResolver r{{"matmul.path", path}};
+    run_passes(p, kLowering, r, caps_with_constraint());
+    int matmuls = 0;
+    for (const auto& k : p.grouping.kernels) {
+      if (k.templ != "matmul") continue;
+      ++matmuls;
+      EXPECT_TRUE(k.knobs.at("path") == 0 || k.knobs.at("tile") == 64) << path;
+    }
+    EXPECT_GT(matmuls, 0);
+    for (const emmy::ForkSite& site : r.asked) {
+      if (site.name == "matmul.path") {
+        EXPECT_EQ(site.options.size(), 2u);
+      }
+      if (site.name != "matmul.tile") continue;
+      if (std::string(path) == "path=0") {
+        EXPECT_EQ(site.options.size(), 3u);
+      } else {
+        ASSERT_EQ(site.options.size(), 1u);
+        EXPECT_EQ(site.options[0].label, "tile=64");
+      }
+    }
+  }
+}
+
+TEST(Lowering, ConstraintsAreTablesOfWhatThePredicateAllows) {
+  emmy::BackendCaps caps = caps_with_constraint();
+  const emmy::KnobConstraint& c = caps.constraints["matmul"].at(0);
+  EXPECT_EQ(c.allowed.size(), 4u);  // path=0 with each tile, path=1 with 64
+  EXPECT_TRUE(emmy::consistent(c, {{"path", 1}}));
+  EXPECT_TRUE(emmy::consistent(c, {{"tile", 16}}));
+  EXPECT_FALSE(emmy::consistent(c, {{"path", 1}, {"tile", 32}}));
+  EXPECT_TRUE(emmy::consistent(c, {{"path", 1}, {"tile", 64}, {"other", 7}}));
+  EXPECT_EQ(emmy::contradicted(caps.constraints["matmul"], {{"path", 1}, {"tile", 16}}), &c);
+  EXPECT_THROW(emmy::table_constraint(caps.templates["matmul"], {"nope"},
+                                      [](const std::map<std::string, double>&) { return true; }, "x"),
+               emmy::Error);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 
@@ -100,6 +101,77 @@ TEST(OuterSearch, RunsOnlyStructuralPassesAndCountsRepeatedKernelsEachTime) {
   EXPECT_DOUBLE_EQ(r.search.best_us, 21);
   EXPECT_EQ(r.search.evaluations, 1);
   for (const ir::Kernel& k : r.search.best.program.grouping.kernels) EXPECT_EQ(k.templ, "");
+}
+
+// Issue 24: once a grouping has a total, a grouping whose kernels take far more is set aside.
+// Fused kernels here cost 100 times a single op: every grouping with one is hopeless beside the
+// all-split one (the first, option 0 everywhere).
+struct HopelessTuner {
+  std::map<std::string, double> bound;  // key -> the hopeless_above_us it was tuned with
+  TuneKernels batch() {
+    return [this](const std::vector<KernelJob>& jobs) {
+      std::vector<double> times;
+      for (const KernelJob& j : jobs) {
+        bound[j.key] = j.hopeless_above_us;
+        times.push_back(j.kernel->nodes.size() == 1 ? 10.0 : 1000.0);
+      }
+      return times;
+    };
+  }
+};
+
+TEST(OuterSearch, SetsAsideAGroupingWhoseNewKernelIsFarBeyondTheBestTotalWithItsReason) {
+  const ir::Program p = chain_program({ir::Op::exp, ir::Op::exp, ir::Op::exp, ir::Op::exp});
+  ChainFusionPass fuse;
+  HopelessTuner tuner;
+  std::vector<std::string> lines;
+  OuterResult r = outer_search(p, {&fuse}, no_caps(), tuner.batch(), outer_patience(50),
+                               [&](const StepInfo& s) {
+                                 EXPECT_EQ(s.evaluation.set_aside, !s.evaluation.message.empty() &&
+                                                                       !s.evaluation.ok);
+                                 if (s.evaluation.set_aside) lines.push_back(s.evaluation.message);
+                               });
+  ASSERT_TRUE(r.search.found);
+  EXPECT_DOUBLE_EQ(r.search.best_us, 40);  // the all-split grouping stays the best
+  EXPECT_EQ(r.search.best.program.grouping.kernels.size(), 4u);
+  // Eight groupings (3 forks); each with a fused kernel is set aside.
+  EXPECT_EQ(r.search.evaluations, 8);
+  ASSERT_EQ(r.set_aside.size(), 7u);
+  EXPECT_EQ(lines.size(), 7u);
+  // The single op was tuned with no bound (nothing known yet); a fused kernel with the time the
+  // limit leaves it: 10 x 40 us minus the single ops of its grouping, per occurrence.
+  const std::string single = ir::structural_key(p.graph, p.grouping.kernels[0]);
+  EXPECT_TRUE(std::isinf(tuner.bound.at(single)));
+  for (const auto& [key, b] : tuner.bound)
+    if (key != single) {
+      EXPECT_GT(b, 0) << key;
+      EXPECT_LE(b, 400) << key;
+    }
+  // Each fused kernel's key is tuned once; a grouping made of kernels already known to be too slow
+  // is set aside before anything is tuned for it.
+  bool by_measurement = false, by_known = false;
+  for (const SetAsideGrouping& g : r.set_aside) {
+    EXPECT_NE(g.grouping.find("fuse@%"), std::string::npos) << g.grouping;
+    EXPECT_NE(g.reason.find("times the best total 40 us"), std::string::npos) << g.reason;
+    by_measurement |= g.reason.find("in its first measurements") != std::string::npos;
+    by_known |= g.reason.find("nothing was tuned for it") != std::string::npos;
+  }
+  EXPECT_TRUE(by_measurement);
+  EXPECT_TRUE(by_known);
+  EXPECT_EQ(r.kernel_best_us.size(), tuner.bound.size());
+}
+
+TEST(OuterSearch, FactorZeroSetsNothingAside) {
+  const ir::Program p = chain_program({ir::Op::exp, ir::Op::exp, ir::Op::exp});
+  ChainFusionPass fuse;
+  HopelessTuner tuner;
+  OuterOptions o = outer_patience(50);
+  o.set_aside_factor = 0;
+  OuterResult r = outer_search(p, {&fuse}, no_caps(), tuner.batch(), o);
+  EXPECT_TRUE(r.set_aside.empty());
+  EXPECT_EQ(r.search.failures, 0);
+  EXPECT_DOUBLE_EQ(r.search.best_us, 30);
+  for (const auto& [key, b] : tuner.bound) EXPECT_TRUE(std::isinf(b)) << key;
 }
 
 // A small tuning driver over both levels, as core/tune does it: each distinct kernel gets a

@@ -39,7 +39,7 @@ void fill(TuningStore& store) {
   }
   store.put_measurement(make_record(0, emmy::Regime::deploy));
   store.put_run({"run-7", 1700000000, "torch.matmul(a, b)", "cpu", testing::kEnv, 1, 1, 100, 103,
-                 3.0, "ok", ""});
+                 3.0, "ok", "", {}});
 }
 
 TEST(EvalCli, AMissingDatabaseIsAUsageErrorThatSaysWhatToDo) {

@@ -167,9 +167,9 @@ TEST(EvalReport, VariantsAreListedBestFirstWithFailuresLast) {
 
 TEST(EvalReport, RunsAreNewestFirstWithTheirGap) {
   std::vector<RunRecord> runs = {
-      {"run-a", 1700000000, "torch.matmul(a, b)", "cpu", kEnv, 1, 1, 200, 204, 2.0, "ok", ""},
+      {"run-a", 1700000000, "torch.matmul(a, b)", "cpu", kEnv, 1, 1, 200, 204, 2.0, "ok", "", {}},
       {"run-b", 1700003600, "Qwen/Qwen3-Embedding-0.6B", "cuda", "cuda|H200", 337, 14, 1000,
-       990, -1.0, "ok", ""},
+       990, -1.0, "ok", "", {"fuse_attention@a=split: set aside: its total is at least 9e+04 us"}},
   };
   sort_runs(runs);
   EXPECT_EQ(runs[0].run_id, "run-b");
@@ -181,7 +181,13 @@ TEST(EvalReport, RunsAreNewestFirstWithTheirGap) {
   EXPECT_NE(t.find("+2.00"), std::string::npos) << t;
   EXPECT_NE(t.find("2023-11-14 22:13:20"), std::string::npos) << t;
   EXPECT_LT(t.find("run-b"), t.find("run-a"));
+  // A grouping set aside as hopeless is listed with its run and why (issue 24).
+  EXPECT_NE(t.find("run run-b set aside fuse_attention@a=split: set aside: its total"),
+            std::string::npos)
+      << t;
   auto j = nlohmann::json::parse(runs_json(runs));
+  EXPECT_EQ(j[0]["set_aside"].size(), 1u);
+  EXPECT_TRUE(j[1]["set_aside"].empty());
   EXPECT_EQ(j[1]["validation_gap_pct"], 2.0);
 }
 

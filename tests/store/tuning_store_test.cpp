@@ -241,7 +241,7 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   auto store = TuningStore::open_writer(dir.sub("db"));
   store->put_kernel({"sk0-matmul", "matmul", "matmul f32[512,512] x f32[512,512]"});
   RunRecord run{"run-1", 1700000000, "torch.matmul(...)", "cpu", kEnv, 3, 2, 120.5, 122.0,
-                1.24, "ok", ""};
+                1.24, "ok", "", {"fuse@%3=fuse: set aside: its total is at least 1e+04 us"}};
   store->put_run(run);
   PlanRecord plan;
   plan.env = kEnv;
@@ -266,6 +266,7 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->validation_gap_pct, 1.24);
   EXPECT_EQ(r->distinct_kernels, 2);
+  EXPECT_EQ(r->set_aside, run.set_aside);  // a re-run's reader knows why (issue 24)
   auto p = store->plan(kEnv, "g1");
   ASSERT_TRUE(p);
   ASSERT_EQ(p->kernels.size(), 1u);
@@ -320,6 +321,7 @@ TEST(RunRecordCodec, AnUnmeasuredGapIsNullNotZeroAndOldRecordsStillDecode) {
   EXPECT_EQ(old.best_total_us, 120.5);
   EXPECT_TRUE(std::isnan(old.validation_gap_pct)) << old.validation_gap_pct;
   EXPECT_EQ(old.validation_note, "");
+  EXPECT_TRUE(old.set_aside.empty());
   EXPECT_EQ(old.status, "ok");
 
   // A measured gap of exactly 0 stays 0.

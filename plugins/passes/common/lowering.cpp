@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "common/forks.hpp"
+#include "emmy/knob_constraints.hpp"
 #include "emmy/templates.hpp"
 
 namespace emmy::passes {
@@ -41,6 +42,21 @@ std::optional<ForkSite> template_fork(const BackendCaps& caps, const std::string
   return site;
 }
 
+ForkSite allowed_options(const ForkSite& site, const std::vector<KnobConstraint>& constraints,
+                         const std::map<std::string, double>& decided) {
+  ForkSite out = site;
+  out.options.clear();
+  for (const ForkOption& option : site.options) {
+    std::map<std::string, double> values = decided;
+    for (const auto& [knob, value] : option.knobs) values[knob] = value;
+    if (contradicted(constraints, values) == nullptr) out.options.push_back(option);
+  }
+  // Constraints that only together rule out every value (each was checked alone): offer them
+  // all, and let the template refuse what it cannot build, as it would without constraints.
+  if (out.options.empty()) out.options = site.options;
+  return out;
+}
+
 Status LoweringPass::run(ir::Program& program, PassContext& ctx) noexcept {
   Status s = guard([&] {
     const bool is_fallback = templ_ == kTemplateFallback;
@@ -64,9 +80,14 @@ Status LoweringPass::run(ir::Program& program, PassContext& ctx) noexcept {
       // The implementation first (when the backend has alternatives), then its knobs only.
       k.templ = which ? which->options[choose(*which)].label.substr(kTemplateLabel.size()) : templ_;
       k.knobs.clear();
-      // One fork per kernel and knob: each kernel of a slice is tuned on its own.
-      for (const ForkSite& site : sites.at(k.templ))
-        for (const auto& [knob, value] : site.options[choose(site)].knobs) k.knobs[knob] = value;
+      // One fork per kernel and knob: each kernel of a slice is tuned on its own. Each offers
+      // only the values the template's constraints still allow beside the knobs decided.
+      const auto rules = ctx.caps.constraints.find(k.templ);
+      for (const ForkSite& site : sites.at(k.templ)) {
+        const ForkSite offered =
+            rules == ctx.caps.constraints.end() ? site : allowed_options(site, rules->second, k.knobs);
+        for (const auto& [knob, value] : offered.options[choose(offered)].knobs) k.knobs[knob] = value;
+      }
     }
   });
   if (!s.ok()) return Status::Error("pass " + name() + ": " + s.message());

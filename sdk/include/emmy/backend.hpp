@@ -23,8 +23,22 @@ struct KnobSpec {
   std::vector<double> values;
 };
 
+// A rule between knobs of one template (a conditional domain): the combinations of the values
+// of `knobs` the template takes, as a table (one value per knob in each row). A configuration
+// whose values of `knobs` are no row of `allowed` is refused by the template whatever the kernel,
+// so the search never goes there: the lowering passes offer each knob fork only the values some
+// row still allows beside the knobs already decided (emmy/knob_constraints.hpp, which also builds
+// a table from a predicate). Refusals that depend on the kernel (its dtype, its strides) stay
+// the backend's FailureKind::refused.
+struct KnobConstraint {
+  std::vector<std::string> knobs;
+  std::vector<std::vector<double>> allowed;
+  std::string reason;  // in words, e.g. "wgmma=1 needs warps a multiple of 4 per 64 rows"
+};
+
 // What a backend can build: for each kernel template, the knobs and their option sets.
-// Lowering passes read this to declare their forks.
+// Lowering passes read this to declare their forks, in the order the knobs are listed: decisive
+// knobs (the code path, the tile shape) first, so the search settles them before the fine ones.
 struct BackendCaps {
   std::string backend;                                    // "cpu", "cuda"
   std::map<std::string, std::vector<KnobSpec>> templates;  // template name -> knobs
@@ -42,6 +56,9 @@ struct BackendCaps {
   // the chosen one's knob forks. An alternative refuses (FailureKind::refused) a kernel it
   // cannot compute, so the search drops it at no cost in patience.
   std::map<std::string, std::vector<std::string>> alternatives = {};
+  // Per template: the combinations of its knobs it refuses whatever the kernel (KnobConstraint).
+  // The untuned default (each knob's first value) must satisfy them.
+  std::map<std::string, std::vector<KnobConstraint>> constraints = {};
 };
 
 // A built candidate. `handle` is backend-defined (a path to a shared object or cubin).

@@ -24,7 +24,8 @@
 // Bumped on any change to the entry struct or to a plugin interface's layout or virtual table.
 // 2: BackendCaps::devices and kernels_per_device, FailureKind::refused.
 // 3: BackendCaps::alternatives (other implementations of a template's kernels, e.g. cuBLASLt).
-#define EMMY_SDK_ABI_VERSION 3u
+// 4: BackendCaps::constraints (knob combinations a template refuses whatever the kernel).
+#define EMMY_SDK_ABI_VERSION 4u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
 extern "C" {

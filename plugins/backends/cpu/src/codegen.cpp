@@ -1,7 +1,9 @@
 // Template dispatch, the knobs each template declares, and knob checking.
+#include <algorithm>
 #include <cmath>
 
 #include "emitter.hpp"
+#include "emmy/knob_constraints.hpp"
 #include "emmy/status.hpp"
 #include "emmy/templates.hpp"
 #include "templates.hpp"
@@ -32,12 +34,33 @@ BackendCaps cpu_capabilities() {
       {"unroll", {1, 2, 4}},
       {"threads", {1, 2}},
   };
+  caps.constraints["matmul"] = {table_constraint(
+      caps.templates["matmul"], {"mr", "vec", "nr_vecs"},
+      [](const std::map<std::string, double>& k) { return matmul_knob_refusal(k).empty(); },
+      "the microkernel's accumulators, B's vectors and A's broadcast fit 32 vector registers of "
+      "16 floats")};
   caps.templates["attention"] = {
       {"threads", {1, 2}},
       {"rows_per_task", {1, 4, 16}},
       {"vec", {1, 8, 16}},
   };
   return caps;
+}
+
+std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
+  auto at = [&](const char* name, double fallback) {
+    auto it = knobs.find(name);
+    return it == knobs.end() ? fallback : it->second;
+  };
+  const double mr = at("mr", 6), nr_vecs = at("nr_vecs", 2);
+  const double registers_per_vec = std::max(1.0, std::ceil(at("vec", 16) / 16));
+  const double needed = (mr * nr_vecs + nr_vecs) * registers_per_vec + 1;
+  if (needed > 32)
+    return "mr=" + std::to_string(static_cast<int>(mr)) + " x nr_vecs=" +
+           std::to_string(static_cast<int>(nr_vecs)) + " accumulators need " +
+           std::to_string(static_cast<int>(needed)) +
+           " vector registers, more than the 32 of any x86 register file (they would spill)";
+  return "";
 }
 
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given) {
@@ -71,6 +94,11 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
   std::string source;
   if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
     KnobValues knobs = resolve_knobs(templ, given);
+    if (templ == "matmul") {
+      std::map<std::string, double> values(knobs.begin(), knobs.end());
+      if (std::string why = matmul_knob_refusal(values); !why.empty())
+        throw KnobRefused("matmul: " + why);
+    }
     try {
       if (templ == "pointwise") source = generate_pointwise(g, knobs);
       else if (templ == "reduction") source = generate_reduction(g, knobs);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "emitter.hpp"
 #include "protocol.hpp"
 #include "templates.hpp"
 
@@ -146,7 +147,20 @@ std::string CpuBackend::environment_fingerprint() const {
 }
 
 Status CpuBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept {
-  return guard([&]() -> Status { return build_source(generate_source(slice), regime, artifact, failure); });
+  return guard([&]() -> Status {
+    std::string source;
+    try {
+      source = generate_source(slice);
+    } catch (const KnobRefused& why) {
+      // A combination the template declares it refuses: nothing is compiled.
+      failure = MeasureResult{};
+      artifact = Artifact{};
+      failure.failure = FailureKind::refused;
+      failure.message = why.what();
+      return Status::Ok();
+    }
+    return build_source(source, regime, artifact, failure);
+  });
 }
 
 Status CpuBackend::build_source(const std::string& source, Regime regime, Artifact& artifact,

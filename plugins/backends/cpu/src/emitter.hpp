@@ -27,6 +27,13 @@ class Unsupported : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The template cannot take these knob values whatever the kernel (a declared constraint,
+// BackendCaps::constraints): build() reports FailureKind::refused, nothing is compiled.
+class KnobRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // A block of generated statements with the values already computed in it. Lookups see the
 // enclosing scopes too (their variables are visible in nested loops).
 class Scope {

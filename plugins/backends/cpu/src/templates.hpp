@@ -16,6 +16,12 @@ using KnobValues = std::map<std::string, int64_t>;
 
 // For each template: its knobs and their value sets (values[0] = the untuned default).
 BackendCaps cpu_capabilities();
+// Why the matmul template refuses `knobs` whatever the kernel ("" when it does not): its
+// microkernel's mr x nr_vecs accumulators, the nr_vecs vectors of B and the broadcast of A must
+// fit 32 vector registers of 16 floats (the largest x86 register file; a vector of `vec` floats
+// takes vec / 16 of them, at least one), else they spill on every step of the depth loop.
+// generate_source refuses by it (KnobRefused); the caps declare it as the matmul's constraint.
+std::string matmul_knob_refusal(const std::map<std::string, double>& knobs);
 // Fills in defaults from the caps and checks the given values; throws emmy::Error naming a bad knob.
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given);
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cublaslt_template.hpp"
+#include "emmy/knob_constraints.hpp"
 #include "emmy/status.hpp"
 #include "emmy/templates.hpp"
 #include "expr.hpp"
@@ -26,16 +27,25 @@ BackendCaps cuda_capabilities() {
   // stages: 1 = one shared-memory buffer loaded by plain copies; 2..4 = a cp.async ring of that
   // many tile_k slices with ldmatrix fragments (tensor-core path, 16-byte-copyable operands).
   // Default tile: 64x64x16 with 4 warps, enough blocks to fill the GPU for small products.
+  // Forks come in this order: the code path (wgmma) and the tile shape first, the fine knobs
+  // (tile_k, warps, stages) after, so the search settles what decides most before the rest.
   caps.templates["matmul"] = {
+      // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; bf16/f16 K-major operands read straight
+      // from kernel inputs, tile_m 64 or 128, whole warpgroups: tmpl_matmul_wgmma.cpp).
+      {"wgmma", {0, 1}},
       {"tile_m", {64, 32, 128}},
       {"tile_n", {64, 32, 128, 256}},
       {"tile_k", {16, 8, 32, 64}},
       {"warps", {4, 2, 8}},
       {"stages", {1, 2, 3, 4}},
-      // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; bf16/f16 K-major operands read straight
-      // from kernel inputs, tile_m 64 or 128, whole warpgroups: tmpl_matmul_wgmma.cpp).
-      {"wgmma", {0, 1}},
   };
+  caps.constraints["matmul"] = {table_constraint(
+      caps.templates["matmul"], {"wgmma", "tile_m", "tile_n", "tile_k", "warps", "stages"},
+      [](const std::map<std::string, double>& k) { return matmul_knob_refusal(k).empty(); },
+      "the matmul template's tile rules (wgmma: tile_m 64 or 128, tile_k 16, 32 or 64, warps a "
+      "multiple of 4 per 64 rows of tile_m, tile_n in multiples of 8 per warpgroup, the stages' "
+      "shared memory; stages > 1: tile_k a multiple of 16 and warps tiling the block; else the "
+      "tile split over the threads; one stage within 48 KiB of static shared memory)")};
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
   // shared-memory tile; warps: per block, 16 query rows each, more split the key/value tiles'
   // columns (tmpl_attention.cpp);
@@ -54,6 +64,50 @@ BackendCaps cuda_capabilities() {
   caps.templates[kTemplateCublaslt] = cublaslt_knobs();
   caps.alternatives["matmul"] = {kTemplateCublaslt};
   return caps;
+}
+
+std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
+  auto at = [&](const char* name, int64_t fallback) {
+    auto it = knobs.find(name);
+    return it == knobs.end() ? fallback : static_cast<int64_t>(it->second);
+  };
+  const int64_t BM = at("tile_m", 64), BN = at("tile_n", 64), BK = at("tile_k", 16);
+  const int64_t W = at("warps", 4), stages = at("stages", 1);
+  if (at("wgmma", 0) == 1) {
+    if (BM != 64 && BM != 128) return "wgmma=1 needs tile_m 64 or 128 (64 rows per warpgroup)";
+    if (BK != 16 && BK != 32 && BK != 64) return "wgmma=1 needs tile_k 16, 32 or 64";
+    const int64_t wg_m = BM / 64, warpgroups = W / 4;
+    if (W % 4 != 0 || warpgroups % wg_m != 0)
+      return "wgmma=1 needs warps a multiple of 4 per 64 rows of tile_m";
+    const int64_t wg_n = warpgroups / wg_m;
+    if (BN % wg_n != 0 || (BN / wg_n) % 8 != 0 || BN / wg_n > 256)
+      return "wgmma=1 needs tile_n a multiple of 8 columns, up to 256, per warpgroup";
+    if (stages * (BM + BN) * BK * 2 + 1024 > 227 * 1024)
+      return "wgmma=1: the stages need more shared memory than a block gets";
+    return "";
+  }
+  // The tensor-core (mma.sync) tiling: warps tile the block, each warp m16n8k16 products.
+  bool tensor_tiling = false;
+  if (BK % 16 == 0)
+    for (int64_t wm : {2, 4, 1, 8})
+      if (W % wm == 0 && BM % (wm * 16) == 0 && BN % ((W / wm) * 8) == 0) tensor_tiling = true;
+  if (stages > 1 && !tensor_tiling)
+    return "stages > 1 needs the tensor-core path: tile_k a multiple of 16 and warps tiling the block";
+  // Without the tensor-core tiling, every kernel takes the SIMT path: the tile must split over the
+  // threads, each a TM x TN micro-tile (tmpl_matmul.cpp).
+  const int64_t T = W * 32, per = std::max<int64_t>(1, BM * BN / T);
+  int64_t TN = 1;
+  while (TN * TN < per) TN *= 2;
+  TN = std::min(TN, per);
+  const int64_t TM = per / TN;
+  const bool simt_ok = BM * BN >= T && BN % TN == 0 && BM % TM == 0 && (BN / TN) * (BM / TM) == T;
+  if (!tensor_tiling && !simt_ok) return "the tile does not split over the threads";
+  // One stage lives in static shared memory, capped at 48 KiB: the tensor-core path's bf16 tile
+  // (the smallest any kernel needs), else the SIMT path's f32 one.
+  const int64_t smallest_static =
+      tensor_tiling ? (stages == 1 ? (BM + BN) * (BK + 8) * 2 : 0) : BK * (BM + BN + 8) * 4;
+  if (smallest_static > 48 * 1024) return "one stage of this tile needs more than 48 KiB of static shared memory";
+  return "";
 }
 
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given) {

@@ -15,6 +15,13 @@ using KnobValues = std::map<std::string, int64_t>;
 
 // Each template's knobs and their value sets (values[0] = the untuned default).
 BackendCaps cuda_capabilities();
+// Why the matmul template refuses `knobs` whatever the kernel ("" when it does not): the rules of
+// its wgmma path (tile_m 64 or 128, tile_k 16, 32 or 64, whole warpgroups per 64 rows, tile_n
+// split over them in multiples of 8, the stages' shared memory) and of its tensor-core ring
+// (stages > 1 without wgmma needs tile_k a multiple of 16 and warps tiling the block), the tile
+// splitting over the threads on the other paths, and one stage's 48 KiB of static shared memory. generate_matmul refuses by it; its
+// capabilities declare it as the constraint the search honours (BackendCaps::constraints).
+std::string matmul_knob_refusal(const std::map<std::string, double>& knobs);
 // Defaults filled in, values checked against the declared sets; throws emmy::Error naming a bad knob.
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given);
 
