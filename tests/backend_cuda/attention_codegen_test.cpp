@@ -6,6 +6,7 @@
 
 #include "attention_graphs.hpp"
 #include "cuda_backend.hpp"
+#include "emmy/knob_constraints.hpp"
 #include "emmy/templates.hpp"
 #include "expr.hpp"
 #include "module.hpp"
@@ -219,6 +220,43 @@ TEST(CudaAttention, WgmmaPathRefusesWhatItCannotTake) {
   std::string source = generate_source(slice_of(f16));
   EXPECT_NE(source.find("m64n64k16 f16"), std::string::npos) << source.substr(source.rfind("//"));
   compiles(f16);
+}
+
+// The attention template's declared knob rule (BackendCaps::constraints, issue 24) is exactly
+// what its generator refuses for Qwen3's attention, whose operands every path takes.
+TEST(CudaAttention, TheDeclaredRuleIsWhatTheGeneratorRefuses) {
+  const BackendCaps caps = cuda_capabilities();
+  ASSERT_EQ(caps.constraints.count("attention"), 1u);
+  ASSERT_EQ(caps.templates.at("attention").front().name, "wgmma");  // the path is asked first
+  std::vector<std::map<std::string, double>> all{{}};
+  for (const KnobSpec& spec : caps.templates.at("attention")) {
+    std::vector<std::map<std::string, double>> next;
+    for (const auto& k : all)
+      for (double v : spec.values) {
+        auto more = k;
+        more[spec.name] = v;
+        next.push_back(more);
+      }
+    all = std::move(next);
+  }
+  int allowed = 0, refused = 0;
+  for (const auto& k : all) {
+    Case c = qwen3_attention(128);
+    c.knobs = k;
+    std::string why;
+    try {
+      generate_source(slice_of(c));
+    } catch (const KnobRefused& e) {
+      why = e.what();
+    }
+    const bool declared_ok = contradicted(caps.constraints.at("attention"), k) == nullptr;
+    std::string name;
+    for (const auto& [n, v] : k) name += n + "=" + std::to_string(int(v)) + " ";
+    EXPECT_EQ(declared_ok, why.empty()) << name << ": " << why;
+    (declared_ok ? allowed : refused) += 1;
+  }
+  EXPECT_GT(allowed, 0);
+  EXPECT_GT(refused, 0);
 }
 
 TEST(CudaAttention, WhatTheTemplateCannotProveFallsBack) {

@@ -53,17 +53,42 @@ BackendCaps cuda_capabilities() {
   // 3 only on the Hopper path.
   // wgmma: 1 = Hopper's path (sm_90a; tmpl_attention_wgmma.cpp): block_q / 64 warpgroups (so
   // warps = block_q / 16) and a producer warp, k/v through TMA into a ring of `stages` buffers.
-  caps.templates["attention"] = {{"block_q", {64, 128}},
+  // The path is decided first, as for the matmul.
+  caps.templates["attention"] = {{"wgmma", {0, 1}},
+                                 {"block_q", {64, 128}},
                                  {"block_kv", {128, 64, 32}},
                                  {"warps", {8, 16, 4}},
-                                 {"stages", {2, 1, 3}},
-                                 {"wgmma", {0, 1}}};
+                                 {"stages", {2, 1, 3}}};
+  caps.constraints["attention"] = {table_constraint(
+      caps.templates["attention"], {"wgmma", "block_q", "warps", "stages"},
+      [](const std::map<std::string, double>& k) { return attention_knob_refusal(k).empty(); },
+      "the attention template's paths (wgmma: one warpgroup per 64 query rows, so warps = "
+      "block_q / 16, and stages >= 2; mma.sync: stages 1 or 2)")};
   // cuBLASLt computes what the matmul template takes (the epilogues it fuses), chosen per kernel
   // at the fork matmul.template. CudaBackend::capabilities() drops it where the library is
   // missing or the backend option cublaslt=0 says so.
   caps.templates[kTemplateCublaslt] = cublaslt_knobs();
   caps.alternatives["matmul"] = {kTemplateCublaslt};
   return caps;
+}
+
+std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {
+  auto at = [&](const char* name, int64_t fallback) {
+    auto it = knobs.find(name);
+    return it == knobs.end() ? fallback : static_cast<int64_t>(it->second);
+  };
+  const int64_t BQ = at("block_q", 64), W = at("warps", 8), stages = at("stages", 2);
+  if (at("wgmma", 0) == 1) {
+    if (BQ % 64 != 0 || W != BQ / 16)
+      return "wgmma=1 with block_q=" + std::to_string(BQ) + " warps=" + std::to_string(W) +
+             ": one warpgroup (4 warps) per 64 query rows, so warps = block_q / 16";
+    // Tile t's stage is released only after S(t + 1) is issued (P(t) V overlaps it), so the keys
+    // of t + 1 need a second stage.
+    if (stages < 2) return "wgmma=1 stages=1: the wgmma path overlaps two tiles and needs stages >= 2";
+    return "";
+  }
+  if (stages > 2) return "stages=" + std::to_string(stages) + " is a ring depth of the wgmma=1 path only";
+  return "";
 }
 
 std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {

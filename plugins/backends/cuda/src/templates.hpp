@@ -22,6 +22,8 @@ BackendCaps cuda_capabilities();
 // splitting over the threads on the other paths, and one stage's 48 KiB of static shared memory. generate_matmul refuses by it; its
 // capabilities declare it as the constraint the search honours (BackendCaps::constraints).
 std::string matmul_knob_refusal(const std::map<std::string, double>& knobs);
+// The same for the attention template's knobs (its two paths).
+std::string attention_knob_refusal(const std::map<std::string, double>& knobs);
 // Defaults filled in, values checked against the declared sets; throws emmy::Error naming a bad knob.
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given);
 

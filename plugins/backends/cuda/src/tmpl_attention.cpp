@@ -910,9 +910,10 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
                        p.Dv % 8 == 0 && p.Dv <= 256;
   std::string note;
   const bool use_wgmma = knobs.count("wgmma") && knobs.at("wgmma") == 1;
-  if (!use_wgmma && knobs.at("stages") > 2)
-    throw KnobRefused("attention: stages=" + num(knobs.at("stages")) +
-                      " is a ring depth of the wgmma=1 path only");
+  std::map<std::string, double> declared;
+  for (const auto& [name, v] : knobs) declared[name] = double(v);
+  if (std::string why = attention_knob_refusal(declared); !why.empty())
+    throw KnobRefused("attention: " + why);
   if (use_wgmma)
     wgmma_kernel(g, m, p, knobs, fused, scratch, note);
   else if (sixteen)

@@ -166,14 +166,8 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   const int64_t D = p.D, Dv = p.Dv;
   const std::string knob_text =
       "attention: wgmma=1 with block_q=" + num(BQ) + " warps=" + num(knobs.at("warps"));
-  if (BQ % 64 != 0 || knobs.at("warps") != BQ / 16)
-    throw KnobRefused(knob_text +
-                      ": one warpgroup (4 warps) per 64 query rows, so warps = block_q / 16");
-  // Tile t's stage is released only after S(t + 1) is issued (P(t) V overlaps it), so the
-  // keys of t + 1 need a second stage.
-  if (STAGES < 2)
-    throw KnobRefused(knob_text +
-                      " stages=1: the wgmma path overlaps two tiles and needs stages >= 2");
+  // warps = block_q / 16 and stages >= 2: attention_knob_refusal (templates.cpp), checked by the
+  // caller.
   const ir::DType t16 = g.type(p.q).dtype;
   if ((t16 != ir::DType::bf16 && t16 != ir::DType::f16) || g.type(p.kt).dtype != t16 ||
       g.type(p.v).dtype != t16 || g.type(p.probs).dtype != t16)
