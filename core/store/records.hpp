@@ -27,9 +27,10 @@ struct MeasurementRecord {
   // A `timeout` row: the limit it was measured under (0: unknown, a row from before it was
   // recorded). Such a row is not served to a run allowing longer: it re-measures.
   double timeout_s = 0;
-  // An assembled graph's row: the sum of its kernels measured again in isolation right before it
-  // (each chosen configuration, counted as often as it occurs), what its validation gap compares
-  // with (0: not recorded, a row from before it was).
+  // An assembled graph's row: its kernels measured again in isolation in rounds alternating with
+  // it (each chosen configuration, counted as often as it occurs), summarized as the row's
+  // samples are (the statistic its config key names, core/tune/validation.hpp): what its
+  // validation gap compares with (0: not recorded, a row from before it was).
   double isolated_us = 0;
   double median_us = 0;
   std::vector<double> samples_us;

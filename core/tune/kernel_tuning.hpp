@@ -85,7 +85,8 @@ std::string program_config_key(const ir::Program& program);
 
 // The configuration key of the assembled (whole-graph) measurement of `program`: a key space of
 // its own, so a one-kernel graph, whose graph key and program key equal its kernel's, is measured
-// again as a program and found only by earlier assembled measurements of the same program.
+// again as a program and found only by earlier assembled measurements of the same program. It names
+// the validation's statistic (tune/validation.hpp), so a row summarized another way is not reused.
 std::string assembled_config_key(const ir::Program& program);
 
 // Host buffers <-> tensors of the reference interpreter.
@@ -98,11 +99,11 @@ Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 // assembled graph (`whole_graph`) is checked by its relative RMS error, since rounding error
 // compounds over its kernels; a kernel element by element. `templ` is set (to "fallback") only
 // when the backend built its fallback kernel for a one-kernel program lowered to a template.
+// `samples` > 0 overrides --samples (the validation's short rounds).
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
-                                           Regime regime,
-                                           const std::vector<ir::HostTensor>& inputs,
+                                           Regime regime, const std::vector<ir::HostTensor>& inputs,
                                            const std::vector<ir::HostTensor>& expected,
-                                           bool whole_graph = false);
+                                           bool whole_graph = false, int samples = 0);
 
 // Runs the inner search for `kernel` of `graph` (optionally carrying its producer kernel).
 KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Kernel& kernel,
