@@ -57,8 +57,11 @@ struct RunRecord {
   int kernels = 0;         // kernels in the best grouping (each occurrence counted)
   int distinct_kernels = 0;
   double best_total_us = 0;     // sum of the isolated best deploy times of the best grouping
-  double assembled_us = 0;      // the assembled graph, benchmarked once for real (0: not)
-  // (assembled - total) / total * 100; NaN (stored as null) when not measured. Records written
+  // The assembled graph as the validation gap summarizes it (since 2026-12-01, the 20th
+  // percentile of its samples over alternating rounds, core/tune/validation.hpp; 0: not measured).
+  double assembled_us = 0;
+  // (assembled - its kernels measured again) / the latter * 100 (before that: against the tuned
+  // total); NaN (stored as null) when not measured. Records written
   // before this rule stored 0 for an unmeasured graph: they decode as NaN when assembled_us is 0.
   double validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
   std::string status;      // "ok", "interrupted", "failed: ..."
