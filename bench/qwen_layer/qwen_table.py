@@ -311,7 +311,9 @@ def layer_row(emmy: dict, torch_times: dict, b: int, s: int, ceilings: dict,
     flops, nbytes = layer_floor_inputs(b, s, cfg)
     fl = floor_us(flops, nbytes, ceilings["gemm_tflops"], ceilings["copy_tbs"])
     layer = torch_times.get("layer", {})
-    assembled = emmy.get("assembled_us") or None
+    # The assembled graph's median, like PyTorch's times; assembled_us is the validation gap's
+    # 20th percentile (reports before it was added have the median there).
+    assembled = emmy.get("assembled_median_us") or emmy.get("assembled_us") or None
     total = emmy.get("best_total_us") or None
     emmy_us = assembled or total
     compiled = layer.get("compile")

@@ -29,8 +29,10 @@ become the graph's inputs).
 
 Every configuration is looked up in the tuning database before anything is built: a re-run of
 an identical run walks the same path and launches nothing. Measurements within 15 % of the best
-so far are re-measured at the deploy setting. The assembled graph is measured once at the end and
-compared with the sum of its kernels (the validation gap).
+so far are re-measured at the deploy setting. At the end the assembled graph and its kernels, each
+measured again in isolation, are timed in 20 short alternating rounds and compared (the
+validation gap: each side is the 20th percentile of its samples, a program's samples adding up
+its kernels' equally ranked times; docs/PERFORMANCE.md says why).
 
 Devices: --gpus N / --devices LIST (cuda) and --workers N (cpu) tune the new kernels of a grouping
 side by side, each device measuring one kernel at a time (the cuda backend keeps 4 kernels per

@@ -27,9 +27,10 @@ struct MeasurementRecord {
   // A `timeout` row: the limit it was measured under (0: unknown, a row from before it was
   // recorded). Such a row is not served to a run allowing longer: it re-measures.
   double timeout_s = 0;
-  // An assembled graph's row: the sum of its kernels measured again in isolation right before it
-  // (each chosen configuration, counted as often as it occurs), what its validation gap compares
-  // with (0: not recorded, a row from before it was).
+  // An assembled graph's row: its kernels measured again in isolation in rounds alternating with
+  // it (each chosen configuration, counted as often as it occurs), summarized as the row's
+  // samples are (the statistic its config key names, core/tune/validation.hpp): what its
+  // validation gap compares with (0: not recorded, a row from before it was).
   double isolated_us = 0;
   double median_us = 0;
   std::vector<double> samples_us;
@@ -56,8 +57,11 @@ struct RunRecord {
   int kernels = 0;         // kernels in the best grouping (each occurrence counted)
   int distinct_kernels = 0;
   double best_total_us = 0;     // sum of the isolated best deploy times of the best grouping
-  double assembled_us = 0;      // the assembled graph, benchmarked once for real (0: not)
-  // (assembled - total) / total * 100; NaN (stored as null) when not measured. Records written
+  // The assembled graph as the validation gap summarizes it (since 2026-12-01, the 20th
+  // percentile of its samples over alternating rounds, core/tune/validation.hpp; 0: not measured).
+  double assembled_us = 0;
+  // (assembled - its kernels measured again) / the latter * 100 (before that: against the tuned
+  // total); NaN (stored as null) when not measured. Records written
   // before this rule stored 0 for an unmeasured graph: they decode as NaN when assembled_us is 0.
   double validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
   std::string status;      // "ok", "interrupted", "failed: ..."

@@ -12,6 +12,7 @@
 #include "search/prior_snapshot.hpp"
 #include "store/keys.hpp"
 #include "tune/interrupt.hpp"
+#include "tune/validation.hpp"
 
 namespace emmy::tune {
 namespace {
@@ -106,7 +107,8 @@ std::string program_config_key(const ir::Program& program) {
 }
 
 std::string assembled_config_key(const ir::Program& program) {
-  return "assembled(" + program_config_key(program) + ")";
+  return std::string("assembled[") + kValidationStatistic + "](" + program_config_key(program) +
+         ")";
 }
 
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors) {
@@ -117,10 +119,9 @@ Buffers to_buffers(const std::vector<ir::HostTensor>& tensors) {
 }
 
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
-                                           Regime regime,
-                                           const std::vector<ir::HostTensor>& inputs,
+                                           Regime regime, const std::vector<ir::HostTensor>& inputs,
                                            const std::vector<ir::HostTensor>& expected,
-                                           bool whole_graph, double timeout_s) {
+                                           bool whole_graph, double timeout_s, int samples) {
   store::MeasurementRecord rec;
   rec.regime = regime;
   rec.env = run.env;
@@ -148,7 +149,7 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
   MeasureRequest request;
   request.inputs = to_buffers(inputs);
   request.warmup = run.options.warmup;
-  request.samples = run.options.samples;
+  request.samples = samples > 0 ? samples : run.options.samples;
   request.timeout_s = timeout_s > 0 ? timeout_s : run.options.timeout_s;
   MeasureResult result;
   with_one_retry(run, "measure", [&] {

@@ -53,10 +53,14 @@ struct TuneReport {
   long failures = 0;
   long candidates_cut = 0;    // cut short by the limit relative to their kernel's best time
   double best_total_us = 0;   // Σ over the best grouping's kernels of their best deploy time
-  double assembled_us = 0;    // the assembled graph, measured once (0 = not measured)
-  // The same kernels measured again in isolation right before the assembled graph (each chosen
-  // configuration, as often as it occurs): what the gap compares with. Not best_total_us, the
-  // lowest of many noisy medians (biased low by the selection itself); 0 = not measured.
+  // The assembled graph: the 20th percentile of its samples over the validation's alternating
+  // rounds (tune/validation.hpp); 0 = not measured.
+  double assembled_us = 0;
+  double assembled_median_us = 0;  // the median of the same samples (0 = not measured)
+  // The same kernels measured again in isolation in the rounds between (each chosen
+  // configuration, as often as it occurs), summarized the same way: what the gap compares with.
+  // Not best_total_us, the lowest of many noisy medians (biased low by the selection itself);
+  // 0 = not measured.
   double isolated_us = 0;
   // (assembled - isolated) / isolated * 100; NaN when not measured (JSON null), never 0.
   double validation_gap_pct = std::numeric_limits<double>::quiet_NaN();

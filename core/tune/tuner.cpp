@@ -25,24 +25,13 @@
 #include "tune/kernel_tuning.hpp"
 #include "tune/parallel.hpp"
 #include "tune/rerun.hpp"
+#include "tune/validation.hpp"
 
 namespace emmy::tune {
 namespace {
 
 // Rows the prior's checkpoint keeps (a uniform sample of everything measured).
 constexpr size_t kReservoirCapacity = 20000;
-
-// Alternating rounds of the validation (the chosen kernels again, then the assembled graph).
-constexpr int kValidationRounds = 3;
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  if (v.size() % 2) return v[mid];
-  const double upper = v[mid];
-  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
-}
 
 std::string make_run_id() {
   auto now = std::chrono::system_clock::now();
@@ -84,23 +73,50 @@ int estimate_distinct(const ir::Program& program, const std::vector<Pass*>& pass
   return static_cast<int>(keys.size());
 }
 
-// Measures each chosen kernel again at deploy, in isolation (its lowered slice with the chosen
-// configuration, fresh inputs), and returns the sum weighted by occurrences; 0 when one of them
-// does not measure. Not stored: the tuned rows stay what the search measured.
-double measure_chosen_again(RunContext& run, const std::map<std::string, KernelReport>& per_key,
-                            const std::map<std::string, KernelOutcome>& outcomes,
-                            const std::vector<std::string>& order) {
-  double sum = 0;
+// A chosen kernel ready to be measured again in isolation at deploy: its lowered slice with the
+// chosen configuration, inputs and reference (the same in every round), and its occurrences.
+struct ChosenKernel {
+  const ir::Program* program = nullptr;
+  std::vector<ir::HostTensor> inputs, expected;
+  int occurrences = 1;
+};
+
+// Every kernel of the best grouping's distinct keys; empty when one has no program to measure.
+std::vector<ChosenKernel> prepare_chosen(RunContext& run,
+                                         const std::map<std::string, KernelReport>& per_key,
+                                         const std::map<std::string, KernelOutcome>& outcomes,
+                                         const std::vector<std::string>& order) {
+  std::vector<ChosenKernel> chosen;
   for (const std::string& key : order) {
     const KernelOutcome& o = outcomes.at(key);
-    if (o.best_program.grouping.kernels.empty()) return 0;
-    auto inputs = ir::random_inputs(o.best_program.graph, search::kernel_seed(run.options.seed, key) ^ 0x15);
-    auto expected = ir::evaluate(o.best_program.graph, inputs);
-    store::MeasurementRecord again = build_and_measure(run, o.best_program, Regime::deploy, inputs, expected);
-    if (!again.ok()) return 0;
-    sum += again.median_us * per_key.at(key).occurrences;
+    if (o.best_program.grouping.kernels.empty()) return {};
+    ChosenKernel c;
+    c.program = &o.best_program;
+    c.inputs =
+        ir::random_inputs(o.best_program.graph, search::kernel_seed(run.options.seed, key) ^ 0x15);
+    c.expected = ir::evaluate(o.best_program.graph, c.inputs);
+    c.occurrences = per_key.at(key).occurrences;
+    chosen.push_back(std::move(c));
   }
-  return sum;
+  return chosen;
+}
+
+// One isolated round of the validation: each chosen kernel measured again, its samples added to
+// the isolated side; false (nothing added) when one of them does not measure. Not stored: the
+// tuned rows stay what the search measured.
+bool measure_chosen_again(RunContext& run, const std::vector<ChosenKernel>& chosen,
+                          ValidationSides& sides) {
+  std::vector<IsolatedKernel> round;
+  for (const ChosenKernel& c : chosen) {
+    store::MeasurementRecord again =
+        build_and_measure(run, *c.program, Regime::deploy, c.inputs, c.expected,
+                          /*whole_graph=*/false, /*timeout_s=*/0,
+                          validation_samples(run.options.samples));
+    if (!again.ok() || again.samples_us.empty()) return false;
+    round.push_back({std::move(again.samples_us), c.occurrences});
+  }
+  sides.add_isolated_round(round);
+  return true;
 }
 
 }  // namespace
@@ -425,33 +441,31 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       auto inputs = ir::random_inputs(best.graph, options.seed ^ 0x5eed);
       auto expected = ir::evaluate(best.graph, inputs);
       try {
-        // The chosen kernels again, in isolation, and the assembled graph, in alternating
-        // rounds, so the gap compares fresh measurements taken the same way (not the tuned
-        // minimum, which the selection among many noisy medians biases low) and at the same
-        // times: on a shared CPU a kernel's time drifts by 10-15 % over seconds, and one pass
-        // of each side seconds apart measured that drift (+16 % on an idle 2-core machine).
-        // Each side is the median of its rounds (the program's over all its rounds' samples).
-        std::vector<double> isolated_rounds, program_samples;
+        // The chosen kernels again, in isolation, and the assembled graph, in alternating rounds
+        // (tune/validation.hpp), so the gap compares fresh measurements taken the same way (not
+        // the tuned minimum, which the selection among many noisy medians biases low) and at the
+        // same times, each side summarized by the same statistic of its pooled samples.
+        std::vector<ChosenKernel> chosen = prepare_chosen(run, per_key, outcomes, order);
+        bool isolated_ok = !chosen.empty();
+        ValidationSides sides;
         for (int r = 0; r < kValidationRounds; ++r) {
-          const double isolated = measure_chosen_again(run, per_key, outcomes, order);
+          if (r % 2 == 0 && isolated_ok) isolated_ok = measure_chosen_again(run, chosen, sides);
           store::MeasurementRecord program =
-              build_and_measure(run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true);
+              build_and_measure(run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true,
+                                /*timeout_s=*/0, validation_samples(options.samples));
           if (!program.ok()) {  // the program's own failure: recorded as it is
             rec = program;
             break;
           }
-          if (isolated > 0) isolated_rounds.push_back(isolated);
-          program_samples.insert(program_samples.end(), program.samples_us.begin(),
-                                 program.samples_us.end());
+          sides.add_assembled_round(program.samples_us);
           rec = program;
+          if (r % 2 == 1 && isolated_ok) isolated_ok = measure_chosen_again(run, chosen, sides);
         }
         if (rec && rec->ok()) {
-          rec->samples_us = program_samples;
-          rec->median_us = median_of(program_samples);
+          rec->samples_us = sides.assembled_samples();
+          rec->median_us = quantile(rec->samples_us, 0.5);
           // A round whose kernels did not all measure again leaves the gap unmeasured.
-          rec->isolated_us = static_cast<int>(isolated_rounds.size()) == kValidationRounds
-                                 ? median_of(isolated_rounds)
-                                 : 0;
+          rec->isolated_us = isolated_ok ? sides.isolated_us() : 0;
         }
       } catch (const MachineryFailure& e) {
         // Not the program's failure: nothing is stored, and the run (its kernels are tuned and
@@ -473,14 +487,18 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     if (!rec) {
       // validation_note says why (a machinery failure above).
     } else if (rec->ok() && rec->isolated_us > 0) {
-      report.assembled_us = rec->median_us;
+      // The assembled side's statistic, from the row's pooled samples (a cached row's too: its
+      // key names the statistic, so its isolated_us was summarized the same way).
+      report.assembled_us = quantile(rec->samples_us, kValidationQuantile);
+      report.assembled_median_us = rec->median_us;
       report.isolated_us = rec->isolated_us;
       report.validation_gap_pct =
           100.0 * (report.assembled_us - report.isolated_us) / report.isolated_us;
     } else if (rec->ok()) {
       // No fresh isolated sum to compare with (a row from before it was recorded, or a kernel
       // that failed its second measurement): the gap stays unmeasured (NaN), never a made-up 0.
-      report.assembled_us = rec->median_us;
+      report.assembled_us = quantile(rec->samples_us, kValidationQuantile);
+      report.assembled_median_us = rec->median_us;
       report.validation_note = "the kernels were not measured again in isolation beside it";
     } else {
       report.validation_note = std::string(to_string(rec->failure)) + ": " +

@@ -179,6 +179,11 @@ class Tables(unittest.TestCase):
         self.assertAlmostEqual(qt.layer_row(no_assembled, self.torch, 1, 512, CEIL)["ratio_compile"],
                                self.emmy["best_total_us"] / 200.0)
         self.assertIsNone(qt.layer_row(self.emmy, {}, 1, 512, CEIL)["met"])
+        # The layer is compared by its median (PyTorch's times are medians), not by the
+        # validation gap's 20th percentile in assembled_us.
+        with_median = dict(self.emmy, assembled_us=140.0, assembled_median_us=151.0)
+        self.assertEqual(qt.layer_row(with_median, self.torch, 1, 512, CEIL)["emmy_assembled_us"], 151.0)
+        self.assertFalse(qt.layer_row(with_median, self.torch, 1, 512, CEIL)["met"])
 
     def test_render_shape_has_every_kernel_and_the_layer(self):
         rows = qt.kernel_rows(self.emmy, self.torch, 1, 512, CEIL, self.traced)

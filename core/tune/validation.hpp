@@ -1,0 +1,69 @@
+// The validation gap's statistic (DESIGN.md, Data flow step 6): how the chosen kernels measured
+// again in isolation and the assembled graph are each summarized into one time, the same way on
+// both sides, so that their difference is the program's and not the machine's noise.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace emmy::tune {
+
+// Alternating rounds of the validation: isolated then assembled in even rounds, assembled then
+// isolated in odd ones, so a slow (or fast) phase of the machine falls on both sides and a steady
+// drift cancels. On a shared 2-core CPU a kernel's time moves by 10-20 % between phases tens of
+// milliseconds to seconds long, so the rounds are many and short: from the same runs' samples,
+// the first three of six rounds gave gaps of +27 % and +12 % where all six gave +2.3 % and +1.7 %.
+constexpr int kValidationRounds = 20;
+
+// Samples each measurement of a round takes: half of --samples (at least one), so that the 20
+// rounds pool 160 samples per side at the default 15.
+constexpr int validation_samples(int samples) {
+  return samples > 1 ? (samples + 1) / 2 : 1;
+}
+
+// The quantile both sides are summarized by: the 20th percentile of their pooled samples.
+// Interference on a shared machine (a preemption, the other core busy while a two-thread kernel
+// waits at its barrier) mostly adds time, and at a load of 6 to 9 on two cores it hit 50-70 %
+// of the calls of either side, unevenly: the median then fell among the slowed calls and moved
+// by 10 % and more between sides that ran the same code. A low percentile is what undisturbed
+// calls take while enough of them are undisturbed; the lowest ones are not that either, since a
+// few calls (1-3 %) ran 20-30 % *faster* than the rest (a vCPU briefly on a faster core): on the
+// same runs' samples the 10th percentile's gaps reached 2.1 %, the 20th's 1.5 %. It is the 32nd
+// of 160 order statistics at the default 15 samples.
+constexpr double kValidationQuantile = 0.20;
+
+// Names the statistic in the assembled row's key, so a row summarized otherwise (the median of
+// three rounds, before) is not compared with this one: it is measured again.
+inline constexpr const char* kValidationStatistic = "p20x20";
+
+// The q-quantile of samples (0 <= q <= 1), interpolated linearly between the order statistics
+// around rank q * (n - 1); 0 when there are none.
+double quantile(std::vector<double> samples, double q);
+
+// One distinct kernel's samples in one isolated round, and how often it occurs in the graph.
+struct IsolatedKernel {
+  std::vector<double> samples_us;
+  int occurrences = 1;
+};
+
+// Both sides' samples over the rounds. Each side's round is turned into program samples the way
+// the workers turn an assembled program's per-kernel times into its samples (emmy/timing.hpp,
+// ranked_sums: sample j adds up every kernel's j-th fastest time, a kernel occurring k times
+// counted k times), the rounds are pooled, and each side is its pool's kValidationQuantile.
+// Since a ranked sum's quantiles are sums of the kernels' quantiles, each side is (within a
+// round) the sum of its kernels' low percentiles, both computed by one procedure.
+class ValidationSides {
+ public:
+  void add_isolated_round(const std::vector<IsolatedKernel>& kernels);
+  void add_assembled_round(const std::vector<double>& samples_us);
+
+  const std::vector<double>& isolated_samples() const { return isolated_; }
+  const std::vector<double>& assembled_samples() const { return assembled_; }
+  double isolated_us() const { return quantile(isolated_, kValidationQuantile); }
+  double assembled_us() const { return quantile(assembled_, kValidationQuantile); }
+
+ private:
+  std::vector<double> isolated_, assembled_;
+};
+
+}  // namespace emmy::tune
