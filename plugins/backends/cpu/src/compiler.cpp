@@ -5,8 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
@@ -36,14 +36,21 @@ std::string content_hash(const std::string& text) {
 }
 
 int run_capture(const std::vector<std::string>& argv, std::string& output) {
-  static std::atomic<unsigned> counter{0};
-  // The output goes to a private file (no pipe to drain while waiting; thread-safe).
-  fs::path log = fs::temp_directory_path() /
-                 ("emmy-cpu-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".log");
+  // The output goes to a private file (no pipe to drain while waiting; thread-safe). mkostemp
+  // creates it with a name nobody can predict, exclusively (a link planted in the shared temp
+  // folder is never followed), close-on-exec (concurrent spawns do not inherit it); it is
+  // unlinked at once, so nothing is left behind even when the process is killed.
+  std::string name = (fs::temp_directory_path() / "emmy-cpu-XXXXXX").string();
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) {
+    output = "could not create a temporary file in " + fs::temp_directory_path().string() + ": " + std::strerror(errno);
+    return -1;
+  }
+  ::unlink(name.c_str());
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_adddup2(&actions, fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, fd, 2);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -52,18 +59,23 @@ int run_capture(const std::vector<std::string>& argv, std::string& output) {
   int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
+    ::close(fd);
     output = "could not start " + argv[0] + ": " + std::strerror(rc);
     return -1;
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  output = ss.str();
-  std::error_code ec;
-  fs::remove(log, ec);
+  output.clear();
+  char buf[65536];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    output.append(buf, size_t(n));
+    at += n;
+  }
+  ::close(fd);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   output += "\n[killed by signal " + std::to_string(WTERMSIG(status)) + "]";
   return -1;
@@ -78,6 +90,28 @@ Compiler::Compiler(std::string cache_dir, std::string compiler)
   std::error_code ec;
   fs::create_directories(cache_dir_, ec);
   if (ec) throw Error("cpu backend: cannot create cache directory " + cache_dir_ + ": " + ec.message());
+  remove_stale_temporaries(cache_dir_);
+}
+
+// A build writes <key>.<pid>-<thread>.cpp/.so and renames them into place; a process killed
+// meanwhile leaves them behind. Those of processes that no longer exist are removed (a live
+// process's are its builds in progress).
+void remove_stale_temporaries(const std::string& cache_dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(cache_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::string ext = it->path().extension().string();
+    if (ext != ".cpp" && ext != ".so") continue;
+    const size_t dot = name.find('.'), dash = name.find('-', dot == std::string::npos ? 0 : dot);
+    if (dot == std::string::npos || dash == std::string::npos || dash == dot + 1) continue;
+    const std::string pid_text = name.substr(dot + 1, dash - dot - 1);
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+    }
+  }
 }
 
 std::vector<std::string> Compiler::flags(Regime regime) {

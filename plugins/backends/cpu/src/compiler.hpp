@@ -39,6 +39,9 @@ class Compiler {
 // Runs argv (argv[0] looked up in PATH), output (stdout+stderr) into `output`; returns the exit
 // status (-1 when it could not start or was killed by a signal).
 int run_capture(const std::vector<std::string>& argv, std::string& output);
+// Removes the build temporaries (<key>.<pid>-<thread>.cpp/.so) of processes that no longer exist
+// from a compile cache (Compiler's constructor calls it).
+void remove_stale_temporaries(const std::string& cache_dir);
 
 // 128-bit FNV-1a based content hash, as 32 hex digits.
 std::string content_hash(const std::string& text);
