@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,9 @@ int eval_variants(const GlobalOptions& g, const std::vector<std::string>& args) 
   } else if (groups.empty()) {
     std::cout << "nothing measured for kernel '" << kernel << "' in " << g.db << "\n";
   } else {
-    store::print_variants_text(std::cout, groups);
+    std::ostringstream text;  // stored strings may carry escape sequences
+    store::print_variants_text(text, groups);
+    std::cout << store::terminal_safe(text.str());
   }
   return kExitOk;
 }
@@ -146,8 +149,11 @@ int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) 
   auto groups = store::group_failures(rows);
   if (vm["json"].as<bool>())
     std::cout << store::failures_json(groups) << "\n";
-  else
-    store::print_failures_text(std::cout, groups);
+  else {
+    std::ostringstream text;  // stored strings may carry escape sequences
+    store::print_failures_text(text, groups);
+    std::cout << store::terminal_safe(text.str());
+  }
   return kExitOk;
 }
 
@@ -170,8 +176,11 @@ int eval_runs(const GlobalOptions& g, const std::vector<std::string>& args) {
   if (limit > 0 && runs.size() > limit) runs.resize(limit);
   if (vm["json"].as<bool>())
     std::cout << store::runs_json(runs) << "\n";
-  else
-    store::print_runs_text(std::cout, runs);
+  else {
+    std::ostringstream text;  // stored strings may carry escape sequences
+    store::print_runs_text(text, runs);
+    std::cout << store::terminal_safe(text.str());
+  }
   return kExitOk;
 }
 

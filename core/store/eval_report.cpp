@@ -85,6 +85,28 @@ std::string format_utc(int64_t unix_time) {
   return buf;
 }
 
+std::string terminal_safe(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  char buf[8];
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' || c == '\t') {
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      std::snprintf(buf, sizeof buf, "\\u00%02x", static_cast<unsigned char>(text[++i]));
+      out += buf;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
 std::string first_line(const std::string& message, size_t max_chars) {
   size_t start = 0;
   while (start < message.size()) {

@@ -61,6 +61,10 @@ std::map<std::string, double> common_knobs(const std::vector<const MeasurementRe
 
 // First non-blank line, trimmed, at most `max_chars` characters (with "..." when cut).
 std::string first_line(const std::string& message, size_t max_chars = 160);
+// `text` safe to print on a terminal: stored strings (sources, names, compiler messages) may
+// carry escape sequences, so every control character but newline and tab, and the C1 controls
+// (U+0080..U+009F in UTF-8), is written as a visible escape (\x1b, \u009b) instead.
+std::string terminal_safe(const std::string& text);
 
 void print_failures_text(std::ostream& out, const std::vector<FailureGroup>& groups);
 std::string failures_json(const std::vector<FailureGroup>& groups);

@@ -38,8 +38,19 @@ void fill(TuningStore& store) {
     store.put_measurement(make_record(i * 3, emmy::Regime::rank, failure));  // one structural key
   }
   store.put_measurement(make_record(0, emmy::Regime::deploy));
-  store.put_run({"run-7", 1700000000, "torch.matmul(a, b)", "cpu", testing::kEnv, 1, 1, 100, 103,
-                 3.0, "ok", "", {}});
+  store.put_run({"run-7",
+                 1700000000,
+                 "torch.matmul(a, b)",
+                 "cpu",
+                 testing::kEnv,
+                 1,
+                 1,
+                 100,
+                 103,
+                 3.0,
+                 "ok",
+                 "",
+                 {}});
 }
 
 TEST(EvalCli, AMissingDatabaseIsAUsageErrorThatSaysWhatToDo) {
@@ -96,6 +107,41 @@ TEST(EvalCli, VariantsFailuresAndRunsReadWhileATuneHoldsTheDatabase) {
   EXPECT_NE(usage.text.find("--kernel NAME is required"), std::string::npos) << usage.text;
   EXPECT_EQ(emmy("--db " + db + " eval nonsense").code, 2);
   EXPECT_EQ(emmy("eval variants --help").code, 0);
+}
+
+// Stored strings reach the terminal escaped (issue 21): a source carrying escape sequences (a
+// crafted --code or file name) cannot retitle, clear or drive the terminal of `eval runs`.
+TEST(EvalCli, StoredEscapeSequencesArePrintedVisibly) {
+  TempDir dir;
+  const std::string db = dir.sub("tuning.db");
+  {
+    auto writer = TuningStore::open_writer(db);
+    writer->put_run({"run-8",
+                     1700000000,
+                     "torch.matmul(a, b)\x1b]0;owned\x07\x1b[2J\xc2\x9b",
+                     "cpu",
+                     testing::kEnv,
+                     1,
+                     1,
+                     100,
+                     103,
+                     3.0,
+                     "ok",
+                     "",
+                     {}});
+  }
+  auto runs = emmy("--db " + db + " eval runs");
+  ASSERT_EQ(runs.code, 0) << runs.text;
+  EXPECT_EQ(runs.text.find('\x1b'), std::string::npos) << runs.text;
+  EXPECT_EQ(runs.text.find('\x07'), std::string::npos) << runs.text;
+  EXPECT_EQ(runs.text.find("\xc2\x9b"), std::string::npos) << runs.text;
+  EXPECT_NE(runs.text.find("torch.matmul(a, b)\\x1b]0;owned\\x07\\x1b[2J\\u009b"),
+            std::string::npos)
+      << runs.text;
+  auto json = emmy("--db " + db + " eval runs --json");  // JSON keeps the data, escaped by JSON
+  ASSERT_EQ(json.code, 0) << json.text;
+  EXPECT_EQ(nlohmann::json::parse(json.text)[0]["source"],
+            "torch.matmul(a, b)\x1b]0;owned\x07\x1b[2J\xc2\x9b");
 }
 
 // `eval failures --forget`: refused while a tune holds the database (exit 3), then deletes the
