@@ -193,7 +193,14 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   std::string prior_name = pick_prior(options, host, &prior_warning);
   if (!prior_warning.empty()) progress.message(prior_warning);
   report.prior = prior_name;
-  std::shared_ptr<Prior> prior = host.make_prior(prior_name);
+  std::shared_ptr<Prior> prior;
+  try {
+    prior = host.make_prior(prior_name);
+  } catch (const Error& e) {
+    // A prior the user named that is not there is their input (exit 2), as for --backend.
+    if (!options.prior.empty()) throw BadInput(std::string(e.what()) + " (in --prior)");
+    throw;
+  }
   const std::string checkpoint_path = options.home + "/priors/" + prior_name + ".ckpt";
   const std::string rerun_path = options.home + "/priors/" + prior_name + ".rerun";
   std::vector<PriorRow> reservoir_rows;

@@ -158,6 +158,10 @@ TEST_F(TuneE2E, BadInputIsAClearErrorWithExitCode2) {
   EXPECT_EQ(backend.exit_code, 2) << backend.err;
   EXPECT_NE(backend.err.find("nosuch"), std::string::npos) << backend.err;
 
+  Completed prior = emmy({"tune", "--backend", "cpu", "--prior", "nosuchprior", "--code", kMatmul});
+  EXPECT_EQ(prior.exit_code, 2) << prior.err;
+  EXPECT_NE(prior.err.find("nosuchprior"), std::string::npos) << prior.err;
+
   Completed model = emmy({"tune", "NoSuchOrg/no-such-model", "--backend", "cpu"});
   EXPECT_EQ(model.exit_code, 2) << model.err;
   EXPECT_NE(model.err.find("no-such-model"), std::string::npos) << model.err;
