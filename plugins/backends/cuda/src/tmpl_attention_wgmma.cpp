@@ -282,20 +282,19 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     tile.line("const int s = t % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
     tile.line("if (t >= " + num(STAGES) + ") emmy_wait(" + free_at("s") + ", (unsigned)(t / " +
               num(STAGES) + " - 1) & 1u);");
-    tile.line("emmy_arm(" + full_k("s") + ", " + num(BKV * D * 2) + "u);");
-    tile.line("#pragma unroll");
-    tile.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
-              tma_copy(kp,
-                       "emmy_base + " + num(k_off) + "u + (unsigned)s * " + num(k_stage) +
-                           "u + (unsigned)c * " + num(k_chunk) + "u",
-                       num(kp.col0) + " + c * 64", "kv0", full_k("s")));
-    tile.line("emmy_arm(" + full_v("s") + ", " + num(BKV * Dv * 2) + "u);");
-    tile.line("#pragma unroll");
-    tile.line("for (int c = 0; c < " + num(CV) + "; ++c) " +
-              tma_copy(vp,
-                       "emmy_base + " + num(v_off) + "u + (unsigned)s * " + num(v_stage) +
-                           "u + (unsigned)c * " + num(v_chunk) + "u",
-                       num(vp.col0) + " + c * 64", "kv0", full_v("s")));
+    // One operand's tile into stage s: arm its barrier with the bytes, then a copy per 64 columns.
+    auto copy_tile = [&](const TmaPlan& plan, const std::string& full, int64_t cols, int64_t off,
+                         int64_t stage_bytes, int64_t chunk_bytes) {
+      tile.line("emmy_arm(" + full + ", " + num(BKV * cols * 2) + "u);");
+      tile.line("#pragma unroll");
+      tile.line("for (int c = 0; c < " + num(cols / 64) + "; ++c) " +
+                tma_copy(plan,
+                         "emmy_base + " + num(off) + "u + (unsigned)s * " + num(stage_bytes) +
+                             "u + (unsigned)c * " + num(chunk_bytes) + "u",
+                         num(plan.col0) + " + c * 64", "kv0", full));
+    };
+    copy_tile(kp, full_k("s"), D, k_off, k_stage, k_chunk);
+    copy_tile(vp, full_v("s"), Dv, v_off, v_stage, v_chunk);
     one.block("for (int t = 0; t < n_tiles; ++t)", tile);
     if (move_registers)
       prod.line("asm volatile(\"setmaxnreg.dec.sync.aligned.u32 24;\" ::: \"memory\");");
