@@ -256,6 +256,58 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const Kernel& k) {
   return match;
 }
 
+std::optional<Relabelling> relabelling_of(const Graph& g, ValueId value) {
+  const int64_t numel = g.type(value).numel();
+  ValueId v = value;
+  auto same_order = [](Op op) {
+    return op == Op::view || op == Op::reshape || op == Op::unsqueeze || op == Op::squeeze;
+  };
+  while (same_order(g.node(v).op) && g.type(g.node(v).inputs.at(0)).numel() == numel)
+    v = g.node(v).inputs.at(0);
+  Relabelling r;
+  r.permuted = g.type(v).shape;
+  const size_t rank = r.permuted.size();
+  r.perm.resize(rank);
+  for (size_t i = 0; i < rank; ++i) r.perm[i] = i;
+  for (;;) {
+    const ir::Node& n = g.node(v);
+    if (n.op == Op::contiguous) {
+      v = n.inputs.at(0);
+      continue;
+    }
+    if (n.op != Op::transpose && n.op != Op::permute) break;
+    const auto in_rank = static_cast<int64_t>(g.type(n.inputs.at(0)).shape.size());
+    if (static_cast<size_t>(in_rank) != rank) return std::nullopt;
+    auto wrap = [&](int64_t d) -> std::optional<size_t> {
+      if (d < 0) d += in_rank;
+      if (d < 0 || d >= in_rank) return std::nullopt;
+      return static_cast<size_t>(d);
+    };
+    // This node's dim j is its input's dim step[j].
+    std::vector<size_t> step(rank);
+    for (size_t j = 0; j < rank; ++j) step[j] = j;
+    if (n.op == Op::transpose) {
+      auto a = wrap(n.attr_int("dim0", 0)), b = wrap(n.attr_int("dim1", 0));
+      if (!a || !b) return std::nullopt;
+      std::swap(step[*a], step[*b]);
+    } else {
+      std::vector<int64_t> dims = n.attr_ints("dims");
+      if (dims.size() != rank) return std::nullopt;
+      std::vector<bool> seen(rank, false);
+      for (size_t j = 0; j < rank; ++j) {
+        auto d = wrap(dims[j]);
+        if (!d || seen[*d]) return std::nullopt;
+        seen[*d] = true;
+        step[j] = *d;
+      }
+    }
+    for (size_t i = 0; i < rank; ++i) r.perm[i] = step[r.perm[i]];
+    v = n.inputs.at(0);
+  }
+  r.base = v;
+  return r;
+}
+
 bool fits_template(const Graph& g, const Kernel& k, std::string_view templ) {
   if (templ == kTemplateFallback) return !k.nodes.empty();
   if (templ == kTemplatePointwise) return fits_pointwise(g, k);

@@ -166,3 +166,47 @@ TEST(Templates, AttentionChain) {
 }
 
 }  // namespace
+
+namespace {
+
+// The attention output's way to the projection: [b, h, s, d] -> transpose(1, 2) -> contiguous ->
+// reshape [b, s, h*d]. Element (b, h, s, d) of the result lands at row-major offset
+// ((b * S + s) * H + h) * D + d of the reshaped value.
+TEST(Templates, RelabellingFollowsTransposesContiguousAndReshapes) {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", {DType::bf16, {2, 3, 5, 4}});
+  ValueId y = b.unary(Op::neg, x);
+  ValueId t = b.transpose(y, 1, 2);
+  ValueId c = b.op(Op::contiguous, {t});
+  ValueId r = b.reshape(c, {2, 5, 12});
+  b.output(r);
+  auto rel = emmy::relabelling_of(g, r);
+  ASSERT_TRUE(rel.has_value());
+  EXPECT_EQ(rel->base, y);
+  EXPECT_EQ(rel->perm, (std::vector<size_t>{0, 2, 1, 3}));
+  EXPECT_EQ(rel->permuted, (emmy::ir::Shape{2, 5, 3, 4}));
+
+  // A permute after the transpose composes: out dim i is base dim perm[i].
+  ValueId p = b.op(Op::permute, {t}, {{"dims", std::vector<int64_t>{3, 0, 2, 1}}});
+  auto composed = emmy::relabelling_of(g, p);
+  ASSERT_TRUE(composed.has_value());
+  EXPECT_EQ(composed->base, y);
+  EXPECT_EQ(composed->perm, (std::vector<size_t>{3, 0, 1, 2}));
+  EXPECT_EQ(composed->permuted, (emmy::ir::Shape{4, 2, 3, 5}));
+
+  // Not a relabelling: the value itself, identity.
+  auto none = emmy::relabelling_of(g, y);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->base, y);
+  EXPECT_EQ(none->perm, (std::vector<size_t>{0, 1, 2, 3}));
+
+  // A reshape between two permutations ends the walk there (it changes which dims exist).
+  ValueId rt = b.transpose(b.reshape(t, {2, 5, 12}), 1, 2);
+  auto stop = emmy::relabelling_of(g, rt);
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_EQ(g.node(stop->base).op, Op::reshape);
+  EXPECT_EQ(stop->perm, (std::vector<size_t>{0, 2, 1}));
+}
+
+}  // namespace

@@ -6,6 +6,8 @@
 //      one copy per reader (a graph rewrite): otherwise it would stay a copy kernel of its own.
 //      An index op of a computed value read by several kernels stays where it is: the fusion
 //      passes after this one merge it with its producer or readers.
+//      Except an attention result's reordering for its reader (common/attention_output.hpp):
+//      fuse_attention gives it to the attention, which writes its result in that order.
 //   2. Index ops left on their own because only the graph output reads them join the kernel that
 //      produces their input (it writes the result in the new layout), when that kernel still fits
 //      the template it fitted before.
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/attention_output.hpp"
 #include "common/graph_rewriter.hpp"
 #include "common/partition.hpp"
 #include "emmy/plugin.hpp"
@@ -52,6 +55,12 @@ class FoldViews final : public emmy::Pass {
       for (ValueId in : g.nodes[v].inputs) users[static_cast<size_t>(in)].push_back(static_cast<ValueId>(v));
     std::vector<char> is_output(n, 0);
     for (ValueId o : g.outputs) is_output[static_cast<size_t>(o)] = 1;
+    // An attention result's reordering stays out of its reader: fuse_attention gives it to the
+    // attention, which writes its result in that order (common/attention_output.hpp says why).
+    std::vector<char> with_attention(n, 0);
+    for (size_t v = 0; v < n; ++v)
+      for (ValueId c : emmy::passes::attention_output_relabelling(g, static_cast<ValueId>(v)))
+        with_attention[static_cast<size_t>(c)] = 1;
 
     // of_inputs[v]: v is an index op over graph inputs and constants only (through index ops).
     std::vector<char> of_inputs(n, 0);
@@ -70,7 +79,7 @@ class FoldViews final : public emmy::Pass {
     bool any = false;
     for (size_t i = n; i-- > 0;) {
       const int own = kernel_of[i];
-      if (own < 0 || lowered(own) || !emmy::is_index_op(g.nodes[i].op) ||
+      if (own < 0 || lowered(own) || !emmy::is_index_op(g.nodes[i].op) || with_attention[i] ||
           p.grouping.kernels[static_cast<size_t>(own)].nodes.size() != 1)
         continue;
       std::set<int> readers;

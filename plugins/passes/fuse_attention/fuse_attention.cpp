@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/attention_output.hpp"
 #include "common/structural_pass.hpp"
 #include "emmy/plugin.hpp"
 #include "emmy/templates.hpp"
@@ -120,6 +121,23 @@ class FuseAttention final : public emmy::passes::MergingPass {
       all.insert(all.end(), value_side.begin(), value_side.end());
       std::vector<int> ks = kernels_of(part, all);
       if (std::any_of(ks.begin(), ks.end(), [&](int k) { return k < 0 || part.lowered(k); })) continue;
+      // The result's reordering for its reader (left alone by fold_views): written by the kernel
+      // that computes the result, when that kernel still fits its template with it. Part of the
+      // fused kernel's situation, so the fork is named alike in a slice, which starts with the
+      // reordering inside the values kernel.
+      std::vector<int> relabel = kernels_of(part, emmy::passes::attention_output_relabelling(g, pattern->values));
+      auto with_relabelling = [&](std::vector<int> kernels, std::string_view templ) {
+        std::vector<int> both = kernels;
+        both.insert(both.end(), relabel.begin(), relabel.end());
+        std::sort(both.begin(), both.end());
+        both.erase(std::unique(both.begin(), both.end()), both.end());
+        if (relabel.empty() ||
+            std::any_of(relabel.begin(), relabel.end(), [&](int k) { return k < 0 || part.lowered(k); }) ||
+            !emmy::fits_template(g, part.united(both), templ) || !part.can_merge(both))
+          return kernels;
+        return both;
+      };
+      ks = with_relabelling(ks, emmy::kTemplateAttention);
       emmy::ir::Kernel fused = part.united(ks);
       if (!emmy::fits_template(g, fused, emmy::kTemplateAttention) || !part.can_merge(ks)) continue;
 
@@ -136,7 +154,7 @@ class FuseAttention final : public emmy::passes::MergingPass {
       });
       if (!disjoint || !part.can_merge(sk)) continue;
       part.merge(sk);
-      if (part.can_merge(vk)) part.merge(vk);
+      if (part.can_merge(vk)) part.merge(with_relabelling(vk, emmy::best_template(g, part.united(vk))));
     }
   }
 

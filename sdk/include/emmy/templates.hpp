@@ -70,6 +70,21 @@ struct AttentionMatch {
 };
 std::optional<AttentionMatch> match_attention(const ir::Graph& graph, const ir::Kernel& kernel);
 
+// A value that holds another one's elements in another order: `value` = reshapes of a permuted
+// copy of `base` (value = view|reshape|unsqueeze|squeeze* of contiguous|transpose|permute* of
+// base). Element `idx` of base (base's dims) lands at the flat offset of index
+// (idx[perm[0]], ..., idx[perm[r-1]]) in `permuted` (row-major), which the reshapes keep. Lets a
+// producer write its result directly in the layout its reader wants (the attention output as
+// [batch, seq, heads, dim] for the projection after it) instead of a copy kernel doing it.
+struct Relabelling {
+  ir::ValueId base = -1;
+  std::vector<size_t> perm;
+  ir::Shape permuted;
+};
+// base == value with the identity permutation when `value` is none of these ops; nullopt only when
+// a permutation's dims are malformed.
+std::optional<Relabelling> relabelling_of(const ir::Graph& graph, ir::ValueId value);
+
 // The row length of a "reduction" kernel (size of the last dimension its reductions reduce).
 std::optional<int64_t> reduction_row_length(const ir::Graph& graph, const ir::Kernel& kernel);
 

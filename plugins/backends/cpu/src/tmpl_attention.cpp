@@ -133,8 +133,18 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     const std::string flat = "(r * " + num(Dv) + " + v)";
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       const auto& t = g.type(g.outputs[k]);
+      const std::string out = "out_" + num(static_cast<int64_t>(k));
+      // The result in another order (the attention output as [batch, seq, heads, dim] for the
+      // projection after it): its value at this row's index, stored where the order puts it.
+      auto rel = relabelling_of(g, g.outputs[k]);
+      if (rel && rel->base != g.outputs[k] && g.type(rel->base).shape == s2) {
+        Idx mi = row_idx(s2, "v"), at(mi.size());
+        for (size_t i = 0; i < mi.size(); ++i) at[i] = mi[rel->perm[i]];
+        vl.line(out + "[" + flat_expr(at, rel->permuted) + "] = " + store_expr(t.dtype, e.read(rel->base, mi, vl)) + ";");
+        continue;
+      }
       Idx oi = (!t.shape.empty() && t.shape.back() == Dv) ? row_idx(t.shape, "v") : decompose(flat, t.shape);
-      vl.line("out_" + num(static_cast<int64_t>(k)) + "[" + flat + "] = " + store_expr(t.dtype, e.read(g.outputs[k], oi, vl)) + ";");
+      vl.line(out + "[" + flat + "] = " + store_expr(t.dtype, e.read(g.outputs[k], oi, vl)) + ";");
     }
     row.block("for (int64_t v = 0; v < " + num(Dv) + "; ++v)", vl);
   }

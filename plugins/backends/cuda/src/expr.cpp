@@ -1025,4 +1025,17 @@ bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
   return reaches;
 }
 
+std::optional<FusedStore> fused_store(const ir::Graph& g, ir::ValueId mm, ir::ValueId o,
+                                      const Index& idx) {
+  const ir::Shape& shape = g.type(mm).shape;
+  if (fusable_output(g, mm, o)) return FusedStore{o, flat_offset(idx, shape)};
+  auto rel = relabelling_of(g, o);
+  if (!rel || rel->base == o || rel->perm.size() != idx.size() ||
+      !fusable_output(g, mm, rel->base))
+    return std::nullopt;
+  Index at(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) at[i] = idx[rel->perm[i]];
+  return FusedStore{rel->base, flat_offset(at, rel->permuted)};
+}
+
 }  // namespace emmy::cuda

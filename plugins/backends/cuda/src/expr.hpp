@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -66,6 +67,16 @@ std::string rounded(ir::DType t, const std::string& e);
 // index (that cannot depend on anything computed before `mm`): an epilogue the kernel producing
 // `mm` can compute in place.
 bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o);
+// Where a kernel stores output `o` from its product `mm` computed at index `idx` (mm's dims): the
+// value to store (o itself, or the base of o's relabelling) and o's flat offset for it, when o
+// is fusable (above) or holds such a value in another order (emmy::relabelling_of: the attention
+// result written directly as [batch, seq, heads, dim]); nullopt otherwise.
+struct FusedStore {
+  ir::ValueId value = -1;
+  std::string offset;
+};
+std::optional<FusedStore> fused_store(const ir::Graph& g, ir::ValueId mm, ir::ValueId o,
+                                      const Index& idx);
 std::string literal(double v);
 
 std::string flat_offset(const Index& idx, const ir::Shape& shape);

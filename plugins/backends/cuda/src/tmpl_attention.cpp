@@ -413,8 +413,9 @@ void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p,
                "] = " + store_element(g.type(M2).dtype, e.value(M2, oi, store)) + ";");
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     if (!fused[k]) continue;
-    std::string v = e.value(g.outputs[k], oi, store);
-    store.line(m.output_name(k) + "[" + flat_offset(oi, out) +
+    const FusedStore at = *fused_store(g, M2, g.outputs[k], oi);
+    std::string v = e.value(at.value, oi, store);
+    store.line(m.output_name(k) + "[" + at.offset +
                "] = " + store_element(g.type(g.outputs[k]).dtype, v) + ";");
   }
   b.block("if (gm < " + num(p.Sq) + "LL)", store);
@@ -898,7 +899,8 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
   std::vector<bool> fused(g.outputs.size());
   bool all_fused = true;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
-    fused[k] = fusable_output(g, M2, g.outputs[k]);
+    // Index 0 only asks whether it can: the store's offset is not used here.
+    fused[k] = fused_store(g, M2, g.outputs[k], Index(g.type(M2).shape.size(), "0")).has_value();
     all_fused = all_fused && fused[k];
   }
   std::string scratch = all_fused ? "" : m.add_scratch(g.type(M2).dtype, g.type(M2).numel());
