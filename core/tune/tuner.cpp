@@ -103,17 +103,27 @@ std::vector<ChosenKernel> prepare_chosen(RunContext& run,
 
 // One isolated round of the validation: each chosen kernel measured again, its samples added to
 // the isolated side; false (nothing added) when one of them does not measure. Not stored: the
-// tuned rows stay what the search measured.
+// tuned rows stay what the search measured. The round's samples of a kernel are taken in passes
+// over all kernels, `per_request` at a time (tune/validation.hpp, isolated_samples_per_request),
+// so they are as spread out in time as the assembled program's samples of the same kernel.
 bool measure_chosen_again(RunContext& run, const std::vector<ChosenKernel>& chosen,
                           ValidationSides& sides) {
-  std::vector<IsolatedKernel> round;
-  for (const ChosenKernel& c : chosen) {
-    store::MeasurementRecord again =
-        build_and_measure(run, *c.program, Regime::deploy, c.inputs, c.expected,
-                          /*whole_graph=*/false, /*timeout_s=*/0,
-                          validation_samples(run.options.samples));
-    if (!again.ok() || again.samples_us.empty()) return false;
-    round.push_back({std::move(again.samples_us), c.occurrences});
+  const int wanted = validation_samples(run.options.samples);
+  const int per_request =
+      isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
+  std::vector<IsolatedKernel> round(chosen.size());
+  for (int taken = 0; taken < wanted; taken += per_request) {
+    const int n = std::min(per_request, wanted - taken);
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      const ChosenKernel& c = chosen[i];
+      store::MeasurementRecord again =
+          build_and_measure(run, *c.program, Regime::deploy, c.inputs, c.expected,
+                            /*whole_graph=*/false, /*timeout_s=*/0, n);
+      if (!again.ok() || again.samples_us.empty()) return false;
+      round[i].samples_us.insert(round[i].samples_us.end(), again.samples_us.begin(),
+                                 again.samples_us.end());
+      round[i].occurrences = c.occurrences;
+    }
   }
   sides.add_isolated_round(round);
   return true;

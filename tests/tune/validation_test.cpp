@@ -12,6 +12,8 @@ namespace {
 
 using emmy::tune::IsolatedKernel;
 using emmy::tune::kValidationQuantile;
+using emmy::tune::isolated_samples_per_request;
+using emmy::tune::kMaxIsolatedRequestsPerRound;
 using emmy::tune::quantile;
 using emmy::tune::ValidationSides;
 
@@ -82,6 +84,24 @@ TEST(ValidationSides, NoRoundsGiveNoTime) {
   EXPECT_EQ(sides.isolated_us(), 0);
   EXPECT_EQ(sides.assembled_us(), 0);
   EXPECT_DOUBLE_EQ(kValidationQuantile, 0.20) << "docs/PERFORMANCE.md states this statistic";
+}
+
+// A layer's kernels are measured one sample per request (spread in time like the program's), a
+// whole model's several per request so that a round stays within its budget of requests.
+TEST(ValidationSchedule, IsolatedSamplesPerRequestFollowTheBudget) {
+  EXPECT_EQ(isolated_samples_per_request(8, 1), 1);
+  EXPECT_EQ(isolated_samples_per_request(8, 10), 1);   // 80 requests a round
+  EXPECT_EQ(isolated_samples_per_request(8, 16), 1);   // exactly 128
+  EXPECT_EQ(isolated_samples_per_request(8, 17), 2);   // 7 passes allowed: 4 passes of 2
+  EXPECT_EQ(isolated_samples_per_request(8, 64), 4);   // 2 passes
+  EXPECT_EQ(isolated_samples_per_request(8, 300), 8);  // the whole model: one request a kernel
+  EXPECT_EQ(isolated_samples_per_request(1, 300), 1);
+  EXPECT_EQ(isolated_samples_per_request(0, 5), 1);
+  for (int kernels = 1; kernels <= 400; ++kernels) {
+    const int per = isolated_samples_per_request(8, kernels);
+    const int passes = (8 + per - 1) / per;
+    EXPECT_TRUE(passes * kernels <= kMaxIsolatedRequestsPerRound || per == 8) << kernels;
+  }
 }
 
 }  // namespace
