@@ -241,9 +241,18 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
 
   double best_rank = 0;
   // Looks the configuration up at `regime`; measures and stores it when absent.
+  // In a slice carrying its attention producer (key "<fused>< <producer>", search::carried_key),
+  // the fused form is one kernel over both: the very kernel the fused grouping tunes under the
+  // key before '<'. Its rows are that kernel's, shared both ways rather than measured twice.
+  const size_t carried = producer != nullptr ? key.find('<') : std::string::npos;
+  auto row_key = [&](const ir::Program& p) -> std::string {
+    if (carried == std::string::npos || p.grouping.kernels.size() != 1) return key;
+    return key.substr(0, carried);
+  };
   auto measured = [&](const search::Candidate& c, Regime regime, bool& cached) {
     const ir::Kernel& k = c.program.grouping.kernels.back();
     std::string config = program_config_key(c.program);
+    const std::string rkey = row_key(c.program);
     // The limit: relative to the best time known for this kernel (before its first success, to
     // the time that makes its grouping hopeless), else --timeout. It depends only on what this
     // search measured, so a re-run computes the same limits and finds the same rows.
@@ -251,7 +260,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
         best_rank > 0 ? best_rank : (std::isfinite(hopeless_above_us) ? hopeless_above_us : 0);
     bool relative = false;
     const double limit = measurement_limit_s(run.options, known_us, &relative);
-    auto hit = run.store.lookup(run.env, key, config, regime);
+    auto hit = run.store.lookup(run.env, rkey, config, regime);
     // A timeout row measured under a shorter limit (or an unknown one) says nothing about this
     // limit: measured again (and the row replaced by what that finds).
     if (hit && hit->failure == FailureKind::timeout && !(hit->timeout_s >= limit)) hit.reset();
@@ -276,7 +285,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
                     run.options.warmup + run.options.samples, kLimitFloorS, run.options.timeout_s);
       rec.message = why + rec.message;
     }
-    rec.structural_key = key;
+    rec.structural_key = rkey;
     rec.kernel_name = out.name;
     if (rec.templ.empty()) rec.templ = k.templ;  // else what the backend built instead
     rec.config_key = config;
