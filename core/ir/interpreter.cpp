@@ -72,6 +72,42 @@ void parallel_rows(int64_t n, double cost, const std::function<void(int64_t, int
   for (auto& th : pool) th.join();
 }
 
+// How element i (row-major) of a broadcast result reads one operand. The common cases (the same
+// shape, a scalar, an operand broadcast over leading dims only: i % its size) need no map the
+// size of the result: on attention scores (16 x 2048 x 2048) each map was 512 MiB to zero and
+// fill, and most of a reference's time.
+class BroadcastIndex {
+ public:
+  BroadcastIndex(const Shape& in, const Shape& out) {
+    int64_t n = 1;
+    for (int64_t d : in) n *= d;
+    size_t first = 0;
+    while (first < in.size() && in[first] == 1) ++first;
+    const size_t kept = in.size() - first;
+    if (n <= 1 || (kept <= out.size() && std::equal(in.begin() + static_cast<std::ptrdiff_t>(first), in.end(),
+                                                   out.end() - static_cast<std::ptrdiff_t>(kept))))
+      modulus_ = static_cast<size_t>(std::max<int64_t>(n, 1));
+    else
+      map_ = broadcast_map(in, out);
+  }
+  size_t operator()(size_t i) const {
+    if (!map_.empty()) return static_cast<size_t>(map_[i]);
+    return i < modulus_ ? i : i % modulus_;
+  }
+
+ private:
+  size_t modulus_ = 1;
+  std::vector<int64_t> map_;
+};
+
+// Elementwise work over n elements, split across the cores when large (each element computed
+// once, by one thread: the results do not depend on the thread count).
+void parallel_elements(size_t n, const std::function<void(size_t, size_t)>& body) {
+  parallel_rows(static_cast<int64_t>(n), 16.0, [&](int64_t begin, int64_t end) {
+    body(static_cast<size_t>(begin), static_cast<size_t>(end));
+  });
+}
+
 // Σ a[k] * b[k] with four independent partial sums (vectorizable without reassociating a
 // single chain, and fixed: the same inputs always give the same bits).
 double dot(const double* a, const double* b, int64_t n) {
@@ -119,10 +155,12 @@ class Interpreter {
                     "') should be " + to_string(want) + ", got " + to_string(inputs[i].type));
       values_[static_cast<size_t>(ids[i])] = {want, to_doubles(inputs[i])};
     }
+    plan_lifetimes();
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
       if (n.op == Op::input) continue;
       Value out;
+      current_ = i;
       try {
         out = eval(n);
       } catch (const Error& e) {
@@ -131,7 +169,9 @@ class Interpreter {
         throw Error("evaluate: " + who + " (" + std::string(to_string(n.op)) + "): " + e.what());
       }
       out.type = n.type;
-      for (double& x : out.v) x = round_to(n.type.dtype, x);
+      parallel_elements(out.v.size(), [&](size_t begin, size_t end) {
+        for (size_t k = begin; k < end; ++k) out.v[k] = round_to(n.type.dtype, out.v[k]);
+      });
       values_[i] = std::move(out);
       release_dead(i);
     }
@@ -144,45 +184,84 @@ class Interpreter {
   }
 
  private:
+  // The last node reading each value (graph outputs: past the end).
+  void plan_lifetimes() {
+    last_use_.assign(g_.nodes.size(), 0);
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      last_use_[k] = k;
+      for (ValueId v : g_.nodes[k].inputs) last_use_[static_cast<size_t>(v)] = k;
+    }
+    for (ValueId v : g_.outputs) last_use_[static_cast<size_t>(v)] = g_.nodes.size();
+  }
+
   // Drops values no later node or output needs, so long graphs stay small in memory.
   void release_dead(size_t i) {
-    if (last_use_.empty()) {
-      last_use_.assign(g_.nodes.size(), 0);
-      for (size_t k = 0; k < g_.nodes.size(); ++k) {
-        last_use_[k] = k;
-        for (ValueId v : g_.nodes[k].inputs) last_use_[static_cast<size_t>(v)] = k;
-      }
-      for (ValueId v : g_.outputs) last_use_[static_cast<size_t>(v)] = g_.nodes.size();
-    }
     for (ValueId v : g_.nodes[i].inputs)
-      if (last_use_[static_cast<size_t>(v)] == i) values_[static_cast<size_t>(v)].v.clear();
+      if (last_use_[static_cast<size_t>(v)] == i) std::vector<double>().swap(values_[static_cast<size_t>(v)].v);
+  }
+
+  // The buffer of input k of the node being evaluated when nothing reads it afterwards, it is
+  // read once by this node and holds as many elements as the result: the result is written over
+  // it (elementwise results are computed in place: element i reads only element i of an input of
+  // the result's shape), instead of zeroing and faulting in a fresh buffer the size of, e.g., a
+  // whole attention score matrix. Empty when it cannot be taken.
+  std::vector<double> take_input(const Node& n, size_t k, bool same_shape) {
+    const ValueId v = n.inputs.at(k);
+    if (last_use_[static_cast<size_t>(v)] != current_ ||
+        std::count(n.inputs.begin(), n.inputs.end(), v) != 1)
+      return {};
+    Value& x = values_[static_cast<size_t>(v)];
+    if (x.v.size() != static_cast<size_t>(n.type.numel()) || (same_shape && x.type.shape != n.type.shape))
+      return {};
+    return std::move(x.v);
+  }
+
+  // A result buffer of n's size: a dead input's (take_input) when one of `inputs` can give it.
+  std::vector<double> result_buffer(const Node& n, std::initializer_list<size_t> inputs) {
+    for (size_t k : inputs)
+      if (auto taken = take_input(n, k, true); !taken.empty()) return taken;
+    return std::vector<double>(static_cast<size_t>(n.type.numel()));
   }
 
   const Value& in(const Node& n, size_t k) const {
     return values_[static_cast<size_t>(n.inputs.at(k))];
   }
 
+  // `f` may throw only for integer results (division by zero): those run on one thread, where
+  // the exception reaches the caller.
   template <typename F>
   Value binary(const Node& n, F f) {
     const Value& a = in(n, 0);
     const Value& b = in(n, 1);
-    auto ma = broadcast_map(a.type.shape, n.type.shape);
-    auto mb = broadcast_map(b.type.shape, n.type.shape);
-    Value out{n.type, std::vector<double>(ma.size())};
-    for (size_t i = 0; i < ma.size(); ++i)
-      out.v[i] = f(a.v[static_cast<size_t>(ma[i])], b.v[static_cast<size_t>(mb[i])]);
+    const BroadcastIndex ia(a.type.shape, n.type.shape), ib(b.type.shape, n.type.shape);
+    const double* pa = a.v.data();  // stays valid when result_buffer takes a's buffer
+    const double* pb = b.v.data();
+    Value out{n.type, result_buffer(n, {0, 1})};
+    auto body = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) out.v[i] = f(pa[ia(i)], pb[ib(i)]);
+    };
+    if (is_floating(n.type.dtype))
+      parallel_elements(out.v.size(), body);
+    else
+      body(0, out.v.size());
     return out;
   }
 
   template <typename F>
   Value unary(const Node& n, F f) {
     const Value& a = in(n, 0);
-    Value out{n.type, std::vector<double>(a.v.size())};
-    for (size_t i = 0; i < a.v.size(); ++i) out.v[i] = f(a.v[i]);
+    const double* pa = a.v.data();
+    Value out{n.type, result_buffer(n, {0})};
+    parallel_elements(out.v.size(), [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) out.v[i] = f(pa[i]);
+    });
     return out;
   }
 
-  Value same_data(const Node& n) { return Value{n.type, in(n, 0).v}; }
+  Value same_data(const Node& n) {
+    if (auto taken = take_input(n, 0, false); !taken.empty()) return Value{n.type, std::move(taken)};
+    return Value{n.type, in(n, 0).v};
+  }
 
   // Gathers out[i] = x[map[i]].
   static Value gather(const TensorType& t, const Value& x, const std::vector<int64_t>& map) {
@@ -270,16 +349,20 @@ class Interpreter {
     int64_t inner = 1;
     for (int64_t d = dim + 1; d < r; ++d) inner *= s[static_cast<size_t>(d)];
     int64_t outer = len * inner == 0 ? 0 : static_cast<int64_t>(x.v.size()) / (len * inner);
-    Value out{n.type, std::vector<double>(x.v.size())};
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
+    const double* px = x.v.data();  // each element is read before it is written: in place is fine
+    Value out{n.type, result_buffer(n, {0})};
+    // Rows (o, i) are independent: spread over the cores.
+    parallel_rows(outer * inner, static_cast<double>(3 * len), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t o = r / inner, i = r % inner;
         auto at = [&](int64_t j) { return static_cast<size_t>((o * len + j) * inner + i); };
         double m = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < len; ++j) m = std::max(m, x.v[at(j)]);
+        for (int64_t j = 0; j < len; ++j) m = std::max(m, px[at(j)]);
         double sum = 0;
-        for (int64_t j = 0; j < len; ++j) sum += std::exp(x.v[at(j)] - m);
-        for (int64_t j = 0; j < len; ++j) out.v[at(j)] = std::exp(x.v[at(j)] - m) / sum;
+        for (int64_t j = 0; j < len; ++j) sum += std::exp(px[at(j)] - m);
+        for (int64_t j = 0; j < len; ++j) out.v[at(j)] = std::exp(px[at(j)] - m) / sum;
       }
+    });
     return out;
   }
 
@@ -480,13 +563,13 @@ class Interpreter {
         const Value& c = in(n, 0);
         const Value& a = in(n, 1);
         const Value& b = in(n, 2);
-        auto mc = broadcast_map(c.type.shape, n.type.shape);
-        auto ma = broadcast_map(a.type.shape, n.type.shape);
-        auto mb = broadcast_map(b.type.shape, n.type.shape);
-        Value out{n.type, std::vector<double>(mc.size())};
-        for (size_t i = 0; i < mc.size(); ++i)
-          out.v[i] = c.v[static_cast<size_t>(mc[i])] != 0 ? a.v[static_cast<size_t>(ma[i])]
-                                                          : b.v[static_cast<size_t>(mb[i])];
+        const BroadcastIndex ic(c.type.shape, n.type.shape), ia(a.type.shape, n.type.shape),
+            ib(b.type.shape, n.type.shape);
+        const double *pc = c.v.data(), *pa = a.v.data(), *pb = b.v.data();
+        Value out{n.type, result_buffer(n, {1, 2, 0})};
+        parallel_elements(out.v.size(), [&](size_t begin, size_t end) {
+          for (size_t i = begin; i < end; ++i) out.v[i] = pc[ic(i)] != 0 ? pa[ia(i)] : pb[ib(i)];
+        });
         return out;
       }
       case Op::masked_fill: {
@@ -500,6 +583,7 @@ class Interpreter {
   const Graph& g_;
   std::vector<Value> values_;
   std::vector<size_t> last_use_;
+  size_t current_ = 0;  // the node being evaluated
 };
 
 uint64_t splitmix64(uint64_t& state) {

@@ -47,6 +47,39 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
   }
 }
 
+// Elementwise results are written over a dead input's buffer (in place) and broadcasts index
+// their operands without maps where they can: the same value as both operands, a chain of dead
+// intermediates, broadcasts over leading dims, in the middle (a map) and from a scalar.
+TEST(Interpreter, InPlaceResultsAndBroadcastsKeepTheirValues) {
+  Case c;
+  auto x = c.in(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto row = c.in(DType::f32, {3}, {10, 20, 30});
+  auto col = c.in(DType::f32, {2, 1}, {100, 200});
+  auto sq = c.b.mul(x, x);                       // one value read twice: not taken
+  auto plus_row = c.b.add(sq, row);              // sq dies here: written over
+  auto plus_col = c.b.add(plus_row, col);        // broadcast in the last dim: a map
+  auto neg = c.b.unary(Op::neg, plus_col);       // unary over a dead input
+  auto scaled = c.b.mul(neg, c.b.constant(0.5));  // a scalar operand
+  auto mask = c.in(DType::boolean, {3}, {1, 0, 1});
+  auto picked = c.b.op(Op::where, {mask, scaled, x});  // x is still alive: read, not taken
+  auto sm = c.b.softmax(c.b.add(picked, x), -1);
+  auto r = c.values(sm);
+  // By hand: sq = x*x; + row; + col; * -0.5; where -> keep cols 0 and 2, else x; + x; softmax.
+  std::vector<double> want;
+  const double xs[2][3] = {{1, 2, 3}, {4, 5, 6}}, rw[3] = {10, 20, 30}, cl[2] = {100, 200};
+  for (int i = 0; i < 2; ++i) {
+    double v[3], m = -kInf, sum = 0;
+    for (int j = 0; j < 3; ++j) {
+      const double s = -0.5 * (xs[i][j] * xs[i][j] + rw[j] + cl[i]);
+      v[j] = (j != 1 ? s : xs[i][j]) + xs[i][j];
+      m = std::max(m, v[j]);
+    }
+    for (double& e : v) sum += std::exp(e - m);
+    for (double e : v) want.push_back(std::exp(e - m) / sum);
+  }
+  expect_near(r, want, 1e-6);
+}
+
 TEST(Interpreter, LinearMatmulBmm) {
   Case c;
   auto x = c.in(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
