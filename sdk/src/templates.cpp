@@ -260,7 +260,8 @@ std::optional<Relabelling> relabelling_of(const Graph& g, ValueId value) {
   const int64_t numel = g.type(value).numel();
   ValueId v = value;
   auto same_order = [](Op op) {
-    return op == Op::view || op == Op::reshape || op == Op::unsqueeze || op == Op::squeeze;
+    return op == Op::view || op == Op::reshape || op == Op::unsqueeze || op == Op::squeeze ||
+           op == Op::contiguous;
   };
   while (same_order(g.node(v).op) && g.type(g.node(v).inputs.at(0)).numel() == numel)
     v = g.node(v).inputs.at(0);

@@ -105,9 +105,18 @@ TEST(CudaAttention, PathsFollowDtypesMasksAndOperandLayouts) {
   std::string f16 = generate_source(slice_of(mha_hd64_f16()));
   EXPECT_NE(f16.find("mma.sync m16n8k16 f16"), std::string::npos);
   std::string tout = generate_source(slice_of(transposed_output_bf16()));
-  // The transposed view is written by the attention itself, no second kernel copying it.
+  // The transposed view is written by the attention itself, no second kernel copying it; so is
+  // Qwen3's, contiguous(reshape(contiguous(transpose))), on every path.
   EXPECT_EQ(parse_plan(tout).launches.size(), 1u);
   EXPECT_EQ(parse_plan(tout).launches.back().kernel, "emmy_attention");
+  using Knobs = std::map<std::string, double>;
+  for (const Knobs& path : {Knobs{}, Knobs{{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}}}) {
+    Case qwen = qwen3_attention(512);
+    for (const auto& [name, value] : path) qwen.knobs[name] = value;
+    const auto plan = parse_plan(generate_source(slice_of(qwen)));
+    ASSERT_EQ(plan.launches.size(), 1u) << path.size();
+    EXPECT_EQ(plan.launches.back().kernel, "emmy_attention");
+  }
 }
 
 // The 16-byte path needs each operand row contiguous along the head dim; layouts where it is not

@@ -35,7 +35,11 @@ Case qwen3_attention(int64_t seq, int64_t batch) {
   auto k = b.input("k", {DType::bf16, {batch, 8, seq, 128}});
   auto mask = b.input("causal_mask", {DType::boolean, {seq, seq}}, "causal_mask");
   auto v = b.transpose(b.view(b.slice(qkv, 2, 3072, 4096), {batch, seq, 8, 128}), 1, 2);
-  b.output(hf_attention(b, q, repeat_kv(b, k, 2), repeat_kv(b, v, 2), mask, 1.0 / std::sqrt(128.0)));
+  auto o = hf_attention(b, q, repeat_kv(b, k, 2), repeat_kv(b, v, 2), mask, 1.0 / std::sqrt(128.0));
+  // The result in o_proj's order, as the trace's attention kernel now ends (fuse_attention takes
+  // the chain): contiguous(reshape(contiguous(transpose(o, 1, 2)), [b, s, 2048])).
+  auto t = b.op(ir::Op::contiguous, {b.transpose(o, 1, 2)});
+  b.output(b.op(ir::Op::contiguous, {b.reshape(t, {batch, seq, 2048})}));
   return c;
 }
 

@@ -11,7 +11,8 @@ namespace emmy::cuda::test {
 
 // Qwen3-0.6B's attention kernel as `emmy trace --layer 0` shows it: bf16, 16 query heads sharing
 // 8 key/value heads (unsqueeze/expand/reshape), head dim 128, v sliced out of the fused qkv
-// projection, scores rounded to bf16, scaled, where(causal_mask, s, -inf), softmax in f32.
+// projection, scores rounded to bf16, scaled, where(causal_mask, s, -inf), softmax in f32, the
+// result written as o_proj reads it ([b, s, 16 * 128]).
 Case qwen3_attention(int64_t seq, int64_t batch = 1);
 // f16 multi-head attention, head dim 64, no mask, 100 positions (ragged tiles).
 Case mha_hd64_f16();

@@ -71,8 +71,8 @@ struct AttentionMatch {
 std::optional<AttentionMatch> match_attention(const ir::Graph& graph, const ir::Kernel& kernel);
 
 // A value that holds another one's elements in another order: `value` = reshapes of a permuted
-// copy of `base` (value = view|reshape|unsqueeze|squeeze* of contiguous|transpose|permute* of
-// base). Element `idx` of base (base's dims) lands at the flat offset of index
+// copy of `base` (value = view|reshape|unsqueeze|squeeze|contiguous* of contiguous|transpose|
+// permute* of base; Qwen3's is contiguous(reshape(contiguous(transpose(result))))). Element `idx` of base (base's dims) lands at the flat offset of index
 // (idx[perm[0]], ..., idx[perm[r-1]]) in `permuted` (row-major), which the reshapes keep. Lets a
 // producer write its result directly in the layout its reader wants (the attention output as
 // [batch, seq, heads, dim] for the projection after it) instead of a copy kernel doing it.
