@@ -101,31 +101,22 @@ std::vector<ChosenKernel> prepare_chosen(RunContext& run,
   return chosen;
 }
 
-// One isolated round of the validation: each chosen kernel measured again, its samples added to
-// the isolated side; false (nothing added) when one of them does not measure. Not stored: the
-// tuned rows stay what the search measured. The round's samples of a kernel are taken in passes
-// over all kernels, `per_request` at a time (tune/validation.hpp, isolated_samples_per_request),
-// so they are as spread out in time as the assembled program's samples of the same kernel.
-bool measure_chosen_again(RunContext& run, const std::vector<ChosenKernel>& chosen,
-                          ValidationSides& sides) {
-  const int wanted = validation_samples(run.options.samples);
-  const int per_request =
-      isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
-  std::vector<IsolatedKernel> round(chosen.size());
-  for (int taken = 0; taken < wanted; taken += per_request) {
-    const int n = std::min(per_request, wanted - taken);
-    for (size_t i = 0; i < chosen.size(); ++i) {
-      const ChosenKernel& c = chosen[i];
-      store::MeasurementRecord again =
-          build_and_measure(run, *c.program, Regime::deploy, c.inputs, c.expected,
-                            /*whole_graph=*/false, /*timeout_s=*/0, n);
-      if (!again.ok() || again.samples_us.empty()) return false;
-      round[i].samples_us.insert(round[i].samples_us.end(), again.samples_us.begin(),
-                                 again.samples_us.end());
-      round[i].occurrences = c.occurrences;
-    }
+// One pass of the isolated side: each chosen kernel measured again, `samples` samples, appended
+// to its round's samples; false (nothing usable) when one of them does not measure. Not stored:
+// the tuned rows stay what the search measured.
+bool measure_chosen_again(RunContext& run, const std::vector<ChosenKernel>& chosen, int samples,
+                          std::vector<IsolatedKernel>& round) {
+  round.resize(chosen.size());
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const ChosenKernel& c = chosen[i];
+    store::MeasurementRecord again =
+        build_and_measure(run, *c.program, Regime::deploy, c.inputs, c.expected,
+                          /*whole_graph=*/false, /*timeout_s=*/0, samples);
+    if (!again.ok() || again.samples_us.empty()) return false;
+    round[i].samples_us.insert(round[i].samples_us.end(), again.samples_us.begin(),
+                               again.samples_us.end());
+    round[i].occurrences = c.occurrences;
   }
-  sides.add_isolated_round(round);
   return true;
 }
 
@@ -465,18 +456,31 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
         std::vector<ChosenKernel> chosen = prepare_chosen(run, per_key, outcomes, order);
         bool isolated_ok = !chosen.empty();
         ValidationSides sides;
-        for (int r = 0; r < kValidationRounds; ++r) {
-          if (r % 2 == 0 && isolated_ok) isolated_ok = measure_chosen_again(run, chosen, sides);
-          store::MeasurementRecord program =
-              build_and_measure(run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true,
-                                /*timeout_s=*/0, validation_samples(options.samples));
-          if (!program.ok()) {  // the program's own failure: recorded as it is
+        // A round takes its samples in passes, each measuring every chosen kernel and the
+        // program with the same number of samples, the side going first alternating (ABBA), so
+        // both sides are spread alike over the round (tune/validation.hpp says why).
+        const int wanted = validation_samples(options.samples);
+        const int per_request =
+            isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
+        int pass = 0;
+        for (int r = 0; r < kValidationRounds && (!rec || rec->ok()); ++r) {
+          std::vector<IsolatedKernel> round;
+          std::vector<double> program_samples;
+          for (int taken = 0; taken < wanted; taken += per_request, ++pass) {
+            const int n = std::min(per_request, wanted - taken);
+            if (pass % 2 == 0 && isolated_ok) isolated_ok = measure_chosen_again(run, chosen, n, round);
+            store::MeasurementRecord program = build_and_measure(
+                run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true,
+                /*timeout_s=*/0, n);
             rec = program;
-            break;
+            if (!program.ok()) break;  // the program's own failure: recorded as it is
+            program_samples.insert(program_samples.end(), program.samples_us.begin(),
+                                   program.samples_us.end());
+            if (pass % 2 == 1 && isolated_ok) isolated_ok = measure_chosen_again(run, chosen, n, round);
           }
-          sides.add_assembled_round(program.samples_us);
-          rec = program;
-          if (r % 2 == 1 && isolated_ok) isolated_ok = measure_chosen_again(run, chosen, sides);
+          if (!rec->ok()) break;
+          sides.add_assembled_round(program_samples);
+          if (isolated_ok) sides.add_isolated_round(round);
         }
         if (rec && rec->ok()) {
           rec->samples_us = sides.assembled_samples();

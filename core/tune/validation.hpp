@@ -21,15 +21,18 @@ constexpr int validation_samples(int samples) {
   return samples > 1 ? (samples + 1) / 2 : 1;
 }
 
-// How many of a kernel's isolated samples in a round one request to its worker takes. The
-// assembled program's samples of a kernel are one per program call, spread over the round; an
-// isolated request's samples are consecutive calls, so a slow (or fast) phase of the machine
-// moves all of them together. On the 2-core CPU, with 8 per request, the Qwen layer's q_proj had
-// its isolated 20th percentile 37 % above its fastest sample while the same kernel inside the
-// program was 5 % above (the program's 11 kernels are 11 requests per round, a few phases). So
-// the isolated samples are taken one per request, in passes over all kernels, as long as a
-// round stays within kMaxIsolatedRequestsPerRound requests; a graph of many kernels (the
-// whole model's 300) goes back to several samples per request.
+// How many samples one request to a worker takes in the validation. A round takes its samples
+// in passes, each measuring every chosen kernel and the assembled program with this many samples,
+// the side going first alternating. Before, an isolated request took a round's 8 samples of a
+// kernel as consecutive calls while the program's request spread them over its 8 calls, so a slow
+// (or fast) phase of the machine moved a kernel's isolated samples all together: on the 2-core
+// CPU, the Qwen layer's q_proj had its isolated 20th percentile 37 % above its fastest sample
+// while the same kernel inside the program was 5 % above. And a round's isolated pass over 10
+// kernels took seconds where its program request took 0.2 s, so a build starting on the other
+// core hit one side only (-26.7 % at a load of 6-7). One sample per request, in passes over all
+// kernels and the program, puts both sides in the same moments, as long as a pass stays within
+// kMaxIsolatedRequestsPerRound requests a round; a graph of many kernels (the whole model's
+// ~300) goes back to several samples per request.
 constexpr int kMaxIsolatedRequestsPerRound = 128;
 constexpr int isolated_samples_per_request(int samples, int kernels) {
   if (kernels < 1 || samples < 1) return samples < 1 ? 1 : samples;

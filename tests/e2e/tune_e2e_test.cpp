@@ -265,9 +265,10 @@ TEST_F(TuneE2E, OneKernelGraphIsMeasuredAgainAndAnUnmeasuredGapIsNull) {
   json r1 = report("first.json");
   ASSERT_EQ(r1["failures"], 0) << r1.dump(2);
   // The one kernel measured again in isolation, and the assembled graph, in twenty alternating
-  // rounds (tune/validation.hpp, kValidationRounds): forty launches more.
+  // rounds (tune/validation.hpp, kValidationRounds), each round in passes of one sample per
+  // request: --samples 5 gives 3 samples a round, so 2 x 20 x 3 launches more.
   EXPECT_EQ(r1["launches"].get<int>(),
-            r1["candidates_measured"].get<int>() + r1["deploy_measurements"].get<int>() + 2 * 20)
+            r1["candidates_measured"].get<int>() + r1["deploy_measurements"].get<int>() + 2 * 20 * 3)
       << "the kernel and the assembled graph were not both launched again: " << r1.dump(2);
   EXPECT_GT(r1["assembled_us"].get<double>(), 0);
   ASSERT_TRUE(r1["isolated_us"].is_number()) << r1.dump(2);
