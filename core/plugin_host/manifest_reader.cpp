@@ -39,13 +39,6 @@ bool is_plugin_name(const std::string& s) {
   });
 }
 
-bool is_c_identifier(const std::string& s) {
-  if (s.empty() || s.size() > 256 || (s[0] >= '0' && s[0] <= '9')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
 // A plain file name: the library must sit beside its manifest, never elsewhere.
 bool is_plain_file_name(const std::string& s) {
   return !s.empty() && s.size() <= 255 && s != "." && s != ".." &&
@@ -135,8 +128,14 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
                           "); " + kRegenerate);
   if (r.version.empty() || r.version.size() > kMaxNameLength)
     return refused(r, "version '" + r.version + "' is empty or too long; " + kRegenerate);
-  if (!is_c_identifier(r.entry_symbol))
-    return refused(r, "entry symbol '" + r.entry_symbol + "' is not a C identifier; " + kRegenerate);
+  // The entry point is the SDK's, never the manifest's choice: a manifest naming any other
+  // symbol (deflateEnd of a libz placed beside it) would make the host call a function of
+  // unknown signature as if it returned an EmmyPluginInfo.
+  if (r.entry_symbol != EMMY_PLUGIN_ENTRY_SYMBOL)
+    return refused(r,
+                   "entry symbol '" + r.entry_symbol + "' is not " + EMMY_PLUGIN_ENTRY_SYMBOL +
+                       ", the only entry point emmy calls (defined by EMMY_PLUGIN(YourClass)); " +
+                       kRegenerate);
   if (!is_plain_file_name(r.library))
     return refused(r, "library '" + r.library +
                           "' is not a plain file name (the library must sit beside its manifest); " +
