@@ -55,7 +55,17 @@ bool bool_option(const FrontendRequest& r, const std::string& key) {
   return v == "1" || v == "true" || v == "yes" || v == "on";
 }
 
+// A config.json is a few KB: a device (/dev/zero never ends), a folder or a huge file is named
+// as such before reading instead of hanging or filling memory.
+constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
+
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error("'" + path + "' is not a regular file (a config.json is a JSON file)");
+  if (const auto size = std::filesystem::file_size(path, ec); ec || size > kMaxConfigBytes)
+    throw Error("'" + path + "' is " + (ec ? "unreadable" : std::to_string(size) + " bytes") +
+                ", over the " + std::to_string(kMaxConfigBytes) + "-byte limit of a config.json");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read '" + path + "'");
   std::ostringstream s;
