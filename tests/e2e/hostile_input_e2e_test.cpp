@@ -74,6 +74,9 @@ TEST_F(HostileInput, TorchScriptLoadHooksRunOnlyWithTrust) {
     EXPECT_FALSE(fs::exists(planted)) << args[0] << " ran the file's code";
   }
   EXPECT_FALSE(fs::exists(db())) << "a refused source writes nothing";
+  expect_refused(emmy_in(cwd.path(), {"trace", evil, "--trust", "--seq", "8"}, env()),
+                 "--seq does not apply to a TorchScript file");
+  EXPECT_FALSE(fs::exists(planted)) << "an option refused after the file's code ran";
   // The fixture really runs code when loaded: with --trust it does, and the model converts.
   Completed trusted = emmy_in(cwd.path(), {"trace", evil, "--trust"}, env());
   EXPECT_EQ(trusted.exit_code, 0) << trusted.err;
@@ -184,6 +187,23 @@ TEST_F(HostileInput, ModelOptionsWithCodeAreRefused) {
   EXPECT_FALSE(fs::exists(db())) << "refused before the database was opened";
 }
 
+// The frontends refuse the options of other sources too: a file has no layers, a model id no
+// input shapes.
+TEST_F(HostileInput, OptionsOfOtherSourcesAreRefusedByTheFrontend) {
+  const std::string pt2 =
+      std::string(EMMY_SOURCE_DIR) + "/tests/frontends/pt2/fixtures/mlp_f32.pt2";
+  expect_refused(emmy_plain({"trace", pt2, "--layer", "0"}),
+                 "--layer does not apply to a .pt2 file");
+  expect_refused(
+      emmy_plain({"tune", pt2, "--backend", "cpu", "--db", db(), "--model-config", path("c.json")}),
+      "--model-config does not apply to a .pt2 file");
+  expect_refused(emmy_plain({"trace", pt2, "--trust"}), "--trust does not apply to a .pt2 file");
+  expect_refused(
+      emmy_plain({"trace", "Qwen/Qwen3-0.6B", "--layer", "0", "--input-shape", "2x8:f32"}),
+      "--input-shape does not apply to a model id");
+  EXPECT_FALSE(fs::exists(db())) << "refused before the database was opened";
+}
+
 TEST_F(HostileInput, DbThatIsNotADatabaseIsNeverFilled) {
   emmy::test::TempDir folder;
   write(folder.path() + "/notes.txt", "mine\n");
@@ -282,8 +302,8 @@ TEST_F(HostileInput, GeneratedCases) {
       case 3: {  // config files: unknown keys, sections, garbage, non-files
         cls = "config file";
         const std::vector<std::string> texts = {
-            "[tune]\nbogus = 1\n", "[nope]\n",           "kind\n",
-            "[plugins\n",          "\x01\x02\x03 = 4\n", "patience = 5\n"};
+            "[plugins]\nbogus = 1\n", "[nope]\n",      "kind\n", "[plugins\n",
+            "\x01\x02\x03 = 4\n",     "patience = 5\n"};
         const int pick = static_cast<int>(rng() % (texts.size() + 2));
         std::string file = ini;
         if (pick == static_cast<int>(texts.size()))

@@ -17,6 +17,7 @@
 #include "decoder_graph.hpp"
 #include "emmy/plugin.hpp"
 #include "model_config.hpp"
+#include "request_options.hpp"
 
 namespace emmy::hf {
 
@@ -108,6 +109,8 @@ class HfFrontend final : public Frontend {
 
   Status load(const FrontendRequest& r, ir::Graph& graph) noexcept override {
     return guard([&] {
+      frontends::refuse_request_options(r, {"input-shape", "trust"},
+                                        "a model id (it is for .pt and .pt2 files)");
       std::string path = locate_config(r.source, option(r, "config"), shipped_config_dirs());
       DecoderConfig config = parse_decoder_config(read_file(path), path);
       DecoderShape shape;

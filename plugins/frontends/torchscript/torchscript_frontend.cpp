@@ -20,6 +20,7 @@
 #include "graph_converter.hpp"
 #include "input_spec.hpp"
 #include "load_hooks.hpp"
+#include "request_options.hpp"
 
 namespace emmy::ts {
 
@@ -58,6 +59,8 @@ void load_code(const std::string& code, ir::Graph& out) {
 void load_file(const std::string& path, const FrontendRequest& r, ir::Graph& out) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw Error("TorchScript file '" + path + "' does not exist");
+  frontends::refuse_request_options(r, {"layer", "batch", "seq", "dtype", "config", "embedding"},
+                                    "a TorchScript file (it is for model ids)");
   refuse_load_hooks(path, option(r, "trust") == "1");
   torch::jit::ExtraFilesMap extra{{kShapesExtraFile, ""}};
   torch::jit::Module module;
