@@ -1,6 +1,7 @@
 #include "plugin_host/manifest_reader.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <system_error>
 #include <vector>
@@ -54,6 +55,19 @@ std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<f
   return out;
 }
 
+// The verifier checks a vector's length prefix for 4-byte alignment, not its doubles for 8: a
+// damaged manifest can place them anywhere (the long fuzz run found one, UBSan's misaligned
+// load). Copied out byte-wise, alignment does not matter.
+std::vector<double> doubles(const flatbuffers::Vector<double>& v) {
+  std::vector<double> out(v.size());
+  const uint8_t* data = v.Data();
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::memcpy(&out[i], data + i * sizeof(double), sizeof(double));
+    out[i] = flatbuffers::EndianScalar(out[i]);
+  }
+  return out;
+}
+
 PluginRecord refused(PluginRecord r, std::string reason) {
   r.ok = false;
   r.reason = std::move(reason);
@@ -102,7 +116,7 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
   if (m->knobs()) {
     for (const auto* k : *m->knobs()) {
       ManifestKnob knob{text(k->name()), {}};
-      if (k->values()) knob.values.assign(k->values()->begin(), k->values()->end());
+      if (k->values()) knob.values = doubles(*k->values());
       r.knobs.push_back(std::move(knob));
     }
   }
