@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -44,8 +45,7 @@ bool read_config_file(const std::string& file, const std::string& section,
     if (section == "trace") return false;
     throw po::error(who +
                     ": a .json file is a model's config.json, which only emmy trace takes as "
-                    "--config; emmy " +
-                    section + " takes it as --model-config (--config is an INI file)");
+                    "--config; emmy tune takes it as --model-config (--config is an INI file)");
   }
   // Checked before reading: a folder, a device (/dev/zero never ends) or a huge file is not a
   // config file, and reading one would hang or fill memory instead of saying so.

@@ -152,6 +152,9 @@ TEST_F(HostileInput, ConfigFileMistakesAreNamed) {
   expect_refused(emmy_plain({"--config", "/dev/zero", "plugins"}),
                  "--config '/dev/zero' is not a regular file");
   expect_refused(emmy_plain({"--config", path("missing.ini"), "plugins"}), "no such file");
+  write(path("model.json"), "{}");
+  expect_refused(emmy_plain({"--config", path("model.json"), "tune", "--code", "torch.randn(2)"}),
+                 "only emmy trace takes as --config; emmy tune takes it as --model-config");
   std::ofstream(path("huge.ini")) << std::string(2 << 20, '#');
   expect_refused(emmy_plain({"--config", path("huge.ini"), "plugins"}),
                  "a config file is at most 1048576 bytes");
