@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <random>
@@ -237,6 +238,55 @@ TEST(ManifestFuzz, FieldLevelMutationsGiveOkOrRefusal) {
   EXPECT_GT(refused, static_cast<size_t>(cases) / 4);
   std::cout << "[ fuzz ] " << cases << " field-level mutations: " << accepted << " accepted, "
             << refused << " refused\n";
+}
+
+// The fault the long run found: the verifier checks a vector's length prefix for 4-byte alignment
+// but not its doubles for 8. Here a knob's offset to its values is moved 4 bytes on, so that the
+// first double's low word (1) reads as the length and the one element sits 4 bytes off 8-byte
+// alignment: the reader must copy it out without a misaligned load (UBSan fails this test if not).
+TEST(ManifestFuzz, MisalignedKnobValuesAreReadSafely) {
+  namespace fbm = emmy::manifest;
+  const uint64_t low_word_one = 0x3FF0000000000001ull;  // 1.0000000000000002, low 4 bytes = 1
+  double first;
+  std::memcpy(&first, &low_word_one, sizeof first);
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<double> values{first, 2.0, 4.0};
+  std::vector<flatbuffers::Offset<fbm::Knob>> knobs{fbm::CreateKnobDirect(fbb, "k", &values)};
+  auto root = fbm::CreateManifestDirect(fbb, "misaligned", "pass", "0.1.0", EMMY_SDK_ABI_VERSION,
+                                        EMMY_PLUGIN_ENTRY_SYMBOL, "libemmy_misaligned.so", nullptr,
+                                        nullptr, &knobs);
+  fbm::FinishManifestBuffer(fbb, root);
+  std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  ASSERT_TRUE(parse(bytes).ok);
+
+  // The values vector: its length 3, then the first double.
+  size_t vector_at = 0;
+  for (size_t p = 0; p + 12 <= bytes.size(); p += 4) {
+    uint32_t length;
+    std::memcpy(&length, &bytes[p], 4);
+    if (length == 3 && std::memcmp(&bytes[p + 4], &low_word_one, 8) == 0) vector_at = p;
+  }
+  ASSERT_NE(vector_at, 0u);
+  ASSERT_EQ((vector_at + 4) % 8, 0u) << "the builder aligns doubles";
+  // The offset field pointing at it (an offset is relative to its own position).
+  size_t field_at = 0;
+  for (size_t p = 0; p + 4 <= vector_at; p += 4) {
+    uint32_t offset;
+    std::memcpy(&offset, &bytes[p], 4);
+    if (p + offset == vector_at) field_at = p;
+  }
+  ASSERT_NE(field_at, 0u);
+  const uint32_t moved = static_cast<uint32_t>(vector_at + 4 - field_at);
+  std::memcpy(&bytes[field_at], &moved, 4);
+
+  PluginRecord r = parse(bytes);
+  expect_sound(r, "misaligned knob values");
+  ASSERT_TRUE(r.ok) << r.reason;  // the verifier passes it: the reader alone must cope
+  ASSERT_EQ(r.knobs.size(), 1u);
+  ASSERT_EQ(r.knobs[0].values.size(), 1u);
+  double expected;
+  std::memcpy(&expected, &bytes[vector_at + 8], sizeof expected);
+  EXPECT_EQ(std::memcmp(&r.knobs[0].values[0], &expected, sizeof expected), 0);
 }
 
 TEST(ManifestFuzz, OversizedFileIsRefusedUnread) {
