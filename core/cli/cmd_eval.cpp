@@ -48,7 +48,7 @@ int eval_variants(const GlobalOptions& g, const std::vector<std::string>& args) 
       "json", po::bool_switch(), "print JSON")("csv", po::bool_switch(), "print CSV");
   po::positional_options_description pos;
   pos.add("kernel", 1);
-  auto vm = parse_layered(g, "eval", desc, pos, args);
+  auto vm = parse_layered(g, "eval.variants", desc, pos, args);
   if (vm.count("help")) {
     print_help("emmy eval variants --kernel NAME [--limit N] [--json | --csv]", desc,
                "Rows are best first: successes by median time (deploy rows marked), then "
@@ -122,7 +122,7 @@ int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) 
       "forget", po::bool_switch(),
       "delete the failure rows selected (--kernel, --kind; all when neither is given) so the "
       "next tune measures those configurations again; successes are kept");
-  auto vm = parse_layered(g, "eval", desc, {}, args);
+  auto vm = parse_layered(g, "eval.failures", desc, {}, args);
   if (vm.count("help")) {
     print_help("emmy eval failures [--kernel NAME] [--kind KIND] [--json] [--forget]", desc,
                "Groups: build_error, runtime_fault, timeout, wrong_result, refused (knob values the\n"
@@ -162,7 +162,7 @@ int eval_runs(const GlobalOptions& g, const std::vector<std::string>& args) {
   desc.add_options()("help,h", "this text")(
       "limit,n", po::value<size_t>()->default_value(0), "newest N runs (0: all)")(
       "json", po::bool_switch(), "print JSON");
-  auto vm = parse_layered(g, "eval", desc, {}, args);
+  auto vm = parse_layered(g, "eval.runs", desc, {}, args);
   if (vm.count("help")) {
     print_help("emmy eval runs [--limit N] [--json]", desc,
                "Newest first. gap % = (assembled - best total) / best total: what isolated "

@@ -99,7 +99,7 @@ int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args)
       "priors to train and score (default: mlp roofline)")("json", po::bool_switch(),
                                                            "print JSON");
   po::positional_options_description pos;
-  auto vm = parse_layered(g, "eval", desc, pos, args);
+  auto vm = parse_layered(g, "eval.prior", desc, pos, args);
   if (vm.count("help")) {
     print_help("emmy eval prior [--prior NAME] [--holdout PCT] [--split rows|kernels] [--json]",
                desc,

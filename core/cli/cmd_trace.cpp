@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/input_checks.hpp"
 #include "cli/options.hpp"
 #include "emmy/templates.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -120,6 +121,7 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
     ("model-config", po::value<std::string>(), "config.json for a model id (a global --config FILE.json works too)")
     ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions, e.g. 1x128x64:f32,1x128:i64")
+    ("trust", "the .pt file is trusted: let LibTorch run the code it carries for loading (__setstate__); without it such a file is refused (docs/SECURITY.md)")
     ("frontend", po::value<std::string>(&frontend_name), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&backend_name)->default_value("cpu"), "backend whose templates and knobs lowering uses; 'none' for templates only")
     ("passes", po::value<std::string>(&passes_spec), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
@@ -139,9 +141,18 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
                  "trace --help)\n";
     return kExitUsage;
   }
+  if (!code.empty())
+    if (std::string opt = option_not_for_code(vm); !opt.empty()) {
+      std::cerr << "emmy trace: " << opt
+                << " does not apply to --code (it is for a model id or a "
+                   "file; given on the command line, as EMMY_"
+                << env_name(opt) << " or in the config file)\n";
+      return kExitUsage;
+    }
   FrontendRequest request{source, code, {}};
   for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
     if (vm.count(key)) request.options[key] = vm[key].as<std::string>();
+  if (vm.count("trust")) request.options["trust"] = "1";
   if (vm.count("model-config")) {
     request.options["config"] = vm["model-config"].as<std::string>();
   } else if (g.config_file.size() > 5 &&

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/input_checks.hpp"
 #include "cli/options.hpp"
 #include "emmy/templates.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -61,6 +62,11 @@ computed a wrong result). When the machinery fails (the worker cannot start or i
 outside, the compiler is killed, the disk is full) the candidate is tried once more, then the run
 stops with exit 1, storing nothing for it.
 
+Untrusted input is bounded and checked before use (docs/SECURITY.md): a .pt file whose code runs
+while it loads (__setstate__) needs --trust; --code, config.json sizes and tensors (16 GiB) have
+limits; options that do not apply (--layer with --code, ...), a --db folder that is not a tuning
+database and a --json path that cannot be written are refused before the run.
+
 Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin, an
 option out of range, cuda asked for without a usable CUDA device; nothing is written), 3 the
 database is in use by another emmy tune, 130 interrupted (what was measured is kept).
@@ -109,6 +115,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
     ("model-config", po::value<std::string>(), "config.json to use for a model id")
     ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions, e.g. 1x128x64:f32,1x128:i64")
+    ("trust", "the .pt file is trusted: let LibTorch run the code it carries for loading (__setstate__); without it such a file is refused (docs/SECURITY.md)")
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&o.backend), "backend plugin: cpu or cuda (default: cuda when the cuda backend finds a usable CUDA device, else cpu; --code asking for device='cuda', --gpus or --devices ask for cuda)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")
@@ -162,9 +169,20 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
               << " is not 0 (never set aside) or a positive factor\n";
     return kExitUsage;
   }
+  // Options a --code expression has no use for are refused rather than ignored: the user meant
+  // something by them (also when EMMY_SEQ or the config file set them).
+  if (!o.code.empty())
+    if (std::string opt = option_not_for_code(vm); !opt.empty()) {
+      std::cerr << "emmy tune: " << opt
+                << " does not apply to --code (it is for a model id or a file; "
+                   "given on the command line, as EMMY_"
+                << env_name(opt) << " or in the config file)\n";
+      return kExitUsage;
+    }
   for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
     if (vm.count(key)) o.frontend_options[key] = vm[key].as<std::string>();
   if (vm.count("model-config")) o.frontend_options["config"] = vm["model-config"].as<std::string>();
+  if (vm.count("trust")) o.frontend_options["trust"] = "1";
   if (vm.count("backend-option")) {
     for (const auto& kv : vm["backend-option"].as<std::vector<std::string>>()) {
       auto eq = kv.find('=');
@@ -223,6 +241,18 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   o.home = g.home;
   o.verbose = g.verbose;
   o.plugin_paths = default_plugin_paths(g.argv0, EMMY_INSTALL_PLUGIN_DIR, g.plugin_paths);
+
+  // Paths checked before the run: a folder of the user's is never filled with database files,
+  // and a report that cannot be written is known now, not after the whole tune.
+  if (std::string bad = db_path_problem(o.db); !bad.empty()) {
+    std::cerr << "emmy tune: --db '" << o.db << "' " << bad << "\n";
+    return kExitUsage;
+  }
+  if (!o.json_path.empty())
+    if (std::string bad = json_path_problem(o.json_path); !bad.empty()) {
+      std::cerr << "emmy tune: --json '" << o.json_path << "' " << bad << "\n";
+      return kExitUsage;
+    }
 
   PluginHost host;
   host.discover(o.plugin_paths);

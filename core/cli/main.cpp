@@ -2,6 +2,7 @@
 // taken out here and the rest goes to the subcommand.
 #include <cstdlib>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,9 @@ Commands:
 Global options (anywhere on the line):
   --db PATH           tuning database (default $EMMY_HOME/tuning.db; env EMMY_DB)
   --plugin-path DIR   extra plugin folder, repeatable (env EMMY_PLUGIN_PATH, ':'-separated)
-  --config FILE       INI file with defaults ([tune] patience = 10, ...)
+  --config FILE       INI file with defaults ([tune] patience = 10, ...; sections [tune], [trace],
+                      [plugins], [eval] and [eval.runs] etc.; a key that is not an option of
+                      the command is an error)
   -v, --verbose       one line per search step instead of the progress bar
   -h, --help          this text; `emmy <command> --help` for a command's options
 
@@ -103,6 +106,13 @@ int main(int argc, char** argv) {
     std::cerr << "emmy " << command << ": " << e.what() << " (see emmy " << command
               << " --help)\n";
     return kExitUsage;
+  } catch (const std::bad_alloc&) {
+    // Sizes from the input are bounded before anything is allocated (docs/SECURITY.md); what
+    // is left is a machine with less memory than a permitted size needs.
+    std::cerr << "emmy " << command
+              << ": out of memory (the model's tensors, or the database, "
+                 "need more memory than this machine has)\n";
+    return kExitFailure;
   } catch (const std::exception& e) {
     std::cerr << "emmy " << command << ": " << e.what() << "\n";
     return kExitFailure;

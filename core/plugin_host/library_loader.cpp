@@ -57,12 +57,16 @@ const EmmyPluginInfo& load_plugin_entry(const PluginRecord& record) {
   }
   boost::dll::shared_library& library = it->second;
 
-  if (!library.has(record.entry_symbol))
-    throw Error(who + " has no entry point '" + record.entry_symbol +
+  // Only the SDK's entry symbol is ever resolved, whatever the manifest says (discovery refuses
+  // a manifest naming another): no other function of the library is called.
+  constexpr const char* kEntry = EMMY_PLUGIN_ENTRY_SYMBOL;
+  if (!library.has(kEntry))
+    throw Error(who + " has no entry point '" + kEntry +
                 "': define it with EMMY_PLUGIN(YourClass) and build with emmy_add_plugin()");
-  auto& entry = library.get<const EmmyPluginInfo*()>(record.entry_symbol);
+  auto& entry = library.get<const EmmyPluginInfo*()>(kEntry);
   const EmmyPluginInfo* info = entry();
-  if (!info) throw Error(who + ": entry point '" + record.entry_symbol + "' returned no plugin info");
+  if (!info)
+    throw Error(who + ": entry point '" + std::string(kEntry) + "' returned no plugin info");
 
   // The ABI version before anything else: with another ABI the rest of the struct may differ.
   if (info->abi_version != EMMY_SDK_ABI_VERSION)

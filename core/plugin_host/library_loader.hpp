@@ -8,7 +8,8 @@
 
 namespace emmy {
 
-// Loads record.library_path (once per path), resolves record.entry_symbol, calls it, and checks
+// Loads record.library_path (once per path), resolves the SDK's entry symbol
+// (EMMY_PLUGIN_ENTRY_SYMBOL, never another the manifest names), calls it, and checks
 // the ABI version first, then that kind, name and version agree with the manifest and that
 // create/destroy are set. Throws emmy::Error saying what is wrong and what to do.
 const EmmyPluginInfo& load_plugin_entry(const PluginRecord& record);

@@ -1,6 +1,7 @@
 #include "plugin_host/manifest_reader.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <system_error>
 #include <vector>
@@ -39,13 +40,6 @@ bool is_plugin_name(const std::string& s) {
   });
 }
 
-bool is_c_identifier(const std::string& s) {
-  if (s.empty() || s.size() > 256 || (s[0] >= '0' && s[0] <= '9')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
 // A plain file name: the library must sit beside its manifest, never elsewhere.
 bool is_plain_file_name(const std::string& s) {
   return !s.empty() && s.size() <= 255 && s != "." && s != ".." &&
@@ -58,6 +52,19 @@ std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<f
   if (!v) return out;
   out.reserve(v->size());
   for (const auto* s : *v) out.push_back(text(s));
+  return out;
+}
+
+// The verifier checks a vector's length prefix for 4-byte alignment, not its doubles for 8: a
+// damaged manifest can place them anywhere (the long fuzz run found one, UBSan's misaligned
+// load). Copied out byte-wise, alignment does not matter.
+std::vector<double> doubles(const flatbuffers::Vector<double>& v) {
+  std::vector<double> out(v.size());
+  const uint8_t* data = v.Data();
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::memcpy(&out[i], data + i * sizeof(double), sizeof(double));
+    out[i] = flatbuffers::EndianScalar(out[i]);
+  }
   return out;
 }
 
@@ -109,7 +116,7 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
   if (m->knobs()) {
     for (const auto* k : *m->knobs()) {
       ManifestKnob knob{text(k->name()), {}};
-      if (k->values()) knob.values.assign(k->values()->begin(), k->values()->end());
+      if (k->values()) knob.values = doubles(*k->values());
       r.knobs.push_back(std::move(knob));
     }
   }
@@ -135,8 +142,14 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
                           "); " + kRegenerate);
   if (r.version.empty() || r.version.size() > kMaxNameLength)
     return refused(r, "version '" + r.version + "' is empty or too long; " + kRegenerate);
-  if (!is_c_identifier(r.entry_symbol))
-    return refused(r, "entry symbol '" + r.entry_symbol + "' is not a C identifier; " + kRegenerate);
+  // The entry point is the SDK's, never the manifest's choice: a manifest naming any other
+  // symbol (deflateEnd of a libz placed beside it) would make the host call a function of
+  // unknown signature as if it returned an EmmyPluginInfo.
+  if (r.entry_symbol != EMMY_PLUGIN_ENTRY_SYMBOL)
+    return refused(r,
+                   "entry symbol '" + r.entry_symbol + "' is not " + EMMY_PLUGIN_ENTRY_SYMBOL +
+                       ", the only entry point emmy calls (defined by EMMY_PLUGIN(YourClass)); " +
+                       kRegenerate);
   if (!is_plain_file_name(r.library))
     return refused(r, "library '" + r.library +
                           "' is not a plain file name (the library must sit beside its manifest); " +

@@ -163,11 +163,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   report.backend_note = chosen.note;
   if (!chosen.note.empty()) progress.message(chosen.note);
 
-  // Then the database: a second tune on it must fail at once, before the search.
-  auto store = store::TuningStore::open_writer(options.db);
-  store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
-
-  // 1. Plugins.
+  // Then the source: a model the frontend refuses (a size over its bound, a .pt with load-time
+  // code, an unknown op) is bad input, refused before the database is created or opened.
   std::string frontend_name;
   std::shared_ptr<Frontend> frontend;
   try {
@@ -178,6 +175,18 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   } catch (const Error& e) {
     throw BadInput(e.what());
   }
+  FrontendRequest request{options.source, options.code, options.frontend_options};
+  ir::Graph graph;
+  Status st = frontend->load(request, graph);
+  if (!st.ok()) throw BadInput("frontend '" + frontend_name + "': " + st.message());
+  if (std::string bad = ir::verify(graph); !bad.empty())
+    throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
+
+  // Then the database: a second tune on it fails before the search.
+  auto store = store::TuningStore::open_writer(options.db);
+  store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
+
+  // 1. Plugins (the frontend and the graph are above).
   std::vector<std::string> pass_names =
       options.passes.empty() ? default_pass_pipeline() : options.passes;
   std::vector<std::shared_ptr<Pass>> pass_objects;
@@ -224,14 +233,6 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       reservoir_rows = std::move(ckpt->reservoir);
     }
   }
-
-  // 2. The graph.
-  FrontendRequest request{options.source, options.code, options.frontend_options};
-  ir::Graph graph;
-  Status st = frontend->load(request, graph);
-  if (!st.ok()) throw BadInput("frontend '" + frontend_name + "': " + st.message());
-  if (std::string bad = ir::verify(graph); !bad.empty())
-    throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
 
   // The prior the search starts from: the checkpoint's, unless this run repeats the last one
   // with nothing learned elsewhere since (store/rerun_record.hpp). `prior` itself stays the

@@ -9,9 +9,8 @@
 namespace emmy::ir {
 
 ValueId Builder::input(const std::string& name, TensorType type, const std::string& role) {
-  if (detail::checked_numel(type.shape) < 0)
-    throw Error("input '" + name + "': " + to_string(type) +
-                " has a negative dimension or too many elements");
+  if (std::string bad = detail::tensor_size_problem(type); !bad.empty())
+    throw Error("input '" + name + "': " + to_string(type) + " " + bad);
   Node n;
   n.op = Op::input;
   n.attrs["role"] = role;
@@ -37,6 +36,8 @@ ValueId Builder::op(Op op, std::vector<ValueId> inputs, Attrs attrs, const std::
   TensorType type;
   try {
     type = infer_type(g_, op, inputs, attrs);
+    if (std::string bad = detail::tensor_size_problem(type); !bad.empty())
+      throw Error("the result " + to_string(type) + " " + bad);
   } catch (const Error& e) {
     std::string who = name.empty() ? "" : " '" + name + "'";
     throw Error("building node %" + std::to_string(g_.nodes.size()) + who + ": " + e.what());
@@ -64,9 +65,8 @@ std::string verify(const Graph& g) {
         return fail("input " + std::to_string(k) + " is %" + std::to_string(v) +
                     ", which is not defined before it (rule: nodes are in topological order)");
     }
-    if (detail::checked_numel(n.type.shape) < 0)
-      return fail("type " + to_string(n.type) +
-                  " has a negative dimension or too many elements (rule: valid shapes)");
+    if (std::string bad = detail::tensor_size_problem(n.type); !bad.empty())
+      return fail("type " + to_string(n.type) + " " + bad + " (rule: valid shapes)");
     if (n.op == Op::input) {
       if (!n.inputs.empty()) return fail("an input takes no inputs (rule: arity)");
       if (auto msg = detail::check_attrs(n.op, n.attrs); !msg.empty())

@@ -349,6 +349,17 @@ int64_t checked_numel(const Shape& s) {
   return n;
 }
 
+std::string tensor_size_problem(const TensorType& t) {
+  const int64_t n = checked_numel(t.shape);
+  if (n < 0) return "has a negative dimension or too many elements";
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, size_of(t.dtype), &bytes) || bytes > kMaxTensorBytes)
+    return "needs " + (bytes > 0 ? std::to_string(bytes) : "over 2^63") +
+           " bytes, over the limit of " + std::to_string(kMaxTensorBytes) +
+           " bytes (16 GiB) for one tensor";
+  return "";
+}
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   if (a == DType::boolean) return b;

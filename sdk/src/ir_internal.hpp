@@ -47,6 +47,17 @@ bool is_integral(DType t);  // i32, i64 (not bool)
 // numel of a shape, or -1 when it has a negative dimension or overflows int64 (corrupt input).
 int64_t checked_numel(const Shape& s);
 
+// The largest tensor a graph may hold, input or intermediate: 16 GiB (an H200 holds 141 GB; the
+// largest tensor of a 70B model is about 2 GB). Shapes come from user input (--code, config.json,
+// .pt/.pt2 files), so the Builder and verify() refuse a larger one by name before anything is
+// allocated for it: torch.randn(1000000,1000000) is an error, not a failed 4 TB allocation.
+// (docs/SECURITY.md lists it with the other bounds.)
+inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 34;
+
+// What is wrong with a tensor type's size ("" when nothing): a negative dimension, an element
+// count overflowing int64, or more than kMaxTensorBytes.
+std::string tensor_size_problem(const TensorType& t);
+
 // Compute nodes are everything except `input` and `constant`.
 inline bool is_compute(Op op) { return op != Op::input && op != Op::constant; }
 

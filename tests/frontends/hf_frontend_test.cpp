@@ -195,4 +195,42 @@ TEST_F(HfFrontendTest, BadOptionsAreNamed) {
   EXPECT_NE(load_error(request("x/y", {{"config", broken}})).find("num_hidden_layers"), std::string::npos);
 }
 
+// Sizes are bounded before anything is built (issue 21: num_hidden_layers 1000000000 built 5 GB
+// of graph, then bad_alloc): each bound's error names the field, its value and the limit.
+TEST_F(HfFrontendTest, HugeConfigNumbersAreRefusedByName) {
+  const std::string tiny = kTinyQwen3;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"\"num_hidden_layers\": 3", "\"num_hidden_layers\": 1000000000"},
+      {"\"hidden_size\": 256", "\"hidden_size\": 1048576"},
+      {"\"vocab_size\": 1000", "\"vocab_size\": 100000000"},
+      {"\"intermediate_size\": 512", "\"intermediate_size\": 9223372036854775807"},
+      {"\"num_attention_heads\": 4", "\"num_attention_heads\": 4096"},
+      {"\"head_dim\": 64", "\"head_dim\": 65536"},
+  };
+  for (const auto& [from, to] : cases) {
+    std::string text = tiny;
+    text.replace(text.find(from), from.size(), to);
+    const std::string key = from.substr(1, from.find('"', 1) - 1);
+    const std::string value = to.substr(to.rfind(' ') + 1);
+    auto path = write_config(key + ".json", text);
+    const auto started = std::chrono::steady_clock::now();
+    std::string msg = load_error(request("x/y", {{"config", path}, {"layer", "0"}, {"seq", "8"}}));
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2)) << key;
+    EXPECT_NE(msg.find("field '" + key + "' is " + value + ", over the limit of"),
+              std::string::npos)
+        << msg;
+  }
+  // Beyond int64: refused, never wrapped to a small number.
+  std::string text = tiny;
+  text.replace(text.find("\"vocab_size\": 1000"), 18, "\"vocab_size\": 18446744073709551615");
+  EXPECT_NE(load_error(request("x/y", {{"config", write_config("wrap.json", text)}}))
+                .find("out of range"),
+            std::string::npos);
+  // Not a file: a device or a folder is named, never read.
+  EXPECT_NE(load_error(request("x/y", {{"config", "/dev/zero"}})).find("not a regular file"),
+            std::string::npos);
+  EXPECT_NE(load_error(request("x/y", {{"config", home_.string()}})).find("not a regular file"),
+            std::string::npos);
+}
+
 }  // namespace

@@ -53,3 +53,35 @@ TEST(CodeSource, RewritesFunctionalAndDtypesOutsideStrings) {
   // A string literal is left alone.
   EXPECT_NE(code_to_torchscript("'torch.float32 F.x'").find("'torch.float32 F.x'"), std::string::npos);
 }
+
+// The bounds of a --code expression (issue 21: 7,000 nested parentheses overflowed the stack in
+// LibTorch's parser), checked on the text before LibTorch sees it.
+TEST(CodeSource, BoundsRefuseDeepOrHugeExpressions) {
+  using emmy::ts::check_code_bounds;
+  const auto message = [](const std::string& code) -> std::string {
+    try {
+      check_code_bounds(code);
+    } catch (const emmy::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string x = "torch.randn(2)";
+  // At the bound, fine; one level more, refused, whatever the bracket.
+  EXPECT_EQ(message(std::string(63, '(') + x + std::string(63, ')')), "");
+  EXPECT_NE(
+      message(std::string(64, '(') + x + std::string(64, ')')).find("nests deeper than 64 levels"),
+      std::string::npos);
+  EXPECT_NE(message(std::string(65, '[') + x).find("at character 65"), std::string::npos);
+  // Prefix operators recurse like brackets; binary ones do not nest, but chain.
+  EXPECT_NE(message(std::string(7000, '-') + x).find("nests deeper"), std::string::npos);
+  EXPECT_EQ(message("-(-(" + x + "))"), "");
+  EXPECT_EQ(message(x + "-" + x + "*-" + x), "");
+  std::string chain = x;
+  for (int i = 0; i < 513; ++i) chain += "+" + x;
+  EXPECT_NE(message(chain).find("more than 512 operators"), std::string::npos);
+  // Brackets and operators inside string literals are text.
+  EXPECT_EQ(message("torch.randn(2, device='" + std::string(500, '(') + "')"), "");
+  EXPECT_NE(message(std::string(16385, ' ')).find("16385 characters, over the limit of 16384"),
+            std::string::npos);
+}

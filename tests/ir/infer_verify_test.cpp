@@ -282,5 +282,43 @@ TEST(Verify, BuilderErrorsNameTheNode) {
   EXPECT_THROW(b.op(Op::softmax, {x}, {{"dim", 1.5}}), Error);
 }
 
+// Sizes come from user input: a tensor over kMaxTensorBytes is refused where it is built, naming
+// it, before anything could try to allocate it (issue 21: randn(1000000,1000000) was bad_alloc).
+TEST(Verify, TensorsOverTheSizeLimitAreRefusedByName) {
+  Graph g;
+  Builder b(g);
+  try {
+    b.input("arg0", T(DType::f32, {1000000, 1000000}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("input 'arg0': f32[1000000,1000000] needs 4000000000000 bytes, over the "
+                       "limit of 17179869184 bytes (16 GiB)"),
+              std::string::npos)
+        << msg;
+  }
+  // Exactly at the limit is allowed; one element more of a wider dtype is not.
+  EXPECT_NO_THROW(b.input("at_limit", T(DType::f32, {65536, 65536})));
+  EXPECT_THROW(b.input("over", T(DType::f64, {65536, 65536})), Error);
+  // An intermediate result is bounded too: an outer product of two small inputs.
+  auto col = b.input("col", T(DType::f32, {100000, 1}));
+  auto row = b.input("row", T(DType::f32, {1, 100000}));
+  try {
+    b.op(Op::matmul, {col, row}, {}, "outer");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'outer': the result f32[100000,100000] needs 40000000000 bytes"),
+              std::string::npos)
+        << msg;
+  }
+  Graph v;
+  Builder vb(v);
+  auto x = vb.input("x", T(DType::f32, {4, 4}));
+  v.outputs.push_back(x);
+  v.nodes[0].type.shape = {1 << 20, 1 << 20};  // as a corrupt stored graph could say
+  EXPECT_NE(verify(v).find("over the limit"), std::string::npos) << verify(v);
+}
+
 }  // namespace
 }  // namespace emmy::ir

@@ -85,6 +85,46 @@ TEST_F(PluginsCommand, EnvironmentPathIsSearchedToo) {
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("corrupt.emmy-manifest")));  // --kind filters
 }
 
+// A valid manifest may not choose what the host calls: one naming libz and its deflateEnd (which
+// segfaulted when called as an entry point) is refused at discovery, and libz under the SDK's
+// entry symbol is refused when loaded, since libz has no such function.
+TEST_F(PluginsCommand, ForeignLibraryAndEntrySymbolAreRefused) {
+  test::fs::copy_file(EMMY_LIBZ, dir_ / "libz_copy.so");
+  test::ManifestSpec deflate;
+  deflate.name = "zdeflate";
+  deflate.kind = "prior";
+  deflate.library = "libz_copy.so";
+  deflate.entry_symbol = "deflateEnd";
+  test::write_file(dir_ / "zdeflate.emmy-manifest", test::build_manifest(deflate));
+  test::ManifestSpec plain = deflate;
+  plain.name = "zplain";
+  plain.entry_symbol = EMMY_PLUGIN_ENTRY_SYMBOL;
+  test::write_file(dir_ / "zplain.emmy-manifest", test::build_manifest(plain));
+
+  auto list = emmy("plugins");
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_THAT(list.output, ::testing::ContainsRegex("zdeflate +prior +0\\.1\\.0 +refused"));
+  EXPECT_THAT(list.output, HasSubstr("entry symbol 'deflateEnd' is not emmy_plugin_info"));
+
+  auto check = emmy("plugins --check zdeflate");
+  EXPECT_EQ(check.exit_code, 1) << check.output;
+  EXPECT_THAT(check.output, HasSubstr("entry symbol 'deflateEnd'"));
+  auto no_entry = emmy("plugins --check zplain");
+  EXPECT_EQ(no_entry.exit_code, 1) << no_entry.output;
+  EXPECT_THAT(no_entry.output, HasSubstr("has no entry point 'emmy_plugin_info'"));
+
+  // The tune the issue saw crash: a bad-input exit naming the refusal, nothing called.
+  const path home = scratch_.sub("home");
+  for (const char* prior : {"zdeflate", "zplain"}) {
+    auto tune = test::run_command(
+        "env -u EMMY_PLUGIN_PATH EMMY_HOME=" + test::shell_quote(home.string()) + " " +
+        test::shell_quote(EMMY_BIN) + " --plugin-path " + test::shell_quote(dir_.string()) +
+        " tune Qwen/Qwen3-0.6B --layer 0 --seq 8 --backend cpu --no-progress --prior " + prior);
+    EXPECT_EQ(tune.exit_code, 2) << prior << ": " << tune.output;
+    EXPECT_THAT(tune.output, HasSubstr("(in --prior)")) << prior;
+  }
+}
+
 TEST_F(PluginsCommand, HelpAndBadUsage) {
   auto help = emmy("plugins --help");
   EXPECT_EQ(help.exit_code, 0);

@@ -258,7 +258,7 @@ TEST(Discovery, FieldChecksAfterVerification) {
     test::ManifestSpec spec;
     std::string expected;
   };
-  std::vector<Case> cases(5);
+  std::vector<Case> cases(6);
   cases[0].spec.kind = "optimizer";
   cases[0].expected = "unknown kind 'optimizer' (expected frontend, pass, backend or prior)";
   cases[1].spec.name = "Bad-Name";
@@ -268,7 +268,10 @@ TEST(Discovery, FieldChecksAfterVerification) {
   cases[3].spec.forks = {{"sideways", "tile"}};
   cases[3].expected = "fork 'tile' has kind 'sideways' (expected structural or in_place)";
   cases[4].spec.entry_symbol = "not a symbol";
-  cases[4].expected = "entry symbol 'not a symbol' is not a C identifier";
+  cases[4].expected = "entry symbol 'not a symbol' is not emmy_plugin_info";
+  cases[5].spec.entry_symbol = "deflateEnd";
+  cases[5].expected =
+      "entry symbol 'deflateEnd' is not emmy_plugin_info, the only entry point emmy calls";
   for (const auto& c : cases) {
     auto bytes = test::build_manifest(c.spec);
     PluginRecord r = parse_manifest(bytes.data(), bytes.size(), "/x/made_up.emmy-manifest");

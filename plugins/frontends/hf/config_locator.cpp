@@ -75,6 +75,10 @@ std::vector<std::string> shipped_config_dirs() {
 std::string locate_config(const std::string& source, const std::string& config_file,
                           const std::vector<std::string>& shipped_dirs) {
   if (!config_file.empty()) {
+    std::error_code ec;
+    if (fs::exists(config_file, ec) && !is_file(config_file))
+      throw Error("config file '" + config_file +
+                  "' is not a regular file (a config.json is a JSON file)");
     if (!is_file(config_file)) throw Error("config file '" + config_file + "' does not exist");
     return config_file;
   }

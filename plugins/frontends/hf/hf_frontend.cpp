@@ -17,6 +17,7 @@
 #include "decoder_graph.hpp"
 #include "emmy/plugin.hpp"
 #include "model_config.hpp"
+#include "request_options.hpp"
 
 namespace emmy::hf {
 
@@ -55,7 +56,17 @@ bool bool_option(const FrontendRequest& r, const std::string& key) {
   return v == "1" || v == "true" || v == "yes" || v == "on";
 }
 
+// A config.json is a few KB: a device (/dev/zero never ends), a folder or a huge file is named
+// as such before reading instead of hanging or filling memory.
+constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
+
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error("'" + path + "' is not a regular file (a config.json is a JSON file)");
+  if (const auto size = std::filesystem::file_size(path, ec); ec || size > kMaxConfigBytes)
+    throw Error("'" + path + "' is " + (ec ? "unreadable" : std::to_string(size) + " bytes") +
+                ", over the " + std::to_string(kMaxConfigBytes) + "-byte limit of a config.json");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read '" + path + "'");
   std::ostringstream s;
@@ -98,6 +109,8 @@ class HfFrontend final : public Frontend {
 
   Status load(const FrontendRequest& r, ir::Graph& graph) noexcept override {
     return guard([&] {
+      frontends::refuse_request_options(r, {"input-shape", "trust"},
+                                        "a model id (it is for .pt and .pt2 files)");
       std::string path = locate_config(r.source, option(r, "config"), shipped_config_dirs());
       DecoderConfig config = parse_decoder_config(read_file(path), path);
       DecoderShape shape;

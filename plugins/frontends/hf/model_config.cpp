@@ -1,7 +1,9 @@
 #include "model_config.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "emmy/status.hpp"
 
@@ -20,12 +22,34 @@ std::string joined_supported() {
   return s;
 }
 
+// Upper bounds of the sizes a config may give, far above every released decoder (Llama 3 405B:
+// 126 layers, hidden 16384, intermediate 53248, vocab 128256; Gemma: vocab 262144) and far below
+// what would make the graph itself exhaust memory before any tensor is allocated: a config with
+// num_hidden_layers 1000000000 once built 5 GB of graph and then failed with bad_alloc.
+struct Bound {
+  const char* key;
+  int64_t max;
+};
+constexpr Bound kBounds[] = {
+    {"hidden_size", 65536},        {"num_hidden_layers", 1024}, {"num_attention_heads", 1024},
+    {"num_key_value_heads", 1024}, {"head_dim", 4096},          {"intermediate_size", 1 << 20},
+    {"vocab_size", 1 << 22},
+};
+
 int64_t required_int(const nlohmann::json& j, const char* key, const std::string& origin) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number_integer())
     throw Error(origin + ": field '" + key + "' is " + (it == j.end() ? "missing" : "not an integer"));
+  // An unsigned value beyond int64 would wrap to a negative one (or a small one) in get<int64_t>.
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw Error(origin + ": field '" + key + "' is " + it->dump() + ", out of range");
   int64_t v = it->get<int64_t>();
   if (v <= 0) throw Error(origin + ": field '" + key + "' must be positive, got " + std::to_string(v));
+  for (const Bound& b : kBounds)
+    if (std::string_view(key) == b.key && v > b.max)
+      throw Error(origin + ": field '" + key + "' is " + std::to_string(v) +
+                  ", over the limit of " + std::to_string(b.max) +
+                  " (no decoder this frontend builds has more; docs/SECURITY.md)");
   return v;
 }
 

@@ -11,6 +11,7 @@
 #include "emmy/plugin.hpp"
 #include "input_spec.hpp"
 #include "program_converter.hpp"
+#include "request_options.hpp"
 
 namespace emmy::pt2 {
 
@@ -33,6 +34,10 @@ class Pt2Frontend final : public Frontend {
       std::error_code ec;
       if (!std::filesystem::is_regular_file(r.source, ec))
         throw Error("'" + r.source + "' does not exist");
+      frontends::refuse_request_options(r,
+                                        {"layer", "batch", "seq", "dtype", "config", "embedding"},
+                                        "a .pt2 file (it is for model ids)");
+      frontends::refuse_request_options(r, {"trust"}, "a .pt2 file (nothing in it is run)");
       Archive archive(r.source);
       ConvertOptions options;
       auto spec = r.options.find("input-shape");

@@ -1,7 +1,10 @@
 #include "code_source.hpp"
 
+#include <cstring>
 #include <map>
 #include <regex>
+
+#include "emmy/status.hpp"
 
 namespace emmy::ts {
 
@@ -37,6 +40,53 @@ std::string rewrite_code_part(const std::string& code) {
 }
 
 }  // namespace
+
+void check_code_bounds(const std::string& expression) {
+  if (expression.size() > kMaxCodeBytes)
+    throw Error("--code is " + std::to_string(expression.size()) +
+                " characters, over the limit of " + std::to_string(kMaxCodeBytes));
+  int depth = 0, unary_run = 0, operators = 0;
+  char quote = 0;
+  bool operand_before = false;  // the previous token ends an operand: a following - is binary
+  for (size_t i = 0; i < expression.size(); ++i) {
+    const char c = expression[i];
+    if (quote) {
+      if (c == quote) quote = 0, operand_before = true;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    const int before = depth + unary_run;
+    if (c == '\'' || c == '"') {
+      quote = c;
+      unary_run = 0;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+      operand_before = false;
+    } else if (c == ')' || c == ']' || c == '}') {
+      depth = depth > 0 ? depth - 1 : 0;
+      unary_run = 0;
+      operand_before = true;
+    } else if ((c == '-' || c == '+' || c == '~') && !operand_before) {
+      ++unary_run;
+    } else if (c != 0 && std::strchr("+-*/%@&|^<>=!", c)) {
+      ++operators;
+      operand_before = false;
+    } else if (c == ',' || c == ':') {
+      operand_before = false;
+    } else {
+      unary_run = 0;
+      operand_before = true;
+    }
+    if (depth + unary_run > kMaxCodeNesting && before <= kMaxCodeNesting)
+      throw Error("--code nests deeper than " + std::to_string(kMaxCodeNesting) +
+                  " levels (brackets and prefix operators) at character " + std::to_string(i + 1) +
+                  "; the limit keeps LibTorch's parser from overflowing the stack");
+    if (operators > kMaxCodeOperators)
+      throw Error("--code has more than " + std::to_string(kMaxCodeOperators) +
+                  " operators (at character " + std::to_string(i + 1) +
+                  "); the limit keeps LibTorch's compiler from overflowing the stack");
+  }
+}
 
 std::string code_to_torchscript(const std::string& expression) {
   // Rewrite only outside string literals ('cuda' must stay as it is).

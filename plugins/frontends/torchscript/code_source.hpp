@@ -12,4 +12,14 @@ namespace emmy::ts {
 // is left alone.
 std::string code_to_torchscript(const std::string& expression);
 
+// Bounds of a --code expression, checked before LibTorch parses it: its parser and compiler
+// recurse once per nesting level and per chained operator with no limit of their own, so 7,000
+// nested parentheses overflowed the stack (SIGSEGV). Far above any expression written by hand.
+inline constexpr size_t kMaxCodeBytes = 16384;
+inline constexpr int kMaxCodeNesting = 64;     // ( [ { levels, plus a run of prefix - + ~ not
+inline constexpr int kMaxCodeOperators = 512;  // binary operators outside string literals
+
+// Throws emmy::Error naming the bound and where the expression exceeds it.
+void check_code_bounds(const std::string& expression);
+
 }  // namespace emmy::ts

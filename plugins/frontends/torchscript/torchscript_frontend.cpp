@@ -1,10 +1,13 @@
 // The `torchscript` frontend: inline PyTorch expressions (--code) and TorchScript files (.pt)
-// through LibTorch's TorchScript compiler and loader. Nothing is executed.
+// through LibTorch's TorchScript compiler and loader. Nothing from the source is executed: an
+// expression is compiled, never run, and a file carrying code that loading would run
+// (__setstate__) is refused unless the user says it is trusted (load_hooks.hpp).
 //
 // Request options:
 //   input-shape  shapes of a .pt file's inputs, "1x128x64:f32,1x128:i64" (default: the file's
 //                extra file "emmy_input_shapes", same format or JSON [{"shape": [..], "dtype": ".."}])
 //   method       the module method to convert (default forward)
+//   trust        "1": the .pt file is trusted, its load-time code may run (--trust)
 #include <torch/jit.h>
 #include <torch/script.h>
 #include <torch/csrc/jit/api/function_impl.h>
@@ -16,6 +19,8 @@
 #include "emmy/plugin.hpp"
 #include "graph_converter.hpp"
 #include "input_spec.hpp"
+#include "load_hooks.hpp"
+#include "request_options.hpp"
 
 namespace emmy::ts {
 
@@ -34,6 +39,8 @@ bool is_torchscript_path(const std::string& source) {
 }
 
 void load_code(const std::string& code, ir::Graph& out) {
+  // Before LibTorch's parser sees it: its recursion has no depth limit of its own.
+  check_code_bounds(code);
   std::string source = code_to_torchscript(code);
   std::shared_ptr<torch::jit::CompilationUnit> unit;
   try {
@@ -52,6 +59,9 @@ void load_code(const std::string& code, ir::Graph& out) {
 void load_file(const std::string& path, const FrontendRequest& r, ir::Graph& out) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw Error("TorchScript file '" + path + "' does not exist");
+  frontends::refuse_request_options(r, {"layer", "batch", "seq", "dtype", "config", "embedding"},
+                                    "a TorchScript file (it is for model ids)");
+  refuse_load_hooks(path, option(r, "trust") == "1");
   torch::jit::ExtraFilesMap extra{{kShapesExtraFile, ""}};
   torch::jit::Module module;
   try {
