@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -116,6 +117,24 @@ rocksdb::Options checked_options(const std::string& info_log_file,
   return options;
 }
 
+std::string acked_file(const std::string& path) { return path + "/EMMY-ACKED"; }
+
+rocksdb::Status errno_status(int err) {
+  if (err == ENOSPC || err == EDQUOT) return rocksdb::Status::NoSpace(std::strerror(err));
+  return rocksdb::Status::IOError(std::strerror(err));
+}
+
+// Files only a RocksDB database leaves: a folder holding them is a database, whatever is gone.
+bool has_database_files(const std::string& path) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("MANIFEST-", 0) == 0 || name.ends_with(".sst") || name.ends_with(".log"))
+      return true;
+  }
+  return false;
+}
+
 // Whether a process holds the database's LOCK (RocksDB's writer takes an fcntl write lock on it).
 bool writer_running(const std::string& path) {
   int fd = ::open((path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
@@ -173,6 +192,8 @@ std::unique_ptr<TuningStore> TuningStore::open_writer(const std::string& path) {
   std::error_code ec;
   fs::create_directories(path, ec);  // for the info log; RocksDB would create it anyway
 
+  // Read before the open: what was acknowledged up to now must all be there after it.
+  const std::optional<uint64_t> acked = read_acked(acked_file(path));
   rocksdb::Options options = checked_options(path + "/LOG", store->h_->listener);
   options.create_if_missing = true;
   options.create_missing_column_families = true;
@@ -197,13 +218,23 @@ std::unique_ptr<TuningStore> TuningStore::open_writer(const std::string& path) {
   store->h_->db.reset(raw);
   for (auto* h : store->h_->all) store->h_->by_name[h->GetName()] = h;
   store->verify_tables();
+  if (rocksdb::Status lost = store->check_acked(acked); !lost.ok()) store->fail("open", lost);
+  store->acked_ = std::make_unique<AckedWrites>(acked_file(path));
+  if (int err = store->acked_->error())
+    store->fail("creating " + acked_file(path), errno_status(err));
   return store;
 }
 
 std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(fs::path(path) / "CURRENT", ec))
+  if (!fs::exists(fs::path(path) / "CURRENT", ec)) {
+    if (has_database_files(path))
+      throw DatabaseCorrupt("tuning database " + path +
+                            " is corrupt (its CURRENT file is missing, its other files are "
+                            "there); its files were left as they are, nothing was repaired or "
+                            "deleted: keep a copy, then move it aside or pass another --db");
     throw DatabaseMissing("no tuning database at " + path + "; run emmy tune first");
+  }
   std::unique_ptr<TuningStore> store(new TuningStore(path, true));
 
   // A secondary instance keeps its own (info log) files in a folder of its own, so reading
@@ -223,6 +254,9 @@ std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
   // A writer flushing or rolling its log at the same moment can make one attempt miss a file
   // (at open or in the check of the table files after it).
   for (int attempt = 0; attempt < 3; ++attempt) {
+    // Read before the open, as for the writer: a writer acknowledging more meanwhile only adds
+    // rows beyond what this reader must see.
+    const std::optional<uint64_t> acked = read_acked(acked_file(path));
     rocksdb::DB* raw = nullptr;
     auto listener = store->h_->listener;
     store->h_ = std::make_unique<Handles>();
@@ -232,9 +266,12 @@ std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
     if (s.ok()) {
       store->h_->db.reset(raw);
       s = store->missing_tables();
+      if (s.ok()) s = store->check_acked(acked);
       if (s.ok()) break;
     }
-    if (!(s.IsIOError() || s.IsPathNotFound() || contains(s, "No such file"))) break;
+    if (!(s.IsIOError() || s.IsPathNotFound() || contains(s, "No such file") ||
+          writer_running(path)))
+      break;
   }
   if (!s.ok()) store->fail("open for reading", s);
   for (auto* h : store->h_->all) store->h_->by_name[h->GetName()] = h;
@@ -265,6 +302,15 @@ rocksdb::Status TuningStore::missing_tables() const {
     delete raw;
   }
   return s;
+}
+
+rocksdb::Status TuningStore::check_acked(std::optional<uint64_t> acked) const {
+  const uint64_t last = h_->db->GetLatestSequenceNumber();
+  if (!acked || last >= *acked) return rocksdb::Status::OK();
+  return rocksdb::Status::Corruption(
+      "the database ends at write sequence " + std::to_string(last) + " but writes up to " +
+      std::to_string(*acked) + " were acknowledged (" + acked_file(path_) +
+      "): its log or MANIFEST lost acknowledged writes");
 }
 
 // Reads every block of every table file against its checksum, so damage anywhere is reported
@@ -530,6 +576,9 @@ void TuningStore::write_batch(rocksdb::WriteBatch& batch, const char* what) {
   throw_if_failed();
   rocksdb::Status s = h_->db->Write(synced(), &batch);
   if (!s.ok()) fail(what, s);
+  std::lock_guard<std::mutex> lock(acked_mutex_);
+  if (int err = acked_->record(h_->db->GetLatestSequenceNumber()))
+    fail(std::string("recording the ") + what + " in " + acked_file(path_), errno_status(err));
 }
 
 void TuningStore::put_measurement(const MeasurementRecord& in) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "emmy/status.hpp"
+#include "store/acked_writes.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
 
@@ -163,6 +164,8 @@ class TuningStore {
   void throw_if_failed() const;
   rocksdb::Status missing_tables() const;
   void verify_tables() const;
+  // Damage when the database ends below the acknowledged writes recorded before it opened.
+  rocksdb::Status check_acked(std::optional<uint64_t> acked) const;
   void require_writer(const char* what) const;
 
   std::string path_;
@@ -174,6 +177,8 @@ class TuningStore {
   std::function<void(const std::string&)> warn_;
   mutable std::mutex failed_mutex_;
   mutable std::exception_ptr failed_;  // the first write failure or corruption met
+  std::mutex acked_mutex_;
+  std::unique_ptr<AckedWrites> acked_;  // writer only
 };
 
 }  // namespace emmy::store
