@@ -4,6 +4,8 @@
 #include <rocksdb/listener.h>
 #include <rocksdb/metadata.h>
 #include <rocksdb/options.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/table_properties.h>
 #include <rocksdb/write_batch.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -187,13 +189,96 @@ TuningStore::~TuningStore() {
   }
 }
 
+// Whether the database at `path` is whole, checked through a read-only instance that changes
+// no file (a writer's open would first replay its log into a new table and write a new
+// MANIFEST, and delete the table files the MANIFEST does not list). At that open RocksDB
+// finds every table file the MANIFEST lists and compares its size, and replays the log with
+// the recovery mode above; then every block of every table is read against its checksum
+// (tuning databases are megabytes: milliseconds), and the database must reach the writes
+// acknowledged before (EMMY-ACKED, read before the open). Only when no writer holds the
+// database: RocksDB's read-only instances are not meant to be opened beside a writer (and that
+// writer checked the same at its own open).
+rocksdb::Status TuningStore::check_whole(const std::string& info_log_file) const {
+  if (writer_running(path_)) return rocksdb::Status::OK();
+  const std::optional<uint64_t> acked = read_acked(acked_file(path_));
+  rocksdb::Options options = checked_options(info_log_file, h_->listener);
+  options.max_open_files = -1;  // open every table file now
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : column_families_to_open(options, path_))
+    descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(options), path_,
+                                                   descriptors, &handles, &raw);
+  if (s.ok()) s = raw->VerifyChecksum();
+  if (s.ok()) s = reaches_acked(raw->GetLatestSequenceNumber(), acked);
+  if (s.ok()) s = unlisted_tables(*raw, handles, options);
+  if (raw) {
+    for (auto* h : handles) raw->DestroyColumnFamilyHandle(h);
+    raw->Close().PermitUncheckedError();
+    delete raw;
+  }
+  return s;
+}
+
+// A table file in the folder that the MANIFEST does not list is either left by a crash between
+// writing a flush's table and recording it (its rows are still in the log, so the database has
+// them all) or a table whose record the MANIFEST lost (a cut MANIFEST: its rows are gone from
+// the database, and a writer's open would delete the file). Tell them apart by the rows.
+rocksdb::Status TuningStore::unlisted_tables(
+    rocksdb::DB& db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
+    const rocksdb::Options& options) const {
+  std::vector<rocksdb::LiveFileMetaData> live;
+  db.GetLiveFilesMetaData(&live);
+  std::set<std::string> listed;
+  for (const auto& f : live) listed.insert(fs::path(f.name).filename().string());
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(".sst") || listed.count(name)) continue;
+    rocksdb::SstFileReader reader(options);
+    rocksdb::Status s = reader.Open(entry.path().string());
+    if (!s.ok()) continue;  // not a table a flush finished: nothing of it was ever listed
+    auto props = reader.GetTableProperties();
+    rocksdb::ColumnFamilyHandle* cf = nullptr;
+    for (auto* h : handles)
+      if (props && h->GetName() == props->column_family_name) cf = h;
+    std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(checked_read()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      std::string value;
+      rocksdb::Status got =
+          cf ? db.Get(checked_read(), cf, it->key(), &value) : rocksdb::Status::NotFound();
+      if (got.IsNotFound())
+        return rocksdb::Status::Corruption("table file " + entry.path().string() +
+                                           " is not listed in the MANIFEST but holds rows the "
+                                           "database does not have: the MANIFEST lost records");
+      if (!got.ok()) return got;
+    }
+  }
+  return rocksdb::Status::OK();
+}
+
+rocksdb::Status TuningStore::reaches_acked(uint64_t last, std::optional<uint64_t> acked) const {
+  if (!acked || last >= *acked) return rocksdb::Status::OK();
+  return rocksdb::Status::Corruption(
+      "the database ends at write sequence " + std::to_string(last) + " but writes up to " +
+      std::to_string(*acked) + " were acknowledged (" + acked_file(path_) +
+      "): its log or MANIFEST lost acknowledged writes");
+}
+
 std::unique_ptr<TuningStore> TuningStore::open_writer(const std::string& path) {
   std::unique_ptr<TuningStore> store(new TuningStore(path, false));
   std::error_code ec;
   fs::create_directories(path, ec);  // for the info log; RocksDB would create it anyway
 
-  // Read before the open: what was acknowledged up to now must all be there after it.
-  const std::optional<uint64_t> acked = read_acked(acked_file(path));
+  // A damaged database is refused before RocksDB's open would touch its files.
+  if (fs::exists(fs::path(path) / "CURRENT", ec)) {
+    if (rocksdb::Status s = store->check_whole(path + "/LOG"); !s.ok()) store->fail("check", s);
+  } else if (has_database_files(path)) {
+    store->fail("open", rocksdb::Status::Corruption(
+                            "its CURRENT file is missing, its other files are there"));
+  }
+
   rocksdb::Options options = checked_options(path + "/LOG", store->h_->listener);
   options.create_if_missing = true;
   options.create_missing_column_families = true;
@@ -217,8 +302,6 @@ std::unique_ptr<TuningStore> TuningStore::open_writer(const std::string& path) {
   }
   store->h_->db.reset(raw);
   for (auto* h : store->h_->all) store->h_->by_name[h->GetName()] = h;
-  store->verify_tables();
-  if (rocksdb::Status lost = store->check_acked(acked); !lost.ok()) store->fail("open", lost);
   store->acked_ = std::make_unique<AckedWrites>(acked_file(path));
   if (int err = store->acked_->error())
     store->fail("creating " + acked_file(path), errno_status(err));
@@ -244,6 +327,11 @@ std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
     throw emmy::Error("cannot create a temporary folder for reading " + path);
   store->secondary_dir_ = tmpl;
 
+  // A secondary instance tolerates missing table files (it expects its writer to delete files
+  // under it): without a writer, the read-only check finds them.
+  if (rocksdb::Status s = store->check_whole(tmpl + "/LOG.check"); !s.ok())
+    store->fail("open for reading", s);
+
   rocksdb::Options options = checked_options(tmpl + "/LOG", store->h_->listener);
   options.max_open_files = -1;  // required by secondary instances
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
@@ -251,11 +339,10 @@ std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
     descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
 
   rocksdb::Status s;
-  // A writer flushing or rolling its log at the same moment can make one attempt miss a file
-  // (at open or in the check of the table files after it).
+  // A writer flushing or rolling its log at the same moment can make one attempt miss a file.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    // Read before the open, as for the writer: a writer acknowledging more meanwhile only adds
-    // rows beyond what this reader must see.
+    // Read before the open: a writer acknowledging more meanwhile only adds rows beyond what
+    // this reader must see.
     const std::optional<uint64_t> acked = read_acked(acked_file(path));
     rocksdb::DB* raw = nullptr;
     auto listener = store->h_->listener;
@@ -265,8 +352,8 @@ std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
                                      descriptors, &store->h_->all, &raw);
     if (s.ok()) {
       store->h_->db.reset(raw);
-      s = store->missing_tables();
-      if (s.ok()) s = store->check_acked(acked);
+      s = raw->VerifyChecksum();
+      if (s.ok()) s = store->reaches_acked(raw->GetLatestSequenceNumber(), acked);
       if (s.ok()) break;
     }
     if (!(s.IsIOError() || s.IsPathNotFound() || contains(s, "No such file") ||
@@ -275,50 +362,7 @@ std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
   }
   if (!s.ok()) store->fail("open for reading", s);
   for (auto* h : store->h_->all) store->h_->by_name[h->GetName()] = h;
-  store->verify_tables();
   return store;
-}
-
-// Every table file the database lists must be there whole. A secondary instance does not check
-// this (it expects its writer to delete files under it), so a read would skip what a missing
-// table held. When no writer holds the database, a read-only open checks it: at open RocksDB
-// finds every table file the MANIFEST lists and compares its size. (While a writer runs, that
-// writer checked the same at its own open, and RocksDB's read-only instances are not meant to
-// be opened beside a writer.)
-rocksdb::Status TuningStore::missing_tables() const {
-  if (writer_running(path_)) return rocksdb::Status::OK();
-  rocksdb::Options options = checked_options(secondary_dir_ + "/LOG.check", h_->listener);
-  options.max_open_files = -1;  // open every table file now
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : column_families_to_open(options, path_))
-    descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(options), path_,
-                                                   descriptors, &handles, &raw);
-  if (raw) {
-    for (auto* h : handles) raw->DestroyColumnFamilyHandle(h);
-    raw->Close().PermitUncheckedError();
-    delete raw;
-  }
-  return s;
-}
-
-rocksdb::Status TuningStore::check_acked(std::optional<uint64_t> acked) const {
-  const uint64_t last = h_->db->GetLatestSequenceNumber();
-  if (!acked || last >= *acked) return rocksdb::Status::OK();
-  return rocksdb::Status::Corruption(
-      "the database ends at write sequence " + std::to_string(last) + " but writes up to " +
-      std::to_string(*acked) + " were acknowledged (" + acked_file(path_) +
-      "): its log or MANIFEST lost acknowledged writes");
-}
-
-// Reads every block of every table file against its checksum, so damage anywhere is reported
-// at open by the command that opens it, not only by one that happens to read that block.
-// Tuning databases are small (megabytes): this costs milliseconds.
-void TuningStore::verify_tables() const {
-  rocksdb::Status s = h_->db->VerifyChecksum();
-  if (!s.ok()) fail("checksum verification", s);
 }
 
 void TuningStore::refresh() {

@@ -39,6 +39,7 @@ namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
 class Status;
+struct Options;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -162,10 +163,13 @@ class TuningStore {
   // Throws the classified error for a failed RocksDB call (and latches it for writes).
   [[noreturn]] void fail(const std::string& what, const rocksdb::Status& s) const;
   void throw_if_failed() const;
-  rocksdb::Status missing_tables() const;
-  void verify_tables() const;
-  // Damage when the database ends below the acknowledged writes recorded before it opened.
-  rocksdb::Status check_acked(std::optional<uint64_t> acked) const;
+  rocksdb::Status check_whole(const std::string& info_log_file) const;
+  rocksdb::Status unlisted_tables(rocksdb::DB& db,
+                                  const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
+                                  const rocksdb::Options& options) const;
+  // Damage when the database ends (at `last`) below the acknowledged writes recorded before it
+  // opened.
+  rocksdb::Status reaches_acked(uint64_t last, std::optional<uint64_t> acked) const;
   void require_writer(const char* what) const;
 
   std::string path_;
