@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+
 #include "store/crc32.hpp"
 
 namespace emmy::store {
@@ -103,8 +104,7 @@ int AckedWrites::record(uint64_t sequence) {
   highest_ = std::max(highest_, sequence);
   unsigned char slot[kSlot];
   encode(highest_, slot);
-  if (!write_all(fd_, slot, kSlot, static_cast<off_t>(next_slot_ * kSlot)) ||
-      ::fdatasync(fd_) != 0)
+  if (!write_all(fd_, slot, kSlot, static_cast<off_t>(next_slot_ * kSlot)) || ::fdatasync(fd_) != 0)
     return errno ? errno : EIO;
   next_slot_ ^= 1u;
   return 0;

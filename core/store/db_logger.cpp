@@ -37,10 +37,10 @@ class InfoLog : public rocksdb::Logger {
     char line[4096];
     auto now = std::chrono::system_clock::now();
     std::time_t secs = std::chrono::system_clock::to_time_t(now);
-    auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch())
-                      .count() %
-                  1000000;
-    std::tm tm {};
+    auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+        1000000;
+    std::tm tm{};
     ::gmtime_r(&secs, &tm);
     int n = std::snprintf(line, sizeof line, "%04d/%02d/%02d-%02d:%02d:%02d.%06lld ",
                           tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,

@@ -164,6 +164,7 @@ class TuningStore {
   [[noreturn]] void fail(const std::string& what, const rocksdb::Status& s) const;
   void throw_if_failed() const;
   rocksdb::Status check_whole(const std::string& info_log_file) const;
+  rocksdb::Status check_whole_settled(const std::string& info_log_file) const;
   rocksdb::Status unlisted_tables(rocksdb::DB& db,
                                   const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
                                   const rocksdb::Options& options) const;

@@ -46,8 +46,8 @@ bool stable(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> fixed_damage_names() {
-  return {"delete_sst",    "flip_sst",      "flip_wal_middle", "flip_wal_last_record",
-          "flip_manifest", "truncate_sst",  "truncate_wal",    "truncate_wal_tail",
+  return {"delete_sst",        "flip_sst",      "flip_wal_middle", "flip_wal_last_record",
+          "flip_manifest",     "truncate_sst",  "truncate_wal",    "truncate_wal_tail",
           "truncate_manifest", "delete_current"};
 }
 
@@ -61,17 +61,28 @@ Damage apply_fixed_damage(const std::string& name, const std::string& db) {
   const std::string& wal = wals.back();
   const std::string& manifest = manifests.back();
   const size_t wal_size = fs::file_size(wal);
-  if (name == "delete_sst") fs::remove(sst);
-  else if (name == "flip_sst") flip(sst, 100, 8);
-  else if (name == "flip_wal_middle") flip(wal, wal_size / 2, 8);
-  else if (name == "flip_wal_last_record") flip(wal, wal_size - 20, 8);
-  else if (name == "flip_manifest") flip(manifest, fs::file_size(manifest) / 2, 8);
-  else if (name == "truncate_sst") fs::resize_file(sst, fs::file_size(sst) / 2);
-  else if (name == "truncate_wal") fs::resize_file(wal, wal_size / 2);
-  else if (name == "truncate_wal_tail") fs::resize_file(wal, wal_size - 10);
-  else if (name == "truncate_manifest") fs::resize_file(manifest, fs::file_size(manifest) / 2);
-  else if (name == "delete_current") fs::remove(db + "/CURRENT");
-  else throw std::runtime_error("no damage named " + name);
+  if (name == "delete_sst")
+    fs::remove(sst);
+  else if (name == "flip_sst")
+    flip(sst, 100, 8);
+  else if (name == "flip_wal_middle")
+    flip(wal, wal_size / 2, 8);
+  else if (name == "flip_wal_last_record")
+    flip(wal, wal_size - 20, 8);
+  else if (name == "flip_manifest")
+    flip(manifest, fs::file_size(manifest) / 2, 8);
+  else if (name == "truncate_sst")
+    fs::resize_file(sst, fs::file_size(sst) / 2);
+  else if (name == "truncate_wal")
+    fs::resize_file(wal, wal_size / 2);
+  else if (name == "truncate_wal_tail")
+    fs::resize_file(wal, wal_size - 10);
+  else if (name == "truncate_manifest")
+    fs::resize_file(manifest, fs::file_size(manifest) / 2);
+  else if (name == "delete_current")
+    fs::remove(db + "/CURRENT");
+  else
+    throw std::runtime_error("no damage named " + name);
   return {name, true};
 }
 
@@ -91,13 +102,15 @@ Damage apply_random_damage(const std::string& db, std::mt19937& rng) {
     case 1: {
       const size_t at = rng() % size, n = 1 + rng() % 8;
       flip(file, at, n);
-      return {"flip " + std::to_string(n) + " bytes of " + name + " at " + std::to_string(at), true};
+      return {"flip " + std::to_string(n) + " bytes of " + name + " at " + std::to_string(at),
+              true};
     }
     case 2: {
       const size_t keep = rng() % size;
       fs::resize_file(file, keep);
-      return {"cut " + name + " to " + std::to_string(keep) + " of " + std::to_string(size) + " bytes",
-              true};
+      return {
+          "cut " + name + " to " + std::to_string(keep) + " of " + std::to_string(size) + " bytes",
+          true};
     }
     default:
       fs::remove(file);
@@ -121,18 +134,17 @@ void copy_folder(const std::string& from, const std::string& to) {
 
 Rows read_rows(const std::string& db, const std::vector<std::string>& env) {
   Rows rows;
-  Completed v =
-      run({EMMY_BIN, "eval", "variants", "--kernel", "matmul", "--json", "--limit", "0", "--db", db},
-          env);
+  Completed v = run(
+      {EMMY_BIN, "eval", "variants", "--kernel", "matmul", "--json", "--limit", "0", "--db", db},
+      env);
   rows.exit_code = v.exit_code;
   rows.err = v.err;
   if (v.exit_code != 0) return rows;
   for (const auto& group : nlohmann::json::parse(v.out))
     for (const auto& row : group["variants"])
-      rows.measurements.insert(group["env"].get<std::string>() + "|" +
-                               group["structural_key"].get<std::string>() + "|" +
-                               row["regime"].get<std::string>() + "|" +
-                               row["config_key"].get<std::string>());
+      rows.measurements.insert(
+          group["env"].get<std::string>() + "|" + group["structural_key"].get<std::string>() + "|" +
+          row["regime"].get<std::string>() + "|" + row["config_key"].get<std::string>());
   Completed r = run({EMMY_BIN, "eval", "runs", "--json", "--db", db}, env);
   rows.exit_code = r.exit_code;
   rows.err = r.err;

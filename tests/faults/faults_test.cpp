@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -28,7 +29,8 @@ namespace {
 
 constexpr const char* kExprA = "torch.matmul(torch.randn(64,64), torch.randn(64,64))";
 constexpr const char* kExprB = "torch.matmul(torch.randn(32,64), torch.randn(64,32))";
-constexpr const char* kExprC = "torch.matmul(torch.randn(48,96), torch.randn(96,48))";
+constexpr const char* kExprC =
+    "torch.matmul(torch.randn(48,96), torch.randn(96,48))";  // a full disk
 
 int env_count(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -36,9 +38,11 @@ int env_count(const char* name, int fallback) {
 }
 
 std::vector<std::string> tune_args(const std::string& expr, int patience, const std::string& db) {
-  return {EMMY_BIN,  "tune",      "--backend", "cpu",   "--code", expr, "--patience",
-          std::to_string(patience), "--samples", "3", "--warmup", "1", "--prior", "roofline",
-          "--no-progress", "--db", db};
+  return {EMMY_BIN,    "tune",     "--backend",     "cpu",
+          "--code",    expr,       "--patience",    std::to_string(patience),
+          "--samples", "3",        "--warmup",      "1",
+          "--prior",   "roofline", "--no-progress", "--db",
+          db};
 }
 
 // Every damage case copies one base database: two small tunes, so it has table files (the
@@ -68,6 +72,7 @@ class Faults : public ::testing::Test {
     auto files = emmy::test::snapshot_files(db);
     Rows rows = emmy::test::read_rows(db, env());
     bool reported = rows.exit_code == 4;
+    ++(reported ? reported_ : read_whole_);
     if (rows.exit_code >= 128) ++crashes_;
     EXPECT_LT(rows.exit_code, 128) << what << ": the reader crashed\n" << rows.err;
     if (reported) {
@@ -80,6 +85,7 @@ class Faults : public ::testing::Test {
       EXPECT_TRUE(whole) << what << ": exit " << rows.exit_code << ", " << missing << "\n"
                          << rows.err;
       EXPECT_FALSE(must_be_reported) << what << ": not reported as corrupt";
+      if (whole) std::cout << "read whole after: " << what << "\n";
     }
     for (const char* report : {"failures", "runs"}) {
       Completed c = emmy::test::run({EMMY_BIN, "eval", report, "--db", db}, env());
@@ -100,12 +106,13 @@ class Faults : public ::testing::Test {
 
   static emmy::test::TempDir* home_;
   static std::string base_;
-  static int cases_, crashes_, silent_partial_, rows_lost_;
+  static int cases_, crashes_, silent_partial_, rows_lost_, reported_, read_whole_;
 };
 
 emmy::test::TempDir* Faults::home_ = nullptr;
 std::string Faults::base_;
-int Faults::cases_ = 0, Faults::crashes_ = 0, Faults::silent_partial_ = 0, Faults::rows_lost_ = 0;
+int Faults::cases_ = 0, Faults::crashes_ = 0, Faults::silent_partial_ = 0, Faults::rows_lost_ = 0,
+    Faults::reported_ = 0, Faults::read_whole_ = 0;
 
 TEST_F(Faults, DamagedCopiesAreReportedCorruptByEveryReaderAndWriter) {
   ASSERT_NO_FATAL_FAILURE(make_base());
@@ -134,7 +141,8 @@ TEST_F(Faults, DamagedCopiesAreReportedCorruptByEveryReaderAndWriter) {
     fs::remove_all(db);
   }
   EXPECT_TRUE(emmy::test::snapshot_files(base_) == base_files) << "the original was changed";
-  std::cout << "faults: damage cases=" << cases_ << " crashes=" << crashes_
+  std::cout << "faults: damage cases=" << cases_ << " (reported corrupt " << reported_
+            << ", every row read " << read_whole_ << ") crashes=" << crashes_
             << " silent partial reads=" << silent_partial_ << "\n";
 }
 
@@ -217,11 +225,16 @@ TEST_F(Faults, SigkillsOfTheTuneAndItsWorkersLoseNoStoredRow) {
   const int kills = env_count("EMMY_FAULTS_KILLS", 3);
   const std::string db = home_->path() + "/killed.db";
   std::mt19937 rng(static_cast<unsigned>(env_count("EMMY_FAULTS_SEED", 21)));
-  const char* exprs[] = {kExprA, kExprB, kExprC};
+  // A new shape each time, so that every tune has kernels to build and measure when it is
+  // killed (a re-run of a source tuned before launches nothing and ends at once).
+  auto expr_of = [](int k) {
+    return "torch.matmul(torch.randn(" + std::to_string(16 + 4 * k) + ",64), torch.randn(64,32))";
+  };
   Rows seen;  // every row read so far
+  int tune_kills = 0, worker_kills = 0, finished_first = 0;
   for (int k = 0; k < kills; ++k) {
-    const char* expr = exprs[k % 3];
-    pid_t pid = emmy::test::start(tune_args(expr, 4 + k % 3, db), env(),
+    const std::string expr = expr_of(k);
+    pid_t pid = emmy::test::start(tune_args(expr, 4, db), env(),
                                   home_->path() + "/kill" + std::to_string(k),
                                   /*own_group=*/true);
     std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 3000));
@@ -231,14 +244,18 @@ TEST_F(Faults, SigkillsOfTheTuneAndItsWorkersLoseNoStoredRow) {
     auto children = children_of(pid);
     if (worker && !children.empty()) {
       ::kill(children[rng() % children.size()], SIGKILL);
+      ++worker_kills;
       int code = emmy::test::wait_for(pid);
       if (code >= 128) ++crashes_;
-      EXPECT_TRUE(code == 0 || code == 1) << "a killed worker: tune exit " << code << "\n"
-                                          << emmy::test::read_file(home_->path() + "/kill" +
-                                                                   std::to_string(k) + ".err");
+      EXPECT_TRUE(code == 0 || code == 1)
+          << "a killed worker: tune exit " << code << "\n"
+          << emmy::test::read_file(home_->path() + "/kill" + std::to_string(k) + ".err");
     } else {
       ::kill(-pid, SIGKILL);
-      emmy::test::wait_for(pid);
+      if (emmy::test::wait_for(pid) == 128 + SIGKILL)
+        ++tune_kills;
+      else
+        ++finished_first;  // it had ended before the signal
     }
     const Rows after = emmy::test::read_rows(db, env());
     if (after.exit_code == 2 && seen.measurements.empty()) continue;  // killed before creating it
@@ -249,15 +266,17 @@ TEST_F(Faults, SigkillsOfTheTuneAndItsWorkersLoseNoStoredRow) {
     EXPECT_TRUE(emmy::test::contains_all(after, seen, &missing)) << "kill " << k << ": " << missing;
     seen = after;
   }
-  for (const char* expr : exprs) {
-    Completed rerun = emmy::test::run(tune_args(expr, 4, db), env());
+  for (int k = 0; k < std::min(kills, 3); ++k) {
+    Completed rerun = emmy::test::run(tune_args(expr_of(k), 4, db), env());
     EXPECT_EQ(rerun.exit_code, 0) << rerun.err;
   }
   const Rows last = emmy::test::read_rows(db, env());
   std::string missing;
   EXPECT_TRUE(emmy::test::contains_all(last, seen, &missing)) << missing;
-  std::cout << "faults: kills=" << kills << " crashes=" << crashes_ << " rows lost=" << rows_lost_
-            << "\n";
+  std::cout << "faults: kills=" << kills << " (tune killed " << tune_kills << ", a worker or "
+            << "compiler killed " << worker_kills << ", ended before the signal " << finished_first
+            << ") checked=" << cases_ - cases_before << " crashes=" << crashes_
+            << " rows lost=" << rows_lost_ << "\n";
 }
 
 }  // namespace

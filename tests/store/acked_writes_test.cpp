@@ -1,11 +1,12 @@
 // EMMY-ACKED: how far a tuning database's acknowledged writes reach (store/acked_writes.hpp),
 // and the store refusing a database that ends below it.
+#include "store/acked_writes.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "store/acked_writes.hpp"
 #include "store/test_records.hpp"
 #include "store/tuning_store.hpp"
 
