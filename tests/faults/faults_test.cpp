@@ -232,6 +232,7 @@ TEST_F(Faults, SigkillsOfTheTuneAndItsWorkersLoseNoStoredRow) {
   };
   Rows seen;  // every row read so far
   int tune_kills = 0, worker_kills = 0, finished_first = 0;
+  const int cases_before = cases_;
   for (int k = 0; k < kills; ++k) {
     const std::string expr = expr_of(k);
     pid_t pid = emmy::test::start(tune_args(expr, 4, db), env(),
