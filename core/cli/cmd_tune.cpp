@@ -59,8 +59,10 @@ allowing longer.
 
 Only a candidate's own failures are stored (it did not compile, crashed, hung past --timeout or
 computed a wrong result). When the machinery fails (the worker cannot start or is killed from
-outside, the compiler is killed, the disk is full) the candidate is tried once more, then the run
-stops with exit 1, storing nothing for it.
+outside, the compiler is killed, the disk of the build files is full) the candidate is tried once
+more, then the run stops with exit 1, storing nothing for it. A tuning database that is corrupt
+stops the run before anything is written (exit 4; its files are left as they are); one whose disk
+is full stops it at the first write that fails (exit 5), keeping everything stored before.
 
 Untrusted input is bounded and checked before use (docs/SECURITY.md): a .pt file whose code runs
 while it loads (__setstate__) needs --trust; --code, config.json sizes and tensors (16 GiB) have
@@ -69,7 +71,8 @@ database and a --json path that cannot be written are refused before the run.
 
 Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin, an
 option out of range, cuda asked for without a usable CUDA device; nothing is written), 3 the
-database is in use by another emmy tune, 130 interrupted (what was measured is kept).
+database is in use by another emmy tune, 4 the database is corrupt, 5 no space left for the
+database, 130 interrupted (what was measured is kept).
 Global options (--db, --plugin-path, --config, -v) are listed by emmy --help.)TXT";
 
 constexpr double kMinTimeout = 0.1, kMaxTimeout = 3600;

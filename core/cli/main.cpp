@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "store/tuning_store.hpp"
 
 namespace {
 
@@ -32,7 +33,8 @@ Precedence: command line > EMMY_* environment variables > config file.
 Environment: EMMY_HOME (default ~/.emmy), EMMY_DB, EMMY_PLUGIN_PATH, and EMMY_<OPTION> for any
 command option (EMMY_PATIENCE=10, EMMY_BACKEND=cpu).
 Exit codes: 0 ok, 1 failure, 2 bad usage or input, 3 database in use by another tune,
-130 interrupted.
+4 database corrupt (its files are left as they are), 5 no space left for the database (what was
+stored before is kept), 130 interrupted.
 )";
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -102,6 +104,12 @@ int main(int argc, char** argv) {
     std::cerr << "emmy: unknown command '" << command
               << "' (commands: tune, trace, eval, plugins; see emmy --help)\n";
     return kExitUsage;
+  } catch (const emmy::store::DatabaseCorrupt& e) {
+    std::cerr << "emmy " << command << ": " << e.what() << "\n";
+    return kExitCorrupt;
+  } catch (const emmy::store::DatabaseFull& e) {
+    std::cerr << "emmy " << command << ": " << e.what() << "\n";
+    return kExitNoSpace;
   } catch (const po::error& e) {
     std::cerr << "emmy " << command << ": " << e.what() << " (see emmy " << command
               << " --help)\n";

@@ -43,6 +43,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitBusy = 3;
+inline constexpr int kExitCorrupt = 4;  // the tuning database is corrupt (files left as they are)
+inline constexpr int kExitNoSpace = 5;  // no space left for the tuning database
 inline constexpr int kExitInterrupted = 130;
 
 }  // namespace emmy::cli

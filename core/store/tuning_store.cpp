@@ -1,18 +1,28 @@
 #include "store/tuning_store.hpp"
 
+#include <fcntl.h>
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/options.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/table_properties.h>
 #include <rocksdb/write_batch.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
+#include <thread>
 #include <utility>
 
+#include "store/db_logger.hpp"
 #include "store/kernel_names.hpp"
 #include "store/record_codec.hpp"
 
@@ -43,6 +53,106 @@ std::vector<std::string> column_families_to_open(const rocksdb::DBOptions& optio
   return names;
 }
 
+bool contains(const rocksdb::Status& s, const char* text) {
+  return s.ToString().find(text) != std::string::npos;
+}
+
+bool is_no_space(const rocksdb::Status& s) {
+  return s.IsNoSpace() || s.subcode() == rocksdb::Status::kNoSpace ||
+         contains(s, "No space left on device");
+}
+
+// Damage to the files: a failed checksum, a record that does not parse, or a file the database
+// lists that is gone (a deleted .sst is damage, not an empty table).
+bool is_corruption(const rocksdb::Status& s) {
+  return s.IsCorruption() || s.IsPathNotFound() || contains(s, "No such file or directory");
+}
+
+// RocksDB errors that happen away from a call (a flush or compaction failing) are kept here and
+// turned into the next write's error, and RocksDB's automatic recovery from them is turned off:
+// after a failure the run stops with what it stored rather than have the database resume (or
+// retry writes into a full disk) behind its back.
+class ErrorListener : public rocksdb::EventListener {
+ public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason, rocksdb::Status* error) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error && !error->ok() && first_.ok()) first_ = *error;
+  }
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    if (auto_recovery) *auto_recovery = false;
+  }
+  rocksdb::Status first() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return first_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  rocksdb::Status first_;
+};
+
+// Every read verifies the checksums of the blocks it reads (RocksDB's default, kept on purpose).
+rocksdb::ReadOptions checked_read() {
+  rocksdb::ReadOptions r;
+  r.verify_checksums = true;
+  return r;
+}
+
+// The options both the writer and the readers open with.
+rocksdb::Options checked_options(const std::string& info_log_file,
+                                 const std::shared_ptr<ErrorListener>& listener) {
+  rocksdb::Options options;
+  // Check what RocksDB can at open (every table file the MANIFEST lists is there with its
+  // recorded size) and fail calls on damage instead of working around it.
+  options.paranoid_checks = true;
+  options.skip_checking_sst_file_sizes_on_db_open = false;
+  // The write-ahead log: every write is synced before it is acknowledged, so after a crash
+  // only the write in flight (never acknowledged, never counted as stored) can be cut short at
+  // the log's end. kTolerateCorruptedTailRecords drops exactly that torn tail and refuses every
+  // other damage (a checksum mismatch anywhere, a bad record in the middle): the open fails as
+  // corrupt. kPointInTimeRecovery (RocksDB's default) would instead stop replaying at the damage
+  // and open with every later row silently gone (and the next flush would make that final);
+  // kAbsoluteConsistency would refuse to open after an ordinary kill -9 that tore its last,
+  // unacknowledged write.
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  options.info_log = make_info_log(info_log_file);
+  options.listeners.push_back(listener);
+  return options;
+}
+
+std::string acked_file(const std::string& path) {
+  return path + "/EMMY-ACKED";
+}
+
+rocksdb::Status errno_status(int err) {
+  if (err == ENOSPC || err == EDQUOT) return rocksdb::Status::NoSpace(std::strerror(err));
+  return rocksdb::Status::IOError(std::strerror(err));
+}
+
+// Files only a RocksDB database leaves: a folder holding them is a database, whatever is gone.
+bool has_database_files(const std::string& path) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("MANIFEST-", 0) == 0 || name.ends_with(".sst") || name.ends_with(".log"))
+      return true;
+  }
+  return false;
+}
+
+// Whether a process holds the database's LOCK (RocksDB's writer takes an fcntl write lock on it).
+bool writer_running(const std::string& path) {
+  int fd = ::open((path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  bool held = ::fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  ::close(fd);
+  return held;
+}
+
 bool is_lock_error(const rocksdb::Status& s) {
   if (!s.IsIOError()) return false;
   std::string text = s.ToString();
@@ -53,6 +163,7 @@ bool is_lock_error(const rocksdb::Status& s) {
 }  // namespace
 
 struct TuningStore::Handles {
+  std::shared_ptr<ErrorListener> listener = std::make_shared<ErrorListener>();
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> all;
   std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
@@ -82,13 +193,111 @@ TuningStore::~TuningStore() {
   }
 }
 
+// Whether the database at `path` is whole, checked through a read-only instance that changes
+// no file (a writer's open would first replay its log into a new table and write a new
+// MANIFEST, and delete the table files the MANIFEST does not list). At that open RocksDB
+// finds every table file the MANIFEST lists and compares its size, and replays the log with
+// the recovery mode above; then every block of every table is read against its checksum
+// (tuning databases are megabytes: milliseconds), and the database must reach the writes
+// acknowledged before (EMMY-ACKED, read before the open). Only when no writer holds the
+// database: RocksDB's read-only instances are not meant to be opened beside a writer (and that
+// writer checked the same at its own open).
+rocksdb::Status TuningStore::check_whole(const std::string& info_log_file) const {
+  if (writer_running(path_)) return rocksdb::Status::OK();
+  const std::optional<uint64_t> acked = read_acked(acked_file(path_));
+  rocksdb::Options options = checked_options(info_log_file, h_->listener);
+  options.max_open_files = -1;  // open every table file now
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : column_families_to_open(options, path_))
+    descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(options), path_, descriptors, &handles, &raw);
+  if (s.ok()) s = raw->VerifyChecksum();
+  if (s.ok()) s = reaches_acked(raw->GetLatestSequenceNumber(), acked);
+  if (s.ok()) s = unlisted_tables(*raw, handles, options);
+  if (raw) {
+    for (auto* h : handles) raw->DestroyColumnFamilyHandle(h);
+    raw->Close().PermitUncheckedError();
+    delete raw;
+  }
+  return s;
+}
+
+// A table file in the folder that the MANIFEST does not list is either left by a crash between
+// writing a flush's table and recording it (its rows are still in the log, so the database has
+// them all) or a table whose record the MANIFEST lost (a cut MANIFEST: its rows are gone from
+// the database, and a writer's open would delete the file). Tell them apart by the rows.
+rocksdb::Status TuningStore::unlisted_tables(
+    rocksdb::DB& db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
+    const rocksdb::Options& options) const {
+  std::vector<rocksdb::LiveFileMetaData> live;
+  db.GetLiveFilesMetaData(&live);
+  std::set<std::string> listed;
+  for (const auto& f : live) listed.insert(fs::path(f.name).filename().string());
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(".sst") || listed.count(name)) continue;
+    rocksdb::SstFileReader reader(options);
+    rocksdb::Status s = reader.Open(entry.path().string());
+    if (!s.ok()) continue;  // not a table a flush finished: nothing of it was ever listed
+    auto props = reader.GetTableProperties();
+    rocksdb::ColumnFamilyHandle* cf = nullptr;
+    for (auto* h : handles)
+      if (props && h->GetName() == props->column_family_name) cf = h;
+    std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(checked_read()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      std::string value;
+      rocksdb::Status got =
+          cf ? db.Get(checked_read(), cf, it->key(), &value) : rocksdb::Status::NotFound();
+      if (got.IsNotFound())
+        return rocksdb::Status::Corruption("table file " + entry.path().string() +
+                                           " is not listed in the MANIFEST but holds rows the "
+                                           "database does not have: the MANIFEST lost records");
+      if (!got.ok()) return got;
+    }
+  }
+  return rocksdb::Status::OK();
+}
+
+// check_whole, again when it failed while a writer was starting: its open replays the log into a
+// table and deletes the log, so a check at that moment can miss a file that is not missing. Once
+// the writer holds the database check_whole leaves the check to it.
+rocksdb::Status TuningStore::check_whole_settled(const std::string& info_log_file) const {
+  rocksdb::Status s = check_whole(info_log_file);
+  for (int attempt = 1; attempt < 3 && !s.ok() && !s.IsCorruption(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    s = check_whole(info_log_file);
+  }
+  if (!s.ok() && writer_running(path_)) return rocksdb::Status::OK();
+  return s;
+}
+
+rocksdb::Status TuningStore::reaches_acked(uint64_t last, std::optional<uint64_t> acked) const {
+  if (!acked || last >= *acked) return rocksdb::Status::OK();
+  return rocksdb::Status::Corruption("the database ends at write sequence " + std::to_string(last) +
+                                     " but writes up to " + std::to_string(*acked) +
+                                     " were acknowledged (" + acked_file(path_) +
+                                     "): its log or MANIFEST lost acknowledged writes");
+}
+
 std::unique_ptr<TuningStore> TuningStore::open_writer(const std::string& path) {
   std::unique_ptr<TuningStore> store(new TuningStore(path, false));
   std::error_code ec;
-  fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
+  fs::create_directories(path, ec);  // for the info log; RocksDB would create it anyway
 
-  rocksdb::Options options;
+  // A damaged database is refused before RocksDB's open would touch its files.
+  if (fs::exists(fs::path(path) / "CURRENT", ec)) {
+    if (rocksdb::Status s = store->check_whole_settled(path + "/LOG"); !s.ok())
+      store->fail("check", s);
+  } else if (has_database_files(path)) {
+    store->fail("open", rocksdb::Status::Corruption(
+                            "its CURRENT file is missing, its other files are there"));
+  }
+
+  rocksdb::Options options = checked_options(path + "/LOG", store->h_->listener);
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   options.keep_log_file_num = 5;
@@ -107,17 +316,26 @@ std::unique_ptr<TuningStore> TuningStore::open_writer(const std::string& path) {
     if (is_lock_error(s))
       throw DatabaseBusy("database " + path +
                          " is in use by another `emmy tune` (lock held); wait for it or use --db");
-    throw emmy::Error("cannot open tuning database " + path + ": " + s.ToString());
+    store->fail("open", s);
   }
   store->h_->db.reset(raw);
   for (auto* h : store->h_->all) store->h_->by_name[h->GetName()] = h;
+  store->acked_ = std::make_unique<AckedWrites>(acked_file(path));
+  if (int err = store->acked_->error())
+    store->fail("creating " + acked_file(path), errno_status(err));
   return store;
 }
 
 std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(fs::path(path) / "CURRENT", ec))
+  if (!fs::exists(fs::path(path) / "CURRENT", ec)) {
+    if (has_database_files(path))
+      throw DatabaseCorrupt("tuning database " + path +
+                            " is corrupt (its CURRENT file is missing, its other files are "
+                            "there); its files were left as they are, nothing was repaired or "
+                            "deleted: keep a copy, then move it aside or pass another --db");
     throw DatabaseMissing("no tuning database at " + path + "; run emmy tune first");
+  }
   std::unique_ptr<TuningStore> store(new TuningStore(path, true));
 
   // A secondary instance keeps its own (info log) files in a folder of its own, so reading
@@ -127,23 +345,40 @@ std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
     throw emmy::Error("cannot create a temporary folder for reading " + path);
   store->secondary_dir_ = tmpl;
 
-  rocksdb::Options options;
+  // A secondary instance tolerates missing table files (it expects its writer to delete files
+  // under it): without a writer, the read-only check finds them.
+  if (rocksdb::Status s = store->check_whole_settled(tmpl + "/LOG.check"); !s.ok())
+    store->fail("open for reading", s);
+
+  rocksdb::Options options = checked_options(tmpl + "/LOG", store->h_->listener);
   options.max_open_files = -1;  // required by secondary instances
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : column_families_to_open(options, path))
     descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(options));
 
-  rocksdb::DB* raw = nullptr;
   rocksdb::Status s;
   // A writer flushing or rolling its log at the same moment can make one attempt miss a file.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    store->h_->all.clear();
+    // Read before the open: a writer acknowledging more meanwhile only adds rows beyond what
+    // this reader must see.
+    const std::optional<uint64_t> acked = read_acked(acked_file(path));
+    rocksdb::DB* raw = nullptr;
+    auto listener = store->h_->listener;
+    store->h_ = std::make_unique<Handles>();
+    store->h_->listener = listener;
     s = rocksdb::DB::OpenAsSecondary(rocksdb::DBOptions(options), path, store->secondary_dir_,
                                      descriptors, &store->h_->all, &raw);
-    if (s.ok() || !(s.IsIOError() || s.IsPathNotFound())) break;
+    if (s.ok()) {
+      store->h_->db.reset(raw);
+      s = raw->VerifyChecksum();
+      if (s.ok()) s = store->reaches_acked(raw->GetLatestSequenceNumber(), acked);
+      if (s.ok()) break;
+    }
+    if (!(s.IsIOError() || s.IsPathNotFound() || contains(s, "No such file") ||
+          writer_running(path)))
+      break;
   }
-  if (!s.ok()) throw emmy::Error("cannot read tuning database " + path + ": " + s.ToString());
-  store->h_->db.reset(raw);
+  if (!s.ok()) store->fail("open for reading", s);
   for (auto* h : store->h_->all) store->h_->by_name[h->GetName()] = h;
   return store;
 }
@@ -151,7 +386,7 @@ std::unique_ptr<TuningStore> TuningStore::open_reader(const std::string& path) {
 void TuningStore::refresh() {
   if (!reader_) return;
   rocksdb::Status s = h_->db->TryCatchUpWithPrimary();
-  if (!s.ok()) throw emmy::Error("cannot catch up with the writer of " + path_ + ": " + s.ToString());
+  if (!s.ok()) fail("catching up with the writer", s);
 }
 
 void TuningStore::set_warning_sink(std::function<void(const std::string&)> sink) {
@@ -180,6 +415,41 @@ void TuningStore::require_writer(const char* what) const {
                       what + ")");
 }
 
+// ---- failures ----
+
+void TuningStore::fail(const std::string& what, const rocksdb::Status& s) const {
+  std::exception_ptr error;
+  if (is_no_space(s)) {
+    error = std::make_exception_ptr(
+        DatabaseFull("no space left on the device of tuning database " + path_ + " (" + what +
+                     ": " + s.ToString() +
+                     "); everything stored before this write is kept: free space and run "
+                     "again, the run goes on from there"));
+  } else if (is_corruption(s)) {
+    error = std::make_exception_ptr(DatabaseCorrupt(
+        "tuning database " + path_ + " is corrupt (" + what + ": " + s.ToString() +
+        "); its files were left as they are, nothing was repaired or deleted: keep a copy, then "
+        "move it aside or pass another --db"));
+  } else {
+    error = std::make_exception_ptr(
+        emmy::Error("tuning database " + path_ + ": " + what + " failed: " + s.ToString()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(failed_mutex_);
+    if (!failed_) failed_ = error;
+  }
+  std::rethrow_exception(error);
+}
+
+void TuningStore::throw_if_failed() const {
+  {
+    std::lock_guard<std::mutex> lock(failed_mutex_);
+    if (failed_) std::rethrow_exception(failed_);
+  }
+  rocksdb::Status background = h_->listener->first();
+  if (!background.ok()) fail("background flush or compaction", background);
+}
+
 // ---- reading ----
 
 template <typename Record>
@@ -187,12 +457,9 @@ std::optional<Record> TuningStore::get(rocksdb::ColumnFamilyHandle* cf,
                                        const std::string& key) const {
   if (!cf) return std::nullopt;
   std::string value;
-  rocksdb::Status s = h_->db->Get(rocksdb::ReadOptions(), cf, key, &value);
+  rocksdb::Status s = h_->db->Get(checked_read(), cf, key, &value);
   if (s.IsNotFound()) return std::nullopt;
-  if (!s.ok()) {
-    report_corrupt(cf, key, "read failed: " + s.ToString());
-    return std::nullopt;
-  }
+  if (!s.ok()) fail("read of key '" + printable_key(key) + "' in " + cf->GetName(), s);
   Record r;
   std::string why;
   if (!decode_record(value, r, why)) {
@@ -206,7 +473,7 @@ template <typename Record>
 void TuningStore::scan(rocksdb::ColumnFamilyHandle* cf, const std::string& prefix,
                        const std::function<void(Record&&)>& visit) const {
   if (!cf) return;
-  std::unique_ptr<rocksdb::Iterator> it(h_->db->NewIterator(rocksdb::ReadOptions(), cf));
+  std::unique_ptr<rocksdb::Iterator> it(h_->db->NewIterator(checked_read(), cf));
   for (it->Seek(prefix); it->Valid() && starts_with(it->key(), prefix); it->Next()) {
     Record r;
     std::string why;
@@ -215,17 +482,18 @@ void TuningStore::scan(rocksdb::ColumnFamilyHandle* cf, const std::string& prefi
     else
       report_corrupt(cf, it->key().ToString(), why);
   }
-  if (!it->status().ok()) report_corrupt(cf, prefix, "scan stopped: " + it->status().ToString());
+  // An iterator stops early on damage: what it returned is only part, so it is an error.
+  if (!it->status().ok()) fail("scan of " + cf->GetName(), it->status());
 }
 
 std::vector<std::string> TuningStore::scan_keys(rocksdb::ColumnFamilyHandle* cf,
                                                 const std::string& prefix) const {
   std::vector<std::string> keys;
   if (!cf) return keys;
-  std::unique_ptr<rocksdb::Iterator> it(h_->db->NewIterator(rocksdb::ReadOptions(), cf));
+  std::unique_ptr<rocksdb::Iterator> it(h_->db->NewIterator(checked_read(), cf));
   for (it->Seek(prefix); it->Valid() && starts_with(it->key(), prefix); it->Next())
     keys.push_back(it->key().ToString());
-  if (!it->status().ok()) report_corrupt(cf, prefix, "scan stopped: " + it->status().ToString());
+  if (!it->status().ok()) fail("scan of " + cf->GetName(), it->status());
   return keys;
 }
 
@@ -359,8 +627,21 @@ rocksdb::WriteOptions synced() {
 
 void TuningStore::write_one(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
                             const std::string& value) {
-  rocksdb::Status s = h_->db->Put(synced(), cf, key, value);
-  if (!s.ok()) throw emmy::Error("tuning database " + path_ + ": write failed: " + s.ToString());
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s = batch.Put(cf, key, value);
+  if (!s.ok()) throw emmy::Error("tuning database: cannot batch a write: " + s.ToString());
+  write_batch(batch, "write");
+}
+
+// Every write goes through here: none after the first failure (a full disk, damage met), so a
+// failed write is never followed by one that RocksDB would make on a half-written log.
+void TuningStore::write_batch(rocksdb::WriteBatch& batch, const char* what) {
+  throw_if_failed();
+  rocksdb::Status s = h_->db->Write(synced(), &batch);
+  if (!s.ok()) fail(what, s);
+  std::lock_guard<std::mutex> lock(acked_mutex_);
+  if (int err = acked_->record(h_->db->GetLatestSequenceNumber()))
+    fail(std::string("recording the ") + what + " in " + acked_file(path_), errno_status(err));
 }
 
 void TuningStore::put_measurement(const MeasurementRecord& in) {
@@ -386,8 +667,7 @@ void TuningStore::put_measurement(const MeasurementRecord& in) {
       encode_record(r));
   put(index, name_index_key(r.kernel_name, r.env, r.structural_key), "");
   put(index, skey_index_key(r.structural_key, r.env), "");
-  rocksdb::Status s = h_->db->Write(synced(), &batch);
-  if (!s.ok()) throw emmy::Error("tuning database " + path_ + ": write failed: " + s.ToString());
+  write_batch(batch, "write");
 }
 
 size_t TuningStore::forget_failures(const std::string& kernel,
@@ -427,8 +707,7 @@ size_t TuningStore::forget_failures(const std::string& kernel,
     del(index, skey_index_key(skey, env));
   }
   if (deleted.empty()) return 0;
-  rocksdb::Status s = h_->db->Write(synced(), &batch);
-  if (!s.ok()) throw emmy::Error("tuning database " + path_ + ": delete failed: " + s.ToString());
+  write_batch(batch, "delete");
   return deleted.size();
 }
 

@@ -11,12 +11,18 @@
 //   SIGKILL at any moment loses at most the write in flight.
 // - rank measurements go to `measurements`; deploy measurements go to `search_tree`, never to
 //   `measurements`. Failures are stored like successes: lookup returns them too.
-// - A record that fails its checks on read is reported (warning sink + corrupt_records()) with
-//   its key and skipped; it never throws or crashes.
+// - A record that fails its own checks on read (record_codec) is reported (warning sink +
+//   corrupt_records()) with its key and skipped; it never throws or crashes.
+// - Damage RocksDB finds (checksums verified on every read and, at open, over every table file;
+//   a missing or cut file; a damaged log) throws DatabaseCorrupt: never fewer rows in silence.
+// - After the first failed write (a full disk: DatabaseFull) or any corruption met, every later
+//   write throws that same error without touching the files again, so a run stops with what it
+//   had stored intact.
 //
 // Thread safety: all methods may be called from several threads at once.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -25,12 +31,16 @@
 #include <vector>
 
 #include "emmy/status.hpp"
+#include "store/acked_writes.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
 
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class Status;
+struct Options;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace emmy::store {
@@ -41,6 +51,17 @@ class DatabaseBusy : public emmy::Error {
 };
 // No database at the path (open_reader only; a writer creates it): `emmy eval` exits 2.
 class DatabaseMissing : public emmy::Error {
+  using emmy::Error::Error;
+};
+// The database's files fail RocksDB's checks (a block checksum, a missing or cut file, a damaged
+// log or MANIFEST): every command exits 4. The message names the path and says that its files
+// were left as they are; nothing repairs or rewrites them.
+class DatabaseCorrupt : public emmy::Error {
+  using emmy::Error::Error;
+};
+// The device holding the database has no space left: every command exits 5. What was written
+// before the failed write is kept (each write is one synced batch).
+class DatabaseFull : public emmy::Error {
   using emmy::Error::Error;
 };
 
@@ -138,6 +159,18 @@ class TuningStore {
                       const std::string& reason) const;
   void write_one(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
                  const std::string& value);
+  void write_batch(rocksdb::WriteBatch& batch, const char* what);
+  // Throws the classified error for a failed RocksDB call (and latches it for writes).
+  [[noreturn]] void fail(const std::string& what, const rocksdb::Status& s) const;
+  void throw_if_failed() const;
+  rocksdb::Status check_whole(const std::string& info_log_file) const;
+  rocksdb::Status check_whole_settled(const std::string& info_log_file) const;
+  rocksdb::Status unlisted_tables(rocksdb::DB& db,
+                                  const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
+                                  const rocksdb::Options& options) const;
+  // Damage when the database ends (at `last`) below the acknowledged writes recorded before it
+  // opened.
+  rocksdb::Status reaches_acked(uint64_t last, std::optional<uint64_t> acked) const;
   void require_writer(const char* what) const;
 
   std::string path_;
@@ -147,6 +180,10 @@ class TuningStore {
   mutable std::mutex corrupt_mutex_;
   mutable std::vector<CorruptRecord> corrupt_;
   std::function<void(const std::string&)> warn_;
+  mutable std::mutex failed_mutex_;
+  mutable std::exception_ptr failed_;  // the first write failure or corruption met
+  std::mutex acked_mutex_;
+  std::unique_ptr<AckedWrites> acked_;  // writer only
 };
 
 }  // namespace emmy::store
