@@ -5,6 +5,8 @@
 #include <cctype>
 #include <filesystem>
 
+#include "store/tuning_store.hpp"
+
 namespace emmy::cli {
 
 namespace fs = std::filesystem;
@@ -30,6 +32,8 @@ std::string db_path_problem(const std::string& path) {
     return "is not a folder (a tuning database is a RocksDB folder); give a new path or an "
            "existing database";
   if (fs::is_regular_file(fs::path(path) / "CURRENT", ec)) return "";
+  // A database that lost its CURRENT file is damaged, not foreign: the store says so (exit 4).
+  if (store::has_database_files(path)) return "";
   fs::directory_iterator it(path, ec);
   if (ec) return "cannot be read: " + ec.message();
   if (it == fs::directory_iterator()) return "";

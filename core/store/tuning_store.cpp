@@ -131,16 +131,6 @@ rocksdb::Status errno_status(int err) {
 }
 
 // Files only a RocksDB database leaves: a folder holding them is a database, whatever is gone.
-bool has_database_files(const std::string& path) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(path, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("MANIFEST-", 0) == 0 || name.ends_with(".sst") || name.ends_with(".log"))
-      return true;
-  }
-  return false;
-}
-
 // Whether a process holds the database's LOCK (RocksDB's writer takes an fcntl write lock on it).
 bool writer_running(const std::string& path) {
   int fd = ::open((path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
@@ -161,6 +151,16 @@ bool is_lock_error(const rocksdb::Status& s) {
 }
 
 }  // namespace
+
+bool has_database_files(const std::string& path) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("MANIFEST-", 0) == 0 || name.ends_with(".sst") || name.ends_with(".log"))
+      return true;
+  }
+  return false;
+}
 
 struct TuningStore::Handles {
   std::shared_ptr<ErrorListener> listener = std::make_shared<ErrorListener>();

@@ -46,6 +46,10 @@ class WriteBatch;
 namespace emmy::store {
 
 // Another process (or another writer in this process) holds the database: `emmy tune` exits 3.
+// True when `path` holds RocksDB's files (a MANIFEST, tables or a log): a database, whole or
+// damaged (its CURRENT missing is damage, reported as DatabaseCorrupt, not a folder to refuse).
+bool has_database_files(const std::string& path);
+
 class DatabaseBusy : public emmy::Error {
   using emmy::Error::Error;
 };
