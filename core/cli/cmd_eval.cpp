@@ -91,7 +91,11 @@ std::optional<FailureKind> parse_kind(const std::string& kind) {
 // tune holding the database makes it a clear error (exit 3), never a race.
 int forget_failures(const GlobalOptions& g, const std::string& kernel, const std::string& kind,
                     std::optional<FailureKind> only) {
-  if (!std::filesystem::exists(g.db)) {
+  // Only a database (whole or damaged) is opened: a writer's open would otherwise fill a new,
+  // empty or foreign folder with database files (issue 21, options that do not apply).
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(std::filesystem::path(g.db) / "CURRENT", ec) &&
+      !(std::filesystem::is_directory(g.db, ec) && store::has_database_files(g.db))) {
     std::cerr << "emmy eval failures: no tuning database at " << g.db << "; nothing to forget\n";
     return kExitUsage;
   }

@@ -1,5 +1,8 @@
 // `emmy eval` end to end: the real binary on a database filled through the store.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -179,6 +182,26 @@ TEST(EvalCli, ForgetFailuresTakesTheWriterLockAndKeepsSuccesses) {
   auto variants = emmy("--db " + db + " eval variants --kernel matmul --limit 0 --json");
   ASSERT_EQ(variants.code, 0) << variants.text;
   EXPECT_EQ(nlohmann::json::parse(variants.text)[0]["variants"].size(), 10u) << variants.text;
+}
+
+// --forget writes, so it opens only a database: a folder of the user's (or an empty one) is
+// "no tuning database" (exit 2) and stays as it was, never filled with database files.
+TEST(EvalCli, ForgetFailuresNeverFillsAFolderThatIsNotADatabase) {
+  TempDir dir;
+  const std::string foreign = dir.sub("notes");
+  std::filesystem::create_directories(foreign);
+  { std::ofstream(foreign + "/todo.txt") << "mine\n"; }
+  const std::string empty = dir.sub("empty");
+  std::filesystem::create_directories(empty);
+  for (const std::string& path : {foreign, empty}) {
+    auto forget = emmy("--db " + path + " eval failures --forget");
+    EXPECT_EQ(forget.code, 2) << path << ": " << forget.text;
+    EXPECT_NE(forget.text.find("no tuning database"), std::string::npos) << forget.text;
+  }
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(foreign)) ++entries;
+  EXPECT_EQ(entries, 1u) << "the folder was written to";
+  EXPECT_TRUE(std::filesystem::is_empty(empty)) << "the empty folder was filled";
 }
 
 }  // namespace

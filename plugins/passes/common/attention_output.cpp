@@ -29,22 +29,27 @@ bool is_output(const ir::Graph& g, ValueId v) {
 
 }  // namespace
 
-bool reads_softmax(const ir::Graph& g, ValueId product) {
-  const ir::Node& n = g.node(product);
-  if ((n.op != Op::matmul && n.op != Op::bmm) || n.inputs.empty()) return false;
-  std::vector<ValueId> stack{n.inputs[0]};
-  std::vector<char> seen(static_cast<size_t>(product), 0);
+std::vector<ValueId> found_upstream(const ir::Graph& g, ValueId start, bool (*wanted)(Op)) {
+  std::vector<ValueId> stack{start}, found;
+  std::vector<char> seen(static_cast<size_t>(start) + 1, 0);
   while (!stack.empty()) {
     ValueId v = stack.back();
     stack.pop_back();
     if (seen[static_cast<size_t>(v)]) continue;
     seen[static_cast<size_t>(v)] = 1;
     Op op = g.node(v).op;
-    if (op == Op::softmax) return true;
-    if (is_elementwise_op(op) || is_index_op(op))
+    if (wanted(op))
+      found.push_back(v);
+    else if (is_elementwise_op(op) || is_index_op(op))
       for (ValueId in : g.node(v).inputs) stack.push_back(in);
   }
-  return false;
+  return found;
+}
+
+bool reads_softmax(const ir::Graph& g, ValueId product) {
+  const ir::Node& n = g.node(product);
+  if ((n.op != Op::matmul && n.op != Op::bmm) || n.inputs.empty()) return false;
+  return !found_upstream(g, n.inputs[0], [](Op op) { return op == Op::softmax; }).empty();
 }
 
 std::vector<ValueId> attention_output_relabelling(const ir::Graph& g, ValueId product) {

@@ -12,6 +12,11 @@
 
 namespace emmy::passes {
 
+// The nodes whose op satisfies `wanted` that `start` is computed from through elementwise and
+// index ops only (start itself included), each once, the walk stopping at them.
+std::vector<ir::ValueId> found_upstream(const ir::Graph& graph, ir::ValueId start,
+                                        bool (*wanted)(ir::Op));
+
 // True when `product` (a matmul/bmm) reads, as its first operand, a softmax's result through
 // elementwise and index ops: the value product of an attention.
 bool reads_softmax(const ir::Graph& graph, ir::ValueId product);

@@ -54,20 +54,8 @@ std::vector<ValueId> between(const Partition& part, ValueId from, ValueId to) {
 
 // The one matmul the softmax's input is computed from through chain ops, if exactly one.
 std::optional<ValueId> scores_of(const Graph& g, ValueId softmax) {
-  std::vector<ValueId> stack{g.node(softmax).inputs.at(0)}, found;
-  std::vector<char> seen(static_cast<size_t>(softmax), 0);
-  while (!stack.empty()) {
-    ValueId v = stack.back();
-    stack.pop_back();
-    if (seen[static_cast<size_t>(v)]) continue;
-    seen[static_cast<size_t>(v)] = 1;
-    Op op = g.node(v).op;
-    if (is_bmm(op)) {
-      found.push_back(v);
-    } else if (is_chain_op(op)) {
-      for (ValueId in : g.node(v).inputs) stack.push_back(in);
-    }
-  }
+  std::vector<ValueId> found =
+      emmy::passes::found_upstream(g, g.node(softmax).inputs.at(0), [](Op op) { return is_bmm(op); });
   if (found.size() != 1) return std::nullopt;
   return found[0];
 }
