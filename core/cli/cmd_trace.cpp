@@ -142,23 +142,14 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (!code.empty())
-    if (std::string opt = option_not_for_code(vm); !opt.empty()) {
-      std::cerr << "emmy trace: " << opt
-                << " does not apply to --code (it is for a model id or a "
-                   "file; given on the command line, as EMMY_"
-                << env_name(opt) << " or in the config file)\n";
+    if (std::string bad = code_option_problem(vm); !bad.empty()) {
+      std::cerr << "emmy trace: " << bad << "\n";
       return kExitUsage;
     }
-  FrontendRequest request{source, code, {}};
-  for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
-    if (vm.count(key)) request.options[key] = vm[key].as<std::string>();
-  if (vm.count("trust")) request.options["trust"] = "1";
-  if (vm.count("model-config")) {
-    request.options["config"] = vm["model-config"].as<std::string>();
-  } else if (g.config_file.size() > 5 &&
-             g.config_file.substr(g.config_file.size() - 5) == ".json") {
+  FrontendRequest request{source, code, frontend_options(vm)};
+  if (!vm.count("model-config") && g.config_file.size() > 5 &&
+      g.config_file.substr(g.config_file.size() - 5) == ".json")
     request.options["config"] = g.config_file;
-  }
   std::vector<std::string> pass_names = pass_list(passes_spec);
 
   PluginHost host;

@@ -175,17 +175,11 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   // Options a --code expression has no use for are refused rather than ignored: the user meant
   // something by them (also when EMMY_SEQ or the config file set them).
   if (!o.code.empty())
-    if (std::string opt = option_not_for_code(vm); !opt.empty()) {
-      std::cerr << "emmy tune: " << opt
-                << " does not apply to --code (it is for a model id or a file; "
-                   "given on the command line, as EMMY_"
-                << env_name(opt) << " or in the config file)\n";
+    if (std::string bad = code_option_problem(vm); !bad.empty()) {
+      std::cerr << "emmy tune: " << bad << "\n";
       return kExitUsage;
     }
-  for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
-    if (vm.count(key)) o.frontend_options[key] = vm[key].as<std::string>();
-  if (vm.count("model-config")) o.frontend_options["config"] = vm["model-config"].as<std::string>();
-  if (vm.count("trust")) o.frontend_options["trust"] = "1";
+  o.frontend_options = frontend_options(vm);
   if (vm.count("backend-option")) {
     for (const auto& kv : vm["backend-option"].as<std::vector<std::string>>()) {
       auto eq = kv.find('=');

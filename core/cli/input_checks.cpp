@@ -11,17 +11,41 @@ namespace emmy::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The first option given with --code that only a model id or a file uses, as "--NAME", or "".
 std::string option_not_for_code(const boost::program_options::variables_map& vm) {
   for (const char* key : {"layer", "batch", "seq", "dtype", "model-config", "input-shape", "trust"})
     if (vm.count(key)) return std::string("--") + key;
   return "";
 }
 
+// "--model-config" -> "MODEL_CONFIG": the EMMY_ variable that sets the option too.
 std::string env_name(const std::string& option) {
   std::string out;
   for (char c : option.substr(option.find_first_not_of('-')))
     out += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
+}
+
+}  // namespace
+
+std::string code_option_problem(const boost::program_options::variables_map& vm) {
+  const std::string opt = option_not_for_code(vm);
+  if (opt.empty()) return "";
+  return opt +
+         " does not apply to --code (it is for a model id or a file; given on the command line, "
+         "as EMMY_" +
+         env_name(opt) + " or in the config file)";
+}
+
+std::map<std::string, std::string> frontend_options(const boost::program_options::variables_map& vm) {
+  std::map<std::string, std::string> options;
+  for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
+    if (vm.count(key)) options[key] = vm[key].as<std::string>();
+  if (vm.count("model-config")) options["config"] = vm["model-config"].as<std::string>();
+  if (vm.count("trust")) options["trust"] = "1";
+  return options;
 }
 
 std::string db_path_problem(const std::string& path) {
