@@ -80,6 +80,15 @@ struct Relabelling {
   ir::ValueId base = -1;
   std::vector<size_t> perm;
   ir::Shape permuted;
+
+  // Index `idx` of base (base's dims, as numbers or as generated expressions) as an index of
+  // `permuted`: component i is idx[perm[i]].
+  template <typename T>
+  std::vector<T> reordered(const std::vector<T>& idx) const {
+    std::vector<T> at(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) at[i] = idx.at(perm[i]);
+    return at;
+  }
 };
 // base == value with the identity permutation when `value` is none of these ops; nullopt only when
 // a permutation's dims are malformed.

@@ -138,9 +138,8 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
       // projection after it): its value at this row's index, stored where the order puts it.
       auto rel = relabelling_of(g, g.outputs[k]);
       if (rel && rel->base != g.outputs[k] && g.type(rel->base).shape == s2) {
-        Idx mi = row_idx(s2, "v"), at(mi.size());
-        for (size_t i = 0; i < mi.size(); ++i) at[i] = mi[rel->perm[i]];
-        vl.line(out + "[" + flat_expr(at, rel->permuted) + "] = " + store_expr(t.dtype, e.read(rel->base, mi, vl)) + ";");
+        const Idx mi = row_idx(s2, "v");
+        vl.line(out + "[" + flat_expr(rel->reordered(mi), rel->permuted) + "] = " + store_expr(t.dtype, e.read(rel->base, mi, vl)) + ";");
         continue;
       }
       Idx oi = (!t.shape.empty() && t.shape.back() == Dv) ? row_idx(t.shape, "v") : decompose(flat, t.shape);

@@ -1033,9 +1033,7 @@ std::optional<FusedStore> fused_store(const ir::Graph& g, ir::ValueId mm, ir::Va
   if (!rel || rel->base == o || rel->perm.size() != idx.size() ||
       !fusable_output(g, mm, rel->base))
     return std::nullopt;
-  Index at(idx.size());
-  for (size_t i = 0; i < idx.size(); ++i) at[i] = idx[rel->perm[i]];
-  return FusedStore{rel->base, flat_offset(at, rel->permuted)};
+  return FusedStore{rel->base, flat_offset(rel->reordered(idx), rel->permuted)};
 }
 
 }  // namespace emmy::cuda
