@@ -464,7 +464,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
         const int per_request =
             isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
         int pass = 0;
-        for (int r = 0; r < kValidationRounds && (!rec || rec->ok()); ++r) {
+        for (int r = 0; r < kValidationRounds; ++r) {
           std::vector<IsolatedKernel> round;
           std::vector<double> program_samples;
           for (int taken = 0; taken < wanted; taken += per_request, ++pass) {
