@@ -35,25 +35,18 @@ Output emmy(const std::string& args) {
   return out;
 }
 
+// A finished run of one kernel (100 us tuned, 103 us assembled, gap 3 %) with `source`.
+RunRecord one_kernel_run(const std::string& id, const std::string& source) {
+  return {id, 1700000000, source, "cpu", testing::kEnv, 1, 1, 100, 103, 3.0, "ok", "", {}};
+}
+
 void fill(TuningStore& store) {
   for (int i = 0; i < 12; ++i) {
     auto failure = i % 4 == 3 ? emmy::FailureKind::build_error : emmy::FailureKind::none;
     store.put_measurement(make_record(i * 3, emmy::Regime::rank, failure));  // one structural key
   }
   store.put_measurement(make_record(0, emmy::Regime::deploy));
-  store.put_run({"run-7",
-                 1700000000,
-                 "torch.matmul(a, b)",
-                 "cpu",
-                 testing::kEnv,
-                 1,
-                 1,
-                 100,
-                 103,
-                 3.0,
-                 "ok",
-                 "",
-                 {}});
+  store.put_run(one_kernel_run("run-7", "torch.matmul(a, b)"));
 }
 
 TEST(EvalCli, AMissingDatabaseIsAUsageErrorThatSaysWhatToDo) {
@@ -119,19 +112,7 @@ TEST(EvalCli, StoredEscapeSequencesArePrintedVisibly) {
   const std::string db = dir.sub("tuning.db");
   {
     auto writer = TuningStore::open_writer(db);
-    writer->put_run({"run-8",
-                     1700000000,
-                     "torch.matmul(a, b)\x1b]0;owned\x07\x1b[2J\xc2\x9b",
-                     "cpu",
-                     testing::kEnv,
-                     1,
-                     1,
-                     100,
-                     103,
-                     3.0,
-                     "ok",
-                     "",
-                     {}});
+    writer->put_run(one_kernel_run("run-8", "torch.matmul(a, b)\x1b]0;owned\x07\x1b[2J\xc2\x9b"));
   }
   auto runs = emmy("--db " + db + " eval runs");
   ASSERT_EQ(runs.code, 0) << runs.text;
