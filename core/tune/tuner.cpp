@@ -461,10 +461,10 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
         // program with the same number of samples, the side going first alternating (ABBA), so
         // both sides are spread alike over the round (tune/validation.hpp says why).
         const int wanted = validation_samples(options.samples);
-        const int per_request =
-            isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
+        int per_request = isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
         int pass = 0;
         for (int r = 0; r < kValidationRounds; ++r) {
+          const auto round_start = std::chrono::steady_clock::now();
           std::vector<IsolatedKernel> round;
           std::vector<double> program_samples;
           for (int taken = 0; taken < wanted; taken += per_request, ++pass) {
@@ -482,6 +482,9 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
           if (!rec->ok()) break;
           sides.add_assembled_round(program_samples);
           if (isolated_ok) sides.add_isolated_round(round);
+          per_request = samples_per_request_within_budget(
+              per_request, wanted,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
         }
         if (rec && rec->ok()) {
           rec->samples_us = sides.assembled_samples();

@@ -42,6 +42,29 @@ constexpr int isolated_samples_per_request(int samples, int kernels) {
   return (samples + passes - 1) / passes;
 }
 
+// The wall time a round may take. Every request to a worker has a fixed cost beside its samples
+// (on the H200: the inputs copied to the device and a CUDA graph captured, tens of milliseconds),
+// so one sample per request made the Qwen layer's validation 1,760 requests and over 100 s there,
+// where the samples themselves take a few milliseconds, and cut a bench's tune at its limit. After
+// each round the samples per request grow so that the rounds left fit this budget: a round whose
+// requests are cheap (the 2-core CPU's layer at seq 32, ~0.5 s) keeps one sample per request.
+constexpr double kValidationRoundBudgetS = 1.5;
+// Samples per request for the rounds left, given the last round's: `round_s` seconds for
+// requests of `per_request` samples each (of `wanted` a round). The number of requests is cut in
+// the proportion the round overran the budget; never fewer samples per request than before, never
+// more than a round's.
+constexpr int samples_per_request_within_budget(int per_request, int wanted, double round_s,
+                                                double budget_s = kValidationRoundBudgetS) {
+  if (per_request < 1) per_request = 1;
+  if (wanted < per_request) return wanted < 1 ? 1 : wanted;
+  if (!(round_s > budget_s) || !(budget_s > 0)) return per_request;
+  const int requests = (wanted + per_request - 1) / per_request;
+  int allowed = static_cast<int>(static_cast<double>(requests) * budget_s / round_s);
+  if (allowed < 1) allowed = 1;
+  const int grown = (wanted + allowed - 1) / allowed;
+  return grown > per_request ? grown : per_request;
+}
+
 // The quantile both sides are summarized by: the 20th percentile of their pooled samples.
 // Interference on a shared machine (a preemption, the other core busy while a two-thread kernel
 // waits at its barrier) mostly adds time, and at a load of 6 to 9 on two cores it hit 50-70 %

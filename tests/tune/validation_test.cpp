@@ -13,6 +13,7 @@ namespace {
 using emmy::tune::IsolatedKernel;
 using emmy::tune::kValidationQuantile;
 using emmy::tune::isolated_samples_per_request;
+using emmy::tune::samples_per_request_within_budget;
 using emmy::tune::kMaxIsolatedRequestsPerRound;
 using emmy::tune::quantile;
 using emmy::tune::ValidationSides;
@@ -105,3 +106,17 @@ TEST(ValidationSchedule, IsolatedSamplesPerRequestFollowTheBudget) {
 }
 
 }  // namespace
+
+// A round within its wall budget keeps its samples per request; one that overran cuts its
+// requests in proportion, never below one request a kernel and round.
+TEST(Validation, SamplesPerRequestGrowOnlyWhenARoundOverrunsItsBudget) {
+  EXPECT_EQ(samples_per_request_within_budget(1, 8, 0.5, 1.5), 1);   // the CPU's cheap requests
+  EXPECT_EQ(samples_per_request_within_budget(1, 8, 1.5, 1.5), 1);   // exactly on budget
+  EXPECT_EQ(samples_per_request_within_budget(1, 8, 3.0, 1.5), 2);   // 8 requests -> 4
+  EXPECT_EQ(samples_per_request_within_budget(1, 8, 6.0, 1.5), 4);   // the H200 layer: -> 2
+  EXPECT_EQ(samples_per_request_within_budget(1, 8, 60.0, 1.5), 8);  // one request a round
+  EXPECT_EQ(samples_per_request_within_budget(2, 8, 3.0, 1.5), 4);   // from 4 requests to 2
+  EXPECT_EQ(samples_per_request_within_budget(4, 8, 0.1, 1.5), 4);   // never shrinks back
+  EXPECT_EQ(samples_per_request_within_budget(8, 8, 99.0, 1.5), 8);
+  EXPECT_EQ(samples_per_request_within_budget(1, 1, 99.0, 1.5), 1);
+}
