@@ -81,10 +81,10 @@ TEST(CudaAttention, QwenShapeUsesTensorCoresSixteenByteLoadsAndSkipsMaskedTiles)
     // are rows of contiguous runs (grouped-query heads share k/v rows).
     EXPECT_NE(source.find("Q:16B K:16B V:16B causal-skip cp.async x2"), std::string::npos)
         << source.substr(0, 2000);
-    // Query tile count x 16 heads blocks.
+    // 16 heads x query tile count blocks, heads along x (every head's heaviest tile first).
     Plan plan = parse_plan(source);
-    EXPECT_EQ(plan.launches.front().grid[0], seq / 64);
-    EXPECT_EQ(plan.launches.front().grid[1], 16);
+    EXPECT_EQ(plan.launches.front().grid[0], 16);
+    EXPECT_EQ(plan.launches.front().grid[1], seq / 64);
     EXPECT_EQ(plan.launches.size(), 1u);
     // The causal mask is computed, never read: its buffer (input 3) does not appear.
     EXPECT_EQ(source.find("in3["), std::string::npos);
@@ -187,8 +187,8 @@ TEST(CudaAttention, WgmmaPathMapsQwenOperandsForTmaAndCompiles) {
           << source.substr(source.rfind("//"));
       Plan plan = parse_plan(source);
       ASSERT_EQ(plan.launches.size(), 1u);
-      EXPECT_EQ(plan.launches[0].grid[0], seq / bq);
-      EXPECT_EQ(plan.launches[0].grid[1], 16 * batch);
+      EXPECT_EQ(plan.launches[0].grid[0], 16 * batch);
+      EXPECT_EQ(plan.launches[0].grid[1], seq / bq);
       // One consumer warpgroup and a producer warp; two and a producer warpgroup (setmaxnreg).
       EXPECT_EQ(plan.launches[0].block, bq == 64 ? 160 : 384);
       EXPECT_EQ(source.find("setmaxnreg") != std::string::npos, bq == 128);
@@ -213,9 +213,39 @@ TEST(CudaAttention, WgmmaPathMapsQwenOperandsForTmaAndCompiles) {
   }
 }
 
+// block_q 64 with 8 warps: two consumer warpgroups share the 64 rows and take every other key
+// tile, merging their partial softmax sums through shared memory at the end (a producer
+// warpgroup, so that registers move to the consumers); it compiles for sm_90a, causal and not.
+TEST(CudaAttention, WgmmaSplitOfTheKeyTilesCompiles) {
+  for (auto [seq, batch] : {std::pair<int64_t, int64_t>{512, 1}, {256, 2}}) {
+    Case c = qwen3_attention(seq, batch);
+    c.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"block_kv", 64}, {"stages", 3}};
+    std::string used;
+    std::string source = generate_source(slice_of(c), &used);
+    ASSERT_EQ(used, "attention");
+    EXPECT_NE(source.find("TMA ring x3 warpgroups=2+producer kv-split=2 causal-skip"),
+              std::string::npos)
+        << source.substr(source.rfind("//"));
+    Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.launches.size(), 1u);
+    EXPECT_EQ(plan.launches[0].grid[0], 16 * batch);
+    EXPECT_EQ(plan.launches[0].grid[1], seq / 64);
+    EXPECT_EQ(plan.launches[0].block, 384);
+    EXPECT_NE(source.find("setmaxnreg"), std::string::npos);
+    EXPECT_NE(source.find("bar.arrive 2, 256"), std::string::npos);  // the second part hands over
+    EXPECT_EQ(compiles(c), source);
+  }
+  Case f16 = mha_hd64_f16();  // not causal, 100 positions: the second part's tiles are odd ones
+  f16.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"block_kv", 32}, {"stages", 3}};
+  EXPECT_NE(generate_source(slice_of(f16)).find("kv-split=2"), std::string::npos);
+  compiles(f16);
+}
+
 TEST(CudaAttention, WgmmaPathRefusesWhatItCannotTake) {
   Case c = qwen3_attention(128);
-  c.knobs = {{"wgmma", 1}};  // block_q 64 with the default 8 warps
+  c.knobs = {{"wgmma", 1}};  // block_q 64 with the default 8 warps: a split, which needs 3 stages
+  EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+  c.knobs = {{"wgmma", 1}, {"block_q", 128}, {"warps", 16}, {"stages", 3}};  // no split of 128 rows
   EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
   c.knobs = {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 2}, {"block_kv", 128}};
   EXPECT_NO_THROW(generate_source(slice_of(c)));

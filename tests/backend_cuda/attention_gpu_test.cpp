@@ -98,7 +98,10 @@ TEST(AttentionGpu, Qwen3At512MatchesAndBeatsTheFallback) {
 
       {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}},
       {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}},
-      {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}}};
+      {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
+      // Two warpgroups splitting the key tiles of 64 rows.
+      {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
+      {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 128}}};
   double best = 0;
   for (const auto& knobs : variants) {
     s.grouping.kernels.at(0).knobs = knobs;
@@ -133,7 +136,8 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
     for (std::map<std::string, double> knobs :
          {std::map<std::string, double>{{"wgmma", 1}, {"block_q", 128}, {"warps", 8}},
           {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}},
-          {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}}}) {
+          {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}},
+          {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}}}) {
       c.knobs = knobs;
       try {
         generate_source(slice_of(c));
@@ -146,7 +150,7 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
     }
   }
   EXPECT_GE(taken,
-            15);  // the three Qwen3 shapes, f16 hd 64, the padding mask, the transposed result, x3
+            20);  // the three Qwen3 shapes, f16 hd 64, the padding mask, the transposed result, x4
 }
 
 // Qwen3's attention at 1024 positions: both paths, correct, and their times printed.
@@ -163,7 +167,9 @@ TEST(AttentionGpu, Qwen3At1024BothPaths) {
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}},
         {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}}}) {
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 128}}}) {
     s.grouping.kernels.at(0).knobs = knobs;
     Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
     ASSERT_EQ(run.result.outputs.tensors.size(), 1u);

@@ -271,16 +271,18 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
 }
 
 // A where between values already of its dtype (each computed and rounded as that dtype, or a
-// constant it holds exactly: 0 or an infinity) selects a value that needs no rounding; the
+// constant any floating type holds exactly: 0 or an infinity, whatever the constant's own dtype
+// — the traced causal mask's -inf is an f32 scalar) selects a value that needs no rounding; the
 // attention template's causal mask runs on every score.
 bool ExprGen::selects_exact_values(ir::ValueId v) const {
   const ir::Node& n = g_.node(v);
   for (size_t i = 1; i < 3; ++i) {
     const ir::Node& x = g_.node(n.inputs.at(i));
-    if (x.type.dtype != n.type.dtype) return false;
     if (x.op == Op::constant) {
       const double c = x.attr_double("value", 0);
       if (!(c == 0 || std::isinf(c))) return false;
+    } else if (x.type.dtype != n.type.dtype) {
+      return false;
     }
   }
   return true;

@@ -52,7 +52,8 @@ BackendCaps cuda_capabilities() {
   // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one buffer;
   // 3 only on the Hopper path.
   // wgmma: 1 = Hopper's path (sm_90a; tmpl_attention_wgmma.cpp): block_q / 64 warpgroups (so
-  // warps = block_q / 16) and a producer warp, k/v through TMA into a ring of `stages` buffers.
+  // warps = block_q / 16; or block_q 64 with warps 8: two warpgroups splitting the key tiles)
+  // and a producer warp, k/v through TMA into a ring of `stages` buffers.
   // The path is decided first, as for the matmul.
   caps.templates["attention"] = {{"wgmma", {0, 1}},
                                  {"block_q", {64, 128}},
@@ -63,7 +64,8 @@ BackendCaps cuda_capabilities() {
       caps.templates["attention"], {"wgmma", "block_q", "warps", "stages"},
       [](const std::map<std::string, double>& k) { return attention_knob_refusal(k).empty(); },
       "the attention template's paths (wgmma: one warpgroup per 64 query rows, so warps = "
-      "block_q / 16, and stages >= 2; mma.sync: stages 1 or 2)")};
+      "block_q / 16, and stages >= 2, or two sharing 64 rows with warps 8 and stages >= 3; "
+      "mma.sync: stages 1 or 2)")};
   // cuBLASLt computes what the matmul template takes (the epilogues it fuses), chosen per kernel
   // at the fork matmul.template. CudaBackend::capabilities() drops it where the library is
   // missing or the backend option cublaslt=0 says so.
@@ -79,9 +81,18 @@ std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {
   };
   const int64_t BQ = at("block_q", 64), W = at("warps", 8), stages = at("stages", 2);
   if (at("wgmma", 0) == 1) {
+    // Two warpgroups may share 64 rows, splitting the key tiles (block_q 64, warps 8): each
+    // holds a tile while its next one lands, and the other's sits between, so the ring needs 3.
+    if (BQ == 64 && W == 8) {
+      if (stages < 3)
+        return "wgmma=1 with block_q=64 warps=8 (two warpgroups splitting the key tiles) needs "
+               "stages >= 3";
+      return "";
+    }
     if (BQ % 64 != 0 || W != BQ / 16)
       return "wgmma=1 with block_q=" + std::to_string(BQ) + " warps=" + std::to_string(W) +
-             ": one warpgroup (4 warps) per 64 query rows, so warps = block_q / 16";
+             ": one warpgroup (4 warps) per 64 query rows, so warps = block_q / 16 (or 8 with "
+             "block_q 64: two splitting the key tiles)";
     // Tile t's stage is released only after S(t + 1) is issued (P(t) V overlaps it), so the keys
     // of t + 1 need a second stage.
     if (stages < 2) return "wgmma=1 stages=1: the wgmma path overlaps two tiles and needs stages >= 2";

@@ -482,9 +482,9 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
     b.line("unsigned short (*Vs)[" + num(LDV) + "] = (unsigned short (*)[" + num(LDV) +
            "])(emmy_attn_smem + " + num(q_bytes + k_bytes) + ");");
   }
-  b.line("const long long bz = blockIdx.y;");
+  b.line("const long long bz = blockIdx.x;");
   b.line("// Heaviest (causal) query tiles first.");
-  b.line("const long long q0 = (long long)(gridDim.x - 1 - blockIdx.x) * " + num(BQ) + "LL;");
+  b.line("const long long q0 = (long long)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) + "LL;");
   b.line(
       "const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & "
       "3;");
@@ -782,7 +782,12 @@ void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const Knob
   b.line("  for (int n = 0; n < " + num(NV) + "; ++n)");
   b.line("    #pragma unroll");
   b.block("    for (int q = 0; q < 4; ++q)", st);
-  int64_t grid[3] = {ceil_div(p.Sq, BQ), p.Z, 1};
+  // Batch entries (heads) along x: blocks are handed to the SMs in x-fastest order, so every
+  // head's heaviest query tile (the causal diagonal's far end, y = 0) starts before any lighter
+  // one, longest first, instead of head 0's light tiles before head 15's heavy ones (which then
+  // ran alone at the end); and the query heads of a grouped-query key head run side by side,
+  // reading the same key/value tiles through L2.
+  int64_t grid[3] = {p.Z, ceil_div(p.Sq, BQ), 1};
   m.add_kernel("emmy_attention", grid, T, b.code(), smem);
 }
 
@@ -808,8 +813,8 @@ void simt_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues&
          num(D * BQ * 4) + ");");
   b.line("float (*Vs)[" + num(Dv) + "] = (float (*)[" + num(Dv) + "])(emmy_attn_smem + " +
          num((D * BQ + BKV * D) * 4) + ");");
-  b.line("const long long bz = blockIdx.y;");
-  b.line("const long long q0 = (long long)(gridDim.x - 1 - blockIdx.x) * " + num(BQ) + "LL;");
+  b.line("const long long bz = blockIdx.x;");
+  b.line("const long long q0 = (long long)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) + "LL;");
   b.line("const int t = threadIdx.x;");
   {
     Index ai, bi;
@@ -882,7 +887,12 @@ void simt_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues&
   store_outputs(e, m, p, fused, scratch, "o[d] * inv", st);
   b.line("#pragma unroll");
   b.block("for (int d = 0; d < " + num(Dv) + "; ++d)", st);
-  int64_t grid[3] = {ceil_div(p.Sq, BQ), p.Z, 1};
+  // Batch entries (heads) along x: blocks are handed to the SMs in x-fastest order, so every
+  // head's heaviest query tile (the causal diagonal's far end, y = 0) starts before any lighter
+  // one, longest first, instead of head 0's light tiles before head 15's heavy ones (which then
+  // ran alone at the end); and the query heads of a grouped-query key head run side by side,
+  // reading the same key/value tiles through L2.
+  int64_t grid[3] = {p.Z, ceil_div(p.Sq, BQ), 1};
   m.add_kernel("emmy_attention", grid, BQ, b.code(), smem);
 }
 

@@ -1,7 +1,10 @@
 // The attention template's Hopper path (knob wgmma=1, sm_90a), flash-attention style.
 //
 // One block per (block_q query rows, batch entry); block_q / 64 consumer warpgroups own 64 rows
-// each, and one more warp, the producer, copies tiles with the bulk tensor copy engine (TMA):
+// each (with block_q 64 and warps 8, two warpgroups share the 64 rows and split the key tiles
+// between them, even and odd, merging their partial softmax sums at the end: a short causal
+// sequence has few blocks, one per SM, and its heaviest block's keys then run on two
+// warpgroups, whose softmax and products overlap each other), and one more warp, the producer, copies tiles with the bulk tensor copy engine (TMA):
 // the query tile once, then the key and value tiles of every block_kv positions into a ring of
 // `stages` shared-memory buffers. Each buffer has mbarriers for "keys landed", "values landed"
 // (the copies complete on them) and "free" (every consumer warp arrives once it is done with
@@ -196,19 +199,28 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
 
   // With two consumer warpgroups the producer is a whole warpgroup, so that registers can move
   // to the consumers (setmaxnreg works per warpgroup): 2 x 128 x 240 + 128 x 24 fit the 64K.
-  const int64_t NWG = BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
+  // SPLIT warpgroups share each 64 rows, taking every SPLIT-th key tile (warps = SPLIT * block_q
+  // / 16; attention_knob_refusal allows 2 with block_q 64 and stages >= 3).
+  const int64_t SPLIT = knobs.at("warps") / (BQ / 16);
+  if (SPLIT != 1 && SPLIT != 2) throw KnobRefused(knob_text + ": warps must be block_q / 16, or twice that");
+  const int64_t NWG = SPLIT * BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
   const bool move_registers = NWG > 1;
   const int64_t CH = D / 64, CV = Dv / 64;
   const int64_t q_chunk = BQ * 128, k_chunk = BKV * 128, v_chunk = BKV * 128;
   const int64_t q_bytes = CH * q_chunk, k_stage = CH * k_chunk, v_stage = CV * v_chunk;
   const int64_t k_off = q_bytes, v_off = q_bytes + STAGES * k_stage;
   const int64_t smem = 1024 + q_bytes + STAGES * (k_stage + v_stage);
+  // The second warpgroup of a split hands its partial result over through the ring's space.
+  const int64_t handover_floats = (Dv / 8 * 4 + 4) * 128;
+  if (SPLIT > 1 && handover_floats * 4 > STAGES * (k_stage + v_stage))
+    throw KnobRefused(knob_text + ": the split's handover does not fit the ring");
   if (smem > kMaxSharedBytes)
     throw KnobRefused(knob_text + " block_kv=" + num(BKV) + " stages=" + num(STAGES) + " needs " +
                       num(smem) + " bytes of shared memory, more than " + num(kMaxSharedBytes));
   const int64_t NS = BKV / 8, NV = Dv / 8;
   note = " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
          num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
+         (SPLIT > 1 ? " kv-split=" + num(SPLIT) : std::string()) +
          (p.causal_skip ? " causal-skip" : "");
   auto full_k = [&](const std::string& s) {
     return "(emmy_bar0 + 8u * (1u + (unsigned)(" + s + ")))";
@@ -234,8 +246,8 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       "const unsigned emmy_base = ((unsigned)__cvta_generic_to_shared(emmy_attn_smem) + 1023u) & "
       "~1023u;");
   b.line("const unsigned emmy_bar0 = (unsigned)__cvta_generic_to_shared(&emmy_bar[0]);");
-  b.line("const long long bz = blockIdx.y;");
-  b.line("const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * " + num(BQ) +
+  b.line("const long long bz = blockIdx.x;");
+  b.line("const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) +
          ";  // heaviest (causal) query tiles first");
   b.line("const int kv_end = " +
          (p.causal_skip ? "min(" + num(p.Sk) + ", q0 + " + num(BQ) + ")" : num(p.Sk)) + ";");
@@ -246,7 +258,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   b.line(
       "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(emmy_bar0 + 8u * i), "
       "\"r\"(i < " +
-      num(1 + 2 * STAGES) + " ? 1 : " + num(CW) + ") : \"memory\");");
+      num(1 + 2 * STAGES) + " ? 1 : " + num(CW / SPLIT) + ") : \"memory\");");
   b.line(
       "  // The barriers' initialisation, visible to the copy engine before it completes on them.");
   b.line("  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
@@ -307,9 +319,12 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
 
   // The consumer warpgroups.
   b.line("const int wg = warp >> 2, grp = lane >> 2, tig = lane & 3;");
-  b.line("const int w_first = q0 + wg * 64 + (warp & 3) * 16;  // the warp's first row");
+  b.line("// part: which of the " + num(SPLIT) + " warpgroups sharing rows (every " + num(SPLIT) +
+         "-th key tile from part); rows: which 64 rows.");
+  b.line("const int part = wg % " + num(SPLIT) + ", rows = wg / " + num(SPLIT) + ";");
+  b.line("const int w_first = q0 + rows * 64 + (warp & 3) * 16;  // the warp's first row");
   b.line("const int r_lo = w_first + grp;  // this thread's rows: r_lo and r_lo + 8");
-  b.line("const int wg_last = q0 + wg * 64 + 63;");
+  b.line("const int wg_last = q0 + rows * 64 + 63;");
   b.line(
       "auto emmy_ex2 = [](float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
       "\"f\"(x)); return y; };");
@@ -329,7 +344,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   b.line("float o[" + num(NV) + "][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};");
   b.line("#pragma unroll");
   b.line("for (int n = 0; n < " + num(NV) + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
-  b.line("const unsigned q_tile = emmy_base + (unsigned)wg * 8192u;");
+  b.line("const unsigned q_tile = emmy_base + (unsigned)rows * 8192u;");
   b.line("emmy_wait(emmy_bar0, 0u);");
 
   // Tiles in order; at tile t the warpgroup issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1),
@@ -357,8 +372,9 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     at.line("}");
     at.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
   };
-  auto prev_stage = "(t - 1) % " + num(STAGES),
-       prev_parity = "(unsigned)((t - 1) / " + num(STAGES) + ") & 1u";
+  // The warpgroup's previous tile: t - SPLIT.
+  auto prev_stage = "(t - " + num(SPLIT) + ") % " + num(STAGES),
+       prev_parity = "(unsigned)((t - " + num(SPLIT) + ") / " + num(STAGES) + ") & 1u";
   // The first tile has no earlier P V to overlap; wgmma must not sit on a divergent path (ptxas
   // would serialize every one of them), so it is peeled rather than tested for.
   auto emit_tile = [&](Body& kv, bool first) {
@@ -469,25 +485,32 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     kv.line("  pa[kb][3] = emmy_pack(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);");
     kv.line("}");
   };
+  // The warpgroup's tiles: part, part + SPLIT, ...; t ends as the first of them past n_mine.
+  b.line("int t = part;");
   {
-    Body kv(b);
-    emit_tile(kv, true);
-    b.block("for (int t = 0; t < 1; ++t)", kv);
-  }
-  {
-    Body kv(b);
-    emit_tile(kv, false);
-    b.block("for (int t = 1; t < n_mine; ++t)", kv);
-  }
-  {
-    Body last(b);
-    last.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
-    last.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
-    issue_pv(last, prev_stage, prev_parity);
-    last.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
-    release(last, prev_stage);
-    b.line("// The last tile's P V (every warpgroup has at least one tile: kv_end >= 1).");
-    b.block("for (int t = n_mine; t == n_mine; ++t)", last);
+    Body mine(b);
+    {
+      Body kv(mine);
+      emit_tile(kv, true);
+      mine.block("for (const int t_first = t; t == t_first; t += " + num(SPLIT) + ")", kv);
+    }
+    {
+      Body kv(mine);
+      emit_tile(kv, false);
+      mine.block("for (; t < n_mine; t += " + num(SPLIT) + ")", kv);
+    }
+    {
+      Body last(mine);
+      last.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
+      last.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
+      issue_pv(last, prev_stage, prev_parity);
+      last.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+      release(last, prev_stage);
+      mine.line("// The last tile's P V (t is the first of the warpgroup's tiles past n_mine).");
+      mine.block("", last);
+    }
+    b.line("// Every warpgroup has a tile (kv_end >= 1) but for a split's later parts.");
+    b.block(SPLIT > 1 ? "if (part < n_mine)" : "", mine);
   }
   if (p.causal_skip) {
     Body skip(b);
@@ -500,7 +523,46 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
         "// Tiles no row of this warpgroup sees: only released, once landed (each warp arrives on "
         "a");
     b.line("// stage's barrier once per round, in order).");
-    b.block("for (int t = n_mine; t < n_tiles; ++t)", skip);
+    b.block("for (; t < n_tiles; t += " + num(SPLIT) + ")", skip);
+  }
+
+  if (SPLIT > 1) {
+    // The split's parts merge: the second hands its running max, partial sums and accumulators
+    // to the first through the ring (free once both are past their tiles: every tile was waited
+    // for, so no copy is in flight), element-major so that each access is one coalesced row.
+    b.line("// Both parts are past the ring: the second one's partial result goes through it.");
+    b.line("asm volatile(\"bar.sync 1, " + num(CW * 32) + ";\" ::: \"memory\");");
+    b.line("float* const emmy_hand = reinterpret_cast<float*>(emmy_attn_smem + (emmy_base - "
+           "(unsigned)__cvta_generic_to_shared(emmy_attn_smem)) + " + num(k_off) + "u);");
+    b.line("const int hi = threadIdx.x & 127;");
+    Body give(b);
+    give.line("#pragma unroll");
+    give.line("for (int n = 0; n < " + num(NV) + "; ++n)");
+    give.line("  #pragma unroll");
+    give.line("  for (int q = 0; q < 4; ++q) emmy_hand[(n * 4 + q) * 128 + hi] = o[n][q];");
+    give.line("emmy_hand[" + num(NV * 4) + " * 128 + hi] = mrow[0];");
+    give.line("emmy_hand[" + num(NV * 4 + 1) + " * 128 + hi] = mrow[1];");
+    give.line("emmy_hand[" + num(NV * 4 + 2) + " * 128 + hi] = lrow[0];");
+    give.line("emmy_hand[" + num(NV * 4 + 3) + " * 128 + hi] = lrow[1];");
+    give.line("asm volatile(\"bar.arrive 2, " + num(CW * 32) + ";\" ::: \"memory\");");
+    give.line("return;");
+    b.block("if (part != 0)", give);
+    b.line("asm volatile(\"bar.sync 2, " + num(CW * 32) + ";\" ::: \"memory\");");
+    b.line("float c0[2], c1[2];");
+    b.line("#pragma unroll");
+    b.line("for (int h = 0; h < 2; ++h) {");
+    b.line("  const float m1 = emmy_hand[(" + num(NV * 4) + " + h) * 128 + hi];");
+    b.line("  const float mnew = fmaxf(mrow[h], m1);");
+    b.line("  const float base = mnew == -INFINITY ? 0.f : mnew * 1.4426950408889634f;");
+    b.line("  c0[h] = emmy_ex2(mrow[h] * 1.4426950408889634f - base);");
+    b.line("  c1[h] = emmy_ex2(m1 * 1.4426950408889634f - base);");
+    b.line("  lrow[h] = lrow[h] * c0[h] + emmy_hand[(" + num(NV * 4 + 2) + " + h) * 128 + hi] * c1[h];");
+    b.line("}");
+    b.line("#pragma unroll");
+    b.line("for (int n = 0; n < " + num(NV) + "; ++n)");
+    b.line("  #pragma unroll");
+    b.line("  for (int q = 0; q < 4; ++q)");
+    b.line("    o[n][q] = o[n][q] * c0[q >> 1] + emmy_hand[(n * 4 + q) * 128 + hi] * c1[q >> 1];");
   }
 
   // Normalise and store.
@@ -524,7 +586,12 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     b.line("  #pragma unroll");
     b.block("  for (int q = 0; q < 4; ++q)", st);
   }
-  int64_t grid[3] = {ceil_div(p.Sq, BQ), p.Z, 1};
+  // Batch entries (heads) along x: blocks are handed to the SMs in x-fastest order, so every
+  // head's heaviest query tile (the causal diagonal's far end, y = 0) starts before any lighter
+  // one, longest first, instead of head 0's light tiles before head 15's heavy ones (which then
+  // ran alone at the end); and the query heads of a grouped-query key head run side by side,
+  // reading the same key/value tiles through L2.
+  int64_t grid[3] = {p.Z, ceil_div(p.Sq, BQ), 1};
   m.add_kernel("emmy_attention", grid, T, b.code(), smem);
 }
 
