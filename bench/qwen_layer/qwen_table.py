@@ -314,11 +314,16 @@ def layer_row(emmy: dict, torch_times: dict, b: int, s: int, ceilings: dict,
     # The assembled graph's median, like PyTorch's times; assembled_us is the validation gap's
     # 20th percentile (reports before it was added have the median there).
     assembled = emmy.get("assembled_median_us") or emmy.get("assembled_us") or None
+    # The same program timed as PyTorch's layer is (one L2 flush per sample, the kernels back to
+    # back): what the ratios compare when the report has it. The assembled figure flushes before
+    # each kernel, denying Emmy the reuse between neighbours that PyTorch's figures keep.
+    end_to_end = emmy.get("end_to_end_us") or None
     total = emmy.get("best_total_us") or None
-    emmy_us = assembled or total
+    emmy_us = end_to_end or assembled or total
     compiled = layer.get("compile")
     ratio = _ratio(emmy_us, compiled)
     return {
+        "emmy_end_to_end_us": end_to_end,
         "emmy_assembled_us": assembled, "emmy_sum_us": total, "eager_us": layer.get("eager"),
         "compile_us": compiled, "ratio_compile": ratio, "ratio_eager": _ratio(emmy_us, layer.get("eager")),
         "target": target, "met": None if ratio is None else ratio <= target,
@@ -347,11 +352,13 @@ def render_shape(b: int, s: int, rows: list[dict], layer: dict) -> str:
                f"| {_fmt(_pct(floor_sum, emmy_sum), 0)} | |")
     met = {None: "—", True: "yes", False: "no"}[layer["met"]]
     out += ["",
-            "| whole layer | Emmy assembled µs | Emmy Σ kernels µs | eager µs | torch.compile µs "
+            "| whole layer | Emmy end to end µs | Emmy assembled (each kernel flushed) µs "
+            "| Emmy Σ kernels µs | eager µs | torch.compile µs "
             "| Emmy / compile | target | met | Emmy / eager | floor µs | Emmy % of floor "
             "| compile % of floor |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-            f"| Qwen3DecoderLayer | {_fmt(layer['emmy_assembled_us'])} | {_fmt(layer['emmy_sum_us'])} "
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            f"| Qwen3DecoderLayer | {_fmt(layer.get('emmy_end_to_end_us'))} "
+            f"| {_fmt(layer['emmy_assembled_us'])} | {_fmt(layer['emmy_sum_us'])} "
             f"| {_fmt(layer['eager_us'])} | {_fmt(layer['compile_us'])} | {_fmt(layer['ratio_compile'], 2)} "
             f"| ≤ {layer['target']:.2f} | {met} | {_fmt(layer['ratio_eager'], 2)} | {_fmt(layer['floor_us'])} "
             f"| {_fmt(layer['emmy_pct_floor'], 0)} | {_fmt(layer['compile_pct_floor'], 0)} |", ""]

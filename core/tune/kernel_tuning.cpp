@@ -111,6 +111,10 @@ std::string assembled_config_key(const ir::Program& program) {
          ")";
 }
 
+std::string end_to_end_config_key(const ir::Program& program) {
+  return "end_to_end(" + program_config_key(program) + ")";
+}
+
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors) {
   Buffers b;
   b.tensors.reserve(tensors.size());
@@ -121,7 +125,8 @@ Buffers to_buffers(const std::vector<ir::HostTensor>& tensors) {
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
                                            Regime regime, const std::vector<ir::HostTensor>& inputs,
                                            const std::vector<ir::HostTensor>& expected,
-                                           bool whole_graph, double timeout_s, int samples) {
+                                           bool whole_graph, double timeout_s, int samples,
+                                           bool end_to_end) {
   store::MeasurementRecord rec;
   rec.regime = regime;
   rec.env = run.env;
@@ -151,6 +156,7 @@ store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& p
   request.warmup = run.options.warmup;
   request.samples = samples > 0 ? samples : run.options.samples;
   request.timeout_s = timeout_s > 0 ? timeout_s : run.options.timeout_s;
+  request.end_to_end = end_to_end;
   MeasureResult result;
   with_one_retry(run, "measure", [&] {
     ++run.counters.launches;

@@ -95,6 +95,9 @@ std::string program_config_key(const ir::Program& program);
 // again as a program and found only by earlier assembled measurements of the same program. It names
 // the validation's statistic (tune/validation.hpp), so a row summarized another way is not reused.
 std::string assembled_config_key(const ir::Program& program);
+// The configuration key of the program timed end to end (one cache flush per sample, its
+// kernels back to back), a key space of its own beside the validation's.
+std::string end_to_end_config_key(const ir::Program& program);
 
 // Host buffers <-> tensors of the reference interpreter.
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
@@ -107,12 +110,13 @@ Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 // compounds over its kernels; a kernel element by element. `timeout_s` > 0 replaces --timeout
 // as the limit of the measurement (rec.timeout_s records it). `templ` is set (to "fallback") only
 // when the backend built its fallback kernel for a one-kernel program lowered to a template.
-// `samples` > 0 overrides --samples (the validation's short rounds).
+// `samples` > 0 overrides --samples (the validation's short rounds). `end_to_end` times a
+// program of several kernels as one (MeasureRequest::end_to_end).
 store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
                                            Regime regime, const std::vector<ir::HostTensor>& inputs,
                                            const std::vector<ir::HostTensor>& expected,
                                            bool whole_graph = false, double timeout_s = 0,
-                                           int samples = 0);
+                                           int samples = 0, bool end_to_end = false);
 
 // The time limit of one measurement of a kernel whose best known time is `best_us` (0: none):
 // the fixed --timeout, or, with a set-aside factor F (TuneOptions::hopeless_factor), a floor for

@@ -34,6 +34,7 @@ nlohmann::json TuneReport::to_json() const {
   // The graph's typical time, what a comparison with other medians (a benchmark) takes.
   j["assembled_median_us"] =
       assembled_median_us > 0 ? nlohmann::json(assembled_median_us) : nlohmann::json(nullptr);
+  j["end_to_end_us"] = end_to_end_us > 0 ? nlohmann::json(end_to_end_us) : nlohmann::json(nullptr);
   j["isolated_us"] = isolated_us > 0 ? nlohmann::json(isolated_us) : nlohmann::json(nullptr);
   // null, not 0, when the assembled graph was not measured.
   j["validation_gap_pct"] =
@@ -87,6 +88,13 @@ std::string TuneReport::table() const {
                   "gap %+.1f%% (20th percentiles of %d alternating rounds)\n",
                   assembled_us, isolated_us, validation_gap_pct, kValidationRounds);
     out << line;
+    if (end_to_end_us > 0) {
+      std::snprintf(line, sizeof line,
+                    "assembled graph end to end (one cache flush per sample, kernels back to "
+                    "back): %.2f us (median)\n",
+                    end_to_end_us);
+      out << line;
+    }
   } else {
     out << "validation gap not measured: "
         << (validation_note.empty() ? std::string("no reason recorded") : validation_note) << "\n";

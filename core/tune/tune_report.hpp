@@ -57,6 +57,10 @@ struct TuneReport {
   // rounds (tune/validation.hpp); 0 = not measured.
   double assembled_us = 0;
   double assembled_median_us = 0;  // the median of the same samples (0 = not measured)
+  // The assembled graph timed end to end, as a framework runs it (one cache flush per sample,
+  // the kernels back to back, so neighbours share what stays in cache): the median of --samples
+  // samples; 0 = not measured (a graph of one kernel, or --no-validate).
+  double end_to_end_us = 0;
   // The same kernels measured again in isolation in the rounds between (each chosen
   // configuration, as often as it occurs), summarized the same way: what the gap compares with.
   // Not best_total_us, the lowest of many noisy medians (biased low by the selection itself);

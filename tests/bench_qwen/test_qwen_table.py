@@ -184,6 +184,15 @@ class Tables(unittest.TestCase):
         with_median = dict(self.emmy, assembled_us=140.0, assembled_median_us=151.0)
         self.assertEqual(qt.layer_row(with_median, self.torch, 1, 512, CEIL)["emmy_assembled_us"], 151.0)
         self.assertFalse(qt.layer_row(with_median, self.torch, 1, 512, CEIL)["met"])
+        # The program timed end to end (one L2 flush per sample, as PyTorch's layer is) is what
+        # the ratios take when the report has it; the assembled figure stays beside it.
+        e2e = dict(with_median, end_to_end_us=120.0)
+        lay = qt.layer_row(e2e, self.torch, 1, 512, CEIL)
+        self.assertAlmostEqual(lay["ratio_compile"], 0.6)
+        self.assertEqual(lay["emmy_assembled_us"], 151.0)
+        self.assertTrue(lay["met"])
+        md = qt.render_shape(1, 512, [], lay)
+        self.assertIn("| Qwen3DecoderLayer | 120.0 | 151.0 |", md)
 
     def test_render_shape_has_every_kernel_and_the_layer(self):
         rows = qt.kernel_rows(self.emmy, self.torch, 1, 512, CEIL, self.traced)
@@ -191,7 +200,7 @@ class Tables(unittest.TestCase):
         for k in DEFAULT:
             self.assertIn(f"| {k['name']} ({k['op']}) |", md)
         self.assertIn("B=1 S=512", md)
-        self.assertIn("| Qwen3DecoderLayer | 150.0 |", md)
+        self.assertIn("| Qwen3DecoderLayer | — | 150.0 |", md)
         self.assertIn("| 0.75 | ≤ 0.75 | yes |", md)
         header = md.splitlines()[2]
         self.assertEqual(header.count("|"), md.splitlines()[3].count("|"))

@@ -92,6 +92,13 @@ struct MeasureRequest {
   int warmup = 3;
   int samples = 15;
   double timeout_s = 20;    // per invocation of the worker
+  // A program of several kernels (the assembled graph) is timed, by default, the way its kernels
+  // were measured alone: each kernel after a cache flush of its own and timed on its own, a sample
+  // adding up the kernels' equally ranked times (emmy/timing.hpp), so the validation gap compares
+  // like with like. end_to_end times it as a framework runs it instead: one flush before each
+  // sample, then every kernel back to back, one clock around them all (what a comparison with
+  // PyTorch's whole-layer time needs; neighbouring kernels then share what stays in cache).
+  bool end_to_end = false;
 };
 
 struct MeasureResult {

@@ -25,7 +25,8 @@
 // 2: BackendCaps::devices and kernels_per_device, FailureKind::refused.
 // 3: BackendCaps::alternatives (other implementations of a template's kernels, e.g. cuBLASLt).
 // 4: BackendCaps::constraints (knob combinations a template refuses whatever the kernel).
-#define EMMY_SDK_ABI_VERSION 4u
+// 5: MeasureRequest::end_to_end (a program timed as one, one cache flush per sample).
+#define EMMY_SDK_ABI_VERSION 5u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
 extern "C" {

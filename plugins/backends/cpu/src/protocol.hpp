@@ -3,7 +3,7 @@
 // worker's stdin/stdout. Little framing: fixed-size integers and length-prefixed
 // byte strings, in the host's byte order (both ends are the same machine).
 //
-//   request:  u32 kRequestMagic, str library, i32 warmup, i32 samples,
+//   request:  u32 kRequestMagic, str library, i32 warmup, i32 samples, u32 end_to_end,
 //             u32 n_inputs, n x str bytes, u32 n_outputs, n x u64 size
 //   reply:    u32 kReplyOk, u32 n_samples, n x f64 microseconds, u32 n_outputs, n x str bytes
 //          |  u32 kReplyError, str message

@@ -9,6 +9,8 @@
 // evictions left out: the j-th fastest sample is the sum of every kernel's j-th fastest time, so
 // the program's median is the sum of its kernels' medians, exactly as the validation gap's
 // isolated side adds up the medians of the same kernels timed alone from the same cold start.
+// A request marked end_to_end (MeasureRequest::end_to_end) times such a program as one call
+// instead, its inputs and outputs evicted first, the way a framework would run it.
 // (The median of per-call sums would not be: on a busy machine each kernel is now and then
 // preempted, and a sum of several kernels is hit more often than any one of them; +7 % on a
 // matmul->softmax with identical per-kernel medians.)
@@ -87,6 +89,7 @@ int main() {
     std::string library = r.get_string();
     int32_t warmup = r.get<int32_t>();
     int32_t samples = r.get<int32_t>();
+    const bool end_to_end = r.get<uint32_t>() != 0;
     uint32_t n_in = r.get<uint32_t>();
     std::vector<Aligned> inputs;
     for (uint32_t i = 0; i < n_in && r.ok; ++i) {
@@ -143,7 +146,7 @@ int main() {
 
     const int n_samples = std::max(1, samples);
     std::vector<double> times;
-    if (timed) {
+    if (timed && !end_to_end) {
       // kernel_us[j * k + i]: kernel i's time in call j.
       const auto k = static_cast<size_t>(timed_kernels);
       std::vector<double> kernel_us(k * static_cast<size_t>(n_samples));
@@ -155,6 +158,8 @@ int main() {
         for (size_t j = 0; j < per_kernel[i].size(); ++j) per_kernel[i][j] = kernel_us[j * k + i];
       times = emmy::ranked_sums(std::move(per_kernel));
     } else {
+      // One kernel, or a program timed end to end: its inputs and outputs evicted, then the
+      // whole call timed (an assembled program's emmy_kernel runs its kernels back to back).
       auto cold_call = [&]() -> double {
         for (auto& a : inputs) emmy::cpu::worker::evict(a.data, a.size);
         for (auto& a : outputs) emmy::cpu::worker::evict(a.data, a.size);

@@ -233,6 +233,7 @@ Status CudaBackend::measure(const ir::Slice& slice, const Artifact& artifact, co
     spec.samples = std::max(1, request.samples);
     spec.use_graph = use_graph_;
     spec.timeout_s = request.timeout_s;
+    spec.end_to_end = request.end_to_end;
     const DeviceInfo* info = device_info();
     spec.flush_bytes = uint64_t(std::max<int64_t>(info ? 2 * info->l2_bytes : 0, 128ll << 20));
     // A free device if there is one, else wait for the next in turn.

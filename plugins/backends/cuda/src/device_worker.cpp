@@ -149,6 +149,7 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   o.put(int32_t(spec.samples));
   o.put(uint32_t(spec.use_graph ? 1 : 0));
   o.put(spec.flush_bytes);
+  o.put(uint32_t(spec.end_to_end ? 1 : 0));
   auto deadline = wire::Clock::now() + std::chrono::milliseconds(int64_t(spec.timeout_s * 1000));
   wire::In in{fd_, &deadline};
   uint32_t tag = o.send(fd_) ? in.get<uint32_t>() : 0;

@@ -33,6 +33,7 @@ struct RunSpec {
   bool use_graph = true;
   uint64_t flush_bytes = 0;
   double timeout_s = 20;
+  bool end_to_end = false;  // a program timed as one (MeasureRequest::end_to_end)
 };
 
 class DeviceWorker {

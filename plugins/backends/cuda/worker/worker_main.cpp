@@ -5,7 +5,8 @@
 // in device memory); before every timed sample the L2 is flushed by writing a buffer larger than it;
 // each sample is timed with events around one replay. A program of several kernels (the tuner's
 // assembled graph) flushes L2 before each of its kernels and times each on its own, as its
-// kernels were measured in isolation; its samples are sums of the kernels' equally ranked times. A plan's library steps (the cublaslt template) are
+// kernels were measured in isolation; its samples are sums of the kernels' equally ranked times
+// (unless the request asks for the program end to end: one flush, one timing around it all). A plan's library steps (the cublaslt template) are
 // cuBLASLt calls made in the same stream, capture and timing (cublaslt_runner.hpp); a
 // configuration the library will not run is answered kRefused and the worker stays up. Any CUDA error is reported and the
 // worker exits: after an illegal address the context is unusable, and the backend starts a
@@ -159,6 +160,7 @@ void run(wire::In& in, int out_fd) {
   int32_t warmup = in.get<int32_t>(), samples = in.get<int32_t>();
   uint32_t use_graph = in.get<uint32_t>();
   uint64_t flush_bytes = in.get<uint64_t>();
+  const bool end_to_end = in.get<uint32_t>() != 0;
   if (!in.ok) std::exit(3);
 
   init();
@@ -247,13 +249,14 @@ void run(wire::In& in, int out_fd) {
   // The kernels of a program: runs of launches with the same group. With more than one, every
   // kernel is preceded by an L2 flush and timed on its own (events around it), and a sample is
   // the sum: the program is measured the way each kernel was measured in isolation, so the
-  // validation gap compares like with like (the flushes themselves are not timed).
+  // validation gap compares like with like (the flushes themselves are not timed). An end_to_end
+  // request times the program as one: one flush, then every kernel back to back.
   std::vector<size_t> group_begin;
   for (size_t i = 0; i < launches.size(); ++i)
     if (i == 0 || launches[i].group != launches[i - 1].group) group_begin.push_back(i);
   group_begin.push_back(launches.size());
   const size_t n_groups = group_begin.size() - 1;
-  const bool per_group = flush_bytes && n_groups > 1;
+  const bool per_group = flush_bytes && n_groups > 1 && !end_to_end;
   // One plain run: its outputs are what the backend checks against the reference.
   launch_all();
   check(cuStreamSynchronize(stream), "kernel execution");
