@@ -150,6 +150,11 @@ TEST(CudaAttention, EveryKnobValueGeneratesTheTemplate) {
         EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
         c.knobs = {{"stages", 3}, {"wgmma", 1}, {"warps", 4}};
       }
+      // So is a persistent grid (with one consumer warpgroup).
+      if (spec.name == "persistent" && v == 1) {
+        EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+        c.knobs = {{"persistent", 1}, {"wgmma", 1}, {"warps", 4}};
+      }
       std::string used;
       std::string source = generate_source(slice_of(c), &used);
       EXPECT_EQ(used, "attention") << spec.name << "=" << v;
@@ -239,6 +244,34 @@ TEST(CudaAttention, WgmmaSplitOfTheKeyTilesCompiles) {
   f16.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"block_kv", 32}, {"stages", 3}};
   EXPECT_NE(generate_source(slice_of(f16)).find("kv-split=2"), std::string::npos);
   compiles(f16);
+}
+
+// persistent=1: a fixed grid of blocks takes the (head, query tile) items in turn, the ring's
+// stages running on across items and the query tile handed back on a barrier of its own.
+TEST(CudaAttention, WgmmaPersistentBlocksTakeTheItemsInTurnAndCompile) {
+  for (auto [seq, batch] : {std::pair<int64_t, int64_t>{512, 8}, {128, 1}}) {
+    Case c = qwen3_attention(seq, batch);
+    c.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}, {"stages", 3},
+               {"persistent", 1}};
+    std::string used;
+    std::string source = generate_source(slice_of(c), &used);
+    ASSERT_EQ(used, "attention");
+    const int64_t items = 16 * batch * (seq / 64), blocks = std::min<int64_t>(items, 264);
+    EXPECT_NE(source.find("warpgroups=1+producer persistent x" + std::to_string(blocks)),
+              std::string::npos)
+        << source.substr(source.rfind("//"));
+    Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.launches.size(), 1u);
+    EXPECT_EQ(plan.launches[0].grid[0], blocks);
+    EXPECT_EQ(plan.launches[0].grid[1], 1);
+    EXPECT_NE(source.find("w < " + std::to_string(items) + "; w += gridDim.x"), std::string::npos);
+    EXPECT_EQ(compiles(c), source);
+  }
+  Case c = qwen3_attention(512);
+  c.knobs = {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"persistent", 1}};
+  EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+  c.knobs = {{"persistent", 1}};  // the mma.sync path
+  EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
 }
 
 TEST(CudaAttention, WgmmaPathRefusesWhatItCannotTake) {

@@ -53,19 +53,21 @@ BackendCaps cuda_capabilities() {
   // 3 only on the Hopper path.
   // wgmma: 1 = Hopper's path (sm_90a; tmpl_attention_wgmma.cpp): block_q / 64 warpgroups (so
   // warps = block_q / 16; or block_q 64 with warps 8: two warpgroups splitting the key tiles)
-  // and a producer warp, k/v through TMA into a ring of `stages` buffers.
+  // and a producer warp, k/v through TMA into a ring of `stages` buffers. persistent: 1 = a
+  // fixed grid of blocks taking the query tiles in turn (tmpl_attention_wgmma.cpp says why).
   // The path is decided first, as for the matmul.
   caps.templates["attention"] = {{"wgmma", {0, 1}},
                                  {"block_q", {64, 128}},
                                  {"block_kv", {128, 64, 32}},
                                  {"warps", {8, 16, 4}},
-                                 {"stages", {2, 1, 3}}};
+                                 {"stages", {2, 1, 3}},
+                                 {"persistent", {0, 1}}};
   caps.constraints["attention"] = {table_constraint(
-      caps.templates["attention"], {"wgmma", "block_q", "warps", "stages"},
+      caps.templates["attention"], {"wgmma", "block_q", "warps", "stages", "persistent"},
       [](const std::map<std::string, double>& k) { return attention_knob_refusal(k).empty(); },
       "the attention template's paths (wgmma: one warpgroup per 64 query rows, so warps = "
       "block_q / 16, and stages >= 2, or two sharing 64 rows with warps 8 and stages >= 3; "
-      "mma.sync: stages 1 or 2)")};
+      "persistent only with block_q 64 and warps 4; mma.sync: stages 1 or 2, not persistent)")};
   // cuBLASLt computes what the matmul template takes (the epilogues it fuses), chosen per kernel
   // at the fork matmul.template. CudaBackend::capabilities() drops it where the library is
   // missing or the backend option cublaslt=0 says so.
@@ -80,6 +82,8 @@ std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {
     return it == knobs.end() ? fallback : static_cast<int64_t>(it->second);
   };
   const int64_t BQ = at("block_q", 64), W = at("warps", 8), stages = at("stages", 2);
+  if (at("persistent", 0) == 1 && (at("wgmma", 0) != 1 || BQ != 64 || W != 4))
+    return "persistent=1 is a path of wgmma=1 with block_q=64 and warps=4 (one consumer warpgroup)";
   if (at("wgmma", 0) == 1) {
     // Two warpgroups may share 64 rows, splitting the key tiles (block_q 64, warps 8): each
     // holds a tile while its next one lands, and the other's sits between, so the ring needs 3.

@@ -202,6 +202,14 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   // SPLIT warpgroups share each 64 rows, taking every SPLIT-th key tile (warps = SPLIT * block_q
   // / 16; attention_knob_refusal allows 2 with block_q 64 and stages >= 3).
   const int64_t SPLIT = knobs.at("warps") / (BQ / 16);
+  // persistent=1: as many blocks as the SMs hold at once (persistent_blocks) take work items
+  // (a query tile of a batch entry, heaviest first) in turn; the producer copies the next item's
+  // query tile and first key tiles while the consumers still finish the last one's products and
+  // stores, so a short item (B=8 S=512: 4.5 key tiles on average) no longer pays its block's
+  // start and its first copies' latency alone. One consumer warpgroup (block_q 64, warps 4):
+  // attention_knob_refusal.
+  const bool persistent = knobs.count("persistent") && knobs.at("persistent") == 1;
+  const int64_t NQ = ceil_div(p.Sq, BQ), NWORK = p.Z * NQ;
   if (SPLIT != 1 && SPLIT != 2) throw KnobRefused(knob_text + ": warps must be block_q / 16, or twice that");
   const int64_t NWG = SPLIT * BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
   const bool move_registers = NWG > 1;
@@ -209,7 +217,13 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   const int64_t q_chunk = BQ * 128, k_chunk = BKV * 128, v_chunk = BKV * 128;
   const int64_t q_bytes = CH * q_chunk, k_stage = CH * k_chunk, v_stage = CV * v_chunk;
   const int64_t k_off = q_bytes, v_off = q_bytes + STAGES * k_stage;
-  const int64_t smem = 1024 + q_bytes + STAGES * (k_stage + v_stage);
+  // The tiles, then the mbarriers (at most 1 + 3 x 4 + 1 of 8 bytes), all in the dynamic buffer:
+  // with no static shared memory the buffer starts at the block's window, aligned for the 128-byte
+  // swizzle's 1024-byte period, so nothing is spent on rounding its start up. (Before, 1 KiB of
+  // over-allocation plus static barriers took block_kv 64, stages 3 to 117,760 bytes, one block
+  // per SM; now 114,816: two, whose warpgroups overlap each other's softmax and products.)
+  const int64_t tile_bytes = q_bytes + STAGES * (k_stage + v_stage);
+  const int64_t smem = tile_bytes + 128;
   // The second warpgroup of a split hands its partial result over through the ring's space.
   const int64_t handover_floats = (Dv / 8 * 4 + 4) * 128;
   if (SPLIT > 1 && handover_floats * 4 > STAGES * (k_stage + v_stage))
@@ -218,9 +232,16 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     throw KnobRefused(knob_text + " block_kv=" + num(BKV) + " stages=" + num(STAGES) + " needs " +
                       num(smem) + " bytes of shared memory, more than " + num(kMaxSharedBytes));
   const int64_t NS = BKV / 8, NV = Dv / 8;
+  if (persistent && (SPLIT != 1 || BQ != 64))
+    throw KnobRefused(knob_text + ": persistent=1 takes block_q 64 with warps 4");
+  // A persistent grid: as many blocks as fit the SMs at once (shared memory, with the 1 KiB the
+  // hardware reserves per block, at most two by registers), so that none waits for another to end.
+  const int64_t per_sm = std::clamp<int64_t>(kSharedBytesPerSm / (smem + 1024), 1, 2);
+  const int64_t persistent_blocks = std::min<int64_t>(NWORK, per_sm * kSms);
   note = " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
          num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
          (SPLIT > 1 ? " kv-split=" + num(SPLIT) : std::string()) +
+         (persistent ? " persistent x" + num(persistent_blocks) : std::string()) +
          (p.causal_skip ? " causal-skip" : "");
   auto full_k = [&](const std::string& s) {
     return "(emmy_bar0 + 8u * (1u + (unsigned)(" + s + ")))";
@@ -231,34 +252,48 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   auto free_at = [&](const std::string& s) {
     return "(emmy_bar0 + 8u * (" + num(1 + 2 * STAGES) + "u + (unsigned)(" + s + ")))";
   };
-  const int64_t NBAR = 1 + 3 * STAGES;
+  // [1 + 3 * STAGES]: every consumer warp is done reading the query tile (persistent only).
+  const int64_t NBAR = 1 + 3 * STAGES + (persistent ? 1 : 0);
+  const std::string q_free = "(emmy_bar0 + 8u * " + num(1 + 3 * STAGES) + "u)";
+  // A work item's coordinates: w (its index; heads fastest, heaviest query tiles first) for a
+  // persistent block, the block's own coordinates otherwise.
+  auto work_header = [&](Body& at) {
+    if (persistent) {
+      at.line("const long long bz = w % " + num(p.Z) + "LL;");
+      at.line("const int q0 = (int)(" + num(NQ - 1) + " - w / " + num(p.Z) + ") * " + num(BQ) +
+              ";  // heaviest (causal) query tiles first");
+    } else {
+      at.line("const long long bz = blockIdx.x;");
+      at.line("const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) +
+              ";  // heaviest (causal) query tiles first");
+    }
+    at.line("const int kv_end = " +
+            (p.causal_skip ? "min(" + num(p.Sk) + ", q0 + " + num(BQ) + ")" : num(p.Sk)) + ";");
+    at.line("const int n_tiles = (kv_end + " + num(BKV - 1) + ") / " + num(BKV) + ";");
+  };
+  // The loop over a block's work items (one item when not persistent); `it0` counts the key
+  // tiles of earlier items (the ring's stages and parities run on across items), j the items.
+  const std::string work_loop =
+      persistent ? "for (int w = blockIdx.x, j = 0; w < " + num(NWORK) + "; w += gridDim.x, ++j)"
+                 : "for (int j = 0; j < 1; ++j)";
 
   Body b(1);
   b.line("extern __shared__ __align__(1024) unsigned char emmy_attn_smem[];");
   b.line("// Barriers: [0] the query tile landed; per stage s: [1 + s] its keys landed, [" +
          num(1 + STAGES) + " + s] its values landed, [" + num(1 + 2 * STAGES) +
          " + s] every consumer warp is done with it.");
-  b.line("__shared__ __align__(8) unsigned long long emmy_bar[" + num(NBAR) + "];");
-  b.line(
-      "// The dynamic buffer is over-allocated by 1024 bytes: its start rounded up to the swizzle "
-      "period.");
-  b.line(
-      "const unsigned emmy_base = ((unsigned)__cvta_generic_to_shared(emmy_attn_smem) + 1023u) & "
-      "~1023u;");
-  b.line("const unsigned emmy_bar0 = (unsigned)__cvta_generic_to_shared(&emmy_bar[0]);");
-  b.line("const long long bz = blockIdx.x;");
-  b.line("const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) +
-         ";  // heaviest (causal) query tiles first");
-  b.line("const int kv_end = " +
-         (p.causal_skip ? "min(" + num(p.Sk) + ", q0 + " + num(BQ) + ")" : num(p.Sk)) + ";");
-  b.line("const int n_tiles = (kv_end + " + num(BKV - 1) + ") / " + num(BKV) + ";");
+  b.line("// The " + num(NBAR) + " barriers lie after the tiles, in the dynamic buffer; its start is the "
+         "block's window (no static shared memory), aligned for the swizzle.");
+  b.line("const unsigned emmy_base = (unsigned)__cvta_generic_to_shared(emmy_attn_smem);");
+  b.line("if (emmy_base & 1023u) __trap();  // a swizzled tile off its period would read wrong rows");
+  b.line("const unsigned emmy_bar0 = emmy_base + " + num(tile_bytes) + "u;");
   b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;");
   b.line("if (threadIdx.x == 0) {");
   b.line("  for (int i = 0; i < " + num(NBAR) + "; ++i)");
   b.line(
       "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(emmy_bar0 + 8u * i), "
       "\"r\"(i < " +
-      num(1 + 2 * STAGES) + " ? 1 : " + num(CW / SPLIT) + ") : \"memory\");");
+      num(1 + 2 * STAGES) + " ? 1 : " + num(CW / SPLIT) + ") : \"memory\");  // [.. + 1]: " + num(CW) + " warps");
   b.line(
       "  // The barriers' initialisation, visible to the copy engine before it completes on them.");
   b.line("  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
@@ -285,14 +320,20 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     Body one(prod);
     for (const TmaPlan* t : {&qp, &kp, &vp})
       one.line("asm volatile(\"prefetch.tensormap [%0];\" :: \"l\"(" + t->map + ") : \"memory\");");
-    one.line("emmy_arm(emmy_bar0, " + num(BQ * D * 2) + "u);");
-    one.line("#pragma unroll");
-    one.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
-             tma_copy(qp, "emmy_base + (unsigned)c * " + num(q_chunk) + "u",
-                      num(qp.col0) + " + c * 64", "q0", "emmy_bar0"));
-    Body tile(one);
-    tile.line("const int s = t % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
-    tile.line("if (t >= " + num(STAGES) + ") emmy_wait(" + free_at("s") + ", (unsigned)(t / " +
+    one.line("int it0 = 0;");
+    Body item(one);
+    work_header(item);
+    if (persistent)
+      item.line("if (j > 0) emmy_wait(" + q_free + ", (unsigned)(j - 1) & 1u);  // the last query tile is read");
+    item.line("emmy_arm(emmy_bar0, " + num(BQ * D * 2) + "u);");
+    item.line("#pragma unroll");
+    item.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
+              tma_copy(qp, "emmy_base + (unsigned)c * " + num(q_chunk) + "u",
+                       num(qp.col0) + " + c * 64", "q0", "emmy_bar0"));
+    Body tile(item);
+    tile.line("const int u = it0 + t;  // the ring's count of tiles");
+    tile.line("const int s = u % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
+    tile.line("if (u >= " + num(STAGES) + ") emmy_wait(" + free_at("s") + ", (unsigned)(u / " +
               num(STAGES) + " - 1) & 1u);");
     // One operand's tile into stage s: arm its barrier with the bytes, then a copy per 64 columns.
     auto copy_tile = [&](const TmaPlan& plan, const std::string& full, int64_t cols, int64_t off,
@@ -307,7 +348,9 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     };
     copy_tile(kp, full_k("s"), D, k_off, k_stage, k_chunk);
     copy_tile(vp, full_v("s"), Dv, v_off, v_stage, v_chunk);
-    one.block("for (int t = 0; t < n_tiles; ++t)", tile);
+    item.block("for (int t = 0; t < n_tiles; ++t)", tile);
+    item.line("it0 += n_tiles;");
+    one.block(work_loop, item);
     if (move_registers)
       prod.line("asm volatile(\"setmaxnreg.dec.sync.aligned.u32 24;\" ::: \"memory\");");
     prod.block("if (warp == " + num(CW) + " && lane == 0)", one);
@@ -317,44 +360,46 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       b.line("asm volatile(\"setmaxnreg.inc.sync.aligned.u32 240;\" ::: \"memory\");");
   }
 
-  // The consumer warpgroups.
-  b.line("const int wg = warp >> 2, grp = lane >> 2, tig = lane & 3;");
-  b.line("// part: which of the " + num(SPLIT) + " warpgroups sharing rows (every " + num(SPLIT) +
+  // The consumer warpgroups, item by item (one item unless persistent).
+  Body cb(b);
+  work_header(cb);
+  cb.line("const int wg = warp >> 2, grp = lane >> 2, tig = lane & 3;");
+  cb.line("// part: which of the " + num(SPLIT) + " warpgroups sharing rows (every " + num(SPLIT) +
          "-th key tile from part); rows: which 64 rows.");
-  b.line("const int part = wg % " + num(SPLIT) + ", rows = wg / " + num(SPLIT) + ";");
-  b.line("const int w_first = q0 + rows * 64 + (warp & 3) * 16;  // the warp's first row");
-  b.line("const int r_lo = w_first + grp;  // this thread's rows: r_lo and r_lo + 8");
-  b.line("const int wg_last = q0 + rows * 64 + 63;");
-  b.line(
+  cb.line("const int part = wg % " + num(SPLIT) + ", rows = wg / " + num(SPLIT) + ";");
+  cb.line("const int w_first = q0 + rows * 64 + (warp & 3) * 16;  // the warp's first row");
+  cb.line("const int r_lo = w_first + grp;  // this thread's rows: r_lo and r_lo + 8");
+  cb.line("const int wg_last = q0 + rows * 64 + 63;");
+  cb.line(
       "auto emmy_ex2 = [](float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
       "\"f\"(x)); return y; };");
-  b.line("auto emmy_pack = [](float lo, float hi) { unsigned r; asm(\"cvt.rn." + ty +
+  cb.line("auto emmy_pack = [](float lo, float hi) { unsigned r; asm(\"cvt.rn." + ty +
          "x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; };");
-  b.line(
+  cb.line(
       "// Descriptors: start >> 4, leading byte offset >> 4, 8-row stride (1024 bytes) >> 4, "
       "128-byte swizzle.");
-  b.line(
+  cb.line(
       "auto emmy_kdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (1ull "
       "<< 16) | "
       "(64ull << 32) | (1ull << 62); };");
-  b.line("// V is read N-major: its 64-column chunks lie " + num(v_chunk) +
+  cb.line("// V is read N-major: its 64-column chunks lie " + num(v_chunk) +
          " bytes apart (the leading byte offset).");
-  b.line("auto emmy_vdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (" +
+  cb.line("auto emmy_vdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (" +
          num(v_chunk / 16) + "ull << 16) | (64ull << 32) | (1ull << 62); };");
-  b.line("float o[" + num(NV) + "][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};");
-  b.line("#pragma unroll");
-  b.line("for (int n = 0; n < " + num(NV) + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
-  b.line("const unsigned q_tile = emmy_base + (unsigned)rows * 8192u;");
-  b.line("emmy_wait(emmy_bar0, 0u);");
+  cb.line("float o[" + num(NV) + "][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};");
+  cb.line("#pragma unroll");
+  cb.line("for (int n = 0; n < " + num(NV) + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
+  cb.line("const unsigned q_tile = emmy_base + (unsigned)rows * 8192u;");
+  cb.line("emmy_wait(emmy_bar0, (unsigned)j & 1u);  // this item's query tile landed");
 
   // Tiles in order; at tile t the warpgroup issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1),
   // and evaluates the softmax of S(t) while the second product still runs: the accumulators
   // are rescaled and P(t) packed only once it is done (its A fragments are P(t-1)'s registers).
-  b.line("// The tiles this warpgroup's rows see (later ones are only released).");
-  b.line("const int n_mine = " +
+  cb.line("// The tiles this warpgroup's rows see (later ones are only released).");
+  cb.line("const int n_mine = " +
          (p.causal_skip ? "min(n_tiles, wg_last / " + num(BKV) + " + 1)" : std::string("n_tiles")) +
          ";");
-  b.line("unsigned pa[" + num(BKV / 16) + "][4];");
+  cb.line("unsigned pa[" + num(BKV / 16) + "][4];");
   auto release = [&](Body& at, const std::string& stage) {
     at.line("__syncwarp();");
     at.line("if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
@@ -373,13 +418,13 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     at.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
   };
   // The warpgroup's previous tile: t - SPLIT.
-  auto prev_stage = "(t - " + num(SPLIT) + ") % " + num(STAGES),
-       prev_parity = "(unsigned)((t - " + num(SPLIT) + ") / " + num(STAGES) + ") & 1u";
+  auto prev_stage = "(it0 + t - " + num(SPLIT) + ") % " + num(STAGES),
+       prev_parity = "(unsigned)((it0 + t - " + num(SPLIT) + ") / " + num(STAGES) + ") & 1u";
   // The first tile has no earlier P V to overlap; wgmma must not sit on a divergent path (ptxas
   // would serialize every one of them), so it is peeled rather than tested for.
   auto emit_tile = [&](Body& kv, bool first) {
-    kv.line("const int s = t % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
-    kv.line("const unsigned parity = (unsigned)(t / " + num(STAGES) + ") & 1u;");
+    kv.line("const int s = (it0 + t) % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
+    kv.line("const unsigned parity = (unsigned)((it0 + t) / " + num(STAGES) + ") & 1u;");
     kv.line("emmy_wait(" + full_k("s") + ", parity);");
     // Every wait before the first wgmma: a spin loop between them would be a divergent path.
     if (!first) kv.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
@@ -486,9 +531,9 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     kv.line("}");
   };
   // The warpgroup's tiles: part, part + SPLIT, ...; t ends as the first of them past n_mine.
-  b.line("int t = part;");
+  cb.line("int t = part;");
   {
-    Body mine(b);
+    Body mine(cb);
     {
       Body kv(mine);
       emit_tile(kv, true);
@@ -498,6 +543,12 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       Body kv(mine);
       emit_tile(kv, false);
       mine.block("for (; t < n_mine; t += " + num(SPLIT) + ")", kv);
+    }
+    if (persistent) {
+      mine.line("// Every S of this item is complete: the producer may copy the next query tile.");
+      mine.line("__syncwarp();");
+      mine.line("if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
+                q_free + ") : \"memory\");");
     }
     {
       Body last(mine);
@@ -509,33 +560,33 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       mine.line("// The last tile's P V (t is the first of the warpgroup's tiles past n_mine).");
       mine.block("", last);
     }
-    b.line("// Every warpgroup has a tile (kv_end >= 1) but for a split's later parts.");
-    b.block(SPLIT > 1 ? "if (part < n_mine)" : "", mine);
+    cb.line("// Every warpgroup has a tile (kv_end >= 1) but for a split's later parts.");
+    cb.block(SPLIT > 1 ? "if (part < n_mine)" : "", mine);
   }
   if (p.causal_skip) {
-    Body skip(b);
-    skip.line("const int s = t % " + num(STAGES) + ";");
-    skip.line("const unsigned parity = (unsigned)(t / " + num(STAGES) + ") & 1u;");
+    Body skip(cb);
+    skip.line("const int s = (it0 + t) % " + num(STAGES) + ";");
+    skip.line("const unsigned parity = (unsigned)((it0 + t) / " + num(STAGES) + ") & 1u;");
     skip.line("emmy_wait(" + full_k("s") + ", parity);");
     skip.line("emmy_wait(" + full_v("s") + ", parity);");
     release(skip, "s");
-    b.line(
+    cb.line(
         "// Tiles no row of this warpgroup sees: only released, once landed (each warp arrives on "
         "a");
-    b.line("// stage's barrier once per round, in order).");
-    b.block("for (; t < n_tiles; t += " + num(SPLIT) + ")", skip);
+    cb.line("// stage's barrier once per round, in order).");
+    cb.block("for (; t < n_tiles; t += " + num(SPLIT) + ")", skip);
   }
 
   if (SPLIT > 1) {
     // The split's parts merge: the second hands its running max, partial sums and accumulators
     // to the first through the ring (free once both are past their tiles: every tile was waited
     // for, so no copy is in flight), element-major so that each access is one coalesced row.
-    b.line("// Both parts are past the ring: the second one's partial result goes through it.");
-    b.line("asm volatile(\"bar.sync 1, " + num(CW * 32) + ";\" ::: \"memory\");");
-    b.line("float* const emmy_hand = reinterpret_cast<float*>(emmy_attn_smem + (emmy_base - "
+    cb.line("// Both parts are past the ring: the second one's partial result goes through it.");
+    cb.line("asm volatile(\"bar.sync 1, " + num(CW * 32) + ";\" ::: \"memory\");");
+    cb.line("float* const emmy_hand = reinterpret_cast<float*>(emmy_attn_smem + (emmy_base - "
            "(unsigned)__cvta_generic_to_shared(emmy_attn_smem)) + " + num(k_off) + "u);");
-    b.line("const int hi = threadIdx.x & 127;");
-    Body give(b);
+    cb.line("const int hi = threadIdx.x & 127;");
+    Body give(cb);
     give.line("#pragma unroll");
     give.line("for (int n = 0; n < " + num(NV) + "; ++n)");
     give.line("  #pragma unroll");
@@ -546,52 +597,59 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     give.line("emmy_hand[" + num(NV * 4 + 3) + " * 128 + hi] = lrow[1];");
     give.line("asm volatile(\"bar.arrive 2, " + num(CW * 32) + ";\" ::: \"memory\");");
     give.line("return;");
-    b.block("if (part != 0)", give);
-    b.line("asm volatile(\"bar.sync 2, " + num(CW * 32) + ";\" ::: \"memory\");");
-    b.line("float c0[2], c1[2];");
-    b.line("#pragma unroll");
-    b.line("for (int h = 0; h < 2; ++h) {");
-    b.line("  const float m1 = emmy_hand[(" + num(NV * 4) + " + h) * 128 + hi];");
-    b.line("  const float mnew = fmaxf(mrow[h], m1);");
-    b.line("  const float base = mnew == -INFINITY ? 0.f : mnew * 1.4426950408889634f;");
-    b.line("  c0[h] = emmy_ex2(mrow[h] * 1.4426950408889634f - base);");
-    b.line("  c1[h] = emmy_ex2(m1 * 1.4426950408889634f - base);");
-    b.line("  lrow[h] = lrow[h] * c0[h] + emmy_hand[(" + num(NV * 4 + 2) + " + h) * 128 + hi] * c1[h];");
-    b.line("}");
-    b.line("#pragma unroll");
-    b.line("for (int n = 0; n < " + num(NV) + "; ++n)");
-    b.line("  #pragma unroll");
-    b.line("  for (int q = 0; q < 4; ++q)");
-    b.line("    o[n][q] = o[n][q] * c0[q >> 1] + emmy_hand[(n * 4 + q) * 128 + hi] * c1[q >> 1];");
+    cb.block("if (part != 0)", give);
+    cb.line("asm volatile(\"bar.sync 2, " + num(CW * 32) + ";\" ::: \"memory\");");
+    cb.line("float c0[2], c1[2];");
+    cb.line("#pragma unroll");
+    cb.line("for (int h = 0; h < 2; ++h) {");
+    cb.line("  const float m1 = emmy_hand[(" + num(NV * 4) + " + h) * 128 + hi];");
+    cb.line("  const float mnew = fmaxf(mrow[h], m1);");
+    cb.line("  const float base = mnew == -INFINITY ? 0.f : mnew * 1.4426950408889634f;");
+    cb.line("  c0[h] = emmy_ex2(mrow[h] * 1.4426950408889634f - base);");
+    cb.line("  c1[h] = emmy_ex2(m1 * 1.4426950408889634f - base);");
+    cb.line("  lrow[h] = lrow[h] * c0[h] + emmy_hand[(" + num(NV * 4 + 2) + " + h) * 128 + hi] * c1[h];");
+    cb.line("}");
+    cb.line("#pragma unroll");
+    cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
+    cb.line("  #pragma unroll");
+    cb.line("  for (int q = 0; q < 4; ++q)");
+    cb.line("    o[n][q] = o[n][q] * c0[q >> 1] + emmy_hand[(n * 4 + q) * 128 + hi] * c1[q >> 1];");
   }
 
   // Normalise and store.
-  b.line("float inv[2];");
-  b.line("#pragma unroll");
-  b.line("for (int h = 0; h < 2; ++h) {");
-  b.line("  float l = lrow[h];");
-  b.line("  l += __shfl_xor_sync(0xffffffffu, l, 1);");
-  b.line("  l += __shfl_xor_sync(0xffffffffu, l, 2);");
-  b.line("  inv[h] = 1.f / l;");
-  b.line("}");
+  cb.line("float inv[2];");
+  cb.line("#pragma unroll");
+  cb.line("for (int h = 0; h < 2; ++h) {");
+  cb.line("  float l = lrow[h];");
+  cb.line("  l += __shfl_xor_sync(0xffffffffu, l, 1);");
+  cb.line("  l += __shfl_xor_sync(0xffffffffu, l, 2);");
+  cb.line("  inv[h] = 1.f / l;");
+  cb.line("}");
   {
     ExprGen e(g);
     bind_inputs(e, m);
     bind_causal_masks(e);
-    Body st(b);
+    Body st(cb);
     st.line("const long long gm = r_lo + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
     store_outputs(e, m, p, fused, scratch, "o[n][q] * inv[q >> 1]", st);
-    b.line("#pragma unroll");
-    b.line("for (int n = 0; n < " + num(NV) + "; ++n)");
-    b.line("  #pragma unroll");
-    b.block("  for (int q = 0; q < 4; ++q)", st);
+    cb.line("#pragma unroll");
+    cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
+    cb.line("  #pragma unroll");
+    cb.block("  for (int q = 0; q < 4; ++q)", st);
   }
   // Batch entries (heads) along x: blocks are handed to the SMs in x-fastest order, so every
   // head's heaviest query tile (the causal diagonal's far end, y = 0) starts before any lighter
   // one, longest first, instead of head 0's light tiles before head 15's heavy ones (which then
   // ran alone at the end); and the query heads of a grouped-query key head run side by side,
   // reading the same key/value tiles through L2.
-  int64_t grid[3] = {p.Z, ceil_div(p.Sq, BQ), 1};
+  cb.line("it0 += n_tiles;");
+  b.line("int it0 = 0;  // the ring's count of tiles before this item");
+  b.block(work_loop, cb);
+  int64_t grid[3] = {p.Z, NQ, 1};
+  if (persistent) {
+    grid[0] = persistent_blocks;
+    grid[1] = 1;
+  }
   m.add_kernel("emmy_attention", grid, T, b.code(), smem);
 }
 
