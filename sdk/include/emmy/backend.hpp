@@ -13,6 +13,8 @@
 
 namespace emmy {
 
+class KernelTemplate;  // emmy/kernel_template.hpp
+
 enum class Regime : unsigned char { rank, deploy };
 inline const char* to_string(Regime r) { return r == Regime::rank ? "rank" : "deploy"; }
 
@@ -136,6 +138,16 @@ class Backend {
   // or result.failure for the candidate's own failure; a non-ok Status for the machinery's.
   virtual Status measure(const ir::Slice& slice, const Artifact& artifact,
                          const MeasureRequest& request, MeasureResult& result) noexcept = 0;
+  // Takes a template plugin extending this backend (emmy/kernel_template.hpp), before the first
+  // capabilities() or build(); the host calls it for every template plugin whose manifest names
+  // this backend. From then on capabilities() lists it (templates, alternatives, constraints) and
+  // build() generates its kernels through it. An error names why the backend cannot take it
+  // (another backend's, a name it already has, an alternative to a template it lacks, a backend
+  // that runs no template plugins: the default); the host then stops with that message.
+  virtual Status add_template(std::shared_ptr<KernelTemplate> templ) noexcept {
+    (void)templ;
+    return Status::Error("the " + name() + " backend takes no template plugins");
+  }
 };
 
 }  // namespace emmy
