@@ -132,6 +132,12 @@ class Backend {
   // Generates and builds. A compile error is not a Status error: it returns Ok with
   // result.failure = build_error and the compiler's message, so it becomes a failure row. A
   // non-ok Status is the machinery's failure (see above) and is never stored.
+  // A slice of one kernel is a candidate. A slice of several kernels (Slice::grouping holds them,
+  // each with its template and knobs) is one program, built and measured as a whole by this one
+  // backend: the assembled graph at the end of a run, or a kernel carried with its producer. Its
+  // kernels may name any template this backend builds, its template plugins' included, each
+  // generated as it was tuned; a kernel naming a template the backend does not have is refused
+  // (FailureKind::refused), never built as another one.
   virtual Status build(const ir::Slice& slice, Regime regime, Artifact& artifact,
                        MeasureResult& failure) noexcept = 0;
   // Runs the artifact on the request's inputs in an isolated worker; fills timings and outputs,
