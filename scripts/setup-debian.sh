@@ -10,6 +10,7 @@ packages=(
   libtorch-dev python3 python3-torch
   zlib1g-dev
   libopenblas0-pthread
+  libopenblas-dev
 )
 missing=()
 for p in "${packages[@]}"; do

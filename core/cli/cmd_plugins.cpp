@@ -11,6 +11,7 @@
 #include "cli/options.hpp"
 #include "emmy/status.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "plugin_host/template_check.hpp"
 
 #ifndef EMMY_INSTALL_PLUGIN_DIR
 #define EMMY_INSTALL_PLUGIN_DIR ""
@@ -74,6 +75,7 @@ void print_table(const PluginHost& host, const std::vector<const PluginRecord*>&
   for (size_t i = 0; i < rows.size(); ++i) {
     print_row(rows[i]);
     if (!shown[i]->ok) std::cout << "    refused: " << shown[i]->reason << "\n";
+    else if (!shown[i]->extends.empty()) std::cout << "    extends the " << shown[i]->extends << " backend\n";
   }
 }
 
@@ -96,6 +98,7 @@ nlohmann::json to_json(const PluginRecord& r) {
           {"options", options},
           {"after", r.after},
           {"before", r.before},
+          {"extends", r.extends},
           {"entry_symbol", r.entry_symbol},
           {"manifest", r.manifest_path},
           {"library", r.library_path}};
@@ -125,7 +128,14 @@ int check(PluginHost& host, const std::string& name, const PluginOptions& option
     else if (r->kind == "pass") host.make_pass(name, options).reset();
     else if (r->kind == "backend") host.make_backend(name, options).reset();
     else if (r->kind == "prior") host.make_prior(name, options).reset();
-    else host.load(name, r->kind);  // refused with an unknown kind: load() says why
+    else if (r->kind == "template" && r->ok) {
+      // The conformance checks of a template, its backend taking it included.
+      TemplateCheck t = check_template(host, *r, options);
+      if (!t.problem.empty()) throw Error(t.problem);
+      std::cout << name << ": ok (template " << r->version << ", loaded " << r->library_path
+                << ", created and destroyed; " << t.note << ")\n";
+      return kExitOk;
+    } else host.load(name, r->kind);  // refused with an unknown kind: load() says why
   } catch (const Error& e) {
     std::cerr << "emmy plugins: " << name << ": " << e.what() << "\n";
     return kExitFailure;
@@ -140,7 +150,7 @@ int check(PluginHost& host, const std::string& name, const PluginOptions& option
 int run_plugins(const GlobalOptions& g, const std::vector<std::string>& args) {
   po::options_description desc("emmy plugins options");
   desc.add_options()("help,h", "this text")("json", "print JSON instead of a table")(
-      "kind", po::value<std::string>(), "list only plugins of this kind (frontend, pass, backend, prior)")(
+      "kind", po::value<std::string>(), "list only plugins of this kind (frontend, pass, backend, prior, template)")(
       "check", po::value<std::string>(),
       "load plugin NAME, create its object and destroy it; prints ok or the error (exit 1)")(
       "option", po::value<std::vector<std::string>>()->composing(),

@@ -126,6 +126,7 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
   }
   r.after = strings(m->after());
   r.before = strings(m->before());
+  r.extends = text(m->extends());
   if (is_plain_file_name(r.library))
     r.library_path = (std::filesystem::path(manifest_path).parent_path() / r.library).string();
 
@@ -154,6 +155,13 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
     return refused(r, "library '" + r.library +
                           "' is not a plain file name (the library must sit beside its manifest); " +
                           kRegenerate);
+  // A template plugin is useless without its backend, and only templates extend one.
+  if (r.kind == "template" && !is_plugin_name(r.extends))
+    return refused(r, "template plugin names no backend it extends ('" + r.extends +
+                          "'; emmy_add_plugin(... EXTENDS <backend>)); " + kRegenerate);
+  if (r.kind != "template" && !r.extends.empty())
+    return refused(r, "a " + r.kind + " plugin extends nothing (it names '" + r.extends +
+                          "'; EXTENDS is for template plugins); " + kRegenerate);
   for (const auto& f : r.forks) {
     if (f.name.empty()) return refused(r, std::string("a fork has no name; ") + kRegenerate);
     if (f.kind != "structural" && f.kind != "in_place")

@@ -104,12 +104,32 @@ std::shared_ptr<Frontend> PluginHost::make_frontend(std::string_view name,
 std::shared_ptr<Pass> PluginHost::make_pass(std::string_view name, const PluginOptions& options) {
   return as<Pass>(make(name, "pass", options));
 }
+std::vector<const PluginRecord*> PluginHost::templates_for(std::string_view backend) const {
+  std::vector<const PluginRecord*> out;
+  for (const PluginRecord* r : of_kind("template"))
+    if (r->extends == backend) out.push_back(r);
+  return out;
+}
+
 std::shared_ptr<Backend> PluginHost::make_backend(std::string_view name,
                                                   const PluginOptions& options) {
-  return as<Backend>(make(name, "backend", options));
+  std::shared_ptr<Backend> backend = as<Backend>(make(name, "backend", options));
+  for (const PluginRecord* r : templates_for(name)) {
+    std::shared_ptr<KernelTemplate> templ = make_template(r->name);
+    Status taken = backend->add_template(std::move(templ));
+    if (!taken.ok())
+      throw Error("template plugin '" + r->name + "' (" + r->manifest_path + ") extends the " +
+                  std::string(name) + " backend, which refuses it: " + taken.message() +
+                  "; remove it from the plugin path or rebuild it for this backend");
+  }
+  return backend;
 }
 std::shared_ptr<Prior> PluginHost::make_prior(std::string_view name, const PluginOptions& options) {
   return as<Prior>(make(name, "prior", options));
+}
+std::shared_ptr<KernelTemplate> PluginHost::make_template(std::string_view name,
+                                                          const PluginOptions& options) {
+  return as<KernelTemplate>(make(name, "template", options));
 }
 
 }  // namespace emmy

@@ -43,8 +43,15 @@ class PluginHost {
   // create() error.
   std::shared_ptr<Frontend> make_frontend(std::string_view name, const PluginOptions& options = {});
   std::shared_ptr<Pass> make_pass(std::string_view name, const PluginOptions& options = {});
+  // The backend, with every accepted template plugin whose manifest EXTENDS it handed over
+  // (Backend::add_template, in discovery order): templates need no flag, installing one is
+  // enough, and `emmy plugins` lists what a backend will get. A template that cannot be created
+  // or that the backend refuses stops with an error naming the template plugin.
   std::shared_ptr<Backend> make_backend(std::string_view name, const PluginOptions& options = {});
   std::shared_ptr<Prior> make_prior(std::string_view name, const PluginOptions& options = {});
+  std::shared_ptr<KernelTemplate> make_template(std::string_view name, const PluginOptions& options = {});
+  // Accepted template plugins extending `backend`, in discovery order.
+  std::vector<const PluginRecord*> templates_for(std::string_view backend) const;
 
  private:
   // The object create() returned (the interface pointer, as void*), destroyed by the plugin.

@@ -29,7 +29,7 @@ struct ManifestOption {
 struct PluginRecord {
   // From the manifest (empty where a refused manifest could not be read that far).
   std::string name;
-  std::string kind;  // "frontend", "pass", "backend" or "prior"
+  std::string kind;  // "frontend", "pass", "backend", "prior" or "template"
   std::string version;
   uint32_t abi_version = 0;
   std::string entry_symbol;
@@ -40,6 +40,7 @@ struct PluginRecord {
   std::vector<ManifestOption> options;
   std::vector<std::string> after;
   std::vector<std::string> before;
+  std::string extends;  // a template plugin's backend ("" for the other kinds)
 
   // Where it was found.
   std::string manifest_path;  // absolute
@@ -53,7 +54,7 @@ struct PluginRecord {
 // kind_code returns 0 for an unknown name; kind_name returns "" for an unknown code.
 uint32_t kind_code(std::string_view kind);
 std::string_view kind_name(uint32_t code);
-// "frontend, pass, backend or prior": for messages.
-inline constexpr std::string_view kKnownKindsText = "frontend, pass, backend or prior";
+// "frontend, pass, backend, prior or template": for messages.
+inline constexpr std::string_view kKnownKindsText = "frontend, pass, backend, prior or template";
 
 }  // namespace emmy

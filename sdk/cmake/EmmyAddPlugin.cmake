@@ -3,13 +3,14 @@
 # entry point `emmy_plugin_info` (marked EMMY_EXPORT) is exported, and generates the plugin's
 # FlatBuffers manifest with flatc next to it.
 #
-#   emmy_add_plugin(NAME <name> KIND <frontend|pass|backend|prior> [VERSION <x.y.z>]
+#   emmy_add_plugin(NAME <name> KIND <frontend|pass|backend|prior|template> [VERSION <x.y.z>]
 #                   SOURCES <src>...
 #                   [DESCRIPTION <text>]
 #                   [FORKS <kind>:<fork-name>[:<knob>,<knob>...] ...]   kind = structural|in_place
 #                   [KNOBS <knob-name>[=<v1>,<v2>,...] ...]
 #                   [OPTIONS <name>=<default>[:<help>] ...]
 #                   [AFTER <pass>...] [BEFORE <pass>...]
+#                   [EXTENDS <backend>]      KIND template only, and required there
 #                   [LINK <target>...]
 #                   [OUTPUT_DIRECTORY <dir>])
 #
@@ -43,13 +44,19 @@ function(_emmy_json_list out)
 endfunction()
 
 function(emmy_add_plugin)
-  cmake_parse_arguments(P "" "NAME;KIND;VERSION;DESCRIPTION;OUTPUT_DIRECTORY"
+  cmake_parse_arguments(P "" "NAME;KIND;VERSION;DESCRIPTION;OUTPUT_DIRECTORY;EXTENDS"
                         "SOURCES;FORKS;KNOBS;OPTIONS;AFTER;BEFORE;LINK" ${ARGN})
   if(NOT P_NAME OR NOT P_KIND OR NOT P_SOURCES)
     message(FATAL_ERROR "emmy_add_plugin: NAME, KIND and SOURCES are required")
   endif()
-  if(NOT P_KIND MATCHES "^(frontend|pass|backend|prior)$")
-    message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): KIND must be frontend, pass, backend or prior, not '${P_KIND}'")
+  if(NOT P_KIND MATCHES "^(frontend|pass|backend|prior|template)$")
+    message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): KIND must be frontend, pass, backend, prior or template, not '${P_KIND}'")
+  endif()
+  if(P_KIND STREQUAL "template" AND NOT P_EXTENDS MATCHES "^[a-z][a-z0-9_]*$")
+    message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): a template plugin needs EXTENDS <backend> (e.g. EXTENDS cpu)")
+  endif()
+  if(P_EXTENDS AND NOT P_KIND STREQUAL "template")
+    message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): EXTENDS is for KIND template only")
   endif()
   if(NOT P_NAME MATCHES "^[a-z][a-z0-9_]*$")
     message(FATAL_ERROR "emmy_add_plugin: NAME '${P_NAME}' must match [a-z][a-z0-9_]*")
@@ -145,6 +152,7 @@ function(emmy_add_plugin)
   list(JOIN opts ", " opts)
   _emmy_json_list(j_after ${P_AFTER})
   _emmy_json_list(j_before ${P_BEFORE})
+  _emmy_json_string(j_extends "${P_EXTENDS}")
 
   set(json_dir "${CMAKE_CURRENT_BINARY_DIR}/emmy_manifest_${P_NAME}")
   set(json "${json_dir}/${P_NAME}.json")
@@ -161,7 +169,8 @@ function(emmy_add_plugin)
   \"knobs\": [${knobs}],
   \"options\": [${opts}],
   \"after\": ${j_after},
-  \"before\": ${j_before}
+  \"before\": ${j_before},
+  \"extends\": ${j_extends}
 }
 ")
   configure_file("${json}.in" "${json}" COPYONLY)

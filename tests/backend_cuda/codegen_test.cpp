@@ -52,6 +52,21 @@ TEST_P(EveryTemplate, GeneratesTheTemplateAndCompilesToACubin) {
 INSTANTIATE_TEST_SUITE_P(Cuda, EveryTemplate, ::testing::Range(0, int(all_cases().size())),
                          [](const auto& info) { return all_cases().at(size_t(info.param)).name; });
 
+TEST(CudaCodegen, UnknownTemplateIsRefusedNeverBuiltAsTheFallback) {
+  Case c = matmul_f32(64);
+  c.templ = "acme_gemm";
+  try {
+    generate_source(slice_of(c));
+    FAIL() << "a kernel of an unknown template was generated";
+  } catch (const KnobRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("no kernel template 'acme_gemm'"), std::string::npos) << e.what();
+  }
+  c.templ = "fallback";
+  std::string used;
+  generate_source(slice_of(c), &used);
+  EXPECT_EQ(used, "fallback");
+}
+
 TEST(CudaCodegen, EveryMatmulKnobValueCompilesOrFallsBack) {
   // Each declared value of each knob alone (others at their defaults) gives a module.
   BackendCaps caps = cuda_capabilities();

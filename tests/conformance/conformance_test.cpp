@@ -1,8 +1,10 @@
 // Plugin conformance: every plugin in the build tree's plugin folder, one instantiation each.
 // A plugin conforms when its manifest verifies, its library loads, its entry struct agrees with
 // the manifest, its object can be created with default options and destroyed (twice), the
-// object's name() is the plugin's name, and a pass that calls itself in-place declares only
-// in-place forks.
+// object's name() is the plugin's name, a pass that calls itself in-place declares only
+// in-place forks, and a template plugin passes the template checks (plugin_host/template_check:
+// its object agrees with its manifest and its backend takes and lists it). The example plugins
+// built in-tree outside the default plugin folder (the blas_sgemm template) are checked too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,17 +14,22 @@
 #include "plugin_host/library_loader.hpp"
 #include "plugin_host/manifest_reader.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "plugin_host/template_check.hpp"
 
 namespace emmy {
 namespace {
 
 namespace fs = std::filesystem;
 
+const std::vector<std::string> kPluginDirs = {EMMY_PLUGIN_DIR, EMMY_EXAMPLE_PLUGIN_DIR};
+
 std::vector<std::string> in_tree_manifests() {
   std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(EMMY_PLUGIN_DIR, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().extension() == ".emmy-manifest") out.push_back(it->path().string());
+  for (const std::string& dir : kPluginDirs) {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().extension() == ".emmy-manifest") out.push_back(it->path().string());
+  }
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -30,7 +37,7 @@ std::vector<std::string> in_tree_manifests() {
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    host_.discover({EMMY_PLUGIN_DIR});
+    host_.discover(kPluginDirs);
     for (const auto& r : host_.records())
       if (fs::path(r.manifest_path) == fs::path(GetParam())) record_ = &r;
     ASSERT_NE(record_, nullptr) << "discovery did not see " << GetParam();
@@ -44,6 +51,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     if (kind == "frontend") return host_.make_frontend(name)->name();
     if (kind == "backend") return host_.make_backend(name)->name();
     if (kind == "prior") return host_.make_prior(name)->name();
+    if (kind == "template") return host_.make_template(name)->name();
     auto pass = host_.make_pass(name);
     *in_place = pass->in_place();
     return pass->name();
@@ -100,6 +108,23 @@ TEST_P(Conformance, CreatesWithDefaultsAndDestroysTwice) {
   }
 }
 
+// The template plugins among them (by their manifests' kind).
+std::vector<std::string> in_tree_template_manifests() {
+  std::vector<std::string> out;
+  for (const std::string& m : in_tree_manifests())
+    if (read_manifest(m).kind == "template") out.push_back(m);
+  return out;
+}
+
+class TemplateConformance : public Conformance {};
+
+TEST_P(TemplateConformance, AgreesWithManifestAndItsBackendTakesIt) {
+  ASSERT_TRUE(record_->ok) << record_->reason;
+  TemplateCheck check = check_template(host_, *record_);
+  EXPECT_EQ(check.problem, "");
+  EXPECT_NE(check.note.find("extends " + record_->extends), std::string::npos) << check.note;
+}
+
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string s = fs::path(info.param).stem().string();
   for (char& c : s)
@@ -109,6 +134,9 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
 
 INSTANTIATE_TEST_SUITE_P(InTree, Conformance, ::testing::ValuesIn(in_tree_manifests()), test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Conformance);
+INSTANTIATE_TEST_SUITE_P(InTree, TemplateConformance,
+                         ::testing::ValuesIn(in_tree_template_manifests()), test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TemplateConformance);
 
 TEST(ConformanceSuite, FindsTheInTreePlugins) {
   auto manifests = in_tree_manifests();

@@ -1,7 +1,9 @@
 // The SDK as a plugin author gets it: `cmake --install` of this build into a temporary prefix,
 // a copy of examples/hello_pass configured and built against that prefix alone, then the
 // installed emmy lists it (ok) and loads it (--check). Also checks what the install holds and
-// that the example's compile saw no Boost, RocksDB or FlatBuffers header.
+// that the example's compile saw no Boost, RocksDB or FlatBuffers header. Where OpenBLAS is
+// found, the template example examples/blas_sgemm is built the same way and checked by the
+// installed emmy against the installed cpu backend (issue 20: a template from the SDK alone).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -41,10 +43,13 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
                         lib / "cmake" / "EmmySDK" / "EmmySDKConfig.cmake",
                         lib / "cmake" / "EmmySDK" / "EmmySDKConfigVersion.cmake",
                         lib / "cmake" / "EmmySDK" / "EmmySDKTargets.cmake",
-                        lib / "cmake" / "EmmySDK" / "EmmyAddPlugin.cmake"})
+                        lib / "cmake" / "EmmySDK" / "EmmyAddPlugin.cmake",
+                        prefix / "include" / "emmy" / "kernel_template.hpp",
+                        prefix / "share" / "doc" / "emmy" / "PLUGINS.md"})
     EXPECT_TRUE(test::fs::exists(p)) << p << " not installed";
   // The in-tree copy of the example is not installed (it would clash with the one built below).
   EXPECT_FALSE(test::fs::exists(lib / "emmy" / "plugins" / "hello_pass.emmy-manifest"));
+  EXPECT_FALSE(test::fs::exists(lib / "emmy" / "plugins" / "blas_sgemm.emmy-manifest"));
   // Only Emmy's own headers, and a package that names no third-party target.
   for (const auto& entry : test::fs::directory_iterator(prefix / "include"))
     EXPECT_EQ(entry.path().filename(), "emmy") << "unexpected header folder " << entry.path();
@@ -104,6 +109,31 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
   auto check = test::run_command(emmy + " plugins --check hello_pass" + flag);
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_THAT(check.output, HasSubstr("hello_pass: ok"));
+
+#ifdef EMMY_HAVE_OPENBLAS
+  // 4. The template example, the same way: configured against the prefix alone, then checked by
+  // the installed emmy, which creates the installed cpu backend with it and sees it listed.
+  const path tsource = scratch.path() / "blas_sgemm";
+  const path tbuild = scratch.path() / "sgemm-build";
+  test::fs::copy(path(EMMY_SOURCE_DIR) / "examples" / "blas_sgemm", tsource,
+                 test::fs::copy_options::recursive);
+  auto tconfigure = test::run_command(
+      cmake + " -S " + shell_quote(tsource.string()) + " -B " + shell_quote(tbuild.string()) + " -G " +
+      shell_quote(EMMY_GENERATOR) + " -DCMAKE_MAKE_PROGRAM=" + shell_quote(EMMY_MAKE_PROGRAM) +
+      " -DCMAKE_CXX_COMPILER=" + shell_quote(EMMY_CXX_COMPILER) + " -DCMAKE_BUILD_TYPE=Release" +
+      " -DCMAKE_PREFIX_PATH=" + shell_quote(prefix.string()) + " -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF");
+  ASSERT_EQ(tconfigure.exit_code, 0) << tconfigure.output;
+  auto tcompile = test::run_command(cmake + " --build " + shell_quote(tbuild.string()));
+  ASSERT_EQ(tcompile.exit_code, 0) << tcompile.output;
+  const std::string tflag = " --plugin-path " + shell_quote(tbuild.string());
+  auto tlisting = test::run_command(emmy + " plugins --kind template" + tflag);
+  EXPECT_THAT(tlisting.output, ::testing::ContainsRegex("blas_sgemm +template +0\\.1\\.0 +ok"));
+  EXPECT_THAT(tlisting.output, HasSubstr("extends the cpu backend"));
+  auto tcheck = test::run_command(emmy + " plugins --check blas_sgemm" + tflag);
+  EXPECT_EQ(tcheck.exit_code, 0) << tcheck.output;
+  EXPECT_THAT(tcheck.output, HasSubstr("blas_sgemm: ok (template 0.1.0"));
+  EXPECT_THAT(tcheck.output, HasSubstr("extends cpu as an alternative to matmul"));
+#endif
 
   // The build tree's emmy has its own in-tree hello_pass first: the copy shows as a duplicate,
   // naming both manifests, and the rest of the listing is unaffected.

@@ -253,14 +253,25 @@ TEST(Discovery, ManifestFieldsAreReadBack) {
   EXPECT_EQ(r->after, std::vector<std::string>{"fold_views"});
 }
 
+TEST(Discovery, TemplateManifestNamesTheBackendItExtends) {
+  test::ManifestSpec spec;
+  spec.kind = "template";
+  spec.extends = "cpu";
+  auto bytes = test::build_manifest(spec);
+  PluginRecord r = parse_manifest(bytes.data(), bytes.size(), "/x/made_up.emmy-manifest");
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.kind, "template");
+  EXPECT_EQ(r.extends, "cpu");
+}
+
 TEST(Discovery, FieldChecksAfterVerification) {
   struct Case {
     test::ManifestSpec spec;
     std::string expected;
   };
-  std::vector<Case> cases(6);
+  std::vector<Case> cases(8);
   cases[0].spec.kind = "optimizer";
-  cases[0].expected = "unknown kind 'optimizer' (expected frontend, pass, backend or prior)";
+  cases[0].expected = "unknown kind 'optimizer' (expected frontend, pass, backend, prior or template)";
   cases[1].spec.name = "Bad-Name";
   cases[1].expected = "plugin name 'Bad-Name' is not [a-z][a-z0-9_]*";
   cases[2].spec.library = "../../elsewhere/libevil.so";
@@ -272,6 +283,10 @@ TEST(Discovery, FieldChecksAfterVerification) {
   cases[5].spec.entry_symbol = "deflateEnd";
   cases[5].expected =
       "entry symbol 'deflateEnd' is not emmy_plugin_info, the only entry point emmy calls";
+  cases[6].spec.kind = "template";  // a template that names no backend could extend nothing
+  cases[6].expected = "template plugin names no backend it extends";
+  cases[7].spec.extends = "cpu";  // a pass extends nothing
+  cases[7].expected = "a pass plugin extends nothing (it names 'cpu'";
   for (const auto& c : cases) {
     auto bytes = test::build_manifest(c.spec);
     PluginRecord r = parse_manifest(bytes.data(), bytes.size(), "/x/made_up.emmy-manifest");

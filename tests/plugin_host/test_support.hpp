@@ -57,6 +57,7 @@ struct ManifestSpec {
   std::string entry_symbol = EMMY_PLUGIN_ENTRY_SYMBOL;
   std::string library;  // default: libemmy_<name>.so
   std::vector<std::pair<std::string, std::string>> forks;  // (kind, name), knob "k_<name>"
+  std::string extends;  // template plugins' backend; "" writes none
 };
 
 inline std::vector<uint8_t> build_manifest(const ManifestSpec& spec) {
@@ -76,7 +77,8 @@ inline std::vector<uint8_t> build_manifest(const ManifestSpec& spec) {
   const std::string library = spec.library.empty() ? "libemmy_" + spec.name + ".so" : spec.library;
   auto root = fbm::CreateManifestDirect(fbb, spec.name.c_str(), spec.kind.c_str(), spec.version.c_str(),
                                         spec.abi_version, spec.entry_symbol.c_str(), library.c_str(),
-                                        "written by a test", &forks, &knobs, &options, &after, nullptr);
+                                        "written by a test", &forks, &knobs, &options, &after, nullptr,
+                                        spec.extends.empty() ? nullptr : spec.extends.c_str());
   fbm::FinishManifestBuffer(fbb, root);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }

@@ -13,6 +13,8 @@
 
 namespace emmy {
 
+class KernelTemplate;  // emmy/kernel_template.hpp
+
 enum class Regime : unsigned char { rank, deploy };
 inline const char* to_string(Regime r) { return r == Regime::rank ? "rank" : "deploy"; }
 
@@ -137,12 +139,28 @@ class Backend {
   // Generates and builds. A compile error is not a Status error: it returns Ok with
   // result.failure = build_error and the compiler's message, so it becomes a failure row. A
   // non-ok Status is the machinery's failure (see above) and is never stored.
+  // A slice of one kernel is a candidate. A slice of several kernels (Slice::grouping holds them,
+  // each with its template and knobs) is one program, built and measured as a whole by this one
+  // backend: the assembled graph at the end of a run, or a kernel carried with its producer. Its
+  // kernels may name any template this backend builds, its template plugins' included, each
+  // generated as it was tuned; a kernel naming a template the backend does not have is refused
+  // (FailureKind::refused), never built as another one.
   virtual Status build(const ir::Slice& slice, Regime regime, Artifact& artifact,
                        MeasureResult& failure) noexcept = 0;
   // Runs the artifact on the request's inputs in an isolated worker; fills timings and outputs,
   // or result.failure for the candidate's own failure; a non-ok Status for the machinery's.
   virtual Status measure(const ir::Slice& slice, const Artifact& artifact,
                          const MeasureRequest& request, MeasureResult& result) noexcept = 0;
+  // Takes a template plugin extending this backend (emmy/kernel_template.hpp), before the first
+  // capabilities() or build(); the host calls it for every template plugin whose manifest names
+  // this backend. From then on capabilities() lists it (templates, alternatives, constraints) and
+  // build() generates its kernels through it. An error names why the backend cannot take it
+  // (another backend's, a name it already has, an alternative to a template it lacks, a backend
+  // that runs no template plugins: the default); the host then stops with that message.
+  virtual Status add_template(std::shared_ptr<KernelTemplate> templ) noexcept {
+    (void)templ;
+    return Status::Error("the " + name() + " backend takes no template plugins");
+  }
 };
 
 }  // namespace emmy

@@ -18,6 +18,7 @@
 
 #include "emmy/backend.hpp"
 #include "emmy/frontend.hpp"
+#include "emmy/kernel_template.hpp"
 #include "emmy/pass.hpp"
 #include "emmy/prior.hpp"
 
@@ -26,7 +27,8 @@
 // 3: BackendCaps::alternatives (other implementations of a template's kernels, e.g. cuBLASLt).
 // 4: BackendCaps::constraints (knob combinations a template refuses whatever the kernel).
 // 5: MeasureRequest::end_to_end (a program timed as one, one cache flush per sample).
-#define EMMY_SDK_ABI_VERSION 5u
+// 6: template plugins: EMMY_KIND_TEMPLATE, emmy::KernelTemplate, Backend::add_template.
+#define EMMY_SDK_ABI_VERSION 6u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
 extern "C" {
@@ -36,6 +38,7 @@ enum EmmyPluginKind : uint32_t {
   EMMY_KIND_PASS = 2,
   EMMY_KIND_BACKEND = 3,
   EMMY_KIND_PRIOR = 4,
+  EMMY_KIND_TEMPLATE = 5,  // an emmy::KernelTemplate extending a backend (emmy/kernel_template.hpp)
 };
 
 struct EmmyPluginInfo {
@@ -43,7 +46,8 @@ struct EmmyPluginInfo {
   uint32_t kind;         // EmmyPluginKind
   const char* name;
   const char* version;
-  // Creates the plugin's object: an emmy::Frontend*, Pass*, Backend* or Prior* (per `kind`),
+  // Creates the plugin's object: an emmy::Frontend*, Pass*, Backend*, Prior* or KernelTemplate*
+  // (per `kind`),
   // returned as void*. `options` holds "key=value" lines. On failure returns nullptr and writes a
   // NUL-terminated message into `error` (capacity `error_size`).
   void* (*create)(const char* options, char* error, size_t error_size);
@@ -88,6 +92,7 @@ constexpr uint32_t kind_of() {
   else if constexpr (std::is_base_of_v<Pass, T>) return EMMY_KIND_PASS;
   else if constexpr (std::is_base_of_v<Backend, T>) return EMMY_KIND_BACKEND;
   else if constexpr (std::is_base_of_v<Prior, T>) return EMMY_KIND_PRIOR;
+  else if constexpr (std::is_base_of_v<KernelTemplate, T>) return EMMY_KIND_TEMPLATE;
   else return 0;
 }
 
@@ -95,7 +100,9 @@ template <typename T>
 using interface_of = std::conditional_t<
     std::is_base_of_v<Frontend, T>, Frontend,
     std::conditional_t<std::is_base_of_v<Pass, T>, Pass,
-                       std::conditional_t<std::is_base_of_v<Backend, T>, Backend, Prior>>>;
+                       std::conditional_t<std::is_base_of_v<Backend, T>, Backend,
+                                          std::conditional_t<std::is_base_of_v<Prior, T>, Prior,
+                                                             KernelTemplate>>>>;
 
 inline void write_error(char* error, size_t size, const char* message) {
   if (!error || size == 0) return;
@@ -143,7 +150,7 @@ void destroy(void* object) noexcept {
 #else
 #define EMMY_PLUGIN(CLASS)                                                              \
   static_assert(::emmy::detail::kind_of<CLASS>() != 0,                                  \
-                #CLASS " must derive from emmy::Frontend, Pass, Backend or Prior");     \
+                #CLASS " must derive from emmy::Frontend, Pass, Backend, Prior or KernelTemplate");     \
   extern "C" EMMY_EXPORT const EmmyPluginInfo* emmy_plugin_info(void) {                 \
     static const EmmyPluginInfo info = {EMMY_SDK_ABI_VERSION,                           \
                                         ::emmy::detail::kind_of<CLASS>(),               \

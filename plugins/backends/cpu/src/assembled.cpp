@@ -11,6 +11,11 @@
 // own (emmy_timed_kernels times, evictions not timed), and the worker makes the program's
 // samples sums of its kernels' times (worker_main.cpp says how). emmy_kernel runs the same
 // kernels without evicting or timing.
+//
+// A kernel of a template plugin keeps its translation unit to itself (KernelSource::units): its
+// includes and statics cannot meet the other kernels', and a #define before it renames its
+// emmy_kernel to emmy_tk<n>, which the program declares and calls like the others. Its compile
+// and link flags join the program's (in order, each once).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -90,9 +95,14 @@ static inline double emmy_now_us(void) {
 }
 )CPP";
 
+void append_once(std::vector<std::string>& to, const std::vector<std::string>& items) {
+  for (const std::string& item : items)
+    if (std::find(to.begin(), to.end(), item) == to.end()) to.push_back(item);
+}
+
 }  // namespace
 
-std::string generate_assembled(const ir::Slice& slice) {
+KernelSource generate_assembled(const ir::Slice& slice, const PluginTemplates& plugins) {
   const ir::Graph& g = slice.graph;
   std::vector<size_t> order = kernel_order(g, slice.grouping);
 
@@ -105,11 +115,24 @@ std::string generate_assembled(const ir::Slice& slice) {
     if (!where.count(g.outputs[o])) where[g.outputs[o]] = "outputs[" + std::to_string(o) + "]";
 
   std::string units, buffers, calls;
+  KernelSource program;
   auto bytes = [&](ir::ValueId v) { return std::to_string(std::max<int64_t>(g.type(v).bytes(), 1)); };
   for (size_t n = 0; n < order.size(); ++n) {
     const ir::Kernel& kernel = slice.grouping.kernels[order[n]];
     ir::Slice part = ir::make_slice(g, kernel);
-    units += as_namespace(generate_source(part), n);
+    const bool from_plugin = plugins.count(kernel.templ) != 0;
+    KernelSource own = generate_kernel(part, plugins);
+    std::string entry;
+    if (from_plugin) {
+      entry = "emmy_tk" + std::to_string(n);
+      program.units.push_back("#define emmy_kernel " + entry + "\n" + own.source);
+      units += "extern \"C\" void " + entry + "(const void* const* inputs, void* const* outputs);\n";
+    } else {
+      entry = "emmy_k" + std::to_string(n) + "::emmy_kernel";
+      units += as_namespace(own.source, n);
+    }
+    append_once(program.compile_flags, own.compile_flags);
+    append_once(program.link_flags, own.link_flags);
     // The part's inputs are stand-ins for values of `g` (Slice::origin), in input order.
     std::string in_list, out_list, evicts;
     for (ir::ValueId v : part.graph.inputs()) {
@@ -134,11 +157,11 @@ std::string generate_assembled(const ir::Slice& slice) {
     // Evicted before, timed alone; the clock reads bracket the call and nothing else.
     calls += "  {\n    const void* in[] = {" + (in_list.empty() ? std::string("nullptr") : in_list) +
              "};\n    void* out[] = {" + out_list + "};\n    if (timed) { " + evicts +
-             "}\n    double t0 = timed ? emmy_now_us() : 0;\n    emmy_k" + k +
-             "::emmy_kernel(in, out);\n    if (timed) kernel_us[" + k + "] = emmy_now_us() - t0;\n  }\n";
+             "}\n    double t0 = timed ? emmy_now_us() : 0;\n    " + entry +
+             "(in, out);\n    if (timed) kernel_us[" + k + "] = emmy_now_us() - t0;\n  }\n";
   }
   const std::string count = std::to_string(order.size());
-  return kernel_prelude() + kEvictSource + units + buffers +
+  program.source = kernel_prelude() + kEvictSource + units + buffers +
          "\nstatic void emmy_run(const void* const* inputs, void* const* outputs, double* kernel_us) {\n"
          "  (void)inputs; (void)outputs;\n"
          "  const int timed = kernel_us != 0;\n" +
@@ -151,6 +174,7 @@ std::string generate_assembled(const ir::Slice& slice) {
          "extern \"C\" const int emmy_timed_kernels = " + count + ";\n"
          "extern \"C\" void emmy_kernel_timed(const void* const* inputs, void* const* outputs, double* kernel_us) {\n"
          "  emmy_run(inputs, outputs, kernel_us);\n}\n";
+  return program;
 }
 
 }  // namespace emmy::cpu

@@ -82,15 +82,63 @@ KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, d
   return out;
 }
 
-std::string generate_source(const ir::Slice& slice, std::string* used) {
+bool is_builtin_template(const std::string& templ) {
+  static const BackendCaps caps = cpu_capabilities();
+  return caps.templates.count(templ) != 0;
+}
+
+namespace {
+
+// A template plugin's kernel: its knobs with defaults filled in, its declared constraints
+// checked (refused before it is asked), then its own unit or its refusal.
+KernelSource generate_plugin_kernel(KernelTemplate& plugin, const ir::Graph& g,
+                                    const std::map<std::string, double>& given) {
+  const std::string name = plugin.name();
+  std::map<std::string, double> knobs;
+  for (const KnobSpec& spec : plugin.knobs()) {
+    auto it = given.find(spec.name);
+    knobs[spec.name] = it != given.end() ? it->second : spec.values.at(0);
+  }
+  if (const KnobConstraint* c = contradicted(plugin.constraints(), knobs))
+    throw KnobRefused(name + ": " + c->reason);
+  GeneratedKernel out;
+  std::string refusal;
+  Status s = plugin.generate(g, knobs, out, refusal);
+  if (!s.ok()) throw Error("template plugin '" + name + "' failed to generate: " + s.message());
+  if (!refusal.empty()) throw KnobRefused(name + ": " + refusal);
+  if (out.source.find("emmy_kernel") == std::string::npos)
+    throw Error("template plugin '" + name + "' generated no emmy_kernel (its source: " +
+                out.source.substr(0, 200) + ")");
+  return KernelSource{out.source, {}, out.compile_flags, out.link_flags};
+}
+
+// Every template this backend could build now, for the message refusing another one.
+std::string known_templates(const PluginTemplates& plugins) {
+  std::string s;
+  for (const auto& [name, specs] : cpu_capabilities().templates) s += (s.empty() ? "" : ", ") + name;
+  for (const auto& [name, plugin] : plugins) s += ", " + name + " (plugin)";
+  return s;
+}
+
+}  // namespace
+
+KernelSource generate_kernel(const ir::Slice& slice, const PluginTemplates& plugins, std::string* used) {
   if (slice.grouping.kernels.size() > 1) {
     if (used) *used = "assembled";
-    return generate_assembled(slice);
+    return generate_assembled(slice, plugins);
   }
   const ir::Graph& g = slice.graph;
   std::string templ = slice.grouping.kernels.empty() ? "" : slice.grouping.kernels.back().templ;
   const std::map<std::string, double> none;
   const auto& given = slice.grouping.kernels.empty() ? none : slice.grouping.kernels.back().knobs;
+  if (used) *used = templ;
+  if (auto plugin = plugins.find(templ); plugin != plugins.end())
+    return generate_plugin_kernel(*plugin->second, g, given);
+  // A template nobody here knows (a plugin not installed, another backend's) is refused, never
+  // built as something else: its time would be recorded under a name that did not run.
+  if (!templ.empty() && !is_builtin_template(templ))
+    throw KnobRefused("the cpu backend has no kernel template '" + templ + "' (it has " +
+                      known_templates(plugins) + "; a template plugin must be on the plugin path)");
   std::string source;
   if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
     KnobValues knobs = resolve_knobs(templ, given);
@@ -114,7 +162,11 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
     source = generate_fallback(g);
   }
   if (used) *used = templ;
-  return source;
+  return KernelSource{source, {}, {}, {}};
+}
+
+std::string generate_source(const ir::Slice& slice, std::string* used) {
+  return generate_kernel(slice, {}, used).source;
 }
 
 }  // namespace emmy::cpu

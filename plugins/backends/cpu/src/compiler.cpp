@@ -135,11 +135,21 @@ std::string Compiler::version_line() const {
 }
 
 CompileResult Compiler::compile(const std::string& source, Regime regime) const {
+  return compile(KernelSource{source, {}, {}, {}}, regime);
+}
+
+CompileResult Compiler::compile(const KernelSource& kernel, Regime regime) const {
+  const std::string& source = kernel.source;
   CompileResult r;
   std::vector<std::string> fl = flags(regime);
+  fl.insert(fl.end(), kernel.compile_flags.begin(), kernel.compile_flags.end());
   std::string key_text = compiler_ + "\n";
   for (const auto& f : fl) key_text += f + " ";
+  // Without plugins' units and link flags the key text is what it always was: cached builds of
+  // the built-in templates stay valid.
+  for (const auto& f : kernel.link_flags) key_text += "link " + f + " ";
   key_text += "\n" + source;
+  for (const auto& u : kernel.units) key_text += "\n// unit\n" + u;
   const std::string key = content_hash(key_text);
   const fs::path so = fs::path(cache_dir_) / (key + ".so");
   r.library = so.string();
@@ -154,15 +164,29 @@ CompileResult Compiler::compile(const std::string& source, Regime regime) const 
   const fs::path src = fs::path(cache_dir_) / (key + ".cpp");
   const fs::path tmp_src = fs::path(cache_dir_) / (key + "." + tag.str() + ".cpp");
   const fs::path tmp_so = fs::path(cache_dir_) / (key + "." + tag.str() + ".so");
-  {
-    std::ofstream out(tmp_src);
-    out << source;
-    if (!out) throw Error("cpu backend: cannot write " + tmp_src.string());
+  // Further units beside the main one, under the same temporary tag (removed with it when stale).
+  std::vector<fs::path> tmp_units, units;
+  for (size_t i = 0; i < kernel.units.size(); ++i) {
+    const std::string suffix = ".u" + std::to_string(i + 1) + ".cpp";
+    tmp_units.push_back(fs::path(cache_dir_) / (key + "." + tag.str() + suffix));
+    units.push_back(fs::path(cache_dir_) / (key + suffix));
   }
+  auto write = [](const fs::path& path, const std::string& text) {
+    std::ofstream out(path);
+    out << text;
+    if (!out) throw Error("cpu backend: cannot write " + path.string());
+  };
+  write(tmp_src, source);
+  for (size_t i = 0; i < units.size(); ++i) write(tmp_units[i], kernel.units[i]);
   std::vector<std::string> argv = {compiler_};
   argv.insert(argv.end(), fl.begin(), fl.end());
-  argv.insert(argv.end(), {tmp_src.string(), "-o", tmp_so.string()});
+  argv.push_back(tmp_src.string());
+  for (const fs::path& u : tmp_units) argv.push_back(u.string());
+  argv.insert(argv.end(), {"-o", tmp_so.string()});
+  argv.insert(argv.end(), kernel.link_flags.begin(), kernel.link_flags.end());
   int rc = run_capture(argv, r.log);
+  // The units are kept beside the source for a failure report, under their final names.
+  for (size_t i = 0; i < units.size(); ++i) fs::rename(tmp_units[i], units[i], ec);
   // The compiler not starting, killed by a signal (Ctrl-C, kill) or out of disk says nothing about
   // the source: an error (the machinery's failure), never a build_error row.
   const bool no_space = r.log.find("No space left on device") != std::string::npos;

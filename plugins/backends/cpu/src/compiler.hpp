@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "emmy/backend.hpp"
+#include "templates.hpp"
 
 namespace emmy::cpu {
 
@@ -24,6 +25,9 @@ class Compiler {
   explicit Compiler(std::string cache_dir, std::string compiler = "");
 
   CompileResult compile(const std::string& source, Regime regime) const;
+  // The main unit, further units and the flags template plugins asked for (templates.hpp); the
+  // cache key covers all of them, so a changed library path or flag builds afresh.
+  CompileResult compile(const KernelSource& kernel, Regime regime) const;
   // The flags used for a regime (rank: -O1; deploy: -O3 -march=native).
   static std::vector<std::string> flags(Regime regime);
   const std::string& compiler() const { return compiler_; }

@@ -129,7 +129,34 @@ CpuBackend::~CpuBackend() = default;
 BackendCaps CpuBackend::capabilities() const {
   BackendCaps caps = cpu_capabilities();
   caps.devices = static_cast<int>(slots_.size());
+  // Each plugin as its own template and as an alternative of the one it replaces: the lowering
+  // pass of that template then offers it at "<templ>.template" (no pass knows plugins).
+  for (const auto& [name, plugin] : plugins_) {
+    caps.templates[name] = plugin->knobs();
+    caps.alternatives[plugin->alternative_to()].push_back(name);
+    if (auto rules = plugin->constraints(); !rules.empty()) caps.constraints[name] = std::move(rules);
+  }
   return caps;
+}
+
+Status CpuBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept {
+  return guard([&]() -> Status {
+    if (!templ) return Status::Error("cpu backend: add_template got no template");
+    const std::string name = templ->name();
+    if (templ->backend() != "cpu")
+      return Status::Error("template '" + name + "' is for the " + templ->backend() + " backend, not cpu");
+    if (is_builtin_template(name) || plugins_.count(name))
+      return Status::Error("the cpu backend already has a template named '" + name + "'");
+    const std::string of = templ->alternative_to();
+    if (!is_builtin_template(of) || of == "fallback")
+      return Status::Error("template '" + name + "' is an alternative to '" + of +
+                           "', which is none of the cpu backend's templates with a lowering pass "
+                           "(attention, matmul, reduction, pointwise)");
+    for (const KnobSpec& k : templ->knobs())
+      if (k.values.empty()) return Status::Error("template '" + name + "' knob '" + k.name + "' has no values");
+    plugins_.emplace(name, std::move(templ));
+    return Status::Ok();
+  });
 }
 
 std::string CpuBackend::environment_fingerprint() const {
@@ -142,15 +169,20 @@ std::string CpuBackend::environment_fingerprint() const {
     fingerprint_ = "cpu|" + cpu_model_name() + "|" + compiler_.version_line() + "|" +
                    std::to_string(cores_per_worker_) + (cores_per_worker_ == 1 ? " core" : " cores") +
                    "|omp " + protocol::kOmpWaitPolicy + "|timing " + protocol::kTiming;
+    // What template plugins' kernels depend on (their library's version): a row is never reused
+    // with another library. Plugins that depend on nothing more add nothing, so rows measured
+    // before a template was installed stay valid.
+    for (const auto& [name, plugin] : plugins_)
+      if (std::string own = plugin->fingerprint(); !own.empty()) fingerprint_ += "|" + name + " " + own;
   });
   return fingerprint_;
 }
 
 Status CpuBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept {
   return guard([&]() -> Status {
-    std::string source;
+    KernelSource source;
     try {
-      source = generate_source(slice);
+      source = generate_kernel(slice, plugins_);
     } catch (const KnobRefused& why) {
       // A combination the template declares it refuses: nothing is compiled.
       failure = MeasureResult{};
@@ -165,11 +197,18 @@ Status CpuBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifa
 
 Status CpuBackend::build_source(const std::string& source, Regime regime, Artifact& artifact,
                                 MeasureResult& failure) noexcept {
+  return build_source(KernelSource{source, {}, {}, {}}, regime, artifact, failure);
+}
+
+Status CpuBackend::build_source(const KernelSource& source, Regime regime, Artifact& artifact,
+                                MeasureResult& failure) noexcept {
   return guard([&]() -> Status {
     failure = MeasureResult{};
     artifact = Artifact{};
-    artifact.source = source;
-    CompileResult c = compiler_.compile(artifact.source, regime);
+    // The record keeps every unit (a plugin's kernels are units of their own).
+    artifact.source = source.source;
+    for (const std::string& unit : source.units) artifact.source += "\n// ---- unit ----\n" + unit;
+    CompileResult c = compiler_.compile(source, regime);
     if (!c.ok) {
       failure.failure = FailureKind::build_error;
       constexpr size_t kMaxLog = 16000;

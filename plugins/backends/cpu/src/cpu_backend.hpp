@@ -19,6 +19,7 @@
 
 #include "compiler.hpp"
 #include "emmy/backend.hpp"
+#include "templates.hpp"
 #include "worker_process.hpp"
 
 namespace emmy::cpu {
@@ -41,8 +42,13 @@ class CpuBackend : public Backend {
   Status measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
                  MeasureResult& result) noexcept override;
 
+  // Takes a cpu template plugin (emmy/kernel_template.hpp): an alternative to one of the built-in
+  // templates, under a name none of them has. Before the first capabilities() or build().
+  Status add_template(std::shared_ptr<KernelTemplate> templ) noexcept override;
+
   // Builds given source (what build() does after generating it); tests inject broken kernels here.
   Status build_source(const std::string& source, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept;
+  Status build_source(const KernelSource& source, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept;
 
   const std::string& worker_path() const { return worker_path_; }
   const std::string& cache_dir() const { return compiler_.cache_dir(); }
@@ -63,6 +69,7 @@ class CpuBackend : public Backend {
 
   Compiler compiler_;
   std::string worker_path_;
+  PluginTemplates plugins_;  // filled before the tune starts, read-only after
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t cores_per_worker_ = 1;
   std::atomic<size_t> next_slot_{0};

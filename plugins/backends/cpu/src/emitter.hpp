@@ -28,7 +28,8 @@ class Unsupported : public std::runtime_error {
 };
 
 // The template cannot take these knob values whatever the kernel (a declared constraint,
-// BackendCaps::constraints): build() reports FailureKind::refused, nothing is compiled.
+// BackendCaps::constraints), the kernel names a template this backend does not have, or a
+// template plugin refuses the kernel: build() reports FailureKind::refused, nothing is compiled.
 class KnobRefused : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

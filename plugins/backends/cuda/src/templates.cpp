@@ -373,9 +373,13 @@ std::string generate_source(const ir::Slice& slice, std::string* used) {
       templ = "fallback";
       source = generate_fallback(g) + "// " + std::string(kFellBackNote) + ": " + why.what() + "\n";
     }
-  } else {
+  } else if (templ.empty() || templ == "fallback") {
     templ = "fallback";
     source = generate_fallback(g);
+  } else {
+    // A template nobody here knows (a plugin not installed, another backend's) is refused, never
+    // built as the fallback: its time would be recorded under a name that did not run.
+    throw KnobRefused("the cuda backend has no kernel template '" + templ + "'");
   }
   if (used) *used = templ;
   return source;
