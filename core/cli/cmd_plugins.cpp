@@ -96,6 +96,7 @@ nlohmann::json to_json(const PluginRecord& r) {
           {"options", options},
           {"after", r.after},
           {"before", r.before},
+          {"default_pipeline", r.default_pipeline},
           {"entry_symbol", r.entry_symbol},
           {"manifest", r.manifest_path},
           {"library", r.library_path}};

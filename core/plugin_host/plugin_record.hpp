@@ -40,6 +40,7 @@ struct PluginRecord {
   std::vector<ManifestOption> options;
   std::vector<std::string> after;
   std::vector<std::string> before;
+  bool default_pipeline = false;  // a pass of the default pipeline (docs/PLUGINS.md, Pass order)
 
   // Where it was found.
   std::string manifest_path;  // absolute
