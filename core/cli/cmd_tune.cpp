@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/input_checks.hpp"
 #include "cli/options.hpp"
-#include "emmy/templates.hpp"
+#include "cli/plugin_options.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/tuning_store.hpp"
 #include "tune/interrupt.hpp"
@@ -123,7 +123,9 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("backend", po::value<std::string>(&o.backend), "backend plugin: cpu or cuda (default: cuda when the cuda backend finds a usable CUDA device, else cpu; --code asking for device='cuda', --gpus or --devices ask for cuda)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")
     ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp, which starts as the roofline model and learns from every run ($EMMY_HOME/priors/mlp.ckpt); roofline, with a warning, when mlp is not installed)")
-    ("passes", po::value<std::string>(&passes), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
+    ("passes", po::value<std::string>(&passes), "pass pipeline: edits of the default (+NAME,-NAME, default,+NAME), ordered by the passes' manifests (AFTER/BEFORE); or an explicit comma list (\"default\" expands), run as written once checked against those constraints")
+    ("pass-option", po::value<std::vector<std::string>>(), "PASS.KEY=VALUE passed to a pass (repeatable; also [plugin PASS] in the config file; the keys it declares: emmy plugins --json --kind pass)")
+    ("prior-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the prior (repeatable; also [plugin PRIOR] in the config file; the keys it declares: emmy plugins --json --kind prior)")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
     ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")
@@ -231,7 +233,21 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   if (vm.count("workers")) o.backend_options["workers"] = std::to_string(workers);
   if (vm.count("gpus")) o.backend_options["gpus"] = std::to_string(gpus);
   if (!devices.empty()) o.backend_options["devices"] = devices;
-  if (!passes.empty()) o.passes = pass_list(passes);
+  o.passes = passes;
+  // [plugin NAME] sections first, then the flags, which win; names and keys are checked against
+  // the manifests when the run starts (tune/tuner.cpp).
+  o.plugin_options = read_plugin_sections(g.config_file);
+  if (vm.count("pass-option"))
+    add_option_flags(o.plugin_options, "--pass-option",
+                     vm["pass-option"].as<std::vector<std::string>>(), true);
+  if (vm.count("prior-option")) {
+    if (o.prior.empty()) {
+      std::cerr << "emmy tune: --prior-option needs --prior NAME (the options are that prior's)\n";
+      return kExitUsage;
+    }
+    add_option_flags(o.plugin_options, "--prior-option",
+                     vm["prior-option"].as<std::vector<std::string>>(), false, o.prior);
+  }
   o.validate = !vm.count("no-validate");
   o.progress_bar = !vm.count("no-progress");
   o.db = g.db;
