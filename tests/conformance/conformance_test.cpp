@@ -2,7 +2,7 @@
 // A plugin conforms when its manifest verifies, its library loads, its entry struct agrees with
 // the manifest, its object can be created with default options and destroyed (twice), the
 // object's name() is the plugin's name, and a pass that calls itself in-place declares only
-// in-place forks.
+// in-place forks. What each plugin declares against what it does: capabilities_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,20 +12,15 @@
 #include "plugin_host/library_loader.hpp"
 #include "plugin_host/manifest_reader.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "in_tree.hpp"
 
 namespace emmy {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> in_tree_manifests() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(EMMY_PLUGIN_DIR, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().extension() == ".emmy-manifest") out.push_back(it->path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using conformance::in_tree_manifests;
+using conformance::test_name;
 
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
@@ -98,13 +93,6 @@ TEST_P(Conformance, CreatesWithDefaultsAndDestroysTwice) {
                                       << f.kind << " fork '" << f.name << "'";
     }
   }
-}
-
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s = fs::path(info.param).stem().string();
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s.empty() ? "unnamed" : s;
 }
 
 INSTANTIATE_TEST_SUITE_P(InTree, Conformance, ::testing::ValuesIn(in_tree_manifests()), test_name);
