@@ -92,7 +92,7 @@ int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args)
   desc.add_options()("help,h", "this text")(
       "prior", po::value<std::string>(),
       "whose checkpoint to read ($EMMY_HOME/priors/NAME.ckpt; default: mlp when it exists, "
-      "else roofline)")("holdout", po::value<int>()->default_value(20),
+      "else roofline); that prior plugin, found on the plugin path, is scored first")("holdout", po::value<int>()->default_value(20),
                         "percent of the rows held out for scoring")(
       "split", po::value<std::string>()->default_value("rows"),
       "hold out by 'rows' or by 'kernels' (whole kernels the priors never saw)")(
