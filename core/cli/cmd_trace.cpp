@@ -162,11 +162,25 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
 
   PluginHost host;
   host.discover(default_plugin_paths(g.argv0, EMMY_INSTALL_PLUGIN_DIR, g.plugin_paths));
+  // Every [plugin NAME] and --pass-option names a plugin found, and a pass's keys are its
+  // manifest's, whether or not this pipeline runs it: a misspelling is never ignored.
+  for (const auto& [name, given] : pass_options) {
+    const PluginRecord* r = host.find(name);
+    if (r == nullptr || !r->ok)
+      throw po::error("options for '" + name + "': no plugin named '" + name +
+                      "' was found (emmy plugins lists them)");
+    try {
+      if (r->kind == "pass") host.options_for(name, "pass", PluginOptions(given.begin(), given.end()));
+    } catch (const Error& e) {
+      throw po::error(e.what());
+    }
+  }
   std::vector<std::string> pass_names;
   try {
     pass_names = resolve_pass_spec(passes_spec, host);
   } catch (const Error& e) {
-    throw po::error((passes_spec.empty() ? "the default pipeline: " : "--passes '" + passes_spec + "': ") +
+    throw po::error((passes_spec.empty() ? "the default pipeline: "
+                                         : "--passes '" + passes_spec + "': ") +
                     e.what());
   }
 

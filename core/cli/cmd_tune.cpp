@@ -70,9 +70,17 @@ limits; options that do not apply (--layer with --code, ...), a --db folder that
 database and a --json path that cannot be written are refused before the run.
 
 Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin, an
-option out of range, cuda asked for without a usable CUDA device; nothing is written), 3 the
-database is in use by another emmy tune, 4 the database is corrupt, 5 no space left for the
-database, 130 interrupted (what was measured is kept).
+option out of range or not in the plugin's manifest, a pass order against the manifests, cuda
+asked for without a usable CUDA device; nothing is written), 3 the database is in use by
+another emmy tune, 4 the database is corrupt, 5 no space left for the
+database, 6 crashed inside a plugin (named, with what it was doing; what was stored is kept),
+130 interrupted (what was measured is kept).
+
+Plugins: --passes edits the default pipeline (+NAME, -NAME, default,+NAME) or lists the passes;
+their order comes from the passes' manifests (AFTER/BEFORE), and a list that contradicts them
+is refused. Options of passes and priors: --pass-option, --prior-option, or [plugin NAME]
+sections of the config file, checked against the manifests. A pass whose fork sets a knob no
+template of the backend reads is refused before the search (docs/PLUGINS.md).
 Global options (--db, --plugin-path, --config, -v) are listed by emmy --help.)TXT";
 
 constexpr double kMinTimeout = 0.1, kMaxTimeout = 3600;

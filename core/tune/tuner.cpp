@@ -210,17 +210,15 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   if (std::string bad = ir::verify(graph); !bad.empty())
     throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
 
-  // Then the database: a second tune on it fails before the search.
-  auto store = store::TuningStore::open_writer(options.db);
-  store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
-
-  // 1. Plugins (the frontend and the graph are above). The pipeline's order comes from the
+  // 1. Plugins (the frontend and the graph are above), before the database, so that a pass
+  // that cannot run is refused with nothing written. The pipeline's order comes from the
   // passes' manifests (plugin_host/pass_order.hpp).
   std::vector<std::string> pass_names;
   try {
     pass_names = resolve_pass_spec(options.passes, host);
   } catch (const Error& e) {
-    throw BadInput((options.passes.empty() ? "the default pipeline: " : "--passes '" + options.passes + "': ") +
+    throw BadInput((options.passes.empty() ? "the default pipeline: "
+                                           : "--passes '" + options.passes + "': ") +
                    e.what());
   }
   std::vector<std::shared_ptr<Pass>> pass_objects;
@@ -239,6 +237,11 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     if (std::string bad = unread_knob_problem(records, backend->capabilities()); !bad.empty())
       throw BadInput(bad);
   }
+
+  // Then the database: a second tune on it fails before the search.
+  auto store = store::TuningStore::open_writer(options.db);
+  store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
+
   std::string prior_warning;
   std::string prior_name = pick_prior(options, host, &prior_warning);
   if (!prior_warning.empty()) progress.message(prior_warning);

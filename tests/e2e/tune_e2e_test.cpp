@@ -258,6 +258,7 @@ TEST_F(TuneE2E, ThirdPartyPassWhoseKnobReachesNoCodeIsRefusedBeforeTheSearch) {
             std::string::npos)
       << c.err;
   EXPECT_EQ(c.err.find("step "), std::string::npos) << "the search ran:\n" << c.err;
+  EXPECT_FALSE(std::filesystem::exists(db())) << "refused, yet the database was created";
   // Its option is checked against its manifest, from the command line and the config file.
   Completed bad = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--pass-option",
                         "hello_pass.factor=2"});
