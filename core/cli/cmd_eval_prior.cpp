@@ -18,6 +18,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/plugin_options.hpp"
 #include "cli/prior_ranking.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/checkpoint.hpp"
@@ -43,12 +44,13 @@ std::string fixed(double v, int digits = 3) {
   return os.str();
 }
 
-PriorScore score(PluginHost& host, const std::string& name, const std::vector<PriorRow>& train,
-                 const std::vector<PriorRow>& held_out, const std::vector<size_t>& ks) {
+PriorScore score(PluginHost& host, const std::string& name, const PluginOptions& options,
+                 const std::vector<PriorRow>& train, const std::vector<PriorRow>& held_out,
+                 const std::vector<size_t>& ks) {
   PriorScore s;
   s.name = name;
   try {
-    std::shared_ptr<Prior> prior = host.make_prior(name);
+    std::shared_ptr<Prior> prior = host.make_prior(name, options);
     const auto start = std::chrono::steady_clock::now();
     if (Status st = prior->observe(train); !st.ok()) {
       s.error = "could not learn: " + st.message();
@@ -90,13 +92,14 @@ int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args)
   desc.add_options()("help,h", "this text")(
       "prior", po::value<std::string>(),
       "whose checkpoint to read ($EMMY_HOME/priors/NAME.ckpt; default: mlp when it exists, "
-      "else roofline)")("holdout", po::value<int>()->default_value(20),
+      "else roofline); that prior plugin, found on the plugin path, is scored first")("holdout", po::value<int>()->default_value(20),
                         "percent of the rows held out for scoring")(
       "split", po::value<std::string>()->default_value("rows"),
       "hold out by 'rows' or by 'kernels' (whole kernels the priors never saw)")(
       "top-k", po::value<std::vector<size_t>>()->multitoken(), "k values for top-k recall (1 3 5)")(
       "compare", po::value<std::vector<std::string>>()->multitoken(),
-      "priors to train and score (default: mlp roofline)")("json", po::bool_switch(),
+      "priors to train and score (default: the --prior, then mlp and roofline; any prior plugin "
+      "found on the plugin path; options from [plugin NAME] in the config file)")("json", po::bool_switch(),
                                                            "print JSON");
   po::positional_options_description pos;
   auto vm = parse_layered(g, "eval.prior", desc, pos, args);
@@ -118,13 +121,36 @@ int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args)
                                              : std::vector<size_t>{1, 3, 5};
   for (size_t k : ks)
     if (k == 0) throw po::error("--top-k values must be at least 1");
-  std::vector<std::string> compared = vm.count("compare")
-                                          ? vm["compare"].as<std::vector<std::string>>()
-                                          : std::vector<std::string>{"mlp", "roofline"};
-
   const std::string dir = g.home + "/priors";
   std::string name = vm.count("prior") ? vm["prior"].as<std::string>() : "";
   if (name.empty()) name = std::filesystem::exists(dir + "/mlp.ckpt") ? "mlp" : "roofline";
+
+  // The priors on the plugin path, third-party ones included: the one whose checkpoint is read
+  // is scored first, beside the shipped two, unless --compare says which.
+  PluginHost host;
+  host.discover(default_plugin_paths(g.argv0, EMMY_INSTALL_PLUGIN_DIR, g.plugin_paths));
+  const OptionsByPlugin options = read_plugin_sections(g.config_file);
+  try {
+    if (vm.count("prior")) host.record(name, "prior");  // what there is, and where it looked
+    for (const auto& [plugin, given] : options) {
+      const PluginRecord* r = host.find(plugin);
+      if (r && r->ok && r->kind == "prior") host.options_for(plugin, "prior", given);
+    }
+  } catch (const Error& e) {
+    throw po::error(e.what());  // the user's input: exit 2
+  }
+  std::vector<std::string> compared;
+  if (vm.count("compare")) {
+    compared = vm["compare"].as<std::vector<std::string>>();
+  } else {
+    compared.push_back(name);
+    for (const char* shipped : {"mlp", "roofline"})
+      if (shipped != name) compared.push_back(shipped);
+  }
+  auto options_of = [&options](const std::string& prior) {
+    auto it = options.find(prior);
+    return it == options.end() ? PluginOptions{} : PluginOptions(it->second.begin(), it->second.end());
+  };
   const std::string path = dir + "/" + name + ".ckpt";
   if (!std::filesystem::exists(path)) {
     std::cerr << "emmy eval prior: no checkpoint at " << path
@@ -152,9 +178,8 @@ int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args)
 
   std::vector<PriorScore> scores;
   if (!train.empty() && !held_out.empty()) {
-    PluginHost host;
-    host.discover(default_plugin_paths(g.argv0, EMMY_INSTALL_PLUGIN_DIR, g.plugin_paths));
-    for (const auto& p : compared) scores.push_back(score(host, p, train, held_out, ks));
+    for (const auto& p : compared)
+      scores.push_back(score(host, p, options_of(p), train, held_out, ks));
   }
 
   if (vm["json"].as<bool>()) {

@@ -99,6 +99,7 @@ nlohmann::json to_json(const PluginRecord& r) {
           {"after", r.after},
           {"before", r.before},
           {"extends", r.extends},
+          {"default_pipeline", r.default_pipeline},
           {"entry_symbol", r.entry_symbol},
           {"manifest", r.manifest_path},
           {"library", r.library_path}};

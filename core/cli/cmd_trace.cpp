@@ -12,6 +12,8 @@
 #include "cli/commands.hpp"
 #include "cli/input_checks.hpp"
 #include "cli/options.hpp"
+#include "cli/plugin_options.hpp"
+#include "plugin_host/pass_order.hpp"
 #include "emmy/templates.hpp"
 #include "plugin_host/plugin_host.hpp"
 
@@ -124,7 +126,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("trust", "the .pt file is trusted: let LibTorch run the code it carries for loading (__setstate__); without it such a file is refused (docs/SECURITY.md)")
     ("frontend", po::value<std::string>(&frontend_name), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&backend_name)->default_value("cpu"), "backend whose templates and knobs lowering uses; 'none' for templates only")
-    ("passes", po::value<std::string>(&passes_spec), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
+    ("passes", po::value<std::string>(&passes_spec), "pass pipeline: edits of the default (+NAME,-NAME, default,+NAME), ordered by the passes' manifests (AFTER/BEFORE); or an explicit comma list (\"default\" expands), run as written once checked against those constraints")
+    ("pass-option", po::value<std::vector<std::string>>(), "PASS.KEY=VALUE passed to a pass (repeatable; also [plugin PASS] in the config file)")
     ("fork", po::value<std::vector<std::string>>(), "PREFIX=LABEL: answer forks whose name starts with PREFIX with that option (repeatable), e.g. fuse_horizontal=split")
     ("ir", "print the IR text (after the passes) and each kernel's nodes")
     ("json", "print a JSON report instead of the tables");
@@ -150,10 +153,36 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   if (!vm.count("model-config") && g.config_file.size() > 5 &&
       g.config_file.substr(g.config_file.size() - 5) == ".json")
     request.options["config"] = g.config_file;
-  std::vector<std::string> pass_names = pass_list(passes_spec);
+  OptionsByPlugin pass_options;
+  if (g.config_file.size() <= 5 || g.config_file.substr(g.config_file.size() - 5) != ".json")
+    pass_options = read_plugin_sections(g.config_file);
+  if (vm.count("pass-option"))
+    add_option_flags(pass_options, "--pass-option", vm["pass-option"].as<std::vector<std::string>>(),
+                     true);
 
   PluginHost host;
   host.discover(default_plugin_paths(g.argv0, EMMY_INSTALL_PLUGIN_DIR, g.plugin_paths));
+  // Every [plugin NAME] and --pass-option names a plugin found, and a pass's keys are its
+  // manifest's, whether or not this pipeline runs it: a misspelling is never ignored.
+  for (const auto& [name, given] : pass_options) {
+    const PluginRecord* r = host.find(name);
+    if (r == nullptr || !r->ok)
+      throw po::error("options for '" + name + "': no plugin named '" + name +
+                      "' was found (emmy plugins lists them)");
+    try {
+      if (r->kind == "pass") host.options_for(name, "pass", PluginOptions(given.begin(), given.end()));
+    } catch (const Error& e) {
+      throw po::error(e.what());
+    }
+  }
+  std::vector<std::string> pass_names;
+  try {
+    pass_names = resolve_pass_spec(passes_spec, host);
+  } catch (const Error& e) {
+    throw po::error((passes_spec.empty() ? "the default pipeline: "
+                                         : "--passes '" + passes_spec + "': ") +
+                    e.what());
+  }
 
   // 1. The frontend: named, or the first that accepts the request.
   std::shared_ptr<Frontend> frontend;
@@ -204,7 +233,10 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
 
   // 3. The pipeline, every fork at option 0.
   std::vector<std::shared_ptr<Pass>> passes;
-  for (const auto& name : pass_names) passes.push_back(host.make_pass(name));
+  for (const auto& name : pass_names) {
+    auto given = pass_options.find(name);
+    passes.push_back(host.make_pass(name, given == pass_options.end() ? PluginOptions{} : given->second));
+  }
   ir::Program program{graph, ir::singleton_grouping(graph)};
   std::vector<std::pair<std::string, std::string>> overrides;
   if (vm.count("fork"))

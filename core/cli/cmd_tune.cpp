@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/input_checks.hpp"
 #include "cli/options.hpp"
-#include "emmy/templates.hpp"
+#include "cli/plugin_options.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/tuning_store.hpp"
 #include "tune/interrupt.hpp"
@@ -70,9 +70,17 @@ limits; options that do not apply (--layer with --code, ...), a --db folder that
 database and a --json path that cannot be written are refused before the run.
 
 Exit codes: 0 ok, 1 failure at run time, 2 bad usage or input (unknown op, model or plugin, an
-option out of range, cuda asked for without a usable CUDA device; nothing is written), 3 the
-database is in use by another emmy tune, 4 the database is corrupt, 5 no space left for the
-database, 130 interrupted (what was measured is kept).
+option out of range or not in the plugin's manifest, a pass order against the manifests, cuda
+asked for without a usable CUDA device; nothing is written), 3 the database is in use by
+another emmy tune, 4 the database is corrupt, 5 no space left for the
+database, 6 crashed inside a plugin (named, with what it was doing; what was stored is kept),
+130 interrupted (what was measured is kept).
+
+Plugins: --passes edits the default pipeline (+NAME, -NAME, default,+NAME) or lists the passes;
+their order comes from the passes' manifests (AFTER/BEFORE), and a list that contradicts them
+is refused. Options of passes and priors: --pass-option, --prior-option, or [plugin NAME]
+sections of the config file, checked against the manifests. A pass whose fork sets a knob no
+template of the backend reads is refused before the search (docs/PLUGINS.md).
 Global options (--db, --plugin-path, --config, -v) are listed by emmy --help.)TXT";
 
 constexpr double kMinTimeout = 0.1, kMaxTimeout = 3600;
@@ -123,7 +131,9 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("backend", po::value<std::string>(&o.backend), "backend plugin: cpu or cuda (default: cuda when the cuda backend finds a usable CUDA device, else cpu; --code asking for device='cuda', --gpus or --devices ask for cuda)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")
     ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp, which starts as the roofline model and learns from every run ($EMMY_HOME/priors/mlp.ckpt); roofline, with a warning, when mlp is not installed)")
-    ("passes", po::value<std::string>(&passes), "pass pipeline: a comma list (\"default\" expands), or edits of the default: +NAME,-NAME")
+    ("passes", po::value<std::string>(&passes), "pass pipeline: edits of the default (+NAME,-NAME, default,+NAME), ordered by the passes' manifests (AFTER/BEFORE); or an explicit comma list (\"default\" expands), run as written once checked against those constraints")
+    ("pass-option", po::value<std::vector<std::string>>(), "PASS.KEY=VALUE passed to a pass (repeatable; also [plugin PASS] in the config file; the keys it declares: emmy plugins --json --kind pass)")
+    ("prior-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the prior (repeatable; also [plugin PRIOR] in the config file; the keys it declares: emmy plugins --json --kind prior)")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
     ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")
@@ -231,7 +241,21 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   if (vm.count("workers")) o.backend_options["workers"] = std::to_string(workers);
   if (vm.count("gpus")) o.backend_options["gpus"] = std::to_string(gpus);
   if (!devices.empty()) o.backend_options["devices"] = devices;
-  if (!passes.empty()) o.passes = pass_list(passes);
+  o.passes = passes;
+  // [plugin NAME] sections first, then the flags, which win; names and keys are checked against
+  // the manifests when the run starts (tune/tuner.cpp).
+  o.plugin_options = read_plugin_sections(g.config_file);
+  if (vm.count("pass-option"))
+    add_option_flags(o.plugin_options, "--pass-option",
+                     vm["pass-option"].as<std::vector<std::string>>(), true);
+  if (vm.count("prior-option")) {
+    if (o.prior.empty()) {
+      std::cerr << "emmy tune: --prior-option needs --prior NAME (the options are that prior's)\n";
+      return kExitUsage;
+    }
+    add_option_flags(o.plugin_options, "--prior-option",
+                     vm["prior-option"].as<std::vector<std::string>>(), false, o.prior);
+  }
   o.validate = !vm.count("no-validate");
   o.progress_bar = !vm.count("no-progress");
   o.db = g.db;

@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "plugin_host/plugin_activity.hpp"
 #include "store/tuning_store.hpp"
 
 namespace {
@@ -24,8 +25,9 @@ Global options (anywhere on the line):
   --db PATH           tuning database (default $EMMY_HOME/tuning.db; env EMMY_DB)
   --plugin-path DIR   extra plugin folder, repeatable (env EMMY_PLUGIN_PATH, ':'-separated)
   --config FILE       INI file with defaults ([tune] patience = 10, ...; sections [tune], [trace],
-                      [plugins], [eval] and [eval.runs] etc.; a key that is not an option of
-                      the command is an error)
+                      [plugins], [eval] and [eval.runs] etc., and [plugin NAME] for a pass's,
+                      prior's or backend's options; a key that is not an option of the
+                      command or of the plugin's manifest is an error)
   -v, --verbose       one line per search step instead of the progress bar
   -h, --help          this text; `emmy <command> --help` for a command's options
 
@@ -34,7 +36,8 @@ Environment: EMMY_HOME (default ~/.emmy), EMMY_DB, EMMY_PLUGIN_PATH, and EMMY_<O
 command option (EMMY_PATIENCE=10, EMMY_BACKEND=cpu).
 Exit codes: 0 ok, 1 failure, 2 bad usage or input, 3 database in use by another tune,
 4 database corrupt (its files are left as they are), 5 no space left for the database (what was
-stored before is kept), 130 interrupted.
+stored before is kept), 6 crashed inside a plugin (the message names it and what it was doing;
+what was stored before is kept), 130 interrupted.
 )";
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -46,6 +49,8 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 int main(int argc, char** argv) {
   using namespace emmy::cli;
+  // Before any plugin can run: a crash inside one names it and exits 6 (plugin_activity.hpp).
+  emmy::install_plugin_crash_handler();
   GlobalOptions g;
   g.argv0 = argv[0];
   std::vector<std::string> rest;

@@ -1,6 +1,6 @@
 #include "cli/options.hpp"
 
-#include "emmy/templates.hpp"
+#include "cli/plugin_options.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -74,16 +74,21 @@ bool read_config_file(const std::string& file, const std::string& section,
     if (t[0] == '[') {
       if (t.back() != ']') throw po::error(where + "'" + t + "' is not a [section] line");
       current = t.substr(1, t.size() - 2);
+      // [plugin NAME]: options of that plugin, read by the commands that create plugins
+      // (cli/plugin_options.hpp); its name and keys are checked against the manifest there.
+      if (current.rfind("plugin ", 0) == 0) continue;
       if (!config_sections().count(current))
         throw po::error(where + "unknown section [" + current +
                         "] (sections: [tune], [trace], [plugins], [eval], [eval.variants], "
-                        "[eval.failures], [eval.runs], [eval.prior])");
+                        "[eval.failures], [eval.runs], [eval.prior], and [plugin NAME] for a "
+                        "plugin's options)");
       continue;
     }
     const auto eq = t.find('=');
     if (eq == std::string::npos) throw po::error(where + "'" + t + "' is not KEY = VALUE");
     std::string key = t.substr(0, eq);
     key.erase(key.find_last_not_of(" \t") + 1);
+    if (current.rfind("plugin ", 0) == 0) continue;  // a plugin's: checked against its manifest
     const bool applies = current.empty() || current == section ||
                          section.rfind(current + ".", 0) == 0;  // [eval] for eval runs
     if (!applies) continue;  // another command's: checked there
@@ -138,38 +143,6 @@ std::vector<std::string> split_list(const std::string& s) {
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
     if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-// --passes: a comma list ("default" expands to the default pipeline), or edits of the default
-// pipeline: "+NAME" (inserted before lower_fallback) and "-NAME".
-std::vector<std::string> pass_list(const std::string& spec) {
-  std::vector<std::string> items = split_list(spec);
-  if (items.empty()) return default_pass_pipeline();
-  bool edits = std::all_of(items.begin(), items.end(), [](const std::string& i) { return i[0] == '+' || i[0] == '-'; });
-  std::vector<std::string> out;
-  if (edits) {
-    out = default_pass_pipeline();
-    for (const auto& i : items) {
-      std::string name = i.substr(1);
-      auto it = std::find(out.begin(), out.end(), name);
-      if (i[0] == '-') {
-        if (it == out.end()) throw po::error("--passes: '" + name + "' is not in the default pipeline");
-        out.erase(it);
-      } else {
-        out.insert(std::find(out.begin(), out.end(), "lower_fallback"), name);
-      }
-    }
-    return out;
-  }
-  for (const auto& i : items) {
-    if (i == "default") {
-      auto d = default_pass_pipeline();
-      out.insert(out.end(), d.begin(), d.end());
-    } else {
-      out.push_back(i);
-    }
   }
   return out;
 }

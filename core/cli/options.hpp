@@ -34,9 +34,6 @@ void print_help(const std::string& usage, const po::options_description& desc,
 
 // "a, b,c" -> {a, b, c} (blanks trimmed, empty items dropped).
 std::vector<std::string> split_list(const std::string& s);
-// --passes: a comma list ("default" expands to the default pipeline), or edits of the default
-// pipeline: "+NAME" (inserted before lower_fallback) and "-NAME". Throws po::error on a bad edit.
-std::vector<std::string> pass_list(const std::string& spec);
 
 // Exit codes.
 inline constexpr int kExitOk = 0;
@@ -45,6 +42,7 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitBusy = 3;
 inline constexpr int kExitCorrupt = 4;  // the tuning database is corrupt (files left as they are)
 inline constexpr int kExitNoSpace = 5;  // no space left for the tuning database
+// kExitPluginCrash = 6 (plugin_host/plugin_activity.hpp): crashed inside a plugin, named.
 inline constexpr int kExitInterrupted = 130;
 
 }  // namespace emmy::cli

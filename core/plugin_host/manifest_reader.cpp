@@ -127,6 +127,7 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
   r.after = strings(m->after());
   r.before = strings(m->before());
   r.extends = text(m->extends());
+  r.default_pipeline = m->default_pipeline();
   if (is_plain_file_name(r.library))
     r.library_path = (std::filesystem::path(manifest_path).parent_path() / r.library).string();
 

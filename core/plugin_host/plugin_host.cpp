@@ -3,7 +3,9 @@
 #include <array>
 
 #include "emmy/status.hpp"
+#include "plugin_host/guarded.hpp"
 #include "plugin_host/library_loader.hpp"
+#include "plugin_host/plugin_activity.hpp"
 
 namespace emmy {
 
@@ -69,7 +71,24 @@ void check_declared_options(const PluginRecord& record, const PluginOptions& opt
   }
 }
 
+// The manifest's defaults for every option not given, so that the manifest is the one place a
+// default is written (docs/PLUGINS.md, Options). An empty default means "none": the plugin works
+// one out itself (a path under $EMMY_HOME, the machine's core count), so it is left out.
+PluginOptions with_defaults(const PluginRecord& record, const PluginOptions& options) {
+  PluginOptions out = options;
+  for (const ManifestOption& o : record.options)
+    if (!o.default_value.empty() && !out.count(o.name)) out[o.name] = o.default_value;
+  return out;
+}
+
 }  // namespace
+
+PluginOptions PluginHost::options_for(std::string_view name, std::string_view kind,
+                                      const PluginOptions& options) const {
+  const PluginRecord& record = select(name, kind);
+  check_declared_options(record, options);
+  return with_defaults(record, options);
+}
 
 std::shared_ptr<void> PluginHost::make(std::string_view name, std::string_view kind,
                                        const PluginOptions& options) {
@@ -78,8 +97,15 @@ std::shared_ptr<void> PluginHost::make(std::string_view name, std::string_view k
   check_declared_options(record, options);
   const EmmyPluginInfo& info = load_plugin_entry(record);
   std::array<char, 2048> error{};
-  const std::string text = format_plugin_options(options);
-  void* object = info.create(text.c_str(), error.data(), error.size());
+  const std::string text = format_plugin_options(with_defaults(record, options));
+  const std::string kind_text(kind);
+  const PluginActivity creating{kind_text.c_str(), record.name.c_str(), record.library.c_str(),
+                                "creating its object", nullptr};
+  void* object = nullptr;
+  {
+    ActivityScope scope(creating);
+    object = info.create(text.c_str(), error.data(), error.size());
+  }
   if (!object) {
     error.back() = '\0';  // whatever the plugin wrote, the message ends inside the buffer
     std::string message = error[0] ? error.data() : "create() failed without a message";
@@ -97,12 +123,16 @@ static std::shared_ptr<T> as(std::shared_ptr<void> object) {
   return std::shared_ptr<T>(object, static_cast<T*>(object.get()));
 }
 
+// Frontends, passes and priors run inside the emmy process: wrapped so that a crash in one names
+// it (plugin_host/guarded.hpp). A backend's generated code runs in worker processes instead.
 std::shared_ptr<Frontend> PluginHost::make_frontend(std::string_view name,
                                                     const PluginOptions& options) {
-  return as<Frontend>(make(name, "frontend", options));
+  auto object = as<Frontend>(make(name, "frontend", options));
+  return guarded(std::move(object), select(name, "frontend"));
 }
 std::shared_ptr<Pass> PluginHost::make_pass(std::string_view name, const PluginOptions& options) {
-  return as<Pass>(make(name, "pass", options));
+  auto object = as<Pass>(make(name, "pass", options));
+  return guarded(std::move(object), select(name, "pass"));
 }
 std::vector<const PluginRecord*> PluginHost::templates_for(std::string_view backend) const {
   std::vector<const PluginRecord*> out;
@@ -125,7 +155,8 @@ std::shared_ptr<Backend> PluginHost::make_backend(std::string_view name,
   return backend;
 }
 std::shared_ptr<Prior> PluginHost::make_prior(std::string_view name, const PluginOptions& options) {
-  return as<Prior>(make(name, "prior", options));
+  auto object = as<Prior>(make(name, "prior", options));
+  return guarded(std::move(object), select(name, "prior"));
 }
 std::shared_ptr<KernelTemplate> PluginHost::make_template(std::string_view name,
                                                           const PluginOptions& options) {

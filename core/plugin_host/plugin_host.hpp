@@ -34,13 +34,24 @@ class PluginHost {
   // Accepted records of a kind, in discovery order.
   std::vector<const PluginRecord*> of_kind(std::string_view kind) const;
 
+  // The accepted record with this name and kind. Throws emmy::Error naming what was found
+  // instead (a refused manifest and why, another kind, or what is available and where it looked).
+  const PluginRecord& record(std::string_view name, std::string_view kind) const {
+    return select(name, kind);
+  }
+
   // Loads the plugin's library and checks its entry point against the manifest. Throws
   // emmy::Error (unknown name, wrong kind, refused, or a failed check) saying what to do.
   const EmmyPluginInfo& load(std::string_view name, std::string_view kind);
 
-  // Creates the plugin's object with `options` ("--option NAME=VALUE"); throws emmy::Error with
-  // load()'s messages, for an option its manifest does not declare, or with the plugin's own
-  // create() error.
+  // Creates the plugin's object with `options` ("--option NAME=VALUE") and, for every option not
+  // given, the manifest's default (when not empty); throws emmy::Error with load()'s messages,
+  // for an option its manifest does not declare (naming the ones it does), or with the plugin's
+  // own create() error.
+  // What create() would receive: `options` checked against the manifest, its defaults added.
+  PluginOptions options_for(std::string_view name, std::string_view kind,
+                            const PluginOptions& options) const;
+
   std::shared_ptr<Frontend> make_frontend(std::string_view name, const PluginOptions& options = {});
   std::shared_ptr<Pass> make_pass(std::string_view name, const PluginOptions& options = {});
   // The backend, with every accepted template plugin whose manifest EXTENDS it handed over

@@ -17,7 +17,9 @@ struct Candidate {
   std::vector<size_t> path;             // answers to the searched forks, in the order asked (the tree key)
   std::vector<std::string> forks;       // those forks' names
   std::vector<std::string> labels;      // the chosen options' labels
-  std::map<std::string, double> knobs;  // knobs of every answered fork (searched or defaulted)
+  // The inner search: the tuned kernel's knobs after the pipeline, what the backend builds from
+  // (LoopHooks::built_knobs); the outer search: the knobs of every answered fork.
+  std::map<std::string, double> knobs;
   ir::Program program;                  // the program after the pipeline
 };
 

@@ -71,6 +71,13 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
     return p;
   };
   hooks.evaluate = evaluate;
+  // One source of truth for a candidate's knobs: the tuned kernel's (the slice's last), which the
+  // backend builds from and the database keys and stores; never the forks' option knobs, which a
+  // pass may map to the kernel differently (docs/PLUGINS.md, Knobs).
+  hooks.built_knobs = [](const ir::Program& p) {
+    return p.grouping.kernels.empty() ? std::map<std::string, double>{}
+                                      : p.grouping.kernels.back().knobs;
+  };
   hooks.on_step = on_step;
   if (prior != nullptr) {
     hooks.predict = [&](const std::map<std::string, double>& decided, const ForkSite& site,

@@ -1,5 +1,7 @@
 #include "search/pipeline.hpp"
 
+#include <algorithm>
+
 #include "emmy/status.hpp"
 
 namespace emmy::search {
@@ -37,6 +39,40 @@ std::string grouping_difference(const ir::Grouping& a, const ir::Grouping& b) {
   return {};
 }
 
+// The first knob that `pass` set on a kernel and the kernel's template does not read ("" when
+// none): its values would all build the same code, measured again and again as different
+// configurations (docs/PLUGINS.md, Knobs).
+std::string unread_knob(const std::string& pass, const ir::Program& before,
+                        const ir::Program& after, const BackendCaps& caps) {
+  for (size_t k = 0; k < after.grouping.kernels.size(); ++k) {
+    const ir::Kernel& now = after.grouping.kernels[k];
+    const ir::Kernel& was = before.grouping.kernels[k];
+    const auto templ = caps.templates.find(now.templ);
+    for (const auto& [knob, value] : now.knobs) {
+      auto old = was.knobs.find(knob);
+      if (old != was.knobs.end() && old->second == value && was.templ == now.templ) continue;
+      if (templ != caps.templates.end() &&
+          std::any_of(templ->second.begin(), templ->second.end(),
+                      [&](const KnobSpec& s) { return s.name == knob; }))
+        continue;
+      std::string reads;
+      if (templ != caps.templates.end())
+        for (const KnobSpec& s : templ->second) reads += (reads.empty() ? "" : ", ") + s.name;
+      return "pass '" + pass + "' set knob '" + knob + "' on kernel " + std::to_string(k) +
+             (now.templ.empty() ? " (no template yet)"
+                                : ", whose template '" + now.templ + "' of the " + caps.backend +
+                                      " backend " +
+                                      (templ == caps.templates.end()
+                                           ? "is not one it builds"
+                                           : "does not read it (it reads: " +
+                                                 (reads.empty() ? "no knobs" : reads) + ")")) +
+             ": every value would build the same code; a knob must be one the kernel's template "
+             "reads (docs/PLUGINS.md, Knobs)";
+    }
+  }
+  return {};
+}
+
 bool selected(const Pass& pass, PassFilter filter) {
   switch (filter) {
     case PassFilter::all: return true;
@@ -71,6 +107,9 @@ void run_pipeline(ir::Program& program, const std::vector<Pass*>& passes, Resolv
       if (!diff.empty())
         throw Error("pass '" + name +
                     "' declares itself in-place but changed the program's structure: " + diff);
+      if (options.check_knobs)
+        if (std::string unread = unread_knob(name, before, program, caps); !unread.empty())
+          throw Error(unread);
     } else {
       Status s = pass->run(program, ctx);
       if (!s.ok()) throw Error("pass '" + name + "' failed: " + s.message());

@@ -20,6 +20,10 @@ struct PipelineOptions {
   PassFilter filter = PassFilter::all;
   // After each structural pass, ir::verify and ir::verify_grouping must accept the program.
   bool verify_structural = true;
+  // After each in-place pass, every knob it set on a kernel must be one the kernel's template
+  // reads in `caps` (else an emmy::Error names the pass, the kernel, the knob and what the
+  // template reads). Off only where `caps` is not a real backend's (tests with made-up caps).
+  bool check_knobs = true;
 };
 
 // Runs `passes` in order on `program`, every fork answered by `resolver`.

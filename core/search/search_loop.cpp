@@ -19,6 +19,7 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     Candidate cand;
     cand.program = hooks.descend(resolver);
     resolver.fill(cand);
+    if (hooks.built_knobs) cand.knobs = hooks.built_knobs(cand.program);
     const int leaf = resolver.endpoint();
     ++r.steps;
 

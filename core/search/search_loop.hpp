@@ -22,6 +22,9 @@ struct LoopHooks {
   // Called after each new evaluation (the inner search teaches its prior here).
   std::function<void(const Candidate&, const Evaluation&)> observed;
   StepCallback on_step;
+  // The knobs a candidate records (reports, -v lines, prior rows): those of what is built. Empty:
+  // the answered forks' knobs (the outer search, whose candidates are groupings, not builds).
+  std::function<std::map<std::string, double>(const ir::Program&)> built_knobs;
 };
 
 SearchResult run_search(ForkKind searched, const SearchOptions& options, const LoopHooks& hooks);

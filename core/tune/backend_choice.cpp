@@ -9,6 +9,14 @@ constexpr const char* kCpuBackend = "cpu";
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// The backend's [plugin NAME] section of the config file, overridden by --backend-option.
+PluginOptions backend_options_for(const TuneOptions& options, const std::string& name) {
+  PluginOptions out;
+  if (auto it = options.plugin_options.find(name); it != options.plugin_options.end()) out = it->second;
+  for (const auto& [k, v] : options.backend_options) out[k] = v;
+  return out;
+}
+
 }  // namespace
 
 BackendChoice choose_backend(const TuneOptions& options, PluginHost& host) {
@@ -16,7 +24,7 @@ BackendChoice choose_backend(const TuneOptions& options, PluginHost& host) {
   if (!options.backend.empty()) {
     c.name = options.backend;
     try {
-      c.backend = host.make_backend(c.name, options.backend_options);
+      c.backend = host.make_backend(c.name, backend_options_for(options, c.name));
     } catch (const Error& e) {
       throw BadInput(std::string(e.what()) +
                      (options.backend_reason.empty() ? "" : " (" + options.backend_reason + ")"));
@@ -29,7 +37,7 @@ BackendChoice choose_backend(const TuneOptions& options, PluginHost& host) {
   std::string why_not;
   if (gpu && gpu->ok) {
     try {
-      c.backend = host.make_backend(kGpuBackend, options.backend_options);
+      c.backend = host.make_backend(kGpuBackend, backend_options_for(options, kGpuBackend));
       c.name = kGpuBackend;
       c.note = std::string("backend ") + kGpuBackend + ": a CUDA device is usable (--backend cpu for the CPU)";
       return c;
@@ -43,7 +51,7 @@ BackendChoice choose_backend(const TuneOptions& options, PluginHost& host) {
   }
   c.name = kCpuBackend;
   try {
-    c.backend = host.make_backend(kCpuBackend, options.backend_options);
+    c.backend = host.make_backend(kCpuBackend, backend_options_for(options, kCpuBackend));
   } catch (const Error& e) {
     throw BadInput(e.what());
   }

@@ -22,6 +22,18 @@ std::string format_knobs(const std::map<std::string, double>& knobs) {
   return out.empty() ? "(defaults)" : out;
 }
 
+// The structural forks an inner search answered (the attention fusion inside a slice that carries
+// its producer, "fuse_attention@<situation>"): which option, by label, since such a fork sets no
+// knob of the kernel that is built ("fuse_attention=fused ").
+static std::string structural_choices(const search::Candidate& c) {
+  std::string out;
+  for (size_t i = 0; i < c.forks.size() && i < c.labels.size(); ++i) {
+    const auto at = c.forks[i].find('@');
+    if (at != std::string::npos) out += c.forks[i].substr(0, at) + "=" + c.labels[i] + " ";
+  }
+  return out;
+}
+
 static std::string format_us(double us) {
   char buf[64];
   if (us <= 0) return "-";
@@ -55,8 +67,8 @@ void Progress::step(const std::string& name, const search::StepInfo& info,
   current_best_ = info.best_us;
   if (verbose_) {
     std::ostringstream line;
-    line << "  " << name << " step " << info.step << "  " << format_knobs(info.candidate.knobs)
-         << "  ";
+    line << "  " << name << " step " << info.step << "  " << structural_choices(info.candidate)
+         << format_knobs(info.candidate.knobs) << "  ";
     if (info.evaluation.ok)
       line << format_us(info.evaluation.time_us)
            << (info.evaluation.message.empty() ? "" : " (" + info.evaluation.message + ")");

@@ -22,6 +22,12 @@ std::string run_identity(const TuneOptions& o, const std::string& graph_key, con
      << "\nwarmup=" << o.warmup << "\ntimeout=" << exact(o.timeout_s) << "\nvalidate=" << o.validate
      << "\nbackend-options=";
   for (const auto& [k, v] : o.backend_options) id << k << "=" << v << ";";
+  // Only when given, so that the identity of a run without them is what it always was.
+  for (const auto& [plugin, options] : o.plugin_options) {
+    if (options.empty()) continue;
+    id << "\noptions " << plugin << "=";
+    for (const auto& [k, v] : options) id << k << "=" << v << ";";
+  }
   return id.str();
 }
 

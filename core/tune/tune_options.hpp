@@ -18,7 +18,11 @@ struct TuneOptions {
   std::string backend_reason;                        // why `backend` was asked for, if not by --backend
   std::map<std::string, std::string> backend_options;
   std::string prior;                                 // "" = mlp if installed, else roofline (pick_prior)
-  std::vector<std::string> passes;                   // pass plugin names; empty = the default pipeline
+  std::string passes;                                // --passes as typed; "" = the default pipeline (plugin_host/pass_order.hpp)
+  // Options of passes, priors and backends by plugin name: the config file's [plugin NAME]
+  // sections, overridden by --pass-option and --prior-option. A backend's --backend-option
+  // (backend_options) wins over its section. Checked against the manifests when the run starts.
+  std::map<std::string, std::map<std::string, std::string>> plugin_options;
   int patience = 50;
   uint64_t seed = 0;
   int samples = 15;                                  // timed repetitions per measurement

@@ -13,6 +13,7 @@
 #include "emmy/prior_reservoir.hpp"
 #include "emmy/templates.hpp"
 #include "ir/interpreter.hpp"
+#include "plugin_host/pass_order.hpp"
 #include "search/outer.hpp"
 #include "search/pipeline.hpp"
 #include "search/prior_snapshot.hpp"
@@ -23,6 +24,7 @@
 #include "tune/backend_choice.hpp"
 #include "tune/interrupt.hpp"
 #include "tune/kernel_tuning.hpp"
+#include "tune/knob_check.hpp"
 #include "tune/parallel.hpp"
 #include "tune/rerun.hpp"
 #include "tune/validation.hpp"
@@ -137,6 +139,31 @@ std::string pick_frontend(const TuneOptions& options, PluginHost& host) {
               (list.empty() ? "none found; see emmy plugins" : list) + ")");
 }
 
+PluginOptions plugin_options_of(const TuneOptions& options, const std::string& plugin) {
+  auto it = options.plugin_options.find(plugin);
+  return it == options.plugin_options.end() ? PluginOptions{} : it->second;
+}
+
+void check_plugin_options(const TuneOptions& options, const PluginHost& host) {
+  for (const auto& [name, given] : options.plugin_options) {
+    const std::string where = "options for '" + name + "' ([plugin " + name +
+                              "] in the config file, or --pass-option / --prior-option)";
+    const PluginRecord* r = host.find(name);
+    if (r == nullptr || !r->ok)
+      throw BadInput(where + ": " +
+                     (r ? "plugin '" + name + "' was refused: " + r->reason
+                        : "no plugin named '" + name + "' was found (emmy plugins lists them)"));
+    if (r->kind == "frontend")
+      throw BadInput(where + ": '" + name + "' is a frontend; its options are emmy tune's own "
+                     "flags (--layer, --seq, --input-shape, ...)");
+    try {
+      host.options_for(name, r->kind, given);
+    } catch (const Error& e) {
+      throw BadInput(e.what() + (" (" + where + ")"));
+    }
+  }
+}
+
 std::string pick_prior(const TuneOptions& options, const PluginHost& host, std::string* why) {
   if (!options.prior.empty()) return options.prior;
   const PluginRecord* mlp = host.find("mlp", "prior");
@@ -157,6 +184,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
 
   // The backend before the database: one that was asked for and cannot measure here (no driver,
   // no device, a bad option) stops the run with nothing written (tune/backend_choice.hpp).
+  check_plugin_options(options, host);
   BackendChoice chosen = choose_backend(options, host);
   std::shared_ptr<Backend> backend = chosen.backend;
   report.backend = chosen.name;
@@ -182,30 +210,46 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   if (std::string bad = ir::verify(graph); !bad.empty())
     throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
 
-  // Then the database: a second tune on it fails before the search.
-  auto store = store::TuningStore::open_writer(options.db);
-  store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
-
-  // 1. Plugins (the frontend and the graph are above).
-  std::vector<std::string> pass_names =
-      options.passes.empty() ? default_pass_pipeline() : options.passes;
+  // 1. Plugins (the frontend and the graph are above), before the database, so that a pass
+  // that cannot run is refused with nothing written. The pipeline's order comes from the
+  // passes' manifests (plugin_host/pass_order.hpp).
+  std::vector<std::string> pass_names;
+  try {
+    pass_names = resolve_pass_spec(options.passes, host);
+  } catch (const Error& e) {
+    throw BadInput((options.passes.empty() ? "the default pipeline: "
+                                           : "--passes '" + options.passes + "': ") +
+                   e.what());
+  }
   std::vector<std::shared_ptr<Pass>> pass_objects;
   std::vector<Pass*> passes;
   for (const auto& name : pass_names) {
     try {
-      pass_objects.push_back(host.make_pass(name));
+      pass_objects.push_back(host.make_pass(name, plugin_options_of(options, name)));
     } catch (const Error& e) {
       throw BadInput(std::string(e.what()) + " (in --passes)");
     }
     passes.push_back(pass_objects.back().get());
   }
+  {
+    std::vector<const PluginRecord*> records;
+    for (const auto& name : pass_names) records.push_back(&host.record(name, "pass"));
+    if (std::string bad = unread_knob_problem(records, backend->capabilities()); !bad.empty())
+      throw BadInput(bad);
+  }
+
+  // Then the database: a second tune on it fails before the search.
+  auto store = store::TuningStore::open_writer(options.db);
+  store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
+
   std::string prior_warning;
   std::string prior_name = pick_prior(options, host, &prior_warning);
   if (!prior_warning.empty()) progress.message(prior_warning);
   report.prior = prior_name;
+  const PluginOptions prior_options = plugin_options_of(options, prior_name);
   std::shared_ptr<Prior> prior;
   try {
-    prior = host.make_prior(prior_name);
+    prior = host.make_prior(prior_name, prior_options);
   } catch (const Error& e) {
     // A prior the user named that is not there is their input (exit 2), as for --backend.
     if (!options.prior.empty()) throw BadInput(std::string(e.what()) + " (in --prior)");
@@ -246,7 +290,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   if (!start.replayed_run.empty()) {
     // Loaded once here, so that a start this prior cannot read falls back to the checkpoint
     // with a warning rather than failing every kernel's search.
-    if (Status s = host.make_prior(prior_name)->load(start.state); !s.ok()) {
+    if (Status s = host.make_prior(prior_name, prior_options)->load(start.state); !s.ok()) {
       progress.message("warning: prior '" + prior_name + "' could not load the start of run " +
                        start.replayed_run + " (" + s.message() + "); starting from its checkpoint");
       start = start_from_checkpoint(*prior, report.run_id);
@@ -265,7 +309,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
                  env, report.run_id, passes,
                  [&]() -> std::shared_ptr<Prior> {
                    std::lock_guard<std::mutex> lock(prior_mutex);
-                   auto fresh = host.make_prior(prior_name);
+                   auto fresh = host.make_prior(prior_name, prior_options);
                    snapshot.restore(*fresh);
                    return fresh;
                  },

@@ -30,6 +30,13 @@ std::string pick_frontend(const TuneOptions& options, PluginHost& host);
 // The prior to use: `options.prior`, else mlp (it learns from every run, and predicts exactly
 // what roofline does until it has rows) when its plugin is available, else roofline. When it
 // falls back to roofline, *why (if given) receives a one-line warning saying so.
+// The options a run gives plugin `plugin` (TuneOptions::plugin_options; {} when none).
+PluginOptions plugin_options_of(const TuneOptions& options, const std::string& plugin);
+// Throws BadInput when an entry of TuneOptions::plugin_options names no plugin found, a frontend,
+// or a key the plugin's manifest does not declare (the message names the valid ones). Entries
+// for plugins this run does not use are checked too: a misspelling is never ignored.
+void check_plugin_options(const TuneOptions& options, const PluginHost& host);
+
 std::string pick_prior(const TuneOptions& options, const PluginHost& host,
                        std::string* why = nullptr);
 

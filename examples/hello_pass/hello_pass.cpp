@@ -2,6 +2,11 @@
 // template, it asks the search one in-place question, "hello.unroll_hint", and records the answer
 // as the knob "hello_unroll". It only sets a knob: it never changes which kernels exist or what
 // they compute, so it declares itself in-place and the driver's structure check holds.
+//
+// No template of the shipped backends reads "hello_unroll", so `emmy tune --passes +hello_pass`
+// is refused before the search (every answer would build the same code and be measured again);
+// `emmy trace --passes +hello_pass` shows its fork. A knob reaches code only when the kernel's
+// template reads it (docs/PLUGINS.md, Knobs).
 #include <emmy/plugin.hpp>
 
 #include <cstdlib>
@@ -31,10 +36,10 @@ std::vector<double> parse_factors(const std::string& text) {
 
 class HelloPass final : public emmy::Pass {
  public:
-  explicit HelloPass(const emmy::PluginOptions& options) {
-    auto it = options.find("factors");
-    factors_ = parse_factors(it == options.end() ? "1,2,4,8" : it->second);
-  }
+  // The host fills in every option's default from the manifest (OPTIONS factors=1,2,4,8), so
+  // the default is written once, there.
+  explicit HelloPass(const emmy::PluginOptions& options)
+      : factors_(parse_factors(options.at("factors"))) {}
 
   // The name emmy_add_plugin() also wrote into the manifest.
   std::string name() const override { return EMMY_PLUGIN_NAME; }

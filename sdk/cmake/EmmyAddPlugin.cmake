@@ -9,10 +9,14 @@
 #                   [FORKS <kind>:<fork-name>[:<knob>,<knob>...] ...]   kind = structural|in_place
 #                   [KNOBS <knob-name>[=<v1>,<v2>,...] ...]
 #                   [OPTIONS <name>=<default>[:<help>] ...]
-#                   [AFTER <pass>...] [BEFORE <pass>...]
+#                   [AFTER <pass>...] [BEFORE <pass>...] [DEFAULT_PIPELINE]
 #                   [EXTENDS <backend>]      KIND template only, and required there
 #                   [LINK <target>...]
 #                   [OUTPUT_DIRECTORY <dir>])
+#
+# DEFAULT_PIPELINE (passes only): the pass is part of the default pipeline, whose order the host
+# derives from every pass's AFTER/BEFORE (docs/PLUGINS.md). OPTIONS defaults are applied by the
+# host before create(), so the plugin's code need not repeat them.
 #
 # Creates target emmy_plugin_<name>; library lib emmy_<name>.so and <name>.emmy-manifest land in
 # OUTPUT_DIRECTORY (default: EMMY_PLUGIN_OUTPUT_DIRECTORY, else ${CMAKE_BINARY_DIR}/lib/emmy/plugins)
@@ -44,7 +48,7 @@ function(_emmy_json_list out)
 endfunction()
 
 function(emmy_add_plugin)
-  cmake_parse_arguments(P "" "NAME;KIND;VERSION;DESCRIPTION;OUTPUT_DIRECTORY;EXTENDS"
+  cmake_parse_arguments(P "DEFAULT_PIPELINE" "NAME;KIND;VERSION;DESCRIPTION;OUTPUT_DIRECTORY;EXTENDS"
                         "SOURCES;FORKS;KNOBS;OPTIONS;AFTER;BEFORE;LINK" ${ARGN})
   if(NOT P_NAME OR NOT P_KIND OR NOT P_SOURCES)
     message(FATAL_ERROR "emmy_add_plugin: NAME, KIND and SOURCES are required")
@@ -60,6 +64,17 @@ function(emmy_add_plugin)
   endif()
   if(NOT P_NAME MATCHES "^[a-z][a-z0-9_]*$")
     message(FATAL_ERROR "emmy_add_plugin: NAME '${P_NAME}' must match [a-z][a-z0-9_]*")
+  endif()
+  if(P_DEFAULT_PIPELINE AND NOT P_KIND STREQUAL "pass")
+    message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): DEFAULT_PIPELINE is for passes, not a ${P_KIND}")
+  endif()
+  if((P_AFTER OR P_BEFORE) AND NOT P_KIND STREQUAL "pass")
+    message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): AFTER/BEFORE order passes; a ${P_KIND} has no place in the pipeline")
+  endif()
+  if(P_DEFAULT_PIPELINE)
+    set(j_default "true")
+  else()
+    set(j_default "false")
   endif()
   if(NOT P_VERSION)
     set(P_VERSION "0.1.0")
@@ -170,7 +185,8 @@ function(emmy_add_plugin)
   \"options\": [${opts}],
   \"after\": ${j_after},
   \"before\": ${j_before},
-  \"extends\": ${j_extends}
+  \"extends\": ${j_extends},
+  \"default_pipeline\": ${j_default}
 }
 ")
   configure_file("${json}.in" "${json}" COPYONLY)

@@ -364,10 +364,4 @@ const ir::Kernel* attention_producer(const ir::Program& p, const ir::Kernel& k) 
   return nullptr;
 }
 
-std::vector<std::string> default_pass_pipeline() {
-  return {"fuse_horizontal", "fold_views",      "fuse_attention",  "fuse_reduction",
-          "fuse_epilogue",   "fuse_pointwise",  "lower_attention", "lower_matmul",
-          "lower_reduction", "lower_pointwise", "lower_fallback"};
-}
-
 }  // namespace emmy

@@ -5,6 +5,7 @@
 // in-place forks, and a template plugin passes the template checks (plugin_host/template_check:
 // its object agrees with its manifest and its backend takes and lists it). The example plugins
 // built in-tree outside the default plugin folder (the blas_sgemm template) are checked too.
+// What each plugin declares against what it does: capabilities_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,24 +16,16 @@
 #include "plugin_host/manifest_reader.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "plugin_host/template_check.hpp"
+#include "in_tree.hpp"
 
 namespace emmy {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kPluginDirs = {EMMY_PLUGIN_DIR, EMMY_EXAMPLE_PLUGIN_DIR};
-
-std::vector<std::string> in_tree_manifests() {
-  std::vector<std::string> out;
-  for (const std::string& dir : kPluginDirs) {
-    std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-      if (it->path().extension() == ".emmy-manifest") out.push_back(it->path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using conformance::in_tree_manifests;
+using conformance::kPluginDirs;
+using conformance::test_name;
 
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
@@ -123,13 +116,6 @@ TEST_P(TemplateConformance, AgreesWithManifestAndItsBackendTakesIt) {
   TemplateCheck check = check_template(host_, *record_);
   EXPECT_EQ(check.problem, "");
   EXPECT_NE(check.note.find("extends " + record_->extends), std::string::npos) << check.note;
-}
-
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s = fs::path(info.param).stem().string();
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s.empty() ? "unnamed" : s;
 }
 
 INSTANTIATE_TEST_SUITE_P(InTree, Conformance, ::testing::ValuesIn(in_tree_manifests()), test_name);

@@ -51,7 +51,7 @@ TEST_F(RecordsE2E, SplitAttentionSliceCarriesItsProducerAndMeasuresTheFusedOptio
   // key the split form inside the slice (the producer plus the kernel) was built and measured.
   // The fused option inside the slice is the very kernel the fused grouping tunes: its rows are
   // under the key before '<' (shared, not measured twice), and the slice's search found them
-  // there ("[cached]" steps answering fuse_attention=1).
+  // there ("[cached]" steps answering fuse_attention=fused).
   int carried_groups = 0;
   std::string fused_key;
   for (const char* name : {"matmul", "bmm", "softmax"}) {
@@ -81,8 +81,9 @@ TEST_F(RecordsE2E, SplitAttentionSliceCarriesItsProducerAndMeasuresTheFusedOptio
         if (row["status"] == "ok" && row["template"] == "attention") ++fused_ok;
   EXPECT_GE(fused_ok, 1) << "no fused attention rows under " << fused_key;
   bool slice_found_fused_rows = false;
-  for (size_t at = c.err.find("fuse_attention=1"); at != std::string::npos;
-       at = c.err.find("fuse_attention=1", at + 1)) {
+  // (The -v line names the structural option by its label; its knobs are the built kernel's.)
+  for (size_t at = c.err.find("fuse_attention=fused"); at != std::string::npos;
+       at = c.err.find("fuse_attention=fused", at + 1)) {
     const std::string line = c.err.substr(at, c.err.find('\n', at) - at);
     slice_found_fused_rows |= line.find("[cached]") != std::string::npos;
   }

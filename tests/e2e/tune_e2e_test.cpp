@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -243,14 +244,47 @@ TEST_F(TuneE2E, ABrokenWorkerStoresNoFailureAndTheRerunWithAGoodOneSucceeds) {
   EXPECT_GT(stored_variants("matmul"), 0);
 }
 
-TEST_F(TuneE2E, ThirdPartyPassAddsItsForkToTheSearch) {
-  // hello_pass (examples/) is found in the plugin path and added to the default pipeline; its
-  // knob then shows in the configurations the search measures.
+TEST_F(TuneE2E, ThirdPartyPassWhoseKnobReachesNoCodeIsRefusedBeforeTheSearch) {
+  // hello_pass (examples/) is found in the plugin path and added to the default pipeline, but no
+  // cpu template reads its knob hello_unroll: every answer would build the same kernel, so the
+  // run is refused (exit 2) before anything is built, naming the pass, its fork and the knob.
   Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--patience", "2",
                       "--samples", "3", "--warmup", "0", "--prior", "roofline", "--no-progress",
                       "--passes", "+hello_pass", "-v"});
-  ASSERT_EQ(c.exit_code, 0) << c.err;
-  EXPECT_NE(c.err.find("hello_unroll="), std::string::npos) << c.err;
+  EXPECT_EQ(c.exit_code, 2) << c.err;
+  EXPECT_NE(c.err.find("pass 'hello_pass'"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("fork 'hello.unroll_hint' for knob 'hello_unroll', which no template of "
+                       "the cpu backend reads"),
+            std::string::npos)
+      << c.err;
+  EXPECT_EQ(c.err.find("step "), std::string::npos) << "the search ran:\n" << c.err;
+  EXPECT_FALSE(std::filesystem::exists(db())) << "refused, yet the database was created";
+  // Its option is checked against its manifest, from the command line and the config file.
+  Completed bad = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--pass-option",
+                        "hello_pass.factor=2"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("pass plugin 'hello_pass' has no option 'factor' (it takes: factors"),
+            std::string::npos)
+      << bad.err;
+  {
+    std::ofstream ini(path("plugins.ini"));
+    ini << "[plugin roofline]\npeak_gflops = 300\nbogus = 1\n";
+  }
+  Completed file = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--prior", "roofline",
+                         "--config", path("plugins.ini")});
+  EXPECT_EQ(file.exit_code, 2) << file.err;
+  EXPECT_NE(file.err.find("prior plugin 'roofline' has no option 'bogus' (it takes: peak_gflops"),
+            std::string::npos)
+      << file.err;
+  {
+    std::ofstream ini(path("plugins.ini"));
+    ini << "[plugin nosuch]\nx = 1\n";
+  }
+  Completed unknown_plugin = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--config",
+                                   path("plugins.ini")});
+  EXPECT_EQ(unknown_plugin.exit_code, 2) << unknown_plugin.err;
+  EXPECT_NE(unknown_plugin.err.find("no plugin named 'nosuch' was found"), std::string::npos)
+      << unknown_plugin.err;
   Completed unknown = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--passes", "+nosuch"});
   EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
   EXPECT_NE(unknown.err.find("nosuch"), std::string::npos) << unknown.err;

@@ -20,7 +20,7 @@ struct Pipeline {
   std::vector<std::shared_ptr<emmy::Pass>> owned;
   std::vector<emmy::Pass*> passes;
   Pipeline() {
-    for (const std::string& name : emmy::default_pass_pipeline()) {
+    for (const std::string& name : emmy::test::default_pipeline()) {
       owned.push_back(emmy::test::load_pass(name));
       passes.push_back(owned.back().get());
     }

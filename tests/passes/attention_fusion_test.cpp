@@ -70,7 +70,7 @@ TEST(AttentionFusion, SliceCarryingTheProducerBuildsTheFusedKernel) {
   Graph g = attention_block();
   ScriptedResolver outer({{"fuse_attention", "split"}});
   std::vector<std::string> structural;
-  for (const std::string& name : emmy::default_pass_pipeline())
+  for (const std::string& name : emmy::test::default_pipeline())
     if (!emmy::test::load_pass(name)->in_place()) structural.push_back(name);
   Program p{g, emmy::ir::singleton_grouping(g)};
   run_passes(p, structural, outer);
@@ -84,7 +84,7 @@ TEST(AttentionFusion, SliceCarryingTheProducerBuildsTheFusedKernel) {
   ASSERT_EQ(slice.grouping.kernels.size(), 2u);
   Program inner{slice.graph, slice.grouping};
   ScriptedResolver fused({{"fuse_attention", "fused"}});
-  std::vector<std::string> pipeline = emmy::default_pass_pipeline();
+  std::vector<std::string> pipeline = emmy::test::default_pipeline();
   run_passes(inner, pipeline, fused, emmy::test::test_caps());
   const emmy::ForkSite* site = find_site(fused, "fuse_attention@");
   ASSERT_NE(site, nullptr) << "the attention fork must be asked inside the slice";

@@ -62,7 +62,7 @@ TEST(AttentionMeasure, FusedOptionIsBuiltAndMeasuredInsideTheSlice) {
   emmy::ir::Program outer{g, emmy::ir::singleton_grouping(g)};
   emmy::test::ScriptedResolver split({{"fuse_attention", "split"}});
   std::vector<std::string> structural, lowering;
-  for (const std::string& name : emmy::default_pass_pipeline())
+  for (const std::string& name : emmy::test::default_pipeline())
     (emmy::test::load_pass(name)->in_place() ? lowering : structural).push_back(name);
   emmy::test::run_passes(outer, structural, split);
   ASSERT_EQ(outer.grouping.kernels.size(), 2u);

@@ -21,7 +21,7 @@ const std::vector<std::string> kLowering = {"lower_attention", "lower_matmul", "
 
 std::vector<std::string> structural_passes() {
   std::vector<std::string> out;
-  for (const std::string& n : emmy::default_pass_pipeline())
+  for (const std::string& n : emmy::test::default_pipeline())
     if (std::find(kLowering.begin(), kLowering.end(), n) == kLowering.end()) out.push_back(n);
   return out;
 }
@@ -35,7 +35,7 @@ Program grouped_layer() {
 }
 
 TEST(Lowering, DefaultPipelineEndsWithTheLoweringPassesInTemplateOrder) {
-  auto pipeline = emmy::default_pass_pipeline();
+  auto pipeline = emmy::test::default_pipeline();
   ASSERT_GE(pipeline.size(), kLowering.size());
   EXPECT_TRUE(std::equal(kLowering.begin(), kLowering.end(), pipeline.end() - 5));
   for (const auto& name : pipeline) EXPECT_EQ(emmy::test::load_pass(name)->in_place(),
@@ -108,7 +108,7 @@ TEST(Lowering, NoCapsStillLowersEverythingToFallback) {
 // --passes may put passes in any order: whatever the order, every kernel ends up lowered with a
 // template it fits, and a structural pass never merges kernels a lowering pass already lowered.
 TEST(Lowering, AnyOrderIsSafe) {
-  auto pipeline = emmy::default_pass_pipeline();
+  auto pipeline = emmy::test::default_pipeline();
   std::vector<std::vector<std::string>> orders = {
       {pipeline.rbegin(), pipeline.rend()},
       {"lower_matmul", "fuse_epilogue", "fold_views", "lower_fallback", "fuse_reduction"},

@@ -49,9 +49,15 @@ void run_passes(ir::Program& program, const std::vector<std::string>& passes, Re
   }
 }
 
+std::vector<std::string> default_pipeline() {
+  return {"fuse_horizontal", "fold_views",      "fuse_attention",  "fuse_reduction",
+          "fuse_epilogue",   "fuse_pointwise",  "lower_attention", "lower_matmul",
+          "lower_reduction", "lower_pointwise", "lower_fallback"};
+}
+
 ir::Program run_default(const ir::Graph& g, Resolver& resolver, const BackendCaps& caps) {
   ir::Program p{g, ir::singleton_grouping(g)};
-  run_passes(p, default_pass_pipeline(), resolver, caps);
+  run_passes(p, default_pipeline(), resolver, caps);
   return p;
 }
 

@@ -38,6 +38,10 @@ class ScriptedResolver final : public Resolver {
 // fails the test on a pass error or an invalid grouping.
 void run_passes(ir::Program& program, const std::vector<std::string>& passes, Resolver& resolver,
                 const BackendCaps& caps = {});
+// The default pipeline's passes in the order the host derives from their manifests' AFTER/BEFORE
+// (plugin_host/pass_order.hpp; tests/plugin_host/pass_order_test.cpp checks that the two agree).
+std::vector<std::string> default_pipeline();
+
 // A program over `g` with the singleton grouping, run through the default pipeline.
 ir::Program run_default(const ir::Graph& g, Resolver& resolver, const BackendCaps& caps = {});
 

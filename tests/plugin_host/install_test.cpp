@@ -40,6 +40,7 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
   const path lib = prefix / EMMY_INSTALL_LIBDIR;
   for (const path& p : {prefix / "bin" / "emmy", lib / "libemmy_sdk.so", prefix / "include" / "emmy" / "plugin.hpp",
                         prefix / "include" / "emmy" / "ir.hpp", prefix / "share" / "emmy" / "manifest.fbs",
+                        prefix / "share" / "doc" / "emmy" / "PLUGINS.md",
                         lib / "cmake" / "EmmySDK" / "EmmySDKConfig.cmake",
                         lib / "cmake" / "EmmySDK" / "EmmySDKConfigVersion.cmake",
                         lib / "cmake" / "EmmySDK" / "EmmySDKTargets.cmake",

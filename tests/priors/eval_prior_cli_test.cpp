@@ -103,6 +103,40 @@ TEST_F(EvalPriorCli, ScoresMlpAgainstRooflineOnHeldOutRealRows) {
   EXPECT_NE(text.out.find("roofline"), std::string::npos);
 }
 
+// A prior found on the plugin path is the one scored for --prior NAME (first, beside mlp and
+// roofline), its options come from the config file's [plugin NAME], and a key its manifest does
+// not declare, or a --prior naming no plugin, is bad input.
+TEST_F(EvalPriorCli, ScoresAThirdPartyPriorFoundOnThePluginPath) {
+  const auto rows = table_rows(EMMY_SOURCE_DIR "/bench/prior/data/cpu_rank_xeon16.jsonl");
+  store::write_checkpoint(home_ + "/priors/flops_prior.ckpt", "", rows);
+  const std::string path = std::string(" --plugin-path '") + EMMY_THIRD_PARTY_PRIORS + "'";
+
+  const Result r = run(home_, "--prior flops_prior --json" + path);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["checkpoint"], home_ + "/priors/flops_prior.ckpt");
+  ASSERT_EQ(j["priors"].size(), 3u) << j.dump(2);
+  const auto& third = j["priors"][0];
+  EXPECT_EQ(third["name"], "flops_prior");
+  ASSERT_FALSE(third.contains("error")) << third.dump();
+  EXPECT_TRUE(third["spearman"].is_number()) << third.dump();
+  EXPECT_EQ(j["priors"][1]["name"], "mlp");
+  EXPECT_EQ(j["priors"][2]["name"], "roofline");
+
+  std::ofstream(home_ + "/good.ini") << "[plugin flops_prior]\nus_per_gflop = 5\n";
+  const Result configured = run(home_, "--prior flops_prior --json --config '" + home_ + "/good.ini'" + path);
+  EXPECT_EQ(configured.code, 0) << configured.out;
+  std::ofstream(home_ + "/bad.ini") << "[plugin flops_prior]\nus_per_flop = 5\n";
+  const Result bad = run(home_, "--prior flops_prior --config '" + home_ + "/bad.ini'" + path);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("prior plugin 'flops_prior' has no option 'us_per_flop' (it takes: us_per_gflop"),
+            std::string::npos)
+      << bad.out;
+  const Result missing = run(home_, "--prior flops_prior");  // not on the default plugin path
+  EXPECT_EQ(missing.code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("no prior plugin named 'flops_prior'"), std::string::npos) << missing.out;
+}
+
 // The default prior learns: scored on the same held-out rows (the split is by row content, so
 // both checkpoints hold out exactly the same rows), the mlp trained on a checkpoint that has
 // accumulated every training row ranks them better than one trained on a twentieth of them.

@@ -1,6 +1,6 @@
 // Opens a prior plugin from the build tree the way the host does (dlopen, the entry point, ABI
-// and kind checks, create/destroy), without depending on core/plugin_host, so these tests check
-// the plugins alone.
+// and kind checks, create/destroy, every option not given filled in from the manifest), so these
+// tests check the plugins alone; only the manifest reader comes from core/plugin_host.
 #pragma once
 
 #include <dlfcn.h>
@@ -11,6 +11,7 @@
 
 #include "emmy/plugin.hpp"
 #include "emmy/prior.hpp"
+#include "plugin_host/manifest_reader.hpp"
 
 namespace emmy::test {
 
@@ -26,11 +27,23 @@ inline const EmmyPluginInfo& prior_plugin_info(const std::string& name) {
   return *info;
 }
 
+// `options` plus the manifest's default of every option not in it (when not empty), as the host
+// passes them (plugin_host.cpp).
+inline PluginOptions with_defaults(const std::string& name, PluginOptions options = {}) {
+  const PluginRecord r =
+      read_manifest(std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/" + name + ".emmy-manifest");
+  if (!r.ok) throw std::runtime_error(name + "'s manifest: " + r.reason);
+  for (const ManifestOption& o : r.options)
+    if (!o.default_value.empty()) options.emplace(o.name, o.default_value);
+  return options;
+}
+
 // Creates the prior; throws with the plugin's own message when create() refuses the options.
 inline std::shared_ptr<Prior> make_prior(const std::string& name, const PluginOptions& options = {}) {
   const EmmyPluginInfo& info = prior_plugin_info(name);
   char error[512] = {0};
-  void* object = info.create(format_plugin_options(options).c_str(), error, sizeof error);
+  void* object =
+      info.create(format_plugin_options(with_defaults(name, options)).c_str(), error, sizeof error);
   if (!object) throw std::runtime_error(error);
   auto destroy = info.destroy;
   return std::shared_ptr<Prior>(static_cast<Prior*>(object), [destroy](Prior* p) { destroy(p); });

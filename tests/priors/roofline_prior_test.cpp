@@ -21,7 +21,7 @@ KnobAssignment knobs(std::map<std::string, double> values, std::vector<std::stri
 }
 
 DeviceCeilings two_cores() {
-  return ceilings_from_options({{"cores", "2"}});
+  return ceilings_from_options(test::with_defaults("roofline", {{"cores", "2"}}));
 }
 
 TEST(RooflineModel, BiggerProblemsAreSlower) {
@@ -83,8 +83,8 @@ TEST(RooflineModel, PrefersTheWgmmaPathOnceDecidedAndIsNeutralBefore) {
 }
 
 TEST(RooflineModel, FloorIsComputeOrMemoryBoundPlusLaunch) {
-  DeviceCeilings c = ceilings_from_options({{"peak_gflops", "100"}, {"peak_gbps", "10"},
-                                            {"launch_us", "2"}, {"cores", "1"}});
+  DeviceCeilings c = ceilings_from_options(test::with_defaults(
+      "roofline", {{"peak_gflops", "100"}, {"peak_gbps", "10"}, {"launch_us", "2"}, {"cores", "1"}}));
   // 2*512^3 flops at 100 GFLOP/s = 2684.35 us; 3 MiB at 10 GB/s = 314.6 us.
   EXPECT_NEAR(roofline_floor_us(matmul(512, 512, 512), c), 2.0 * 512 * 512 * 512 / 1e5 + 2, 1e-6);
   // 1M elements: 1 Mflop = 10 us compute; 12 MB = 1258 us memory.
@@ -135,8 +135,15 @@ TEST(RooflineModel, PartialAssignmentsAreNeutralAndCounted) {
 }
 
 TEST(RooflineModel, RejectsBadCeilings) {
-  EXPECT_THROW(ceilings_from_options({{"peak_gflops", "fast"}}), Error);
-  EXPECT_THROW(ceilings_from_options({{"peak_gbps", "-3"}}), Error);
+  EXPECT_THROW(ceilings_from_options(test::with_defaults("roofline", {{"peak_gflops", "fast"}})), Error);
+  EXPECT_THROW(ceilings_from_options(test::with_defaults("roofline", {{"peak_gbps", "-3"}})), Error);
+  // No default of its own: an option missing is named (the host always passes the manifest's).
+  try {
+    ceilings_from_options({});
+    ADD_FAILURE() << "no options accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("option peak_gflops was not given"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RooflinePlugin, PredictsWithUncertaintyThatGrowsWithMissingKnobs) {

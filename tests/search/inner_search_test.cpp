@@ -52,6 +52,45 @@ TEST(InnerSearch, FindsTheOptimumOfASeparableLandscapeEvaluatingEachPathOnce) {
   EXPECT_EQ(r.best.labels.size(), 3u);
 }
 
+// A lowering pass whose fork options carry knobs other than those it sets on the kernel ("which
+// option" labels): what a candidate records must be what the kernel is built from.
+class RemappingPass final : public Pass {
+ public:
+  std::string name() const override { return "test.remap"; }
+  bool in_place() const override { return true; }
+  Status run(ir::Program& p, PassContext& ctx) noexcept override {
+    return guard([&] {
+      const auto& specs = ctx.caps.templates.at("test");
+      for (ir::Kernel& k : p.grouping.kernels) {
+        k.templ = "test";
+        for (const KnobSpec& spec : specs) {
+          ForkSite site{"test." + spec.name, {}, ForkKind::in_place};
+          for (size_t i = 0; i < spec.values.size(); ++i)
+            site.options.push_back(ForkOption{std::to_string(i), {{"choice." + spec.name, double(i)}}});
+          k.knobs[spec.name] = spec.values.at(ctx.resolver.choose(site));
+        }
+      }
+    });
+  }
+};
+
+TEST(InnerSearch, CandidatesRecordTheKnobsTheKernelIsBuiltFrom) {
+  const Landscape l = Landscape::random(3, 2, 3, 0.0);
+  RemappingPass lower;
+  int steps = 0;
+  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+                               l.evaluator(), with_patience(4), [&](const StepInfo& s) {
+                                 ++steps;
+                                 EXPECT_EQ(s.candidate.knobs,
+                                           s.candidate.program.grouping.kernels.back().knobs);
+                                 for (const auto& [name, value] : s.candidate.knobs)
+                                   EXPECT_EQ(name.rfind("choice.", 0), std::string::npos) << name;
+                               });
+  EXPECT_GT(steps, 1);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.best.knobs, r.best.program.grouping.kernels.back().knobs);
+}
+
 TEST(InnerSearch, PatienceCountsCandidatesSinceTheLastNewBest) {
   const Landscape l = Landscape::random(5, 4, 5, 0.05);
   KnobPass lower;
@@ -280,6 +319,7 @@ class DriftingPass final : public Pass {
         ForkSite more{"drift2", {ForkOption{"x", {{"e", 0}}}, ForkOption{"y", {{"e", 1}}}}, ForkKind::in_place};
         ctx.resolver.choose(more);
       }
+      p.grouping.kernels[0].templ = "drift";
       p.grouping.kernels[0].knobs["d"] = static_cast<double>(a);
     });
   }
@@ -291,6 +331,8 @@ class DriftingPass final : public Pass {
 TEST(InnerSearch, AForkThatChangesOnReplayDoesNotCrash) {
   DriftingPass drift;
   BackendCaps caps;
+  caps.backend = "test";
+  caps.templates["drift"] = {KnobSpec{"d", {0, 1, 2, 3}}};  // its template reads d
   InnerOptions o = with_patience(1000);
   o.max_steps = 200;
   InnerResult r = inner_search(one_kernel(), {&drift}, caps, nullptr, test_features(),

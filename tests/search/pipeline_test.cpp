@@ -84,6 +84,30 @@ TEST(Pipeline, InPlacePassChangingAnAttributeIsNamed) {
   EXPECT_NE(msg.find("attributes changed"), std::string::npos) << msg;
 }
 
+// A knob the kernel's template does not read reaches no code: every value would build the same
+// kernel, so the pipeline stops naming the pass, the knob and what the template reads.
+TEST(Pipeline, InPlacePassSettingAKnobItsTemplateDoesNotReadIsNamed) {
+  ir::Program p = chain_program({ir::Op::exp});
+  KnobPass lower;
+  LambdaPass hint("hint.lower", true, [](ir::Program& q) { q.grouping.kernels[0].knobs["unroll"] = 4; });
+  FixedResolver r(0);
+  const std::string msg = error_of([&] { run_pipeline(p, {&lower, &hint}, r, two_knob_caps()); });
+  EXPECT_NE(msg.find("pass 'hint.lower' set knob 'unroll' on kernel 0, whose template 'test' of "
+                     "the test backend does not read it (it reads: a, b)"),
+            std::string::npos)
+      << msg;
+  // A knob the template reads, set again by a later pass, is fine; so is any knob with the check
+  // off (made-up caps in tests).
+  LambdaPass retune("retune.lower", true, [](ir::Program& q) { q.grouping.kernels[0].knobs["a"] = 3; });
+  ir::Program q = chain_program({ir::Op::exp});
+  EXPECT_EQ(error_of([&] { run_pipeline(q, {&lower, &retune}, r, two_knob_caps()); }), "");
+  EXPECT_EQ(q.grouping.kernels[0].knobs.at("a"), 3);
+  ir::Program unchecked = chain_program({ir::Op::exp});
+  PipelineOptions off;
+  off.check_knobs = false;
+  EXPECT_EQ(error_of([&] { run_pipeline(unchecked, {&lower, &hint}, r, two_knob_caps(), off); }), "");
+}
+
 TEST(Pipeline, InPlacePassMovingANodeBetweenKernelsIsNamed) {
   ir::Program p = chain_program({ir::Op::exp, ir::Op::tanh});
   LambdaPass bad("regroup.lower", true, [](ir::Program& q) {

@@ -42,19 +42,27 @@ constexpr char kMagic[] = "EMMY-MLP-PRIOR";
 // 2: the target is relative to the roofline estimate with knobs (1: to the knob-free floor).
 constexpr uint32_t kFormatVersion = 2;
 
-double number_option(const PluginOptions& o, const std::string& key, double fallback, double lo,
-                     double hi) {
+// Every option arrives with a value: emmy's host fills in the manifest's defaults (OPTIONS in
+// CMakeLists.txt), the one place they are written.
+const std::string& given(const PluginOptions& o, const std::string& key) {
   auto it = o.find(key);
-  if (it == o.end() || it->second.empty()) return fallback;
+  if (it == o.end())
+    throw Error("mlp option " + key + " was not given (emmy's plugin host passes every option, "
+                "with its manifest default when not set)");
+  return it->second;
+}
+
+double number_option(const PluginOptions& o, const std::string& key, double lo, double hi) {
+  const std::string& text = given(o, key);
   size_t used = 0;
   double v = 0;
   try {
-    v = std::stod(it->second, &used);
+    v = std::stod(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != it->second.size() || !(v >= lo && v <= hi))
-    throw Error("mlp option " + key + "='" + it->second + "' is not a number in [" +
+  if (used != text.size() || !(v >= lo && v <= hi))
+    throw Error("mlp option " + key + "='" + text + "' is not a number in [" +
                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return v;
 }
@@ -96,28 +104,26 @@ PriorRow read_row(StateReader& r) {
 class MlpPrior final : public Prior {
  public:
   explicit MlpPrior(const PluginOptions& o)
-      : seed_(static_cast<uint64_t>(number_option(o, "seed", 1, 0, 9.0e15))),
-        capacity_(static_cast<size_t>(number_option(o, "capacity", 4096, 1, 1e7))),
-        heads_(static_cast<int>(number_option(o, "heads", 3, 1, 16))),
-        hidden_(static_cast<int>(number_option(o, "hidden", 32, 2, 1024))),
-        epochs_(number_option(o, "epochs", 150, 0, 1e4)),
-        min_steps_(static_cast<int>(number_option(o, "min_steps", 4, 0, 1e6))),
-        max_steps_(static_cast<int>(number_option(o, "max_steps", 1500, 0, 1e7))),
-        deploy_weight_(number_option(o, "deploy_weight", 2, 0, 1e3)),
-        relative_stddev_(number_option(o, "relative_stddev", 0.5, 1e-6, 1e3)),
+      : seed_(static_cast<uint64_t>(number_option(o, "seed", 0, 9.0e15))),
+        capacity_(static_cast<size_t>(number_option(o, "capacity", 1, 1e7))),
+        heads_(static_cast<int>(number_option(o, "heads", 1, 16))),
+        hidden_(static_cast<int>(number_option(o, "hidden", 2, 1024))),
+        epochs_(number_option(o, "epochs", 0, 1e4)),
+        min_steps_(static_cast<int>(number_option(o, "min_steps", 0, 1e6))),
+        max_steps_(static_cast<int>(number_option(o, "max_steps", 0, 1e7))),
+        deploy_weight_(number_option(o, "deploy_weight", 0, 1e3)),
+        relative_stddev_(number_option(o, "relative_stddev", 1e-6, 1e3)),
         ceilings_(ceilings_from_options(o)),
-        recent_capacity_(static_cast<size_t>(number_option(o, "recent", 64, 0, 1e5))),
+        recent_capacity_(static_cast<size_t>(number_option(o, "recent", 0, 1e5))),
         reservoir_(capacity_, seed_),
         rng_(seed_ ^ 0x9e3779b97f4a7c15ull) {
-    settings_.batch = static_cast<int>(number_option(o, "batch", 64, 1, 1e5));
-    settings_.learning_rate = number_option(o, "learning_rate", 1e-2, 1e-7, 1);
-    settings_.mask_probability = number_option(o, "mask_probability", 0.25, 0, 1);
-    auto regime = o.find("predict_regime");
-    if (regime != o.end() && !regime->second.empty()) {
-      if (regime->second != "deploy" && regime->second != "rank")
-        throw Error("mlp option predict_regime='" + regime->second + "' is not rank or deploy");
-      predict_deploy_ = regime->second == "deploy";
-    }
+    settings_.batch = static_cast<int>(number_option(o, "batch", 1, 1e5));
+    settings_.learning_rate = number_option(o, "learning_rate", 1e-7, 1);
+    settings_.mask_probability = number_option(o, "mask_probability", 0, 1);
+    const std::string& regime = given(o, "predict_regime");
+    if (regime != "deploy" && regime != "rank")
+      throw Error("mlp option predict_regime='" + regime + "' is not rank or deploy");
+    predict_deploy_ = regime == "deploy";
   }
 
   std::string name() const override { return "mlp"; }
@@ -377,7 +383,7 @@ class MlpPrior final : public Prior {
   double epochs_;
   int min_steps_, max_steps_;
   double deploy_weight_;
-  bool predict_deploy_ = true;
+  bool predict_deploy_ = false;  // set from the option predict_regime
   double relative_stddev_;   // the roofline prior's uncertainty, used until rows arrive
   DeviceCeilings ceilings_;  // the roofline model's device, as the roofline prior's options
   TrainSettings settings_;

@@ -8,19 +8,27 @@
 namespace emmy::priors {
 namespace {
 
-double positive_option(const std::map<std::string, std::string>& options, const std::string& key,
-                       double fallback) {
+// Every option arrives with a value: emmy's host fills in the manifest's defaults (OPTIONS in
+// CMakeLists.txt), the one place they are written.
+const std::string& given(const std::map<std::string, std::string>& options, const std::string& key) {
   auto it = options.find(key);
-  if (it == options.end() || it->second.empty()) return fallback;
+  if (it == options.end())
+    throw Error("roofline model option " + key + " was not given (emmy's plugin host passes every "
+                "option, with its manifest default when not set)");
+  return it->second;
+}
+
+double positive_option(const std::map<std::string, std::string>& options, const std::string& key) {
+  const std::string& text = given(options, key);
   size_t used = 0;
   double v = 0;
   try {
-    v = std::stod(it->second, &used);
+    v = std::stod(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != it->second.size() || !(v > 0) || !std::isfinite(v))
-    throw Error("roofline option " + key + "='" + it->second + "' is not a positive number");
+  if (used != text.size() || !(v > 0) || !std::isfinite(v))
+    throw Error("roofline option " + key + "='" + text + "' is not a positive number");
   return v;
 }
 
@@ -83,17 +91,16 @@ double dtype_size(const std::string& dtype) {
 
 DeviceCeilings ceilings_from_options(const std::map<std::string, std::string>& options) {
   DeviceCeilings c;
-  c.peak_gflops = positive_option(options, "peak_gflops", c.peak_gflops);
-  c.peak_gbps = positive_option(options, "peak_gbps", c.peak_gbps);
-  c.launch_us = positive_option(options, "launch_us", c.launch_us);
-  c.cache_kib = positive_option(options, "cache_kib", c.cache_kib);
-  c.cache_speedup = positive_option(options, "cache_speedup", c.cache_speedup);
-  c.thread_spawn_us = positive_option(options, "thread_spawn_us", c.thread_spawn_us);
-  auto cores = options.find("cores");
-  if (cores == options.end() || cores->second.empty() || cores->second == "0") {
+  c.peak_gflops = positive_option(options, "peak_gflops");
+  c.peak_gbps = positive_option(options, "peak_gbps");
+  c.launch_us = positive_option(options, "launch_us");
+  c.cache_kib = positive_option(options, "cache_kib");
+  c.cache_speedup = positive_option(options, "cache_speedup");
+  c.thread_spawn_us = positive_option(options, "thread_spawn_us");
+  if (given(options, "cores") == "0") {
     c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   } else {
-    c.cores = static_cast<int>(positive_option(options, "cores", 1));
+    c.cores = static_cast<int>(positive_option(options, "cores"));
   }
   return c;
 }

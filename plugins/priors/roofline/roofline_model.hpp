@@ -17,6 +17,8 @@
 
 namespace emmy::priors {
 
+// The member values are a reference device (the mlp prior scales its features by it); the
+// priors' own ceilings always come from their options, whose defaults are the manifests'.
 struct DeviceCeilings {
   double peak_gflops = 200;  // whole device, all cores (DESIGN.md: f32 matmul 512^3 ~200 GFLOP/s)
   double peak_gbps = 20;     // DRAM bandwidth (DESIGN.md: unfused RMSNorm ~24 GB/s)
@@ -28,7 +30,8 @@ struct DeviceCeilings {
 };
 
 // Reads peak_gflops, peak_gbps, launch_us, cores (0 = this machine's), cache_kib, cache_speedup,
-// thread_spawn_us. Throws emmy::Error naming a value that is not a positive number.
+// thread_spawn_us, every one required (the host fills in the manifest's defaults). Throws
+// emmy::Error naming a value that is missing or not a positive number.
 DeviceCeilings ceilings_from_options(const std::map<std::string, std::string>& options);
 
 struct RooflineEstimate {

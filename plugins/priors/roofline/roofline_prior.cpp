@@ -15,19 +15,18 @@ constexpr const char* kStateTag = "roofline-v1";
 
 class RooflinePrior final : public Prior {
  public:
+  // Every option arrives with a value (the host fills in the manifest's defaults).
   explicit RooflinePrior(const PluginOptions& options) : ceilings_(ceilings_from_options(options)) {
     auto it = options.find("relative_stddev");
-    if (it != options.end() && !it->second.empty()) {
-      size_t used = 0;
-      try {
-        relative_stddev_ = std::stod(it->second, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != it->second.size() || !(relative_stddev_ > 0))
-        throw Error("roofline option relative_stddev='" + it->second +
-                    "' is not a positive number");
+    if (it == options.end()) throw Error("roofline option relative_stddev was not given");
+    size_t used = 0;
+    try {
+      relative_stddev_ = std::stod(it->second, &used);
+    } catch (const std::exception&) {
+      used = 0;
     }
+    if (used != it->second.size() || !(relative_stddev_ > 0))
+      throw Error("roofline option relative_stddev='" + it->second + "' is not a positive number");
   }
 
   std::string name() const override { return "roofline"; }
@@ -56,7 +55,7 @@ class RooflinePrior final : public Prior {
 
  private:
   DeviceCeilings ceilings_;
-  double relative_stddev_ = 0.5;
+  double relative_stddev_ = 0;
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Kernel templates: which kernels each code-generation template accepts (the contract between the
-// passes and the backends; /work/notes/templates.md spells it out in words). Lowering passes use
-// these predicates to pick a template; backends use the same predicates (and the matchers below)
-// to know the shape of the kernel they are asked to generate.
+// passes and the backends; "Kernel templates" in docs/PLUGINS.md, installed with the SDK as
+// share/doc/emmy/PLUGINS.md, spells it out in words). Lowering passes use these predicates to
+// pick a template; backends use the same predicates (and the matchers below) to know the shape
+// of the kernel they are asked to generate.
 #pragma once
 
 #include <optional>
@@ -108,11 +109,5 @@ const ir::Kernel* attention_producer(const ir::Program& program, const ir::Kerne
 // the knob "fuse_attention" (1 = fused, 0 = split). The inner search on a slice that carries a
 // producer answers these structural forks too, so that the fused option is built in the slice.
 inline constexpr std::string_view kAttentionFork = "fuse_attention";
-
-// ---- The default pass pipeline -----------------------------------------------------------------
-
-// The pass plugin names of the default pipeline, in order: structural passes, then the lowering
-// passes (lower_fallback last, so every kernel ends up with a template).
-std::vector<std::string> default_pass_pipeline();
 
 }  // namespace emmy
