@@ -267,6 +267,14 @@ TEST(CudaAttention, WgmmaPersistentBlocksTakeTheItemsInTurnAndCompile) {
     EXPECT_NE(source.find("w < " + std::to_string(items) + "; w += gridDim.x"), std::string::npos);
     EXPECT_EQ(compiles(c), source);
   }
+  // With two stages a second query tile still fits two blocks per SM: it is double-buffered.
+  Case two = qwen3_attention(512, 8);
+  two.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}, {"stages", 2},
+               {"persistent", 1}};
+  std::string source = generate_source(slice_of(two));
+  EXPECT_NE(source.find("persistent x264 q-double"), std::string::npos)
+      << source.substr(source.rfind("//"));
+  EXPECT_EQ(compiles(two), source);
   Case c = qwen3_attention(512);
   c.knobs = {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"persistent", 1}};
   EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);

@@ -216,13 +216,21 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   const int64_t CH = D / 64, CV = Dv / 64;
   const int64_t q_chunk = BQ * 128, k_chunk = BKV * 128, v_chunk = BKV * 128;
   const int64_t q_bytes = CH * q_chunk, k_stage = CH * k_chunk, v_stage = CV * v_chunk;
-  const int64_t k_off = q_bytes, v_off = q_bytes + STAGES * k_stage;
+  // A persistent block keeps two query tiles when two blocks per SM still fit with them: the next
+  // item's is then copied as soon as the item before the last is read, while the consumers are
+  // still on this one's key tiles (one tile is copied only once this item's products are issued,
+  // and its latency, from memory, was what a short item waited for).
+  const auto fits_two_per_sm = [&](int64_t q_tiles) {
+    return 2 * (q_tiles * q_bytes + STAGES * (k_stage + v_stage) + 128 + 1024) <= kSharedBytesPerSm;
+  };
+  const int64_t QB = persistent && fits_two_per_sm(2) ? 2 : 1;
+  const int64_t k_off = QB * q_bytes, v_off = k_off + STAGES * k_stage;
   // The tiles, then the mbarriers (at most 1 + 3 x 4 + 1 of 8 bytes), all in the dynamic buffer:
   // with no static shared memory the buffer starts at the block's window, aligned for the 128-byte
   // swizzle's 1024-byte period, so nothing is spent on rounding its start up. (Before, 1 KiB of
   // over-allocation plus static barriers took block_kv 64, stages 3 to 117,760 bytes, one block
   // per SM; now 114,816: two, whose warpgroups overlap each other's softmax and products.)
-  const int64_t tile_bytes = q_bytes + STAGES * (k_stage + v_stage);
+  const int64_t tile_bytes = QB * q_bytes + STAGES * (k_stage + v_stage);
   const int64_t smem = tile_bytes + 128;
   // The second warpgroup of a split hands its partial result over through the ring's space.
   const int64_t handover_floats = (Dv / 8 * 4 + 4) * 128;
@@ -241,7 +249,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   note = " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
          num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
          (SPLIT > 1 ? " kv-split=" + num(SPLIT) : std::string()) +
-         (persistent ? " persistent x" + num(persistent_blocks) : std::string()) +
+         (persistent ? " persistent x" + num(persistent_blocks) + (QB > 1 ? " q-double" : "") : std::string()) +
          (p.causal_skip ? " causal-skip" : "");
   auto full_k = [&](const std::string& s) {
     return "(emmy_bar0 + 8u * (1u + (unsigned)(" + s + ")))";
@@ -252,9 +260,14 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   auto free_at = [&](const std::string& s) {
     return "(emmy_bar0 + 8u * (" + num(1 + 2 * STAGES) + "u + (unsigned)(" + s + ")))";
   };
-  // [1 + 3 * STAGES]: every consumer warp is done reading the query tile (persistent only).
-  const int64_t NBAR = 1 + 3 * STAGES + (persistent ? 1 : 0);
-  const std::string q_free = "(emmy_bar0 + 8u * " + num(1 + 3 * STAGES) + "u)";
+  // Persistent only: [1 + 3 * STAGES + b] every consumer warp is done reading query buffer b;
+  // with two query buffers, [1 + 3 * STAGES + 2] is buffer 1's "landed" (buffer 0's is [0]).
+  // Item j uses buffer qb = j % QB, for the (j / QB)-th time.
+  const int64_t NBAR = 1 + 3 * STAGES + (persistent ? QB : 0) + (QB > 1 ? 1 : 0);
+  const std::string q_free = "(emmy_bar0 + 8u * (" + num(1 + 3 * STAGES) + "u + (unsigned)qb))";
+  const std::string q_full =
+      QB > 1 ? "(qb ? emmy_bar0 + 8u * " + num(1 + 3 * STAGES + 2) + "u : emmy_bar0)" : "emmy_bar0";
+  const std::string q_use = QB > 1 ? "(unsigned)(j >> 1)" : "(unsigned)j";
   // A work item's coordinates: w (its index; heads fastest, heaviest query tiles first) for a
   // persistent block, the block's own coordinates otherwise.
   auto work_header = [&](Body& at) {
@@ -292,8 +305,9 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   b.line("  for (int i = 0; i < " + num(NBAR) + "; ++i)");
   b.line(
       "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(emmy_bar0 + 8u * i), "
-      "\"r\"(i < " +
-      num(1 + 2 * STAGES) + " ? 1 : " + num(CW / SPLIT) + ") : \"memory\");  // [.. + 1]: " + num(CW) + " warps");
+      "\"r\"(i < " + num(1 + 2 * STAGES) +
+      (QB > 1 ? " || i == " + num(1 + 3 * STAGES + 2) : std::string()) + " ? 1 : " +
+      num(CW / SPLIT) + ") : \"memory\");  // copies complete the ones of count 1");
   b.line(
       "  // The barriers' initialisation, visible to the copy engine before it completes on them.");
   b.line("  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
@@ -323,13 +337,16 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     one.line("int it0 = 0;");
     Body item(one);
     work_header(item);
+    item.line("const int qb = j % " + num(QB) + ";  // this item's query buffer");
     if (persistent)
-      item.line("if (j > 0) emmy_wait(" + q_free + ", (unsigned)(j - 1) & 1u);  // the last query tile is read");
-    item.line("emmy_arm(emmy_bar0, " + num(BQ * D * 2) + "u);");
+      item.line("if (j >= " + num(QB) + ") emmy_wait(" + q_free + ", (" + q_use +
+                " - 1u) & 1u);  // its last item's query tile is read");
+    item.line("emmy_arm(" + q_full + ", " + num(BQ * D * 2) + "u);");
     item.line("#pragma unroll");
     item.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
-              tma_copy(qp, "emmy_base + (unsigned)c * " + num(q_chunk) + "u",
-                       num(qp.col0) + " + c * 64", "q0", "emmy_bar0"));
+              tma_copy(qp, "emmy_base + (unsigned)qb * " + num(q_bytes) + "u + (unsigned)c * " +
+                               num(q_chunk) + "u",
+                       num(qp.col0) + " + c * 64", "q0", q_full));
     Body tile(item);
     tile.line("const int u = it0 + t;  // the ring's count of tiles");
     tile.line("const int s = u % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
@@ -389,8 +406,10 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   cb.line("float o[" + num(NV) + "][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};");
   cb.line("#pragma unroll");
   cb.line("for (int n = 0; n < " + num(NV) + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
-  cb.line("const unsigned q_tile = emmy_base + (unsigned)rows * 8192u;");
-  cb.line("emmy_wait(emmy_bar0, (unsigned)j & 1u);  // this item's query tile landed");
+  cb.line("const int qb = j % " + num(QB) + ";  // this item's query buffer");
+  cb.line("const unsigned q_tile = emmy_base + (unsigned)qb * " + num(q_bytes) +
+          "u + (unsigned)rows * 8192u;");
+  cb.line("emmy_wait(" + q_full + ", " + q_use + " & 1u);  // this item's query tile landed");
 
   // Tiles in order; at tile t the warpgroup issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1),
   // and evaluates the softmax of S(t) while the second product still runs: the accumulators
