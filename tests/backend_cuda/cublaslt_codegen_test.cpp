@@ -8,7 +8,9 @@
 
 #include "codegen_harness.hpp"
 #include "cublaslt_graphs.hpp"
+#include "cublaslt_plugin_harness.hpp"
 #include "cublaslt_template.hpp"
+#include "cublaslt_library.hpp"
 #include "cuda_backend.hpp"
 #include "expr.hpp"
 #include "module.hpp"
@@ -20,12 +22,13 @@ namespace {
 using test::Case;
 
 GemmCall plan(const Case& c) {
-  return plan_cublaslt(c.graph, resolve_knobs("cublaslt", c.knobs));
+  return plan_cublaslt(c.graph, test::cublaslt_knob_values(c.knobs));
 }
 
 CudaBackend& offline_backend() {
   static CudaBackend b(test::offline_test_options("emmy-cuda-cublaslt-codegen"));
-  return b;
+  static CudaBackend& with = test::with_cublaslt(b);
+  return with;
 }
 
 TEST(CublasLtPlan, LinearReadsTheWeightTransposedInPlace) {
@@ -150,7 +153,7 @@ TEST(CublasLtPlan, RefusesWhatCublasLtCannotTake) {
 TEST(CublasLtPlan, TheModuleIsAPlanWithoutKernels) {
   for (const Case& c : test::cublaslt_cases()) {
     std::string used;
-    std::string source = generate_source(test::slice_of(c), &used);
+    std::string source = generate_source(test::slice_of(c), &used, test::cublaslt_plugins());
     EXPECT_EQ(used, "cublaslt") << c.name;
     Plan p = parse_plan(source);
     ASSERT_EQ(p.launches.size(), 1u) << c.name;
@@ -179,7 +182,7 @@ TEST(CublasLtPlan, AViewWithTwoStridesInADimIsPackedFirst) {
   EXPECT_THROW(plan(c), KnobRefused);
   // The module copies it contiguous first, then calls cuBLASLt on the copy.
   std::string used;
-  std::string source = generate_source(test::slice_of(c), &used);
+  std::string source = generate_source(test::slice_of(c), &used, test::cublaslt_plugins());
   EXPECT_EQ(used, "cublaslt");
   Plan p = parse_plan(source);
   ASSERT_EQ(p.launches.size(), 2u);
@@ -254,7 +257,7 @@ TEST(CublasLtWire, TheLibraryStepSurvivesTheWire) {
 
 TEST(CublasLtProgram, MixesTheLibraryStepWithAGeneratedKernel) {
   ir::Slice s = test::cublaslt_with_pointwise_program();
-  std::string source = generate_source(s);
+  std::string source = generate_source(s, nullptr, test::cublaslt_plugins());
   Plan p = parse_plan(source);
   ASSERT_GE(p.launches.size(), 2u);
   // The product first (the pointwise kernel reads it), into the program's buffer of y: the
@@ -271,21 +274,43 @@ TEST(CublasLtProgram, MixesTheLibraryStepWithAGeneratedKernel) {
   EXPECT_EQ(res.failure, FailureKind::none) << res.message;
 }
 
-TEST(CublasLtBackend, OfferedBesideTheMatmulWhereTheLibraryLoads) {
-  BackendCaps all = cuda_capabilities();
-  ASSERT_TRUE(all.templates.count("cublaslt"));
-  EXPECT_EQ(all.alternatives.at("matmul"), std::vector<std::string>{"cublaslt"});
-  // algo 0 (the heuristic's first) and a workspace are the untuned default.
-  EXPECT_EQ(all.templates.at("cublaslt").at(0).name, "algo");
-  EXPECT_EQ(all.templates.at("cublaslt").at(0).values.at(0), 0);
+TEST(CublasLtBackend, OfferedBesideTheMatmulOnlyAsAPlugin) {
+  // Built in no more: a backend without the plugin offers no alternative and names no library.
+  CudaBackend bare(test::offline_test_options("emmy-cuda-cublaslt-bare"));
+  EXPECT_EQ(bare.capabilities().templates.count("cublaslt"), 0u);
+  EXPECT_TRUE(bare.capabilities().alternatives.empty());
+  EXPECT_EQ(bare.environment_fingerprint().find("cublasLt"), std::string::npos);
+  std::string why;
+  EXPECT_FALSE(bare.offers_cublaslt(&why));
+  // And a kernel naming it is refused there, never built as something else.
+  MeasureResult refused = test::build_offline(bare, test::slice_of(test::cublaslt_linear_bf16()));
+  EXPECT_EQ(refused.failure, FailureKind::refused) << refused.message;
 
+  // The plugin's own description: the knobs and the manifest's EXTENDS / alternative.
+  auto plugin = make_cublaslt_template();
+  EXPECT_EQ(plugin->name(), "cublaslt");
+  EXPECT_EQ(plugin->backend(), "cuda");
+  EXPECT_EQ(plugin->alternative_to(), "matmul");
+  // algo 0 (the heuristic's first) and a workspace are the untuned default.
+  ASSERT_EQ(plugin->knobs().size(), 2u);
+  EXPECT_EQ(plugin->knobs().at(0).name, "algo");
+  EXPECT_EQ(plugin->knobs().at(0).values.at(0), 0);
+  EXPECT_EQ(plugin->knobs().at(1).name, "workspace");
+  EXPECT_EQ(plugin->knobs().at(1).values.at(0), 32);
+
+  // cublaslt=0: taken (the host attaches it whatever the option) but not offered.
   PluginOptions off = test::offline_test_options("emmy-cuda-cublaslt-off");
   off["cublaslt"] = "0";
   CudaBackend without(off);
+  ASSERT_TRUE(without.add_template(make_cublaslt_template()).ok());
   BackendCaps caps = without.capabilities();
   EXPECT_EQ(caps.templates.count("cublaslt"), 0u);
   EXPECT_TRUE(caps.alternatives.empty());
   EXPECT_EQ(without.environment_fingerprint().find("cublasLt"), std::string::npos);
+  EXPECT_FALSE(without.offers_cublaslt(&why));
+  EXPECT_EQ(why, "the backend option cublaslt=0");
+  refused = test::build_offline(without, test::slice_of(test::cublaslt_linear_bf16()));
+  EXPECT_EQ(refused.failure, FailureKind::refused) << refused.message;
 
   PluginOptions bad = off;
   bad["cublaslt"] = "yes";
@@ -294,12 +319,70 @@ TEST(CublasLtBackend, OfferedBesideTheMatmulWhereTheLibraryLoads) {
   const CublasLtLibrary& lib = cublaslt_library();
   if (!lib.present) GTEST_SKIP() << "libcublasLt does not load here: " << lib.why;
   EXPECT_EQ(lib.version.rfind("13.", 0), 0u) << lib.version;
+  EXPECT_EQ(plugin->fingerprint(), "cublasLt " + lib.version);
   BackendCaps with = offline_backend().capabilities();
   EXPECT_EQ(with.templates.count("cublaslt"), 1u);
-  EXPECT_EQ(with.alternatives.count("matmul"), 1u);
-  EXPECT_NE(offline_backend().environment_fingerprint().find("|cublasLt " + lib.version),
-            std::string::npos)
-      << offline_backend().environment_fingerprint();
+  EXPECT_EQ(with.alternatives.at("matmul"), std::vector<std::string>{"cublaslt"});
+  EXPECT_EQ(with.templates.at("cublaslt").at(0).name, "algo");
+  // The fingerprint ends as it did when cuBLASLt was built in, so stored rows keep matching.
+  const std::string fp = offline_backend().environment_fingerprint();
+  EXPECT_EQ(fp.substr(fp.size() - std::string("|cublasLt " + lib.version).size()), "|cublasLt " + lib.version)
+      << fp;
+  EXPECT_EQ(fp.substr(0, fp.size() - std::string("|cublasLt " + lib.version).size()),
+            bare.environment_fingerprint());
+}
+
+// A stand-in template plugin, to see what the backend refuses.
+class OtherTemplate : public KernelTemplate {
+ public:
+  OtherTemplate(std::string name, std::string backend, std::string of)
+      : name_(std::move(name)), backend_(std::move(backend)), of_(std::move(of)) {}
+  std::string name() const override { return name_; }
+  std::string backend() const override { return backend_; }
+  std::string alternative_to() const override { return of_; }
+  std::vector<KnobSpec> knobs() const override { return {{"x", {1}}}; }
+  Status generate(const ir::Graph&, const std::map<std::string, double>&, GeneratedKernel&,
+                  std::string& refusal) noexcept override {
+    refusal = "never";
+    return Status::Ok();
+  }
+
+ private:
+  std::string name_, backend_, of_;
+};
+
+TEST(CublasLtBackend, RefusesTemplatePluginsItCannotRun) {
+  CudaBackend b(test::offline_test_options("emmy-cuda-cublaslt-refuses"));
+  Status s = b.add_template(std::make_shared<OtherTemplate>("cutlass", "cuda", "matmul"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'cutlass' is not one it knows"), std::string::npos) << s.message();
+  s = b.add_template(std::make_shared<OtherTemplate>("cublaslt", "cpu", "matmul"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("for the cpu backend, not cuda"), std::string::npos) << s.message();
+  s = b.add_template(std::make_shared<OtherTemplate>("cublaslt", "cuda", "fallback"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("alternative to 'fallback'"), std::string::npos) << s.message();
+  EXPECT_FALSE(b.add_template(nullptr).ok());
+  ASSERT_TRUE(b.add_template(make_cublaslt_template()).ok());
+  s = b.add_template(make_cublaslt_template());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("already has a template named 'cublaslt'"), std::string::npos) << s.message();
+}
+
+TEST(CublasLtBackend, APluginRefusalIsARefusedCandidateNamingIt) {
+  // What the plugin refuses reaches the search as before: "cublaslt: <why>".
+  Case c = test::cublaslt_refused_cases().at(0);
+  try {
+    generate_source(test::slice_of(c), nullptr, test::cublaslt_plugins());
+    ADD_FAILURE() << c.name << " was generated";
+  } catch (const KnobRefused& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cublaslt: ", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("cublaslt: cublaslt: ", 0), std::string::npos) << e.what();
+  }
+  // A knob value outside its declared set is the caller's error, not a candidate.
+  Case bad = test::cublaslt_linear_bf16();
+  bad.knobs["algo"] = 99;
+  EXPECT_THROW(generate_source(test::slice_of(bad), nullptr, test::cublaslt_plugins()), Error);
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ std::string renumber(const std::string& text, const std::vector<int64_t>& global
 
 }  // namespace
 
-std::string generate_program(const ir::Slice& slice) {
+std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plugins) {
   const ir::Graph& g = slice.graph;
   const auto ins = g.inputs();
   const int64_t n_fixed = int64_t(ins.size() + g.outputs.size());
@@ -89,7 +89,7 @@ std::string generate_program(const ir::Slice& slice) {
     const ir::Kernel& kernel = slice.grouping.kernels[pick];
     ir::Slice sub = ir::make_slice(g, kernel);
     std::string used;
-    std::string source = generate_source(sub, &used);
+    std::string source = generate_source(sub, &used, plugins);
     Plan sub_plan = parse_plan(source);
     // Local buffer i of the sub-module -> global index.
     std::vector<int64_t> global;

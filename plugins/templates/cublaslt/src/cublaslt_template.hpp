@@ -19,8 +19,12 @@
 // the ones it returns is refused by the worker), workspace = MiB offered to it (split-K and some
 // kernels need one; 0 excludes them).
 //
-// Kept apart from the generated templates behind this small interface (its name, knobs, the
-// library's presence, its plan), so it can move into a template plugin of its own.
+// A template plugin (plugins/templates/cublaslt, KIND template EXTENDS cuda: cublaslt_plugin.hpp)
+// shipped with Emmy. Shipped in-tree, it builds its modules with the cuda backend's own module
+// builder and expression generator (the emmy_cuda_backend library: ModuleBuilder, ExprGen,
+// strided views), so the copy kernel packing a strided operand is generated exactly like the
+// backend's kernels; the steps themselves are made by the backend's worker
+// (worker/cublaslt_runner.hpp), which is why the backend offers it only where libcublasLt loads.
 #pragma once
 
 #include <string>
@@ -37,17 +41,6 @@ inline constexpr const char* kTemplateCublaslt = "cublaslt";
 
 // The template's knobs (first values: the untuned default).
 std::vector<KnobSpec> cublaslt_knobs();
-
-// libcublasLt as this process finds it (dlopen "libcublasLt.so.13", then "libcublasLt.so", then
-// the toolkit's library folder the backend was built against): the worker loads it the same
-// way. Looked up once; nothing is called that needs a device.
-struct CublasLtLibrary {
-  bool present = false;
-  std::string version;  // "13.1.0"
-  std::string path;     // what was loaded
-  std::string why;      // why it was not found
-};
-const CublasLtLibrary& cublaslt_library();
 
 // The call computing the slice's one kernel, every operand read in place from a kernel input;
 // throws KnobRefused naming what cuBLASLt cannot take.

@@ -1,11 +1,10 @@
-// The cublaslt template (cublaslt_template.hpp): from a one-kernel slice to one GemmCall.
+// The cublaslt template plugin's planning (cublaslt_template.hpp): from a one-kernel slice to one
+// GemmCall.
 //
 // Row-major products become cuBLASLt's column-major ones by transposing everything: D (M x N
 // row-major) is the column-major N x M matrix D^T = B^T A^T, so cuBLASLt's A is our B and its B
 // is our A, with m = N, n = M. A row-major operand is, read column-major, its own transpose.
 #include "cublaslt_template.hpp"
-
-#include <dlfcn.h>
 
 #include <optional>
 #include <set>
@@ -18,39 +17,6 @@ namespace emmy::cuda {
 std::vector<KnobSpec> cublaslt_knobs() {
   // algo 0 is the heuristic's first choice; workspace 32 MiB lets it offer split-K kernels.
   return {{"algo", {0, 1, 2, 3, 4, 5, 6, 7}}, {"workspace", {32, 0}}};
-}
-
-const CublasLtLibrary& cublaslt_library() {
-  static const CublasLtLibrary lib = [] {
-    CublasLtLibrary l;
-    std::vector<std::string> names = {"libcublasLt.so.13", "libcublasLt.so"};
-#ifdef EMMY_CUDA_LIBRARY_DIR
-    names.push_back(std::string(EMMY_CUDA_LIBRARY_DIR) + "/libcublasLt.so.13");
-#endif
-    for (const std::string& name : names) {
-      void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
-      if (!h) {
-        const char* e = ::dlerror();
-        if (l.why.empty()) l.why = e ? e : name + " does not load";
-        continue;
-      }
-      using GetVersion = size_t (*)();
-      auto get_version = reinterpret_cast<GetVersion>(::dlsym(h, "cublasLtGetVersion"));
-      if (!get_version) {
-        l.why = name + " has no cublasLtGetVersion";
-        continue;  // never unloaded: libraries stay for the life of the process
-      }
-      const size_t v = get_version();
-      l.present = true;
-      l.path = name;
-      l.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-                  std::to_string(v % 100);
-      l.why.clear();
-      break;
-    }
-    return l;
-  }();
-  return lib;
 }
 
 namespace {
