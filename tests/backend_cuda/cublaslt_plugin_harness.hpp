@@ -3,6 +3,8 @@
 // library (plugins/templates/cublaslt) rather than its shared one.
 #pragma once
 
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -14,15 +16,31 @@
 
 namespace emmy::cuda::test {
 
+// The plugin's shared library, whose step functions the worker calls: $EMMY_CUBLASLT_PLUGIN, else
+// beside a carried worker ($EMMY_CUDA_WORKER, the GPU machine: <carry>/libexec/emmy/ and
+// <carry>/lib/emmy/plugins/), else the build tree's.
+inline std::string cublaslt_plugin_library() {
+  if (const char* env = std::getenv("EMMY_CUBLASLT_PLUGIN"); env && *env) return env;
+  if (const char* worker = std::getenv("EMMY_CUDA_WORKER"); worker && *worker)
+    return (std::filesystem::path(worker).parent_path() / "../../lib/emmy/plugins/libemmy_cublaslt.so")
+        .lexically_normal()
+        .string();
+  return EMMY_BUILD_DIR "/lib/emmy/plugins/libemmy_cublaslt.so";
+}
+
+inline std::shared_ptr<KernelTemplate> cublaslt_template() {
+  return make_cublaslt_template(cublaslt_plugin_library());
+}
+
 // The plugin, as generate_source takes it.
 inline const TemplatePlugins& cublaslt_plugins() {
-  static const TemplatePlugins plugins = {{kTemplateCublaslt, make_cublaslt_template()}};
+  static const TemplatePlugins plugins = {{kTemplateCublaslt, cublaslt_template()}};
   return plugins;
 }
 
 // `backend` after taking the plugin (throws when it refuses: the tests then fail loudly).
 inline CudaBackend& with_cublaslt(CudaBackend& backend) {
-  Status s = backend.add_template(make_cublaslt_template());
+  Status s = backend.add_template(cublaslt_template());
   if (!s.ok()) throw std::runtime_error("the cuda backend refuses the cublaslt plugin: " + s.message());
   return backend;
 }

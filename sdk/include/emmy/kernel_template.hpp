@@ -41,10 +41,9 @@ namespace emmy {
 // cuda: `source` is a module as the backend's own templates write it (docs/PLUGINS.md, "Kernel
 //   templates"): CUDA C++ kernels taking `void* const* emmy_buf` (the kernel's inputs, outputs,
 //   then scratch buffers) and the plan as `//@emmy` comment lines (scratch, launch, and library
-//   steps the backend's worker makes: "//@emmy cublaslt ..." cuBLASLt calls); the backend
-//   rejects a module whose plan it cannot read, and compile_flags / link_flags. Its worker runs
-//   no other library's steps yet, so the cuda backend takes only the cublaslt template plugin
-//   shipped with Emmy (plugins/templates/cublaslt) and refuses any other, saying so.
+//   steps: "//@emmy step ...", calls into a library that emmy-cuda-worker makes through the C
+//   functions of emmy/cuda_step.h, normally exported by the plugin itself); the backend rejects
+//   a module whose plan it cannot read, and compile_flags / link_flags.
 struct GeneratedKernel {
   std::string source;
   std::vector<std::string> compile_flags;

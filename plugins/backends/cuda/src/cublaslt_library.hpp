@@ -1,7 +1,7 @@
-// libcublasLt as this process finds it. The cuda backend's worker makes the cublaslt template
-// plugin's library steps (cublaslt_call.hpp, worker/cublaslt_runner.hpp), so the backend offers
-// that plugin only where the library loads, and the plugin names the version in the environment
-// fingerprint: both ask here, so they agree with what the worker will load.
+// libcublasLt as this process finds it. The cublaslt template plugin's library steps call it in
+// the worker (plugins/templates/cublaslt: cublaslt_runner.cpp looks for it the same way), so the
+// backend offers that plugin only where the library loads, and the plugin names the version in
+// the environment fingerprint: both ask here, so they agree with what the worker will load.
 #pragma once
 
 #include <string>

@@ -126,12 +126,7 @@ Status CudaBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept
     const std::string name = templ->name();
     if (templ->backend() != "cuda")
       return Status::Error("template '" + name + "' is for the " + templ->backend() + " backend, not cuda");
-    // The worker runs a module's kernels and the library steps it was built with (cuBLASLt's):
-    // a template whose modules need anything else cannot be measured, so only the one it knows.
-    if (name != "cublaslt")
-      return Status::Error("the cuda backend takes no template plugin but cublaslt (its worker runs no other "
-                           "library's steps); '" + name + "' is not one it knows");
-    if (cublaslt_ || cuda_capabilities().templates.count(name))
+    if (plugins_.count(name) || (name == "cublaslt" && cublaslt_) || cuda_capabilities().templates.count(name))
       return Status::Error("the cuda backend already has a template named '" + name + "'");
     const std::string of = templ->alternative_to();
     if (of != "matmul" && of != "attention" && of != "reduction" && of != "pointwise")
@@ -140,10 +135,14 @@ Status CudaBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept
                            "(attention, matmul, reduction, pointwise)");
     for (const KnobSpec& k : templ->knobs())
       if (k.values.empty()) return Status::Error("template '" + name + "' knob '" + k.name + "' has no values");
-    cublaslt_ = templ;
-    // Taken but not offered where the option or the library says no: the host attaches every
-    // template plugin extending cuda, and refusing would stop a run that can tune without it.
-    if (cublaslt_unavailable().empty()) plugins_.emplace(name, std::move(templ));
+    if (name == "cublaslt") {
+      // The backend's option cublaslt=0 and libcublasLt's presence decide whether this one is
+      // offered: taken but not offered where they say no, since the host attaches every
+      // template plugin extending cuda and refusing would stop a run that can tune without it.
+      cublaslt_ = templ;
+      if (!cublaslt_unavailable().empty()) return Status::Ok();
+    }
+    plugins_.emplace(name, std::move(templ));
     return Status::Ok();
   });
 }

@@ -40,10 +40,11 @@ class CudaBackend : public Backend {
   // each offered template plugin's own fingerprint follows "|" (the cublaslt plugin's is
   // "cublasLt <x.y.z>", so rows stored before it was a plugin keep their key).
   std::string environment_fingerprint() const override;
-  // Takes a template plugin whose modules its worker can run: today the cublaslt plugin alone
-  // (its steps are the worker's cuBLASLt calls, cublaslt_call.hpp); any other is refused, naming
-  // why, as is one for another backend, a second of one name, or an alternative to a template
-  // without a lowering pass. Not thread-safe: the host calls it before anything else.
+  // Takes a template plugin (its modules: kernels and library steps, emmy/cuda_step.h, which the
+  // worker makes through the plugin's C functions); refuses, naming why, one for another backend,
+  // a second of one name, or an alternative to a template without a lowering pass. The cublaslt
+  // plugin is taken but not offered where cublaslt_unavailable() says why. Not thread-safe: the
+  // host calls it before anything else.
   Status add_template(std::shared_ptr<KernelTemplate> templ) noexcept override;
   // Thread-safe (builds run in parallel while devices measure).
   Status build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept override;

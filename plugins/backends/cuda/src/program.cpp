@@ -4,7 +4,8 @@
 // table (the graph's inputs, its outputs, then intermediates and every module's scratch, then
 // one table of every module's TMA tensor maps), and
 // the launches concatenated in an order where every kernel runs after its producers. Library
-// steps (the cublaslt template) keep their place in that order, their buffers renumbered.
+// steps (template plugins', emmy/cuda_step.h) keep their place in that order, their buffer
+// lists renumbered.
 #include <cctype>
 #include <map>
 #include <optional>
@@ -113,10 +114,9 @@ std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plug
     for (Launch l : sub_plan.launches) {
       l.group = int64_t(round);
       if (l.is_library()) {
-        // A library call (the cublaslt template): its buffers renumbered like the kernels'.
-        for (GemmCall::Matrix* x : {&l.gemm->a, &l.gemm->b, &l.gemm->c, &l.gemm->d})
-          if (x->buffer >= 0) x->buffer = global.at(size_t(x->buffer));
-        if (l.gemm->bias >= 0) l.gemm->bias = global.at(size_t(l.gemm->bias));
+        // A library step (a template plugin's): its buffer list renumbered like the kernels'
+        // buffers; its plan numbers that list, so it is passed on unread.
+        for (int64_t& b : l.step->buffers) b = global.at(size_t(b));
         plan.launches.push_back(l);
         continue;
       }

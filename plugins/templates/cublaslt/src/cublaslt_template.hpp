@@ -1,9 +1,8 @@
 // The cublaslt template: a kernel that fits "matmul" computed by one cuBLASLt matmul instead of
 // a generated kernel (an alternative implementation the search weighs against the generated
-// one: BackendCaps::alternatives). Its module is a plan with one library step (GemmCall) and no
-// cubin; emmy-cuda-worker makes the call inside the same captured CUDA graph, L2 flushes and
-// event timing as the generated kernels (worker/cublaslt_runner.hpp), so an assembled program
-// mixes both freely.
+// one: BackendCaps::alternatives). Its module is a plan with one library step (a GemmCall) and
+// no cubin; emmy-cuda-worker makes the call inside the same captured CUDA graph, L2 flushes and
+// event timing as the generated kernels, so an assembled program mixes both freely.
 //
 // What it takes: linear (weight [N, K]), matmul (torch.matmul's B [K, N], or a transposed view)
 // and bmm, bf16 / f16 (f32 accumulate) or f32 (exact f32 compute, never TF32), each operand a
@@ -16,7 +15,7 @@
 // (FailureKind::refused): the generated template stays the one for such kernels.
 //
 // Knobs: algo = index into cublasLtMatmulAlgoGetHeuristic's results (best first; an index past
-// the ones it returns is refused by the worker), workspace = MiB offered to it (split-K and some
+// the ones it returns is refused by the step's prepare, in the worker), workspace = MiB offered to it (split-K and some
 // kernels need one; 0 excludes them).
 //
 // A template plugin (plugins/templates/cublaslt, KIND template EXTENDS cuda: cublaslt_plugin.hpp)
@@ -24,15 +23,17 @@
 // builder and expression generator (the emmy_cuda_backend library: ModuleBuilder, ExprGen,
 // strided views), so the copy kernel packing a strided operand is generated exactly like the
 // backend's kernels; the steps themselves are made by the backend's worker
-// (worker/cublaslt_runner.hpp), which is why the backend offers it only where libcublasLt loads.
+// through the C ABI of emmy/cuda_step.h (cublaslt_step.cpp, cublaslt_runner.hpp), and the backend
+// offers it only where libcublasLt loads.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "cublaslt_call.hpp"
+#include "gemm_call.hpp"
 #include "emmy/backend.hpp"
 #include "emmy/ir.hpp"
+#include "module.hpp"
 #include "templates.hpp"
 
 namespace emmy::cuda {
@@ -45,9 +46,17 @@ std::vector<KnobSpec> cublaslt_knobs();
 // The call computing the slice's one kernel, every operand read in place from a kernel input;
 // throws KnobRefused naming what cuBLASLt cannot take.
 GemmCall plan_cublaslt(const ir::Graph& g, const KnobValues& knobs);
-// The module: the plan with that one library step. An operand that is a view of kernel inputs
-// cuBLASLt cannot read in place (two strides in one dim, e.g. o_proj's merged heads) is first
-// copied contiguous by a generated kernel of the module; anything else it cannot take is refused.
-std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs);
+// The module: the plan with that one library step (emmy/cuda_step.h: the functions named
+// kStepPrefix in `library`, the plugin's own shared library, with the call's text as the plan).
+// An operand that is a view of kernel inputs cuBLASLt cannot read in place (two strides in one
+// dim, e.g. o_proj's merged heads) is first copied contiguous by a generated kernel of the
+// module; anything else it cannot take is refused.
+std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs, const std::string& library);
+
+// The prefix of the step's functions (cublaslt_step.cpp).
+inline constexpr const char* kStepPrefix = "emmy_cublaslt_step";
+
+// A step's call with the module's buffer numbers (the step's list read back into it).
+GemmCall module_gemm(const LibraryStep& step);
 
 }  // namespace emmy::cuda
