@@ -12,6 +12,8 @@
 #                   [AFTER <pass>...] [BEFORE <pass>...] [DEFAULT_PIPELINE]
 #                   [EXTENDS <backend>]      KIND template only, and required there
 #                   [LINK <target>...]
+#                   [EXPORTS <symbol>...]    C functions exported beside the entry point (a cuda
+#                                            template's library step: emmy/cuda_step.h)
 #                   [OUTPUT_DIRECTORY <dir>])
 #
 # DEFAULT_PIPELINE (passes only): the pass is part of the default pipeline, whose order the host
@@ -49,7 +51,7 @@ endfunction()
 
 function(emmy_add_plugin)
   cmake_parse_arguments(P "DEFAULT_PIPELINE" "NAME;KIND;VERSION;DESCRIPTION;OUTPUT_DIRECTORY;EXTENDS"
-                        "SOURCES;FORKS;KNOBS;OPTIONS;AFTER;BEFORE;LINK" ${ARGN})
+                        "SOURCES;FORKS;KNOBS;OPTIONS;AFTER;BEFORE;LINK;EXPORTS" ${ARGN})
   if(NOT P_NAME OR NOT P_KIND OR NOT P_SOURCES)
     message(FATAL_ERROR "emmy_add_plugin: NAME, KIND and SOURCES are required")
   endif()
@@ -106,7 +108,16 @@ function(emmy_add_plugin)
     # libraries' symbols, and the std:: template instances that libstdc++'s headers mark as
     # default-visible, which a version script listing only the entry point keeps local.
     set(exports "${CMAKE_CURRENT_BINARY_DIR}/emmy_manifest_${P_NAME}/exports.map")
-    file(CONFIGURE OUTPUT "${exports}" CONTENT "{\n  global: emmy_plugin_info;\n  local: *;\n};\n")
+    # EXPORTS: functions another process resolves by name (the cuda worker, a library step's);
+    # they must be defined in the plugin's SOURCES (--exclude-libs hides a static library's).
+    set(globals "emmy_plugin_info;")
+    foreach(sym IN LISTS P_EXPORTS)
+      if(NOT sym MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+        message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): EXPORTS '${sym}' is not a C identifier")
+      endif()
+      string(APPEND globals " ${sym};")
+    endforeach()
+    file(CONFIGURE OUTPUT "${exports}" CONTENT "{\n  global: ${globals}\n  local: *;\n};\n")
     target_link_options(${target} PRIVATE "LINKER:--exclude-libs,ALL" "LINKER:--version-script=${exports}")
     set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${exports}")
   endif()

@@ -9,7 +9,8 @@
 #include <cstdio>
 
 #include "cublaslt_graphs.hpp"
-#include "cublaslt_template.hpp"
+#include "cublaslt_library.hpp"
+#include "cublaslt_plugin_harness.hpp"
 #include "cuda_backend.hpp"
 #include "gpu_harness.hpp"
 #include "ir/interpreter.hpp"
@@ -19,7 +20,8 @@ namespace {
 
 CudaBackend& backend() {
   static CudaBackend b(gpu_test_options("emmy-cuda-cublaslt-gpu-test"));
-  return b;
+  static CudaBackend& with = with_cublaslt(b);
+  return with;
 }
 
 void require_library() {

@@ -7,6 +7,8 @@
 
 #include <cstdio>
 
+#include "codegen_harness.hpp"
+#include "cublaslt_plugin_harness.hpp"
 #include "cublaslt_template.hpp"
 #include "emmy/templates.hpp"
 #include "expr.hpp"
@@ -18,29 +20,33 @@
 namespace emmy::cuda {
 namespace {
 
+// The capabilities of a backend offering the plugin (where libcublasLt does not load it is
+// not offered and the layer is lowered without it: the expectation below says so).
 BackendCaps caps_with_cublaslt() {
-  BackendCaps caps = cuda_capabilities();
-  EXPECT_EQ(caps.alternatives.count("matmul"), 1u);
+  static CudaBackend b(emmy::cuda::test::offline_test_options("emmy-cuda-cublaslt-layer"));
+  static CudaBackend& with = emmy::cuda::test::with_cublaslt(b);
+  BackendCaps caps = with.capabilities();
+  EXPECT_EQ(caps.alternatives.count("matmul"), 1u) << "the cublaslt plugin is not offered";
   return caps;
 }
 
 TEST(CublasLtLayer, EveryProductOfTheLayerIsTakenByCublasLt) {
-  test::LayerShape shape;
+  emmy::test::LayerShape shape;
   shape.seq = 32;
   shape.hidden = 128;
   shape.heads = 4;
   shape.kv_heads = 2;
   shape.head_dim = 32;
   shape.inter = 256;
-  const ir::Graph g = test::qwen3_graph(shape);
+  const ir::Graph g = emmy::test::qwen3_graph(shape);
   for (const auto& [name, split] :
        std::vector<std::pair<std::string, bool>>{{"default", false}, {"split", true}}) {
-    test::ScriptedResolver r =
-        split ? test::ScriptedResolver({{"matmul.template", "template=cublaslt"},
+    emmy::test::ScriptedResolver r =
+        split ? emmy::test::ScriptedResolver({{"matmul.template", "template=cublaslt"},
                                         {"fuse_horizontal", "split"},
                                         {"fuse_epilogue", "split"}})
-              : test::ScriptedResolver({{"matmul.template", "template=cublaslt"}});
-    ir::Program p = test::run_default(g, r, caps_with_cublaslt());
+              : emmy::test::ScriptedResolver({{"matmul.template", "template=cublaslt"}});
+    ir::Program p = emmy::test::run_default(g, r, caps_with_cublaslt());
     int products = 0, packed = 0;
     for (const ir::Kernel& k : p.grouping.kernels) {
       if (k.templ != kTemplateCublaslt) {
@@ -52,7 +58,7 @@ TEST(CublasLtLayer, EveryProductOfTheLayerIsTakenByCublasLt) {
       ir::Slice s = ir::make_slice(p.graph, k);
       std::string source;
       try {
-        source = generate_source(s);
+        source = generate_source(s, nullptr, emmy::cuda::test::cublaslt_plugins());
       } catch (const KnobRefused& e) {
         ADD_FAILURE() << name << ": cublaslt refuses a product of the layer: " << e.what();
         continue;

@@ -38,8 +38,12 @@ namespace emmy {
 //   library's path). In an assembled multi-kernel program the unit stays a translation unit of
 //   its own (its emmy_kernel renamed by a #define placed before it), linked with the other
 //   kernels' code and every kernel's link flags, so nothing in it can clash with them.
-// cuda: takes no template plugins yet (its add_template refuses them, saying so); its cuBLASLt
-//   alternative is still built in. Fields it will read get added here, with an ABI bump.
+// cuda: `source` is a module as the backend's own templates write it (docs/PLUGINS.md, "Kernel
+//   templates"): CUDA C++ kernels taking `void* const* emmy_buf` (the kernel's inputs, outputs,
+//   then scratch buffers) and the plan as `//@emmy` comment lines (scratch, launch, and library
+//   steps: "//@emmy step ...", calls into a library that emmy-cuda-worker makes through the C
+//   functions of emmy/cuda_step.h, normally exported by the plugin itself); the backend rejects
+//   a module whose plan it cannot read, and compile_flags / link_flags.
 struct GeneratedKernel {
   std::string source;
   std::vector<std::string> compile_flags;

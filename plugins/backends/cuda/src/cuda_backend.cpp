@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "cublaslt_template.hpp"
+#include "cublaslt_library.hpp"
 #include "expr.hpp"
 #include "module.hpp"
 #include "templates.hpp"
@@ -107,21 +107,52 @@ CudaBackend::CudaBackend(const PluginOptions& options)
 
 CudaBackend::~CudaBackend() = default;
 
-bool CudaBackend::offers_cublaslt(std::string* why) const {
-  if (cublaslt_option_ == "0") {
-    if (why) *why = "the backend option cublaslt=0";
-    return false;
-  }
+std::string CudaBackend::cublaslt_unavailable() const {
+  if (cublaslt_option_ == "0") return "the backend option cublaslt=0";
   const CublasLtLibrary& lib = cublaslt_library();
-  if (!lib.present && why) *why = "libcublasLt does not load: " + lib.why;
-  return lib.present;
+  return lib.present ? "" : "libcublasLt does not load: " + lib.why;
+}
+
+bool CudaBackend::offers_cublaslt(std::string* why) const {
+  std::string no = cublaslt_unavailable();
+  if (no.empty() && !cublaslt_) no = "the cublaslt template plugin is not installed";
+  if (why) *why = no;
+  return no.empty();
+}
+
+Status CudaBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept {
+  return guard([&]() -> Status {
+    if (!templ) return Status::Error("cuda backend: add_template got no template");
+    const std::string name = templ->name();
+    if (templ->backend() != "cuda")
+      return Status::Error("template '" + name + "' is for the " + templ->backend() + " backend, not cuda");
+    if (plugins_.count(name) || (name == "cublaslt" && cublaslt_) || cuda_capabilities().templates.count(name))
+      return Status::Error("the cuda backend already has a template named '" + name + "'");
+    const std::string of = templ->alternative_to();
+    if (of != "matmul" && of != "attention" && of != "reduction" && of != "pointwise")
+      return Status::Error("template '" + name + "' is an alternative to '" + of +
+                           "', which is none of the cuda backend's templates with a lowering pass "
+                           "(attention, matmul, reduction, pointwise)");
+    for (const KnobSpec& k : templ->knobs())
+      if (k.values.empty()) return Status::Error("template '" + name + "' knob '" + k.name + "' has no values");
+    if (name == "cublaslt") {
+      // The backend's option cublaslt=0 and libcublasLt's presence decide whether this one is
+      // offered: taken but not offered where they say no, since the host attaches every
+      // template plugin extending cuda and refusing would stop a run that can tune without it.
+      cublaslt_ = templ;
+      if (!cublaslt_unavailable().empty()) return Status::Ok();
+    }
+    plugins_.emplace(name, std::move(templ));
+    return Status::Ok();
+  });
 }
 
 BackendCaps CudaBackend::capabilities() const {
   BackendCaps caps = cuda_capabilities();
-  if (!offers_cublaslt()) {
-    caps.templates.erase(kTemplateCublaslt);
-    caps.alternatives.clear();
+  for (const auto& [name, plugin] : plugins_) {
+    caps.templates[name] = plugin->knobs();
+    caps.alternatives[plugin->alternative_to()].push_back(name);
+    if (auto rules = plugin->constraints(); !rules.empty()) caps.constraints[name] = std::move(rules);
   }
   caps.devices = static_cast<int>(slots_.size());  // one worker process per device
   caps.kernels_per_device = kernels_per_device_;
@@ -163,8 +194,10 @@ std::string CudaBackend::environment_fingerprint() const {
   std::string options;
   if (!arch_option_.empty()) options += "|arch " + arch_option_;
   if (!use_graph_) options += "|no graph capture";
-  // Only where the library is offered: its kernels, and so its timings, change with its version.
-  if (offers_cublaslt()) options += "|cublasLt " + cublaslt_library().version;
+  // What offered template plugins' kernels depend on (cuBLASLt's version: its kernels, and so
+  // its timings, change with it). Only where offered, so rows without them keep their keys.
+  for (const auto& [name, plugin] : plugins_)
+    if (std::string own = plugin->fingerprint(); !own.empty()) options += "|" + own;
   return "cuda|" + device + "|driver " + driver + "|nvrtc " + nvrtc_version() + options;
 }
 
@@ -172,7 +205,7 @@ Status CudaBackend::build(const ir::Slice& slice, Regime regime, Artifact& artif
   return guard([&]() -> Status {
     std::string source;
     try {
-      source = generate_source(slice);
+      source = generate_source(slice, nullptr, plugins_);
     } catch (const KnobRefused& why) {
       // A knob value this slice cannot take: a refused candidate the search drops, not an error.
       artifact = Artifact{};

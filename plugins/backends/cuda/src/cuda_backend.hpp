@@ -7,8 +7,10 @@
 // (default device 0); graph=0 measures plain launches instead of a captured CUDA graph;
 // kernels_per_device=N (default 4): kernels the tuner keeps in flight per device, so that NVRTC
 // builds on the host overlap the device's measurements (which stay one at a time per device);
-// cublaslt=1 (default) offers the cuBLASLt template beside the generated matmul where libcublasLt
-// loads (cublaslt_template.hpp), 0 does not.
+// cublaslt=1 (default) offers the cublaslt template plugin (plugins/templates/cublaslt) beside the
+// generated matmul where libcublasLt loads (cublaslt_library.hpp), 0 does not: add_template still
+// takes it (the host attaches every template plugin extending cuda, and a refusal would stop the
+// run) but capabilities(), the fingerprint and build() leave it out.
 #pragma once
 
 #include <condition_variable>
@@ -21,6 +23,7 @@
 #include "device_worker.hpp"
 #include "emmy/backend.hpp"
 #include "nvrtc_compiler.hpp"
+#include "templates.hpp"
 
 namespace emmy::cuda {
 
@@ -33,8 +36,16 @@ class CudaBackend : public Backend {
 
   std::string name() const override { return "cuda"; }
   BackendCaps capabilities() const override;
-  // "cuda|<device name>|driver <x.y>|nvrtc <x.y>[|arch ..][|no graph capture][|cublasLt <x.y.z>]"
+  // "cuda|<device name>|driver <x.y>|nvrtc <x.y>[|arch ..][|no graph capture][|cublasLt <x.y.z>]":
+  // each offered template plugin's own fingerprint follows "|" (the cublaslt plugin's is
+  // "cublasLt <x.y.z>", so rows stored before it was a plugin keep their key).
   std::string environment_fingerprint() const override;
+  // Takes a template plugin (its modules: kernels and library steps, emmy/cuda_step.h, which the
+  // worker makes through the plugin's C functions); refuses, naming why, one for another backend,
+  // a second of one name, or an alternative to a template without a lowering pass. The cublaslt
+  // plugin is taken but not offered where cublaslt_unavailable() says why. Not thread-safe: the
+  // host calls it before anything else.
+  Status add_template(std::shared_ptr<KernelTemplate> templ) noexcept override;
   // Thread-safe (builds run in parallel while devices measure).
   Status build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept override;
   // Runs on a free device's worker (one measurement per device at a time).
@@ -58,8 +69,12 @@ class CudaBackend : public Backend {
   // Process id of the worker of device slot i (-1 when none runs); tests use it to see a respawn.
   pid_t worker_pid(size_t slot) const;
   const std::string& worker_path() const { return worker_path_; }
-  // Whether the cublaslt template is offered (the option, and libcublasLt loads); else `why`.
+  // Whether the cublaslt template is offered (the option, libcublasLt loads, the plugin was
+  // added); else `why`.
   bool offers_cublaslt(std::string* why = nullptr) const;
+  // Why the backend would not offer the cublaslt plugin even once added (the option cublaslt=0,
+  // or libcublasLt does not load); "" when it would.
+  std::string cublaslt_unavailable() const;
   // The artifact handle of a module of library calls alone (nothing compiled).
   static constexpr const char* kLibraryOnlyHandle = "library calls only";
 
@@ -78,6 +93,9 @@ class CudaBackend : public Backend {
   int kernels_per_device_ = 4;
   std::string arch_option_;
   std::string cublaslt_option_;
+  // Template plugins taken by add_template and offered (cublaslt: not while unavailable).
+  TemplatePlugins plugins_;
+  std::shared_ptr<KernelTemplate> cublaslt_;  // the plugin, kept even while not offered
   mutable NvrtcCompiler compiler_;
   mutable std::once_flag info_once_;
   mutable std::unique_ptr<DeviceInfo> info_;

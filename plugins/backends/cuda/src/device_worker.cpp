@@ -117,8 +117,8 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   o.put(uint32_t(spec.plan.launches.size()));
   for (const Launch& l : spec.plan.launches) {
     if (l.is_library()) {
-      o.put(wire::kLaunchCublaslt);
-      wire::put_gemm(o, *l.gemm);
+      o.put(wire::kLaunchStep);
+      wire::put_step(o, *l.step);
       o.put(l.group);
       continue;
     }
@@ -167,8 +167,8 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     }
   }
   if (in.ok && tag == wire::kRefused) {
-    // The library has no such configuration for this product: the candidate is refused, nothing
-    // ran, and the worker stays up.
+    // A library step's library has no such configuration for this product (its prepare said
+    // EMMY_CUDA_STEP_REFUSED): the candidate is refused, nothing ran, and the worker stays up.
     std::string msg = in.get_str();
     if (in.ok) {
       result.failure = FailureKind::refused;
@@ -183,7 +183,8 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     // the cubin are the machinery's (emmy/backend.hpp), the rest (launch, illegal address,
     // misaligned access, ...) the kernel's.
     for (const char* machinery : {"cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
-                                  "cuCtxSetCurrent", "cannot read cubin", "cublaslt unavailable"})
+                                  "cuCtxSetCurrent", "cannot read cubin", "cublaslt unavailable",
+                                  "library step unavailable"})
       if (msg.rfind(machinery, 0) == 0)
         throw Error("cuda backend: device " + device_ + " could not measure: " + msg);
     result.failure = FailureKind::runtime_fault;

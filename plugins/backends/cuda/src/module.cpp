@@ -1,6 +1,5 @@
 #include "module.hpp"
 
-#include <limits>
 #include <map>
 #include <sstream>
 
@@ -29,93 +28,44 @@ bool tensor_map_dtype(const std::string& name, ir::DType& out) {
   return false;
 }
 
-std::string render_gemm(const GemmCall& g, int64_t group) {
-  auto matrix = [](const GemmCall::Matrix& x) {
-    return std::to_string(x.buffer) + "," + std::to_string(x.ld) + "," + std::to_string(x.batch_stride);
-  };
-  return "//@emmy cublaslt group=" + std::to_string(group) + " dtype=" + gemm_dtype_name(g.dtype) +
-         " ta=" + (g.trans_a ? "T" : "N") + " tb=" + (g.trans_b ? "T" : "N") + " m=" + std::to_string(g.m) +
-         " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " batch=" + std::to_string(g.batch) +
-         " a=" + matrix(g.a) + " b=" + matrix(g.b) + " c=" + matrix(g.c) + " d=" + matrix(g.d) +
-         " bias=" + std::to_string(g.bias) + " epilogue=" + (g.epilogue == GemmCall::kEpilogueBias ? "bias" : "none") +
-         " algo=" + std::to_string(g.algo) + " workspace=" + std::to_string(g.workspace) + "\n";
+std::string render_step(const LibraryStep& step, int64_t group) {
+  std::string s = "//@emmy step " + std::to_string(group) + " " + step.library + " " + step.prefix + " " +
+                  std::to_string(step.buffers.size());
+  for (int64_t b : step.buffers) s += " " + std::to_string(b);
+  return s + " : " + step.plan + "\n";
 }
 
-// Reads the KEY=VALUE fields of a "//@emmy cublaslt" line (every key exactly once).
-Launch parse_gemm(std::istringstream& f, const std::string& line) {
+// Why a step cannot be a plan line ("" when it can): the line is split at blanks up to " : ".
+std::string step_problem(const LibraryStep& step) {
+  auto blank = [](const std::string& t) { return t.find_first_of(" \t\r\n") != std::string::npos; };
+  if (step.library.empty() || blank(step.library)) return "library path '" + step.library + "' is empty or has blanks";
+  if (step.prefix.empty() || step.prefix.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+                                 std::string::npos || (step.prefix[0] >= '0' && step.prefix[0] <= '9'))
+    return "prefix '" + step.prefix + "' is not a C identifier";
+  if (step.plan.empty() || step.plan.find_first_of("\r\n") != std::string::npos) return "the plan is empty or not one line";
+  for (int64_t b : step.buffers)
+    if (b < 0) return "a negative buffer";
+  return "";
+}
+
+// Reads "GROUP LIBRARY PREFIX N BUFFER... : PLAN" after "//@emmy step".
+Launch parse_step(std::istringstream& f, const std::string& line) {
   auto bad = [&](const std::string& why) { return Error("cuda backend: bad plan line '" + line + "': " + why); };
-  std::map<std::string, std::string> kv;
-  for (std::string tok; f >> tok;) {
-    size_t eq = tok.find('=');
-    if (eq == std::string::npos || !kv.emplace(tok.substr(0, eq), tok.substr(eq + 1)).second)
-      throw bad("field '" + tok + "' is not KEY=VALUE or repeats a key");
-  }
-  auto take = [&](const std::string& key) {
-    auto it = kv.find(key);
-    if (it == kv.end()) throw bad("no " + key + "=");
-    std::string v = it->second;
-    kv.erase(it);
-    return v;
-  };
-  auto number = [&](const std::string& key, const std::string& text) {
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size()) throw bad(key + "=" + text + " is not a number");
-    return v;
-  };
-  auto integer = [&](const std::string& key) { return number(key, take(key)); };
-  auto matrix = [&](const std::string& key) {
-    std::string text = take(key);
-    GemmCall::Matrix x;
-    size_t c1 = text.find(','), c2 = c1 == std::string::npos ? c1 : text.find(',', c1 + 1);
-    if (c2 == std::string::npos) throw bad(key + "=" + text + " is not BUFFER,LD,BATCH_STRIDE");
-    x.buffer = number(key, text.substr(0, c1));
-    x.ld = number(key, text.substr(c1 + 1, c2 - c1 - 1));
-    x.batch_stride = number(key, text.substr(c2 + 1));
-    return x;
-  };
-  auto flag = [&](const std::string& key) {
-    std::string v = take(key);
-    if (v != "N" && v != "T") throw bad(key + "=" + v + " is neither N nor T");
-    return v == "T";
-  };
   Launch l;
-  l.kernel = "cublaslt";
-  l.group = integer("group");
-  GemmCall g;
-  std::string dtype = take("dtype");
-  if (dtype == "bf16") g.dtype = GemmCall::kBf16;
-  else if (dtype == "f16") g.dtype = GemmCall::kF16;
-  else if (dtype == "f32") g.dtype = GemmCall::kF32;
-  else throw bad("dtype=" + dtype + " is not bf16, f16 or f32");
-  g.trans_a = flag("ta");
-  g.trans_b = flag("tb");
-  g.m = integer("m");
-  g.n = integer("n");
-  g.k = integer("k");
-  g.batch = integer("batch");
-  g.a = matrix("a");
-  g.b = matrix("b");
-  g.c = matrix("c");
-  g.d = matrix("d");
-  g.bias = integer("bias");
-  std::string epilogue = take("epilogue");
-  if (epilogue == "none") g.epilogue = GemmCall::kEpilogueNone;
-  else if (epilogue == "bias") g.epilogue = GemmCall::kEpilogueBias;
-  else throw bad("epilogue=" + epilogue + " is not none or bias");
-  g.algo = integer("algo");
-  g.workspace = integer("workspace");
-  if (!kv.empty()) throw bad("unknown field " + kv.begin()->first + "=");
-  if (l.group < 0) throw bad("negative group");
-  // Buffer indices are checked against the module's buffers where they are known (the worker).
-  std::string problem = gemm_problem(g, std::numeric_limits<int64_t>::max());
-  if (!problem.empty()) throw bad(problem);
-  l.gemm = g;
+  LibraryStep step;
+  int64_t n = -1;
+  std::string colon;
+  f >> l.group >> step.library >> step.prefix >> n;
+  if (!f || l.group < 0 || n < 0) throw bad("not GROUP LIBRARY PREFIX N BUFFER... : PLAN");
+  step.buffers.resize(size_t(n));
+  for (int64_t& b : step.buffers) f >> b;
+  f >> colon;
+  if (!f || colon != ":") throw bad("not " + std::to_string(n) + " buffers, then ' : ' and the plan");
+  std::getline(f, step.plan);
+  step.plan.erase(0, step.plan.find_first_not_of(' '));
+  if (std::string why = step_problem(step); !why.empty()) throw bad(why);
+  l.kernel = step.prefix;
+  l.step = std::move(step);
   return l;
 }
 
@@ -132,7 +82,7 @@ std::string render_plan(const Plan& plan) {
     s += "\n";
   }
   for (const Launch& l : plan.launches)
-    if (l.is_library()) s += render_gemm(*l.gemm, l.group);
+    if (l.is_library()) s += render_step(*l.step, l.group);
     else s += "//@emmy launch " + l.kernel + " " + std::to_string(l.grid[0]) + " " + std::to_string(l.grid[1]) + " " +
          std::to_string(l.grid[2]) + " " + std::to_string(l.block) + " " + std::to_string(l.shared_bytes) +
          (l.group ? " " + std::to_string(l.group) : std::string()) + "\n";
@@ -170,8 +120,8 @@ Plan parse_plan(const std::string& source) {
       if (!ok || l.group < 0 || l.block <= 0 || l.grid[0] <= 0 || l.grid[1] <= 0 || l.grid[2] <= 0)
         throw Error("cuda backend: bad plan line '" + line + "'");
       plan.launches.push_back(l);
-    } else if (what == "cublaslt") {
-      plan.launches.push_back(parse_gemm(f, line));
+    } else if (what == "step") {
+      plan.launches.push_back(parse_step(f, line));
     } else if (what == "tmap") {
       TensorMap t;
       std::string dtype;
@@ -193,7 +143,7 @@ Plan parse_plan(const std::string& source) {
       plan.tensor_maps.push_back(t);
     }
   }
-  if (plan.launches.empty()) throw Error("cuda backend: the source has no '//@emmy launch' or '//@emmy cublaslt' line");
+  if (plan.launches.empty()) throw Error("cuda backend: the source has no '//@emmy launch' or '//@emmy step' line");
   return plan;
 }
 
@@ -256,12 +206,15 @@ void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], i
   kernels_ += k;
 }
 
-void ModuleBuilder::add_library_call(const GemmCall& call) {
-  std::string problem = gemm_problem(call, int64_t(pointers_.size()));
-  if (!problem.empty()) throw Error("cuda backend: " + problem);
+void ModuleBuilder::add_library_step(const LibraryStep& step) {
+  if (std::string why = step_problem(step); !why.empty()) throw Error("cuda backend: library step: " + why);
+  for (int64_t b : step.buffers)
+    if (b >= int64_t(pointers_.size()))
+      throw Error("cuda backend: library step names buffer " + std::to_string(b) + "; the module has " +
+                  std::to_string(pointers_.size()));
   Launch l;
-  l.kernel = "cublaslt";
-  l.gemm = call;
+  l.kernel = step.prefix;
+  l.step = step;
   plan_.launches.push_back(l);
 }
 

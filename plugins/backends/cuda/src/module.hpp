@@ -11,13 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "cublaslt_call.hpp"
 #include "emmy/ir.hpp"
+#include "wire.hpp"
 
 namespace emmy::cuda {
 
-// A step of the plan: a launch of one of the module's kernels, or (with `gemm`) a library call
-// the worker makes instead (cuBLASLt; kernel, grid, block and shared memory then unused).
+// A library step (emmy/cuda_step.h): a template plugin's call into a library, made by the worker.
+using LibraryStep = wire::LibraryStep;
+
+// A step of the plan: a launch of one of the module's kernels, or (with `step`) a library step
+// the worker makes instead (kernel then the step's prefix; grid, block and shared memory unused).
 struct Launch {
   std::string kernel;
   int64_t grid[3] = {1, 1, 1};
@@ -27,8 +30,8 @@ struct Launch {
   // flushes L2 before each group of a program and times each group on its own, so that an
   // assembled graph is measured the way its kernels were measured in isolation.
   int64_t group = 0;
-  std::optional<GemmCall> gemm = std::nullopt;
-  bool is_library() const { return gemm.has_value(); }
+  std::optional<LibraryStep> step = std::nullopt;
+  bool is_library() const { return step.has_value(); }
 };
 
 // A TMA tensor map over one of the module's buffers (cuTensorMapEncodeTiled's arguments):
@@ -53,7 +56,8 @@ struct Plan {
 };
 
 // "//@emmy scratch N", "//@emmy launch NAME GX GY GZ BLOCK SMEM [GROUP]",
-// "//@emmy cublaslt KEY=VALUE..." (a GemmCall and its group, in plan order with the launches) and
+// "//@emmy step GROUP LIBRARY PREFIX N BUFFER... : PLAN" (a library step, in plan order with the
+// launches; LIBRARY and PREFIX without blanks, PLAN the rest of the line) and
 // "//@emmy tmap BUFFER DTYPE SWIZZLE RANK DIMS... STRIDES... BOX..." lines.
 std::string render_plan(const Plan& plan);
 // Reads the plan back from a source; throws emmy::Error when it has no launch line or a bad one.
@@ -75,8 +79,11 @@ class ModuleBuilder {
                              std::vector<int64_t> box, int64_t swizzle_bytes);
   void add_kernel(const std::string& name, const int64_t grid[3], int64_t block, const std::string& body,
                   int64_t shared_bytes = 0);
-  // A library step (its buffers index the module's pointers: inputs, outputs, scratch).
-  void add_library_call(const GemmCall& call);
+  // A library step (its buffers index the module's pointers: inputs, outputs, scratch); throws
+  // emmy::Error when one is outside them or the step cannot be written as a plan line.
+  void add_library_step(const LibraryStep& step);
+  // How many buffers a step may name so far (inputs, outputs, scratch added).
+  int64_t buffer_count() const { return int64_t(pointers_.size()); }
   std::string finish(const std::string& note = "") const;
 
  private:

@@ -13,9 +13,9 @@ class ProbedCudaBackend : public CudaBackend {
   explicit ProbedCudaBackend(const PluginOptions& options) : CudaBackend(options) {
     require_devices();
     // A machine without libcublasLt still tunes, with the generated templates alone: say so
-    // once, since the reports then never show the cublaslt template.
-    std::string why;
-    if (!offers_cublaslt(&why) && options.count("cublaslt") == 0)
+    // once, since the reports then never show the cublaslt template (plugin).
+    const std::string why = cublaslt_unavailable();
+    if (!why.empty() && options.count("cublaslt") == 0)
       std::fprintf(stderr, "emmy: cuda backend: the cublaslt template is not offered (%s)\n", why.c_str());
   }
 };

@@ -4,7 +4,8 @@
 // table (the graph's inputs, its outputs, then intermediates and every module's scratch, then
 // one table of every module's TMA tensor maps), and
 // the launches concatenated in an order where every kernel runs after its producers. Library
-// steps (the cublaslt template) keep their place in that order, their buffers renumbered.
+// steps (template plugins', emmy/cuda_step.h) keep their place in that order, their buffer
+// lists renumbered.
 #include <cctype>
 #include <map>
 #include <optional>
@@ -60,7 +61,7 @@ std::string renumber(const std::string& text, const std::vector<int64_t>& global
 
 }  // namespace
 
-std::string generate_program(const ir::Slice& slice) {
+std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plugins) {
   const ir::Graph& g = slice.graph;
   const auto ins = g.inputs();
   const int64_t n_fixed = int64_t(ins.size() + g.outputs.size());
@@ -89,7 +90,7 @@ std::string generate_program(const ir::Slice& slice) {
     const ir::Kernel& kernel = slice.grouping.kernels[pick];
     ir::Slice sub = ir::make_slice(g, kernel);
     std::string used;
-    std::string source = generate_source(sub, &used);
+    std::string source = generate_source(sub, &used, plugins);
     Plan sub_plan = parse_plan(source);
     // Local buffer i of the sub-module -> global index.
     std::vector<int64_t> global;
@@ -113,10 +114,9 @@ std::string generate_program(const ir::Slice& slice) {
     for (Launch l : sub_plan.launches) {
       l.group = int64_t(round);
       if (l.is_library()) {
-        // A library call (the cublaslt template): its buffers renumbered like the kernels'.
-        for (GemmCall::Matrix* x : {&l.gemm->a, &l.gemm->b, &l.gemm->c, &l.gemm->d})
-          if (x->buffer >= 0) x->buffer = global.at(size_t(x->buffer));
-        if (l.gemm->bias >= 0) l.gemm->bias = global.at(size_t(l.gemm->bias));
+        // A library step (a template plugin's): its buffer list renumbered like the kernels'
+        // buffers; its plan numbers that list, so it is passed on unread.
+        for (int64_t& b : l.step->buffers) b = global.at(size_t(b));
         plan.launches.push_back(l);
         continue;
       }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cublaslt_template.hpp"
 #include "emmy/knob_constraints.hpp"
 #include "emmy/status.hpp"
 #include "emmy/templates.hpp"
@@ -68,11 +67,8 @@ BackendCaps cuda_capabilities() {
       "the attention template's paths (wgmma: one warpgroup per 64 query rows, so warps = "
       "block_q / 16, and stages >= 2, or two sharing 64 rows with warps 8 and stages >= 3; "
       "persistent only with block_q 64 and warps 4; mma.sync: stages 1 or 2, not persistent)")};
-  // cuBLASLt computes what the matmul template takes (the epilogues it fuses), chosen per kernel
-  // at the fork matmul.template. CudaBackend::capabilities() drops it where the library is
-  // missing or the backend option cublaslt=0 says so.
-  caps.templates[kTemplateCublaslt] = cublaslt_knobs();
-  caps.alternatives["matmul"] = {kTemplateCublaslt};
+  // Alternatives (cuBLASLt beside the matmul) are template plugins: CudaBackend::capabilities()
+  // adds those it took and offers.
   return caps;
 }
 
@@ -348,20 +344,58 @@ std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
                   " items=" + std::to_string(knobs.at("items")) + " vec=" + std::to_string(vec));
 }
 
-std::string generate_source(const ir::Slice& slice, std::string* used) {
+namespace {
+
+// A template plugin's module: its knobs with defaults filled in and checked against its declared
+// values (as resolve_knobs does for the built-in ones), its declared constraints checked (refused before it is asked), then its module or its
+// refusal (a vendor library has no fallback of its own: the search keeps the generated template
+// for that kernel).
+std::string generate_plugin_module(KernelTemplate& plugin, const ir::Graph& g,
+                                   const std::map<std::string, double>& given) {
+  const std::string name = plugin.name();
+  std::map<std::string, double> knobs;
+  for (const KnobSpec& spec : plugin.knobs()) {
+    auto it = given.find(spec.name);
+    const double v = it != given.end() ? it->second : spec.values.at(0);
+    bool declared = false;
+    for (double x : spec.values) declared = declared || x == v;
+    if (!declared)
+      throw Error("cuda backend: knob " + name + "." + spec.name + " = " + std::to_string(v) +
+                  " is not one of the declared values");
+    knobs[spec.name] = v;
+  }
+  if (const KnobConstraint* c = contradicted(plugin.constraints(), knobs)) throw KnobRefused(name + ": " + c->reason);
+  GeneratedKernel out;
+  std::string refusal;
+  Status s = plugin.generate(g, knobs, out, refusal);
+  if (!s.ok()) throw Error("template plugin '" + name + "' failed to generate: " + s.message());
+  if (!refusal.empty()) throw KnobRefused(name + ": " + refusal);
+  // A cuda module carries its plan: one the backend cannot read is the plugin's bug, said now
+  // rather than at measure time.
+  try {
+    (void)parse_plan(out.source);
+  } catch (const std::exception& e) {
+    throw Error("template plugin '" + name + "' generated no module the cuda backend can run: " + e.what());
+  }
+  if (!out.compile_flags.empty() || !out.link_flags.empty())
+    throw Error("template plugin '" + name + "' asks for compile or link flags, which the cuda backend does not take");
+  return out.source;
+}
+
+}  // namespace
+
+std::string generate_source(const ir::Slice& slice, std::string* used, const TemplatePlugins& plugins) {
   if (slice.grouping.kernels.size() > 1) {
     if (used) *used = "program";
-    return generate_program(slice);
+    return generate_program(slice, plugins);
   }
   const ir::Graph& g = slice.graph;
   std::string templ = slice.grouping.kernels.empty() ? "" : slice.grouping.kernels.back().templ;
   const std::map<std::string, double> none;
   const auto& given = slice.grouping.kernels.empty() ? none : slice.grouping.kernels.back().knobs;
   std::string source;
-  if (templ == kTemplateCublaslt) {
-    // A vendor library has no fallback of its own: what it cannot take is refused (KnobRefused),
-    // and the search keeps the generated template for that kernel.
-    source = generate_cublaslt(g, resolve_knobs(templ, given));
+  if (auto plugin = plugins.find(templ); plugin != plugins.end()) {
+    source = generate_plugin_module(*plugin->second, g, given);
   } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
     KnobValues knobs = resolve_knobs(templ, given);
     try {

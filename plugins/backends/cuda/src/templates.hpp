@@ -4,14 +4,18 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "emmy/backend.hpp"
 #include "emmy/ir.hpp"
+#include "emmy/kernel_template.hpp"
 
 namespace emmy::cuda {
 
 using KnobValues = std::map<std::string, int64_t>;
+// The template plugins a CudaBackend took (Backend::add_template) and offers, by name.
+using TemplatePlugins = std::map<std::string, std::shared_ptr<KernelTemplate>>;
 
 // Each template's knobs and their value sets (values[0] = the untuned default).
 BackendCaps cuda_capabilities();
@@ -46,9 +50,13 @@ void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name,
 
 // A slice of several kernels as one module: each kernel with its own template, run in
 // dependency order (program.cpp).
-std::string generate_program(const ir::Slice& slice);
+std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plugins = {});
 
-// The module for a slice (one kernel; several go through generate_program); `used` receives the template actually generated.
-std::string generate_source(const ir::Slice& slice, std::string* used = nullptr);
+// The module for a slice (one kernel; several go through generate_program); `used` receives the
+// template actually generated. A kernel of a template plugin in `plugins` is its module
+// (GeneratedKernel::source: kernel_template.hpp says what a cuda module is); a refusal, or a
+// template neither built in nor in `plugins`, throws KnobRefused.
+std::string generate_source(const ir::Slice& slice, std::string* used = nullptr,
+                            const TemplatePlugins& plugins = {});
 
 }  // namespace emmy::cuda

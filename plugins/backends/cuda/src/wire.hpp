@@ -6,7 +6,7 @@
 //                                                i32 cc major, i32 cc minor, i64 L2 bytes
 //   run:    u32 kRun, str cubin path ("" when no step launches a kernel),
 //           u32 n_launch x (u32 kLaunchKernel, str kernel, i64 gx, gy, gz, block, smem, group |
-//                           u32 kLaunchCublaslt, GemmCall (cublaslt_call.hpp), i64 group),
+//                           u32 kLaunchStep, LibraryStep (put_step), i64 group),
 //           u32 n_in x str bytes, u32 n_out x u64 size, u32 n_scratch x u64 size,
 //           u32 n_tmap x (u32 buffer, u32 dtype (kTmap*), u32 swizzle bytes, u32 rank,
 //                         rank x u64 dim, rank-1 x u64 stride bytes, rank x u32 box),
@@ -14,7 +14,7 @@
 //                                             -> u32 kOk, u32 n x f64 us, u32 n_out x str bytes
 //   any failure                               -> u32 kFail, str message (the worker then exits)
 //   a library step the library will not run   -> u32 kRefused, str message (nothing was allocated;
-//   (cuBLASLt has no algo of that index)          the worker stays up for the next request)
+//   (its prepare() says EMMY_CUDA_STEP_REFUSED)   the worker stays up for the next request)
 #pragma once
 
 #include <poll.h>
@@ -39,6 +39,9 @@ inline constexpr uint32_t kMaxTensorMaps = 1u << 16;
 inline constexpr uint32_t kOk = 0x43554f4b;     // "CUOK"
 inline constexpr uint32_t kFail = 0x43554652;   // "CUFR"
 inline constexpr uint32_t kRefused = 0x43555246;  // "CURF"
+// A plan's step on the wire: a launch of one of the module's kernels, or a library step.
+// (kLaunchStep is 2: 1 was the built-in cuBLASLt call, which an old worker would misread.)
+inline constexpr uint32_t kLaunchKernel = 0, kLaunchStep = 2;
 // Tensor-map element types on the wire.
 inline constexpr uint32_t kTmapBf16 = 0, kTmapF16 = 1, kTmapF32 = 2;
 
@@ -122,5 +125,32 @@ struct In {
     return std::string(b.begin(), b.end());
   }
 };
+
+// A library step of a module (emmy/cuda_step.h): the worker dlopens `library`, calls its functions
+// named `prefix`_prepare, _workspace_bytes, _run and _release with `plan`, on `buffers` (module
+// buffers: the kernel's inputs, outputs, then scratch), which the plan numbers 0..N-1 in this
+// order. Here, free of the IR, so that the worker and the backend share it.
+struct LibraryStep {
+  std::string library, prefix, plan;
+  std::vector<int64_t> buffers;
+};
+
+inline void put_step(Out& o, const LibraryStep& s) {
+  o.put_str(s.library);
+  o.put_str(s.prefix);
+  o.put_str(s.plan);
+  o.put(uint32_t(s.buffers.size()));
+  for (int64_t b : s.buffers) o.put(b);
+}
+
+inline LibraryStep get_step(In& in) {
+  LibraryStep s;
+  s.library = in.get_str();
+  s.prefix = in.get_str();
+  s.plan = in.get_str();
+  const uint32_t n = in.get<uint32_t>();
+  for (uint32_t i = 0; i < n && in.ok; ++i) s.buffers.push_back(in.get<int64_t>());
+  return s;
+}
 
 }  // namespace emmy::cuda::wire

@@ -6,9 +6,10 @@
 // each sample is timed with events around one replay. A program of several kernels (the tuner's
 // assembled graph) flushes L2 before each of its kernels and times each on its own, as its
 // kernels were measured in isolation; its samples are sums of the kernels' equally ranked times
-// (unless the request asks for the program end to end: one flush, one timing around it all). A plan's library steps (the cublaslt template) are
-// cuBLASLt calls made in the same stream, capture and timing (cublaslt_runner.hpp); a
-// configuration the library will not run is answered kRefused and the worker stays up. Any CUDA error is reported and the
+// (unless the request asks for the program end to end: one flush, one timing around it all). A plan's library steps (template plugins'
+// calls into a library, e.g. cuBLASLt's: emmy/cuda_step.h) are made in the same stream, capture
+// and timing (library_steps.hpp); a configuration the library will not run is answered kRefused
+// and the worker stays up. Any CUDA error is reported and the
 // worker exits: after an illegal address the context is unusable, and the backend starts a
 // fresh worker for the next candidate.
 #include <cuda.h>
@@ -23,9 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "cublaslt_call.hpp"
 #include "emmy/timing.hpp"
-#include "cublaslt_runner.hpp"
+#include "library_steps.hpp"
 #include "wire.hpp"
 
 namespace {
@@ -103,8 +103,8 @@ struct LaunchSpec {
   std::string kernel;
   int64_t grid[3] = {1, 1, 1}, block = 1, smem = 0, group = 0;
   bool library = false;
-  GemmCall gemm;
-  size_t step = 0;  // the library step's handle in CublasLtSteps
+  wire::LibraryStep lib;
+  size_t step = 0;  // the library step's handle in LibrarySteps
 };
 
 void run(wire::In& in, int out_fd) {
@@ -113,11 +113,11 @@ void run(wire::In& in, int out_fd) {
   std::vector<LaunchSpec> launches(n_launch);
   for (auto& l : launches) {
     uint32_t kind = in.get<uint32_t>();
-    if (!in.ok || (kind != wire::kLaunchKernel && kind != wire::kLaunchCublaslt)) std::exit(3);
-    if (kind == wire::kLaunchCublaslt) {
+    if (!in.ok || (kind != wire::kLaunchKernel && kind != wire::kLaunchStep)) std::exit(3);
+    if (kind == wire::kLaunchStep) {
       l.library = true;
-      l.kernel = "cublaslt";
-      l.gemm = wire::get_gemm(in);
+      l.lib = wire::get_step(in);
+      l.kernel = l.lib.prefix;
       l.group = in.get<int64_t>();
       continue;
     }
@@ -165,11 +165,19 @@ void run(wire::In& in, int out_fd) {
 
   init();
   // Library steps first: whatever the library refuses is refused before anything is allocated.
-  CublasLtSteps steps;
+  // Their buffers are checked against the request's first: a plan naming one it does not have is
+  // the candidate's fault, reported like a kernel's.
+  const uint64_t n_buffers = uint64_t(n_in) + n_out + n_scratch;
+  for (const auto& l : launches)
+    for (int64_t b : l.lib.buffers)
+      if (l.library && (b < 0 || uint64_t(b) >= n_buffers))
+        throw CudaFailure("library step " + l.lib.prefix + " names buffer " + std::to_string(b) + "; the request has " +
+                          std::to_string(n_buffers));
+  LibrarySteps steps;
   try {
     for (auto& l : launches)
-      if (l.library) l.step = steps.prepare(l.gemm);
-  } catch (const LibraryRefused& e) {
+      if (l.library) l.step = steps.prepare(l.lib.library, l.lib.prefix, l.lib.plan, l.lib.buffers);
+  } catch (const StepRefused& e) {
     wire::Out o;
     o.put(wire::kRefused);
     o.put_str(std::string(e.what()));
@@ -226,9 +234,8 @@ void run(wire::In& in, int out_fd) {
     check(cuMemcpyHtoD(table, table_entries.data(), table_entries.size() * sizeof(CUdeviceptr)), "cuMemcpyHtoD");
   CUdeviceptr flush = 0;
   if (flush_bytes) check(cuMemAlloc(&flush, flush_bytes), "cuMemAlloc (L2 flush buffer)");
-  steps.bind(bufs);
   CUdeviceptr workspace = 0;
-  if (steps.workspace_bytes()) check(cuMemAlloc(&workspace, steps.workspace_bytes()), "cuMemAlloc (cuBLASLt workspace)");
+  if (steps.workspace_bytes()) check(cuMemAlloc(&workspace, steps.workspace_bytes()), "cuMemAlloc (library step workspace)");
 
   CUstream stream = nullptr;
   check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");

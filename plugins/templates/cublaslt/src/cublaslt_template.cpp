@@ -1,15 +1,15 @@
-// The cublaslt template (cublaslt_template.hpp): from a one-kernel slice to one GemmCall.
+// The cublaslt template plugin's planning (cublaslt_template.hpp): from a one-kernel slice to one
+// GemmCall.
 //
 // Row-major products become cuBLASLt's column-major ones by transposing everything: D (M x N
 // row-major) is the column-major N x M matrix D^T = B^T A^T, so cuBLASLt's A is our B and its B
 // is our A, with m = N, n = M. A row-major operand is, read column-major, its own transpose.
 #include "cublaslt_template.hpp"
 
-#include <dlfcn.h>
-
 #include <optional>
 #include <set>
 
+#include "emmy/status.hpp"
 #include "expr.hpp"
 #include "module.hpp"
 
@@ -18,39 +18,6 @@ namespace emmy::cuda {
 std::vector<KnobSpec> cublaslt_knobs() {
   // algo 0 is the heuristic's first choice; workspace 32 MiB lets it offer split-K kernels.
   return {{"algo", {0, 1, 2, 3, 4, 5, 6, 7}}, {"workspace", {32, 0}}};
-}
-
-const CublasLtLibrary& cublaslt_library() {
-  static const CublasLtLibrary lib = [] {
-    CublasLtLibrary l;
-    std::vector<std::string> names = {"libcublasLt.so.13", "libcublasLt.so"};
-#ifdef EMMY_CUDA_LIBRARY_DIR
-    names.push_back(std::string(EMMY_CUDA_LIBRARY_DIR) + "/libcublasLt.so.13");
-#endif
-    for (const std::string& name : names) {
-      void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
-      if (!h) {
-        const char* e = ::dlerror();
-        if (l.why.empty()) l.why = e ? e : name + " does not load";
-        continue;
-      }
-      using GetVersion = size_t (*)();
-      auto get_version = reinterpret_cast<GetVersion>(::dlsym(h, "cublasLtGetVersion"));
-      if (!get_version) {
-        l.why = name + " has no cublasLtGetVersion";
-        continue;  // never unloaded: libraries stay for the life of the process
-      }
-      const size_t v = get_version();
-      l.present = true;
-      l.path = name;
-      l.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-                  std::to_string(v % 100);
-      l.why.clear();
-      break;
-    }
-    return l;
-  }();
-  return lib;
 }
 
 namespace {
@@ -371,17 +338,43 @@ GemmCall plan_cublaslt(const ir::Graph& g, const KnobValues& knobs) {
   return plan_gemm(g, knobs, nullptr);
 }
 
-std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs) {
+std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs, const std::string& library) {
   ModuleBuilder m(g);
   Packer packer(g, m);
   const GemmCall call = plan_gemm(g, knobs, &packer);
-  m.add_library_call(call);
+  if (std::string problem = gemm_problem(call, m.buffer_count()); !problem.empty())
+    throw Error("cublaslt: " + problem);
+  // The step's plan numbers its own list of buffers (the module's that the call names, in first
+  // use), so an assembled program renumbers the list without reading the plan.
+  LibraryStep step;
+  step.library = library;
+  step.prefix = kStepPrefix;
+  auto local = [&](int64_t buffer) -> int64_t {
+    if (buffer < 0) return -1;
+    for (size_t i = 0; i < step.buffers.size(); ++i)
+      if (step.buffers[i] == buffer) return int64_t(i);
+    step.buffers.push_back(buffer);
+    return int64_t(step.buffers.size() - 1);
+  };
+  GemmCall mine = call;
+  for (GemmCall::Matrix* x : {&mine.a, &mine.b, &mine.c, &mine.d}) x->buffer = local(x->buffer);
+  mine.bias = local(mine.bias);
+  step.plan = render_gemm(mine);
+  m.add_library_step(step);
   return m.finish("template: cublaslt algo=" + std::to_string(call.algo) + " workspace=" +
                   std::to_string(call.workspace >> 20) + "MiB " + gemm_dtype_name(call.dtype) +
                   " m=" + std::to_string(call.m) + " n=" + std::to_string(call.n) +
                   " k=" + std::to_string(call.k) + " batch=" + std::to_string(call.batch) +
                   (call.c.buffer >= 0 ? " +residual" : "") + (call.bias >= 0 ? " +bias" : "") +
                   (packer.packed() ? " packed operands: " + std::to_string(packer.packed()) : ""));
+}
+
+GemmCall module_gemm(const LibraryStep& step) {
+  GemmCall g = parse_gemm(step.plan, int64_t(step.buffers.size()));
+  for (GemmCall::Matrix* x : {&g.a, &g.b, &g.c, &g.d})
+    if (x->buffer >= 0) x->buffer = step.buffers.at(size_t(x->buffer));
+  if (g.bias >= 0) g.bias = step.buffers.at(size_t(g.bias));
+  return g;
 }
 
 }  // namespace emmy::cuda

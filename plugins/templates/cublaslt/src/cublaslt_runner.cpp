@@ -1,12 +1,16 @@
-// cuBLASLt for the worker (cublaslt_runner.hpp): the library's entry points resolved by dlsym,
-// one handle per worker process, descriptors per step.
+// cuBLASLt for the cublaslt plugin's step (cublaslt_runner.hpp): the library's entry points
+// resolved by dlsym, one handle per worker process (the worker keeps the plugin loaded), and
+// descriptors per step.
 #include "cublaslt_runner.hpp"
 
 #include <cublasLt.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace emmy::cuda {
 
@@ -102,36 +106,27 @@ constexpr int kHeuristicCount = 16;
 
 }  // namespace
 
-struct CublasLtSteps::Impl {
-  struct Step {
-    GemmCall call;
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-    uint64_t workspace = 0;
-  };
-  std::vector<Step> steps;
+struct CublasLtStep::Impl {
+  GemmCall call;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  uint64_t workspace = 0;
 
   ~Impl() {
     Api& x = api();
-    for (Step& s : steps) {
-      if (s.desc) x.desc_destroy(s.desc);
-      for (cublasLtMatrixLayout_t l : {s.a, s.b, s.c, s.d})
-        if (l) x.layout_destroy(l);
-    }
+    if (desc) x.desc_destroy(desc);
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+      if (l) x.layout_destroy(l);
   }
 };
 
-CublasLtSteps::CublasLtSteps() : impl_(std::make_unique<Impl>()) {}
-CublasLtSteps::~CublasLtSteps() = default;
-
-size_t CublasLtSteps::prepare(const GemmCall& g) {
+CublasLtStep::CublasLtStep(const GemmCall& g) : impl_(std::make_unique<Impl>()) {
   Api& x = api();
   if (!x.handle) throw std::runtime_error(x.error);
   std::string problem = gemm_problem(g, INT64_MAX);
   if (!problem.empty()) throw std::runtime_error(problem);
-  impl_->steps.emplace_back();
-  Impl::Step& s = impl_->steps.back();  // destroyed with impl_ whatever happens below
+  Impl& s = *impl_;  // destroyed with impl_ whatever happens below
   s.call = g;
   const cudaDataType_t type = data_type(g.dtype);
   // f32 accumulation for every type; for f32 operands that is exact f32 (not TF32, which is
@@ -184,42 +179,30 @@ size_t CublasLtSteps::prepare(const GemmCall& g) {
                          std::to_string(g.workspace >> 20) +
                          " MiB); algo=" + std::to_string(g.algo) + " is past them");
   s.algo = results[g.algo].algo;
-  s.workspace = std::max<uint64_t>(results[g.algo].workspaceSize, 0);
-  return impl_->steps.size() - 1;
+  s.workspace = results[g.algo].workspaceSize;
 }
 
-uint64_t CublasLtSteps::workspace_bytes() const {
-  uint64_t most = 0;
-  for (const Impl::Step& s : impl_->steps) most = std::max(most, s.workspace);
-  return most;
-}
+CublasLtStep::~CublasLtStep() = default;
 
-void CublasLtSteps::bind(const std::vector<CUdeviceptr>& buffers) {
+uint64_t CublasLtStep::workspace_bytes() const { return impl_->workspace; }
+
+void CublasLtStep::run(const uint64_t* buffers, uint64_t workspace, void* stream) {
   Api& x = api();
-  for (Impl::Step& s : impl_->steps) {
-    std::string problem = gemm_problem(s.call, int64_t(buffers.size()));
-    if (!problem.empty()) throw std::runtime_error(problem);
-    if (s.call.bias >= 0) {
-      const void* bias = reinterpret_cast<const void*>(buffers[size_t(s.call.bias)]);
-      check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-            "bias pointer");
-    }
-  }
-}
-
-void CublasLtSteps::run(size_t step, const std::vector<CUdeviceptr>& buffers, CUdeviceptr workspace,
-                        CUstream stream) {
-  Api& x = api();
-  const Impl::Step& s = impl_->steps.at(step);
+  Impl& s = *impl_;
   const GemmCall& g = s.call;
-  const float alpha = 1.0f, beta = g.c.buffer >= 0 ? 1.0f : 0.0f;
   auto ptr = [&](int64_t i) { return reinterpret_cast<void*>(buffers[size_t(i)]); };
+  // The bias pointer is an attribute of the descriptor, set on every run: the buffers are the
+  // request's, known only now (a host-side call, so it is fine inside a stream capture).
+  if (g.bias >= 0) {
+    const void* bias = ptr(g.bias);
+    check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "bias pointer");
+  }
+  const float alpha = 1.0f, beta = g.c.buffer >= 0 ? 1.0f : 0.0f;
   void* d = ptr(g.d.buffer);
   const void* c = g.c.buffer >= 0 ? ptr(g.c.buffer) : d;
-  // cudaStream_t and CUstream are the same type (struct CUstream_st*).
   check(x.matmul(x.handle, s.desc, &alpha, ptr(g.a.buffer), s.a, ptr(g.b.buffer), s.b, &beta, c,
                  s.c, d, s.d, &s.algo, s.workspace ? reinterpret_cast<void*>(workspace) : nullptr,
-                 s.workspace, stream),
+                 s.workspace, static_cast<cudaStream_t>(stream)),
         "cublasLtMatmul");
 }
 
