@@ -82,16 +82,17 @@ TEST_P(Capabilities, ForksNameOnlyDeclaredKnobsAndEveryKnobIsAFork) {
 
 TEST_P(Capabilities, TemplateForksMatchTheBackends) {
   if (record_->kind != "pass") GTEST_SKIP() << "forks are a pass's";
-  std::set<std::string> offered;  // every knob some in-tree backend declares
-  for (const PluginRecord* b : host_.of_kind("backend"))
-    for (const auto& k : b->knobs) offered.insert(k.name);
+  std::set<std::string> offered;  // every knob some in-tree backend or template plugin declares
+  for (const char* kind : {"backend", "template"})
+    for (const PluginRecord* b : host_.of_kind(kind))
+      for (const auto& k : b->knobs) offered.insert(k.name);
   const auto backends = creatable_backends(host_);
   for (const auto& f : record_->forks) {
     const std::string templ = template_of_fork(f.name);
     if (templ.empty()) continue;
     for (const auto& k : f.knobs)
       EXPECT_TRUE(offered.count(k)) << record_->name << ": fork '" << f.name << "' declares knob '"
-                                    << k << "', which no backend declares";
+                                    << k << "', which no backend or template plugin declares";
     for (const auto& [name, caps] : backends) {
       auto t = caps.templates.find(templ);
       if (t == caps.templates.end()) continue;
