@@ -76,6 +76,25 @@ INSTANTIATE_TEST_SUITE_P(Cuda, AttentionOnGpu, ::testing::Range(0, int(attention
                          });
 
 // Qwen3 at 512 positions: correct with every knob's values, and faster than the fallback.
+// Builds Qwen3's attention slice with `knobs`, checks its result against the reference and prints
+// its deploy median (returned; 0 when it returned no result).
+double matches_and_time(ir::Slice& s, const std::vector<ir::HostTensor>& inputs,
+                        const std::vector<ir::HostTensor>& expected,
+                        const std::map<std::string, double>& knobs, const char* shape) {
+  s.grouping.kernels.at(0).knobs = knobs;
+  Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
+  EXPECT_EQ(run.result.outputs.tensors.size(), 1u);
+  if (run.result.outputs.tensors.size() != 1) return 0;
+  EXPECT_EQ(
+      ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}),
+      "");
+  std::string k;
+  for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
+  std::printf("[ attn     ] qwen3 %s attention %-52s median %9.2f us\n", shape,
+              k.empty() ? "(defaults)" : k.c_str(), run.result.median_us);
+  return run.result.median_us;
+}
+
 TEST(AttentionGpu, Qwen3At512MatchesAndBeatsTheFallback) {
   Case c = qwen3_attention(512);
   ir::Slice s = slice_of(c);
@@ -106,17 +125,8 @@ TEST(AttentionGpu, Qwen3At512MatchesAndBeatsTheFallback) {
       {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}, {"persistent", 1}}};
   double best = 0;
   for (const auto& knobs : variants) {
-    s.grouping.kernels.at(0).knobs = knobs;
-    Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
-    ASSERT_EQ(run.result.outputs.tensors.size(), 1u);
-    EXPECT_EQ(
-        ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}),
-        "");
-    std::string k;
-    for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
-    std::printf("[ attn     ] qwen3 S=512 attention %-40s median %9.2f us\n",
-                k.empty() ? "(defaults)" : k.c_str(), run.result.median_us);
-    if (best == 0 || run.result.median_us < best) best = run.result.median_us;
+    const double median = matches_and_time(s, inputs, expected, knobs, "S=512");
+    if (median > 0 && (best == 0 || median < best)) best = median;
   }
   s.grouping.kernels.at(0).templ = "fallback";
   s.grouping.kernels.at(0).knobs = {};
@@ -177,22 +187,13 @@ TEST(AttentionGpu, Qwen3At1024BothPaths) {
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 128}}}) {
-    s.grouping.kernels.at(0).knobs = knobs;
-    Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
-    ASSERT_EQ(run.result.outputs.tensors.size(), 1u);
-    EXPECT_EQ(
-        ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}),
-        "");
-    std::string k;
-    for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
-    std::printf("[ attn     ] qwen3 S=1024 attention %-40s median %9.2f us\n",
-                k.empty() ? "(defaults)" : k.c_str(), run.result.median_us);
+    matches_and_time(s, inputs, expected, knobs, "S=1024");
   }
 }
 
-// Qwen3's attention at B=8 S=512 (1024 short query tiles: 4.5 key tiles each on average), where
-// a block's start and its first copies weigh most: the persistent grid against one block per
-// tile, correct and timed.
+// Qwen3's attention at B=8 S=512 (1024 short query tiles: 4.5 key tiles each on average): the
+// persistent grid against one block per tile, correct and timed (on the H200 the persistent grid
+// gained 6-7 %: its blocks' start is not what doubles this shape's cost per key tile).
 TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
   Case c = qwen3_attention(512, 8);
   ir::Slice s = slice_of(c);
@@ -205,16 +206,7 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}, {"persistent", 1}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}, {"block_kv", 64}, {"persistent", 1}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}}}) {
-    s.grouping.kernels.at(0).knobs = knobs;
-    Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
-    ASSERT_EQ(run.result.outputs.tensors.size(), 1u);
-    EXPECT_EQ(
-        ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}),
-        "");
-    std::string k;
-    for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
-    std::printf("[ attn     ] qwen3 B=8 S=512 attention %-52s median %9.2f us\n", k.c_str(),
-                run.result.median_us);
+    matches_and_time(s, inputs, expected, knobs, "B=8 S=512");
   }
 }
 
