@@ -72,15 +72,19 @@ std::string check_against_reference(const ir::Graph& g, const std::string& templ
   generate_source(slice, &used);
   if (used != (templ.empty() ? "fallback" : templ)) return "template " + templ + " fell back to " + used;
 
-  CpuBackend& backend = shared_backend();
   Artifact artifact;
+  return build_and_check(shared_backend(), slice, regime, seed, artifact);
+}
+
+std::string build_and_check(CpuBackend& backend, const ir::Slice& slice, Regime regime, uint64_t seed,
+                            Artifact& artifact) {
   MeasureResult failure;
   Status st = backend.build(slice, regime, artifact, failure);
   if (!st.ok()) return "build: " + st.message();
   if (failure.failure != FailureKind::none) return "build failed: " + failure.message + "\n" + artifact.source;
 
-  std::vector<ir::HostTensor> inputs = ir::random_inputs(g, seed);
-  std::vector<ir::HostTensor> expected = ir::evaluate(g, inputs);
+  std::vector<ir::HostTensor> inputs = ir::random_inputs(slice.graph, seed);
+  std::vector<ir::HostTensor> expected = ir::evaluate(slice.graph, inputs);
   MeasureRequest request;
   for (const auto& t : inputs) request.inputs.tensors.push_back(t.data);
   request.warmup = 1;

@@ -49,28 +49,8 @@ ir::Graph matmul_graph(int64_t m, int64_t k, int64_t n, DType t = DType::f32) {
   return g;
 }
 
-// Builds and measures `slice` on `backend`; "" when every output matches the interpreter.
 std::string run_and_compare(CpuBackend& backend, const ir::Slice& slice, Artifact& artifact) {
-  MeasureResult failure;
-  Status st = backend.build(slice, Regime::rank, artifact, failure);
-  if (!st.ok()) return "build: " + st.message();
-  if (failure.failure != FailureKind::none)
-    return std::string("build: ") + to_string(failure.failure) + ": " + failure.message;
-  auto inputs = ir::random_inputs(slice.graph, 11);
-  auto expected = ir::evaluate(slice.graph, inputs);
-  MeasureRequest request;
-  for (const auto& t : inputs) request.inputs.tensors.push_back(t.data);
-  request.warmup = 1;
-  request.samples = 3;
-  MeasureResult result;
-  st = backend.measure(slice, artifact, request, result);
-  if (!st.ok()) return "measure: " + st.message();
-  if (result.failure != FailureKind::none) return "measure: " + result.message;
-  for (size_t o = 0; o < expected.size(); ++o) {
-    std::string diff = ir::compare(expected[o], ir::HostTensor{expected[o].type, result.outputs.tensors.at(o)});
-    if (!diff.empty()) return "output " + std::to_string(o) + ": " + diff;
-  }
-  return "";
+  return build_and_check(backend, slice, Regime::rank, 11, artifact);
 }
 
 TEST(CpuTemplatePlugins, UnknownTemplateIsRefusedNamingItNeverBuiltAsTheFallback) {
