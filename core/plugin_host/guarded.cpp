@@ -11,7 +11,8 @@ namespace {
 // discover(), the wrapper's copies live as long as the object.
 class Identity {
  protected:
-  Identity(const char* kind, const PluginRecord& r) : kind_(kind), name_(r.name), library_(r.library) {}
+  Identity(const char* kind, const PluginRecord& r)
+      : kind_(kind), name_(r.name), library_(r.library) {}
   PluginActivity activity(const char* what, const char* detail = nullptr) const {
     return {kind_, name_.c_str(), library_.c_str(), what, detail};
   }
@@ -106,8 +107,113 @@ class GuardedPrior final : public Prior, Identity {
   std::shared_ptr<Prior> inner_;
 };
 
+// A backend's in-process calls: capabilities, code generation and the host side of builds and
+// measurements (the generated code itself runs in its worker processes).
+class GuardedBackend final : public Backend, Identity {
+ public:
+  GuardedBackend(std::shared_ptr<Backend> inner, const PluginRecord& r)
+      : Identity("backend", r), inner_(std::move(inner)) {}
+  std::string name() const override {
+    const auto a = activity("reporting its name");
+    ActivityScope scope(a);
+    return inner_->name();
+  }
+  BackendCaps capabilities() const override {
+    const auto a = activity("reporting its capabilities");
+    ActivityScope scope(a);
+    return inner_->capabilities();
+  }
+  std::string environment_fingerprint() const override {
+    const auto a = activity("reporting its environment fingerprint");
+    ActivityScope scope(a);
+    return inner_->environment_fingerprint();
+  }
+  Status build(const ir::Slice& slice, Regime regime, Artifact& artifact,
+               MeasureResult& failure) noexcept override {
+    const std::string templ = templates_of(slice);
+    const auto a = activity("building a kernel of template", templ.c_str());
+    ActivityScope scope(a);
+    return inner_->build(slice, regime, artifact, failure);
+  }
+  Status measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
+                 MeasureResult& result) noexcept override {
+    const std::string templ = templates_of(slice);
+    const auto a = activity("measuring a kernel of template", templ.c_str());
+    ActivityScope scope(a);
+    return inner_->measure(slice, artifact, request, result);
+  }
+  Status add_template(std::shared_ptr<KernelTemplate> templ) noexcept override {
+    const auto a = activity("taking a template plugin");
+    ActivityScope scope(a);
+    return inner_->add_template(std::move(templ));
+  }
+
+ private:
+  // "matmul", or "matmul+pointwise" for a program of several kernels.
+  static std::string templates_of(const ir::Slice& slice) {
+    std::string out;
+    for (const auto& k : slice.grouping.kernels) out += (out.empty() ? "" : "+") + k.templ;
+    return out;
+  }
+  std::shared_ptr<Backend> inner_;
+};
+
+// A template plugin's calls, made by the backend it extends, inside that backend's own calls: the
+// innermost scope (the template's) is the one a crash names.
+class GuardedTemplate final : public KernelTemplate, Identity {
+ public:
+  GuardedTemplate(std::shared_ptr<KernelTemplate> inner, const PluginRecord& r)
+      : Identity("template", r), inner_(std::move(inner)) {}
+  std::string name() const override {
+    const auto a = activity("reporting its name");
+    ActivityScope scope(a);
+    return inner_->name();
+  }
+  std::string backend() const override {
+    const auto a = activity("reporting its backend");
+    ActivityScope scope(a);
+    return inner_->backend();
+  }
+  std::string alternative_to() const override {
+    const auto a = activity("reporting the template it is an alternative to");
+    ActivityScope scope(a);
+    return inner_->alternative_to();
+  }
+  std::vector<KnobSpec> knobs() const override {
+    const auto a = activity("reporting its knobs");
+    ActivityScope scope(a);
+    return inner_->knobs();
+  }
+  std::vector<KnobConstraint> constraints() const override {
+    const auto a = activity("reporting its knob constraints");
+    ActivityScope scope(a);
+    return inner_->constraints();
+  }
+  std::string fingerprint() const override {
+    const auto a = activity("reporting its fingerprint");
+    ActivityScope scope(a);
+    return inner_->fingerprint();
+  }
+  Status generate(const ir::Graph& kernel, const std::map<std::string, double>& knobs,
+                  GeneratedKernel& out, std::string& refusal) noexcept override {
+    const auto a = activity("generating a kernel of graph", kernel.name.c_str());
+    ActivityScope scope(a);
+    return inner_->generate(kernel, knobs, out, refusal);
+  }
+
+ private:
+  std::shared_ptr<KernelTemplate> inner_;
+};
+
 }  // namespace
 
+std::shared_ptr<Backend> guarded(std::shared_ptr<Backend> inner, const PluginRecord& record) {
+  return std::make_shared<GuardedBackend>(std::move(inner), record);
+}
+std::shared_ptr<KernelTemplate> guarded(std::shared_ptr<KernelTemplate> inner,
+                                        const PluginRecord& record) {
+  return std::make_shared<GuardedTemplate>(std::move(inner), record);
+}
 std::shared_ptr<Frontend> guarded(std::shared_ptr<Frontend> inner, const PluginRecord& record) {
   return std::make_shared<GuardedFrontend>(std::move(inner), record);
 }

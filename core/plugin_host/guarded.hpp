@@ -5,7 +5,9 @@
 
 #include <memory>
 
+#include "emmy/backend.hpp"
 #include "emmy/frontend.hpp"
+#include "emmy/kernel_template.hpp"
 #include "emmy/pass.hpp"
 #include "emmy/prior.hpp"
 #include "plugin_host/plugin_record.hpp"
@@ -15,5 +17,8 @@ namespace emmy {
 std::shared_ptr<Frontend> guarded(std::shared_ptr<Frontend> inner, const PluginRecord& record);
 std::shared_ptr<Pass> guarded(std::shared_ptr<Pass> inner, const PluginRecord& record);
 std::shared_ptr<Prior> guarded(std::shared_ptr<Prior> inner, const PluginRecord& record);
+std::shared_ptr<Backend> guarded(std::shared_ptr<Backend> inner, const PluginRecord& record);
+std::shared_ptr<KernelTemplate> guarded(std::shared_ptr<KernelTemplate> inner,
+                                        const PluginRecord& record);
 
 }  // namespace emmy

@@ -4,8 +4,9 @@
 // action, as before (docs/PLUGINS.md, Crashes). The tuning database needs no help: every write is
 // in RocksDB's write-ahead log before it returns, and nothing is half-written by an exit.
 //
-// The host wraps every frontend, pass and prior it creates (plugin_host/guarded.hpp), so each
-// call into one is an ActivityScope; nothing else needs to set one.
+// The host wraps every frontend, pass, prior, backend and template plugin it creates
+// (plugin_host/guarded.hpp), so each call into one is an ActivityScope; nothing else needs to set
+// one. A template's calls come from inside its backend's: the innermost scope is the one named.
 #pragma once
 
 namespace emmy {
@@ -15,7 +16,7 @@ inline constexpr int kExitPluginCrash = 6;
 
 // All pointers must stay valid while the scope lasts; `detail` may be null.
 struct PluginActivity {
-  const char* kind;     // "pass", "prior", "frontend"
+  const char* kind;     // "pass", "prior", "frontend", "backend", "template"
   const char* name;     // the plugin's name
   const char* library;  // its shared library's file name
   const char* what;     // "running pass on graph", "predicting a time for template", ...

@@ -123,8 +123,8 @@ static std::shared_ptr<T> as(std::shared_ptr<void> object) {
   return std::shared_ptr<T>(object, static_cast<T*>(object.get()));
 }
 
-// Frontends, passes and priors run inside the emmy process: wrapped so that a crash in one names
-// it (plugin_host/guarded.hpp). A backend's generated code runs in worker processes instead.
+// Every plugin object runs inside the emmy process: wrapped so that a crash in one names it
+// (plugin_host/guarded.hpp). A backend's generated code runs in its worker processes instead.
 std::shared_ptr<Frontend> PluginHost::make_frontend(std::string_view name,
                                                     const PluginOptions& options) {
   auto object = as<Frontend>(make(name, "frontend", options));
@@ -143,7 +143,8 @@ std::vector<const PluginRecord*> PluginHost::templates_for(std::string_view back
 
 std::shared_ptr<Backend> PluginHost::make_backend(std::string_view name,
                                                   const PluginOptions& options) {
-  std::shared_ptr<Backend> backend = as<Backend>(make(name, "backend", options));
+  std::shared_ptr<Backend> backend =
+      guarded(as<Backend>(make(name, "backend", options)), select(name, "backend"));
   for (const PluginRecord* r : templates_for(name)) {
     std::shared_ptr<KernelTemplate> templ = make_template(r->name);
     Status taken = backend->add_template(std::move(templ));
@@ -160,7 +161,7 @@ std::shared_ptr<Prior> PluginHost::make_prior(std::string_view name, const Plugi
 }
 std::shared_ptr<KernelTemplate> PluginHost::make_template(std::string_view name,
                                                           const PluginOptions& options) {
-  return as<KernelTemplate>(make(name, "template", options));
+  return guarded(as<KernelTemplate>(make(name, "template", options)), select(name, "template"));
 }
 
 }  // namespace emmy

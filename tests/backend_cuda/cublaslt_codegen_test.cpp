@@ -130,6 +130,28 @@ TEST(CublasLtPlan, EpiloguesResidualAndBias) {
   EXPECT_EQ(q.c.buffer, 2);
 }
 
+TEST(CublasLtPlan, GeluEpiloguesWithBiasResidualOrAlone) {
+  GemmCall b = plan(test::cublaslt_linear_bf16_bias_gelu());
+  EXPECT_EQ(b.epilogue, GemmCall::kEpilogueGeluBias);
+  EXPECT_EQ(b.bias, 2);
+  EXPECT_EQ(b.c.buffer, -1);
+
+  GemmCall r = plan(test::cublaslt_linear_f16_residual_gelu());
+  EXPECT_EQ(r.epilogue, GemmCall::kEpilogueGelu);
+  EXPECT_EQ(r.c.buffer, 2);  // x, w, r: C = r, GELU applied after it
+  EXPECT_EQ(r.bias, -1);
+  EXPECT_EQ(r.n, 48);  // both batches as one taller product
+
+  GemmCall f = plan(test::cublaslt_matmul_f32_gelu());
+  EXPECT_EQ(f.epilogue, GemmCall::kEpilogueGelu);
+  EXPECT_EQ(f.dtype, GemmCall::kF32);
+
+  // The plan line carries the epilogue by name and reads back the same.
+  const std::string text = render_gemm(b);
+  EXPECT_NE(text.find("epilogue=gelu_bias"), std::string::npos) << text;
+  EXPECT_EQ(parse_gemm(text, 4).epilogue, GemmCall::kEpilogueGeluBias);
+}
+
 TEST(CublasLtPlan, KnobsReachTheCall) {
   Case c = test::cublaslt_linear_bf16();
   c.knobs = {{"algo", 5}, {"workspace", 0}};
@@ -238,6 +260,8 @@ TEST(CublasLtPlan, MalformedPlansAreRejected) {
         std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,4,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0"),
         std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0"),
         std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=bias algo=0 workspace=0"),
+        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=gelu_bias algo=0 workspace=0"),
+        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=relu algo=0 workspace=0"),
         std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0 extra=1")})
     EXPECT_THROW(parse_gemm(bad, 3), std::invalid_argument) << bad;
 }

@@ -93,6 +93,41 @@ Case cublaslt_linear_f32_add_bias() {
   return c;
 }
 
+namespace {
+ir::ValueId gelu_tanh(ir::Builder& b, ir::ValueId x) {
+  return b.op(ir::Op::gelu, {x}, {{"approximate", std::string("tanh")}});
+}
+}  // namespace
+
+Case cublaslt_linear_bf16_bias_gelu() {
+  Case c = make("linear_bf16_bias_gelu");
+  ir::Builder b(c.graph);
+  auto x = b.input("x", {DType::bf16, {64, 96}});
+  auto w = b.input("w", {DType::bf16, {128, 96}}, "weight");
+  auto bias = b.input("bias", {DType::bf16, {128}}, "weight");
+  b.output(gelu_tanh(b, b.linear(x, w, bias)));
+  return c;
+}
+
+Case cublaslt_linear_f16_residual_gelu() {
+  Case c = make("linear_f16_residual_gelu");
+  ir::Builder b(c.graph);
+  auto x = b.input("x", {DType::f16, {2, 24, 64}});
+  auto w = b.input("w", {DType::f16, {80, 64}}, "weight");
+  auto r = b.input("r", {DType::f16, {2, 24, 80}});
+  b.output(b.view(gelu_tanh(b, b.add(b.linear(x, w), r)), {48, 80}));
+  return c;
+}
+
+Case cublaslt_matmul_f32_gelu() {
+  Case c = make("matmul_f32_gelu");
+  ir::Builder b(c.graph);
+  auto x = b.input("a", {DType::f32, {40, 56}});
+  auto y = b.input("b", {DType::f32, {56, 72}});
+  b.output(gelu_tanh(b, b.matmul(x, y)));
+  return c;
+}
+
 std::vector<Case> cublaslt_cases() {
   return {cublaslt_linear_bf16(),
           cublaslt_linear_f16_bias(),
@@ -102,7 +137,10 @@ std::vector<Case> cublaslt_cases() {
           cublaslt_bmm_bf16(),
           cublaslt_bmm_f32_transposed_b(),
           cublaslt_linear_bf16_residual(),
-          cublaslt_linear_f32_add_bias()};
+          cublaslt_linear_f32_add_bias(),
+          cublaslt_linear_bf16_bias_gelu(),
+          cublaslt_linear_f16_residual_gelu(),
+          cublaslt_matmul_f32_gelu()};
 }
 
 Case cublaslt_qwen_up_bf16() {
@@ -182,6 +220,25 @@ Case cublaslt_o_proj_packed_residual_bf16() {
   return c;
 }
 
+Case cublaslt_refuses_gelu_erf() {
+  Case c = make("refuses_gelu_erf");
+  ir::Builder b(c.graph);
+  auto x = b.input("x", {DType::bf16, {32, 96}});
+  auto w = b.input("w", {DType::bf16, {64, 96}}, "weight");
+  b.output(b.unary(ir::Op::gelu, b.linear(x, w)));
+  return c;
+}
+
+Case cublaslt_refuses_add_after_gelu() {
+  Case c = make("refuses_add_after_gelu");
+  ir::Builder b(c.graph);
+  auto x = b.input("x", {DType::bf16, {32, 96}});
+  auto w = b.input("w", {DType::bf16, {64, 96}}, "weight");
+  auto r = b.input("r", {DType::bf16, {32, 64}});
+  b.output(b.add(gelu_tanh(b, b.linear(x, w)), r));
+  return c;
+}
+
 Case cublaslt_refuses_cast() {
   Case c = make("refuses_cast");
   ir::Builder b(c.graph);
@@ -194,7 +251,8 @@ Case cublaslt_refuses_cast() {
 std::vector<Case> cublaslt_refused_cases() {
   return {cublaslt_refuses_silu(),        cublaslt_refuses_f64(),
           cublaslt_refuses_two_outputs(), cublaslt_refuses_transposed_out(),
-          cublaslt_refuses_arithmetic_operand(),  cublaslt_refuses_cast()};
+          cublaslt_refuses_arithmetic_operand(),  cublaslt_refuses_cast(),
+          cublaslt_refuses_gelu_erf(),    cublaslt_refuses_add_after_gelu()};
 }
 
 ir::Slice cublaslt_with_pointwise_program() {

@@ -20,6 +20,11 @@ Case cublaslt_bmm_bf16();                 // [4,33,64] @ [4,64,47]
 Case cublaslt_bmm_f32_transposed_b();     // [4,33,64] @ k[4,47,64].transpose(1,2)
 Case cublaslt_linear_bf16_residual();     // x[2,16,128] x w[96,128]^T + r[2,16,96], then a view
 Case cublaslt_linear_f32_add_bias();      // [64,72] x w[40,72]^T + b[40] (an add of a vector)
+// GELU epilogues (tanh approximation, the one cuBLASLt has): with linear's bias, after a
+// residual add (cuBLASLt applies it after C), alone on an f32 product.
+Case cublaslt_linear_bf16_bias_gelu();     // gelu(x[64,96] x w[128,96]^T + b[128])
+Case cublaslt_linear_f16_residual_gelu();  // gelu(x[2,24,64] x w[80,64]^T + r[2,24,80]), a view
+Case cublaslt_matmul_f32_gelu();           // gelu([40,56] @ [56,72])
 std::vector<Case> cublaslt_cases();
 
 // Qwen3-0.6B's shapes at 512 tokens: x[512,1024] x w[4096,1024]^T (bf16), and the residual form
@@ -38,6 +43,8 @@ Case cublaslt_refuses_two_outputs();     // the product and product + r both lea
 Case cublaslt_refuses_transposed_out();  // bmm whose result is transposed
 Case cublaslt_refuses_head_merge();  // A = a[4,8,16].transpose(0,1).reshape(8,64): two strides in K
 Case cublaslt_refuses_cast();        // linear then a cast to f32
+Case cublaslt_refuses_gelu_erf();    // gelu(approximate='none'): not cuBLASLt's GELU
+Case cublaslt_refuses_add_after_gelu();  // gelu(linear) + r: cuBLASLt adds C before GELU
 std::vector<Case> cublaslt_refused_cases();
 
 // An assembled program of two kernels: a bf16 linear (cublaslt) feeding x * sigmoid(x) + x

@@ -55,6 +55,33 @@ TEST(PluginCrash, NamesThePluginExitsSixAndKeepsEveryRow) {
   EXPECT_EQ(again.exit_code, 0) << again.err;
 }
 
+// A template plugin crashing inside its backend's call (the cpu backend asks every template
+// plugin for its fingerprint when the run starts): the template is named, the rows are kept.
+TEST(PluginCrash, ATemplatePluginCrashingInsideItsBackendIsNamed) {
+  emmy::test::TempDir home;
+  const std::vector<std::string> env = {"EMMY_HOME=" + home.path()};
+  const std::string db = home.path() + "/tuning.db";
+  Completed first = emmy::test::run(tune("torch.matmul(torch.randn(48,48), torch.randn(48,48))", db), env);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const Rows before = emmy::test::read_rows(db, env);
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+
+  std::vector<std::string> crashing = tune("torch.matmul(torch.randn(48,48), torch.randn(48,48))", db);
+  crashing.push_back("--plugin-path");
+  crashing.push_back(EMMY_CRASH_FINGERPRINT_DIR);
+  Completed crashed = emmy::test::run(crashing, env);
+  EXPECT_EQ(crashed.exit_code, 6) << crashed.err;
+  EXPECT_NE(crashed.err.find("emmy: crashed inside template plugin 'crash_fingerprint' "
+                             "(libemmy_crash_fingerprint.so) while reporting its fingerprint"),
+            std::string::npos)
+      << crashed.err;
+
+  const Rows after = emmy::test::read_rows(db, env);
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  std::string missing;
+  EXPECT_TRUE(emmy::test::contains_all(after, before, &missing)) << missing;
+}
+
 // The pass's option (default 3, from its manifest only) reaches it from the command line and
 // from the config file: with a later call to crash on, the same run completes.
 TEST(PluginCrash, ThePassTakesItsOptionFromTheCommandLineAndTheConfigFile) {

@@ -136,8 +136,10 @@ CublasLtStep::CublasLtStep(const GemmCall& g) : impl_(std::make_unique<Impl>()) 
                           tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
   check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-  if (g.epilogue == GemmCall::kEpilogueBias) {
-    const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+  if (g.epilogue != GemmCall::kEpilogueNone) {
+    const cublasLtEpilogue_t e = g.epilogue == GemmCall::kEpilogueBias   ? CUBLASLT_EPILOGUE_BIAS
+                                 : g.epilogue == GemmCall::kEpilogueGelu ? CUBLASLT_EPILOGUE_GELU
+                                                                         : CUBLASLT_EPILOGUE_GELU_BIAS;
     check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "epilogue");
   }
   auto layout = [&](cublasLtMatrixLayout_t& l, int64_t rows, int64_t cols,

@@ -219,10 +219,21 @@ GemmCall plan_gemm(const ir::Graph& g, const KnobValues& knobs, Packer* packer) 
   GemmCall call;
   call.dtype = gemm_dtype(dt);
 
-  // The epilogue, walked back from the output: reshapes, at most one add (bias or residual).
+  // The epilogue, walked back from the output: reshapes, at most one GELU (cuBLASLt applies it
+  // last, after C and the bias), at most one add (bias or residual).
   std::set<ir::ValueId> chain = {mm};
   ir::ValueId side = -1;
   ir::ValueId v = peel(g, g.outputs[0], chain);
+  bool gelu = false;
+  if (g.node(v).op == ir::Op::gelu) {
+    const ir::Node& act = g.node(v);
+    if (act.attr_string("approximate", "none") != "tanh")
+      refuse("gelu with approximate='none' (cuBLASLt's GELU epilogue is the tanh approximation)");
+    if (act.type.dtype != dt) refuse("a gelu of another dtype than the product");
+    chain.insert(v);
+    v = peel(g, act.inputs.at(0), chain);
+    gelu = true;
+  }
   if (g.node(v).op == ir::Op::add) {
     const ir::Node& add = g.node(v);
     chain.insert(v);
@@ -243,7 +254,7 @@ GemmCall plan_gemm(const ir::Graph& g, const KnobValues& knobs, Packer* packer) 
   }
   if (v != mm)
     refuse("the kernel computes " + std::string(ir::to_string(g.node(v).op)) +
-           " from the product (cuBLASLt's epilogues here: bias, residual)");
+           " from the product (cuBLASLt's epilogues here: bias, residual, gelu(approximate='tanh'))");
 
   // The problem in row-major terms.
   const bool linear = p.op == ir::Op::linear;
@@ -323,10 +334,9 @@ GemmCall plan_gemm(const ir::Graph& g, const KnobValues& knobs, Packer* packer) 
   call.b = {a.buffer, am->ld, batch > 1 ? a_bs : 0};
   call.d = {int64_t(g.inputs().size()), ldd, batch > 1 ? M * N : 0};
   if (c) call.c = {c->buffer, cm->ld, batch > 1 ? batch_stride(*c, M * cm->ld) : 0};
-  if (bias >= 0) {
-    call.bias = bias;
-    call.epilogue = GemmCall::kEpilogueBias;
-  }
+  call.bias = bias;
+  call.epilogue = gelu ? (bias >= 0 ? GemmCall::kEpilogueGeluBias : GemmCall::kEpilogueGelu)
+                       : (bias >= 0 ? GemmCall::kEpilogueBias : GemmCall::kEpilogueNone);
   call.algo = knobs.count("algo") ? knobs.at("algo") : 0;
   call.workspace = (knobs.count("workspace") ? knobs.at("workspace") : 0) << 20;
   return call;
@@ -366,6 +376,7 @@ std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs, const
                   " m=" + std::to_string(call.m) + " n=" + std::to_string(call.n) +
                   " k=" + std::to_string(call.k) + " batch=" + std::to_string(call.batch) +
                   (call.c.buffer >= 0 ? " +residual" : "") + (call.bias >= 0 ? " +bias" : "") +
+                  (call.has_gelu() ? " +gelu" : "") +
                   (packer.packed() ? " packed operands: " + std::to_string(packer.packed()) : ""));
 }
 

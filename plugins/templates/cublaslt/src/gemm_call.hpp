@@ -1,6 +1,7 @@
 // One cuBLASLt matmul as the cublaslt plugin's library step (emmy/cuda_step.h), in cuBLASLt's
 // own column-major terms, so that the step passes the fields through unchanged:
-//   D[b] = op_a(A[b]) * op_b(B[b]) (+ beta * C[b]) (+ bias, broadcast along D's columns)
+//   D[b] = act(op_a(A[b]) * op_b(B[b]) (+ beta * C[b]) (+ bias, broadcast along D's columns))
+// with act the identity or GELU (cuBLASLt's GELU epilogue: the tanh approximation),
 // with D m x n, op_a(A) m x k, op_b(B) k x n, every matrix column-major with its leading
 // dimension and batch stride (0: one matrix shared by every batch). Its text form (render_gemm)
 // is the step's plan: buffers number the step's own list (the plan line's), not the module's.
@@ -20,7 +21,10 @@ struct GemmCall {
   // Element type of A, B, C, D and the bias: kBf16 / kF16 (f32 accumulate) or kF32 (exact f32
   // compute, never TF32).
   static constexpr uint32_t kBf16 = 0, kF16 = 1, kF32 = 2;
-  static constexpr uint32_t kEpilogueNone = 0, kEpilogueBias = 1;
+  // The epilogues cuBLASLt fuses that Emmy's IR can express (it has no ReLU op): a bias, GELU
+  // (tanh approximation, PyTorch's gelu(approximate='tanh')), and both.
+  static constexpr uint32_t kEpilogueNone = 0, kEpilogueBias = 1, kEpilogueGelu = 2,
+                            kEpilogueGeluBias = 3;
   struct Matrix {
     int64_t buffer = -1;  // index into the plan's buffers (inputs, outputs, scratch); -1: none
     int64_t ld = 0;       // leading dimension (elements)
@@ -30,7 +34,7 @@ struct GemmCall {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   Matrix a, b, c, d;  // c.buffer -1: no C (beta = 0)
-  int64_t bias = -1;  // buffer of a length-m vector (kEpilogueBias)
+  int64_t bias = -1;  // buffer of a length-m vector (kEpilogueBias, kEpilogueGeluBias)
   uint32_t epilogue = kEpilogueNone;
   // The knobs: index into cublasLtMatmulAlgoGetHeuristic's results (best first), and the
   // workspace in bytes offered to it (split-K and some kernels need one).
@@ -42,7 +46,17 @@ struct GemmCall {
   int64_t a_cols() const { return trans_a ? m : k; }
   int64_t b_rows() const { return trans_b ? n : k; }
   int64_t b_cols() const { return trans_b ? k : n; }
+  bool has_bias() const { return epilogue == kEpilogueBias || epilogue == kEpilogueGeluBias; }
+  bool has_gelu() const { return epilogue == kEpilogueGelu || epilogue == kEpilogueGeluBias; }
 };
+
+inline const char* gemm_epilogue_name(uint32_t e) {
+  return e == GemmCall::kEpilogueNone       ? "none"
+         : e == GemmCall::kEpilogueBias     ? "bias"
+         : e == GemmCall::kEpilogueGelu     ? "gelu"
+         : e == GemmCall::kEpilogueGeluBias ? "gelu_bias"
+                                            : "?";
+}
 
 inline const char* gemm_dtype_name(uint32_t t) {
   return t == GemmCall::kBf16  ? "bf16"
@@ -55,14 +69,16 @@ inline const char* gemm_dtype_name(uint32_t t) {
 // algo=.. workspace=..": every field, one line.
 inline std::string render_gemm(const GemmCall& g) {
   auto matrix = [](const GemmCall::Matrix& x) {
-    return std::to_string(x.buffer) + "," + std::to_string(x.ld) + "," + std::to_string(x.batch_stride);
+    return std::to_string(x.buffer) + "," + std::to_string(x.ld) + "," +
+           std::to_string(x.batch_stride);
   };
   return std::string("dtype=") + gemm_dtype_name(g.dtype) + " ta=" + (g.trans_a ? "T" : "N") +
-         " tb=" + (g.trans_b ? "T" : "N") + " m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
-         " k=" + std::to_string(g.k) + " batch=" + std::to_string(g.batch) + " a=" + matrix(g.a) +
-         " b=" + matrix(g.b) + " c=" + matrix(g.c) + " d=" + matrix(g.d) + " bias=" + std::to_string(g.bias) +
-         " epilogue=" + (g.epilogue == GemmCall::kEpilogueBias ? "bias" : "none") +
-         " algo=" + std::to_string(g.algo) + " workspace=" + std::to_string(g.workspace);
+         " tb=" + (g.trans_b ? "T" : "N") + " m=" + std::to_string(g.m) +
+         " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+         " batch=" + std::to_string(g.batch) + " a=" + matrix(g.a) + " b=" + matrix(g.b) +
+         " c=" + matrix(g.c) + " d=" + matrix(g.d) + " bias=" + std::to_string(g.bias) +
+         " epilogue=" + gemm_epilogue_name(g.epilogue) + " algo=" + std::to_string(g.algo) +
+         " workspace=" + std::to_string(g.workspace);
 }
 
 // Why a call is malformed (sizes, leading dimensions, buffers outside the plan's `n_buffers`),
@@ -71,10 +87,9 @@ inline std::string gemm_problem(const GemmCall& g, int64_t n_buffers) {
   auto bad = [](const std::string& what) { return "cublaslt call: " + what; };
   if (g.dtype > GemmCall::kF32) return bad("unknown element type " + std::to_string(g.dtype));
   if (g.m < 1 || g.n < 1 || g.k < 1 || g.batch < 1) return bad("empty product");
-  if (g.epilogue > GemmCall::kEpilogueBias)
+  if (g.epilogue > GemmCall::kEpilogueGeluBias)
     return bad("unknown epilogue " + std::to_string(g.epilogue));
-  if ((g.epilogue == GemmCall::kEpilogueBias) != (g.bias >= 0))
-    return bad("a bias epilogue needs exactly a bias buffer");
+  if (g.has_bias() != (g.bias >= 0)) return bad("a bias epilogue needs exactly a bias buffer");
   if (g.algo < 0 || g.workspace < 0) return bad("negative algo or workspace");
   struct Check {
     const char* name;
@@ -145,10 +160,14 @@ inline GemmCall parse_gemm(const std::string& text, int64_t n_buffers) {
   };
   GemmCall g;
   std::string dtype = take("dtype");
-  if (dtype == "bf16") g.dtype = GemmCall::kBf16;
-  else if (dtype == "f16") g.dtype = GemmCall::kF16;
-  else if (dtype == "f32") g.dtype = GemmCall::kF32;
-  else throw bad("dtype=" + dtype + " is not bf16, f16 or f32");
+  if (dtype == "bf16")
+    g.dtype = GemmCall::kBf16;
+  else if (dtype == "f16")
+    g.dtype = GemmCall::kF16;
+  else if (dtype == "f32")
+    g.dtype = GemmCall::kF32;
+  else
+    throw bad("dtype=" + dtype + " is not bf16, f16 or f32");
   g.trans_a = flag("ta");
   g.trans_b = flag("tb");
   g.m = integer("m");
@@ -161,9 +180,11 @@ inline GemmCall parse_gemm(const std::string& text, int64_t n_buffers) {
   g.d = matrix("d");
   g.bias = integer("bias");
   std::string epilogue = take("epilogue");
-  if (epilogue == "none") g.epilogue = GemmCall::kEpilogueNone;
-  else if (epilogue == "bias") g.epilogue = GemmCall::kEpilogueBias;
-  else throw bad("epilogue=" + epilogue + " is not none or bias");
+  g.epilogue = GemmCall::kEpilogueGeluBias + 1;
+  for (uint32_t e = GemmCall::kEpilogueNone; e <= GemmCall::kEpilogueGeluBias; ++e)
+    if (epilogue == gemm_epilogue_name(e)) g.epilogue = e;
+  if (g.epilogue > GemmCall::kEpilogueGeluBias)
+    throw bad("epilogue=" + epilogue + " is not none, bias, gelu or gelu_bias");
   g.algo = integer("algo");
   g.workspace = integer("workspace");
   if (!kv.empty()) throw bad("unknown field " + kv.begin()->first + "=");
