@@ -25,6 +25,9 @@
 #   scripts/gpu-roundtrip.sh remote-pt2 [SEQ]
 # runs only the pt2 frontend's key check (pt2-keys.log: "keys identical (sdpa|eager): True"),
 # which `remote` runs too.
+#   scripts/gpu-roundtrip.sh remote-sh COMMAND...
+# runs COMMAND with the carried build's environment (LD_LIBRARY_PATH, EMMY_CUDA_WORKER, CARRY),
+# e.g. a one-off profile of a GPU test under ncu.
 #   scripts/gpu-roundtrip.sh remote-bench
 # runs the issue-12 benchmark (bench/qwen_layer/run.sh: Emmy's tuned Qwen3 layer vs PyTorch eager,
 # cuBLAS and torch.compile); its EMMY_BENCH_* variables are documented there.
@@ -385,8 +388,16 @@ remote_bench() {
   CARRY=$CARRY bash bench/qwen_layer/run.sh
 }
 
+# Any command with the carried build's environment (CARRY exported): a probe, a profile.
+remote_sh() {
+  remote_env
+  export CARRY
+  "$@"
+}
+
 case ${1:-bundle} in
   remote) remote ;;
+  remote-sh) shift; remote_sh "$@" ;;
   remote-bench) remote_bench ;;
   remote-seed) remote_seed ;;
   remote-tests) shift; remote_tests "$@" ;;

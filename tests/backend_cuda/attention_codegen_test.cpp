@@ -2,7 +2,9 @@
 // they fall back), the paths it picks, and NVRTC compiling what it generates for sm_90a.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "attention_graphs.hpp"
 #include "cuda_backend.hpp"
@@ -110,7 +112,8 @@ TEST(CudaAttention, PathsFollowDtypesMasksAndOperandLayouts) {
   EXPECT_EQ(parse_plan(tout).launches.size(), 1u);
   EXPECT_EQ(parse_plan(tout).launches.back().kernel, "emmy_attention");
   using Knobs = std::map<std::string, double>;
-  for (const Knobs& path : {Knobs{}, Knobs{{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}}}) {
+  for (const Knobs& path :
+       {Knobs{}, Knobs{{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}}}) {
     Case qwen = qwen3_attention(512);
     for (const auto& [name, value] : path) qwen.knobs[name] = value;
     const auto plan = parse_plan(generate_source(slice_of(qwen)));
@@ -251,8 +254,8 @@ TEST(CudaAttention, WgmmaSplitOfTheKeyTilesCompiles) {
 TEST(CudaAttention, WgmmaPersistentBlocksTakeTheItemsInTurnAndCompile) {
   for (auto [seq, batch] : {std::pair<int64_t, int64_t>{512, 8}, {128, 1}}) {
     Case c = qwen3_attention(seq, batch);
-    c.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}, {"stages", 3},
-               {"persistent", 1}};
+    c.knobs = {{"wgmma", 1},     {"block_q", 64}, {"warps", 4},
+               {"block_kv", 64}, {"stages", 3},   {"persistent", 1}};
     std::string used;
     std::string source = generate_source(slice_of(c), &used);
     ASSERT_EQ(used, "attention");
@@ -269,8 +272,8 @@ TEST(CudaAttention, WgmmaPersistentBlocksTakeTheItemsInTurnAndCompile) {
   }
   // With two stages a second query tile still fits two blocks per SM: it is double-buffered.
   Case two = qwen3_attention(512, 8);
-  two.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}, {"stages", 2},
-               {"persistent", 1}};
+  two.knobs = {{"wgmma", 1},     {"block_q", 64}, {"warps", 4},
+               {"block_kv", 64}, {"stages", 2},   {"persistent", 1}};
   std::string source = generate_source(slice_of(two));
   EXPECT_NE(source.find("persistent x264 q-double"), std::string::npos)
       << source.substr(source.rfind("//"));
@@ -280,6 +283,64 @@ TEST(CudaAttention, WgmmaPersistentBlocksTakeTheItemsInTurnAndCompile) {
   EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
   c.knobs = {{"persistent", 1}};  // the mma.sync path
   EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+}
+
+// The result's rows, contiguous in o_proj's order (and in a plain [.., S, Dv] output), are staged
+// through the query buffer and written in 16-byte pieces; a persistent block with one query
+// buffer (its next tile is copied into it early) and the mma.sync path store from the fragments.
+// With two warpgroups of rows each stages its rows in its own half of the buffer.
+TEST(CudaAttention, WgmmaResultRowsLeaveThroughSharedMemoryIn16BytePieces) {
+  struct Want {
+    std::map<std::string, double> knobs;
+    bool staged;
+  };
+  const std::map<std::string, double> base = {
+      {"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}, {"stages", 3}};
+  auto with = [&](std::map<std::string, double> extra) {
+    auto k = base;
+    for (auto& [n, v] : extra) k[n] = v;
+    return k;
+  };
+  for (const Want& w :
+       {Want{base, true}, Want{with({{"persistent", 1}}), false},
+        Want{with({{"persistent", 1}, {"stages", 2}}), true}, Want{with({{"warps", 8}}), true},
+        Want{with({{"block_q", 128}, {"warps", 8}}), true},
+        Want{with({{"block_q", 128}, {"warps", 8}, {"block_kv", 128}, {"stages", 2}}), true},
+        Want{{{"wgmma", 0}}, false}}) {
+    Case c = qwen3_attention(512, 8);
+    c.knobs = w.knobs;
+    std::string source = generate_source(slice_of(c));
+    const std::string note = source.substr(source.find("// template: attention"));
+    EXPECT_EQ(note.find("O:smem-16B") != std::string::npos, w.staged) << note.substr(0, 200);
+    EXPECT_EQ(source.find("reinterpret_cast<uint4*>(&out0[") != std::string::npos, w.staged);
+    if (const char* dir = std::getenv("EMMY_ATTENTION_DUMP")) {  // the module, for ptxas -v
+      static int n = 0;
+      std::ofstream(std::string(dir) + "/attention_" + std::to_string(n++) + ".cu") << source;
+    }
+    if (w.staged) {
+      EXPECT_EQ(compiles(c), source);
+    }
+  }
+  // Heads merged in the output ([1, 70, 4 x 64]): rows of 64 contiguous elements, staged.
+  Case merged = transposed_output_bf16();
+  merged.knobs = base;
+  EXPECT_NE(generate_source(slice_of(merged)).find("O:smem-16B"), std::string::npos);
+  EXPECT_EQ(compiles(merged), generate_source(slice_of(merged)));
+  // The head dim not innermost ([1, 4, 64, 70]): the fragments' own stores.
+  Case t{"dv_outer_bf16", "attention", base, {}};
+  {
+    ir::Builder b(t.graph);
+    auto q = b.input("q", {ir::DType::bf16, {1, 4, 70, 64}});
+    auto k = b.input("k", {ir::DType::bf16, {1, 4, 70, 64}});
+    auto v = b.input("v", {ir::DType::bf16, {1, 4, 70, 64}});
+    b.output(b.op(ir::Op::contiguous,
+                  {b.transpose(ir::build_attention(b, q, k, v, -1, 0, true), 2, 3)}));
+  }
+  std::string used;
+  const std::string source = generate_source(slice_of(t), &used);
+  ASSERT_EQ(used, "attention");
+  EXPECT_EQ(source.find("O:smem-16B"), std::string::npos);
+  EXPECT_NE(source.find("wgmma=1"), std::string::npos);
 }
 
 TEST(CudaAttention, WgmmaPathRefusesWhatItCannotTake) {

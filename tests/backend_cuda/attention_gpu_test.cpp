@@ -122,7 +122,12 @@ TEST(AttentionGpu, Qwen3At512MatchesAndBeatsTheFallback) {
       {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
       {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 128}},
       // A fixed grid of blocks taking the query tiles in turn.
-      {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}, {"persistent", 1}}};
+      {{"wgmma", 1},
+       {"block_q", 64},
+       {"warps", 4},
+       {"stages", 3},
+       {"block_kv", 64},
+       {"persistent", 1}}};
   double best = 0;
   for (const auto& knobs : variants) {
     const double median = matches_and_time(s, inputs, expected, knobs, "S=512");
@@ -150,10 +155,18 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
           {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}},
           {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}},
           {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
-          {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64},
+          {{"wgmma", 1},
+           {"block_q", 64},
+           {"warps", 4},
+           {"stages", 3},
+           {"block_kv", 64},
            {"persistent", 1}},
           // Two stages: the query tile double-buffered.
-          {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}, {"block_kv", 64},
+          {{"wgmma", 1},
+           {"block_q", 64},
+           {"warps", 4},
+           {"stages", 2},
+           {"block_kv", 64},
            {"persistent", 1}}}) {
       c.knobs = knobs;
       try {
@@ -200,12 +213,24 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
   auto inputs = ir::random_inputs(s.graph, 11);
   auto expected = ir::evaluate(s.graph, inputs);
   for (std::map<std::string, double> knobs :
-       {std::map<std::string, double>{{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3},
-                                      {"block_kv", 64}},
+       {std::map<std::string, double>{
+            {"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}, {"block_kv", 128}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}, {"persistent", 1}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}, {"block_kv", 64}, {"persistent", 1}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}}}) {
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"warps", 4},
+         {"stages", 3},
+         {"block_kv", 64},
+         {"persistent", 1}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"warps", 4},
+         {"stages", 2},
+         {"block_kv", 64},
+         {"persistent", 1}},
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
+        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 2}, {"block_kv", 128}},
+        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}}}) {
     matches_and_time(s, inputs, expected, knobs, "B=8 S=512");
   }
 }

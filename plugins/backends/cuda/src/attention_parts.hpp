@@ -62,6 +62,18 @@ void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p,
                    const std::vector<bool>& fused, const std::string& scratch,
                    const std::string& acc, Body& b);
 
+// Whether the one output is the result (or a relabelling of it) stored as 16-bit values in rows
+// of Dv contiguous elements (the head dim innermost): the rows can then be staged in shared
+// memory and written in 16-byte pieces.
+bool staged_store_possible(const ir::Graph& g, const Parts& p, const std::vector<bool>& fused,
+                           const std::string& scratch);
+// Stores the output's 16-bit value at (gm, gd) (the result's value `acc`, through the fused
+// epilogue) to shared address `address`, for rows gm < Sq.
+void stage_output(ExprGen& e, const Parts& p, const std::string& acc, const std::string& address,
+                  Body& b);
+// The output element at (bz, gm, gd): the first of Dv contiguous ones when gd = 0.
+std::string staged_output_element(const ir::Graph& g, const ModuleBuilder& m, const Parts& p);
+
 // The Hopper path (knob wgmma=1): TMA, mbarriers, a producer warp and wgmma consumer warpgroups.
 void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const KnobValues& knobs,
                   const std::vector<bool>& fused, const std::string& scratch, std::string& note);

@@ -421,6 +421,40 @@ void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p,
   b.block("if (gm < " + num(p.Sq) + "LL)", store);
 }
 
+bool staged_store_possible(const ir::Graph& g, const Parts& p, const std::vector<bool>& fused,
+                           const std::string& scratch) {
+  if (!scratch.empty() || g.outputs.size() != 1 || fused.size() != 1 || !fused[0]) return false;
+  const ir::DType t = g.type(g.outputs[0]).dtype;
+  if (t != ir::DType::bf16 && t != ir::DType::f16) return false;
+  const ir::ValueId M2 = p.match.values, o = g.outputs[0];
+  // fused_store's two forms: the result's own flat offset (its last dim is Dv), or a relabelling
+  // whose permuted index keeps the head dim last.
+  if (fusable_output(g, M2, o)) return g.type(M2).shape.back() == p.Dv;
+  auto rel = relabelling_of(g, o);
+  const size_t rank = g.type(M2).shape.size();
+  return rel && rel->base != o && fusable_output(g, M2, rel->base) && rel->perm.size() == rank &&
+         rel->perm.back() == rank - 1 && rel->permuted.back() == p.Dv;
+}
+
+void stage_output(ExprGen& e, const Parts& p, const std::string& acc, const std::string& address,
+                  Body& b) {
+  const ir::Graph& g = e.graph();
+  const ir::ValueId M2 = p.match.values;
+  Index oi = batch_index(p, "gm", "gd");
+  e.bind(M2, accumulator_reader(oi, g.type(M2).dtype, acc));
+  Body store(b);
+  const FusedStore at = *fused_store(g, M2, g.outputs[0], oi);
+  const std::string v = e.value(at.value, oi, store);
+  store.line("asm volatile(\"st.shared.u16 [%0], %1;\" :: \"r\"(" + address + "), \"h\"(" +
+             store_element(g.type(g.outputs[0]).dtype, v) + ") : \"memory\");");
+  b.block("if (gm < " + num(p.Sq) + "LL)", store);
+}
+
+std::string staged_output_element(const ir::Graph& g, const ModuleBuilder& m, const Parts& p) {
+  const FusedStore at = *fused_store(g, p.match.values, g.outputs[0], batch_index(p, "gm", "gd"));
+  return m.output_name(0) + "[" + at.offset + "]";
+}
+
 // ---- The tensor-core path ---------------------------------------------------------------------
 
 std::string mma(const std::string& ty, const std::string& c, const std::string& a,

@@ -4,12 +4,12 @@
 // each (with block_q 64 and warps 8, two warpgroups share the 64 rows and split the key tiles
 // between them, even and odd, merging their partial softmax sums at the end: a short causal
 // sequence has few blocks, one per SM, and its heaviest block's keys then run on two
-// warpgroups, whose softmax and products overlap each other), and one more warp, the producer, copies tiles with the bulk tensor copy engine (TMA):
-// the query tile once, then the key and value tiles of every block_kv positions into a ring of
-// `stages` shared-memory buffers. Each buffer has mbarriers for "keys landed", "values landed"
-// (the copies complete on them) and "free" (every consumer warp arrives once it is done with
-// the buffer; the producer waits on it before refilling), so copies run ahead of the products
-// without block-wide barriers.
+// warpgroups, whose softmax and products overlap each other), and one more warp, the producer,
+// copies tiles with the bulk tensor copy engine (TMA): the query tile once, then the key and value
+// tiles of every block_kv positions into a ring of `stages` shared-memory buffers. Each buffer has
+// mbarriers for "keys landed", "values landed" (the copies complete on them) and "free" (every
+// consumer warp arrives once it is done with the buffer; the producer waits on it before
+// refilling), so copies run ahead of the products without block-wide barriers.
 //
 // A consumer warpgroup computes S = Q K^T with wgmma (both from shared memory, K-major, 128-byte
 // swizzle: rows of 64 elements, head dims in chunks of 64), evaluates the graph's score chain on
@@ -210,7 +210,8 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   // attention_knob_refusal.
   const bool persistent = knobs.count("persistent") && knobs.at("persistent") == 1;
   const int64_t NQ = ceil_div(p.Sq, BQ), NWORK = p.Z * NQ;
-  if (SPLIT != 1 && SPLIT != 2) throw KnobRefused(knob_text + ": warps must be block_q / 16, or twice that");
+  if (SPLIT != 1 && SPLIT != 2)
+    throw KnobRefused(knob_text + ": warps must be block_q / 16, or twice that");
   const int64_t NWG = SPLIT * BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
   const bool move_registers = NWG > 1;
   const int64_t CH = D / 64, CV = Dv / 64;
@@ -225,6 +226,9 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   };
   const int64_t QB = persistent && fits_two_per_sm(2) ? 2 : 1;
   const int64_t k_off = QB * q_bytes, v_off = k_off + STAGES * k_stage;
+  // The result through the query buffer (below, "Normalise and store").
+  const bool staged =
+      Dv <= D && (!persistent || QB > 1) && staged_store_possible(g, p, fused, scratch);
   // The tiles, then the mbarriers (at most 1 + 3 x 4 + 1 of 8 bytes), all in the dynamic buffer:
   // with no static shared memory the buffer starts at the block's window, aligned for the 128-byte
   // swizzle's 1024-byte period, so nothing is spent on rounding its start up. (Before, 1 KiB of
@@ -249,7 +253,8 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   note = " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
          num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
          (SPLIT > 1 ? " kv-split=" + num(SPLIT) : std::string()) +
-         (persistent ? " persistent x" + num(persistent_blocks) + (QB > 1 ? " q-double" : "") : std::string()) +
+         (persistent ? " persistent x" + num(persistent_blocks) + (QB > 1 ? " q-double" : "")
+                     : std::string()) +
          (p.causal_skip ? " causal-skip" : "");
   auto full_k = [&](const std::string& s) {
     return "(emmy_bar0 + 8u * (1u + (unsigned)(" + s + ")))";
@@ -295,19 +300,21 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   b.line("// Barriers: [0] the query tile landed; per stage s: [1 + s] its keys landed, [" +
          num(1 + STAGES) + " + s] its values landed, [" + num(1 + 2 * STAGES) +
          " + s] every consumer warp is done with it.");
-  b.line("// The " + num(NBAR) + " barriers lie after the tiles, in the dynamic buffer; its start is the "
+  b.line("// The " + num(NBAR) +
+         " barriers lie after the tiles, in the dynamic buffer; its start is the "
          "block's window (no static shared memory), aligned for the swizzle.");
   b.line("const unsigned emmy_base = (unsigned)__cvta_generic_to_shared(emmy_attn_smem);");
-  b.line("if (emmy_base & 1023u) __trap();  // a swizzled tile off its period would read wrong rows");
+  b.line(
+      "if (emmy_base & 1023u) __trap();  // a swizzled tile off its period would read wrong rows");
   b.line("const unsigned emmy_bar0 = emmy_base + " + num(tile_bytes) + "u;");
   b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;");
   b.line("if (threadIdx.x == 0) {");
   b.line("  for (int i = 0; i < " + num(NBAR) + "; ++i)");
   b.line(
       "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(emmy_bar0 + 8u * i), "
-      "\"r\"(i < " + num(1 + 2 * STAGES) +
-      (QB > 1 ? " || i == " + num(1 + 3 * STAGES + 2) : std::string()) + " ? 1 : " +
-      num(CW / SPLIT) + ") : \"memory\");  // copies complete the ones of count 1");
+      "\"r\"(i < " +
+      num(1 + 2 * STAGES) + (QB > 1 ? " || i == " + num(1 + 3 * STAGES + 2) : std::string()) +
+      " ? 1 : " + num(CW / SPLIT) + ") : \"memory\");  // copies complete the ones of count 1");
   b.line(
       "  // The barriers' initialisation, visible to the copy engine before it completes on them.");
   b.line("  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
@@ -344,8 +351,9 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     item.line("emmy_arm(" + q_full + ", " + num(BQ * D * 2) + "u);");
     item.line("#pragma unroll");
     item.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
-              tma_copy(qp, "emmy_base + (unsigned)qb * " + num(q_bytes) + "u + (unsigned)c * " +
-                               num(q_chunk) + "u",
+              tma_copy(qp,
+                       "emmy_base + (unsigned)qb * " + num(q_bytes) + "u + (unsigned)c * " +
+                           num(q_chunk) + "u",
                        num(qp.col0) + " + c * 64", "q0", q_full));
     Body tile(item);
     tile.line("const int u = it0 + t;  // the ring's count of tiles");
@@ -382,7 +390,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   work_header(cb);
   cb.line("const int wg = warp >> 2, grp = lane >> 2, tig = lane & 3;");
   cb.line("// part: which of the " + num(SPLIT) + " warpgroups sharing rows (every " + num(SPLIT) +
-         "-th key tile from part); rows: which 64 rows.");
+          "-th key tile from part); rows: which 64 rows.");
   cb.line("const int part = wg % " + num(SPLIT) + ", rows = wg / " + num(SPLIT) + ";");
   cb.line("const int w_first = q0 + rows * 64 + (warp & 3) * 16;  // the warp's first row");
   cb.line("const int r_lo = w_first + grp;  // this thread's rows: r_lo and r_lo + 8");
@@ -391,7 +399,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       "auto emmy_ex2 = [](float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
       "\"f\"(x)); return y; };");
   cb.line("auto emmy_pack = [](float lo, float hi) { unsigned r; asm(\"cvt.rn." + ty +
-         "x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; };");
+          "x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; };");
   cb.line(
       "// Descriptors: start >> 4, leading byte offset >> 4, 8-row stride (1024 bytes) >> 4, "
       "128-byte swizzle.");
@@ -400,9 +408,10 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       "<< 16) | "
       "(64ull << 32) | (1ull << 62); };");
   cb.line("// V is read N-major: its 64-column chunks lie " + num(v_chunk) +
-         " bytes apart (the leading byte offset).");
-  cb.line("auto emmy_vdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (" +
-         num(v_chunk / 16) + "ull << 16) | (64ull << 32) | (1ull << 62); };");
+          " bytes apart (the leading byte offset).");
+  cb.line(
+      "auto emmy_vdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (" +
+      num(v_chunk / 16) + "ull << 16) | (64ull << 32) | (1ull << 62); };");
   cb.line("float o[" + num(NV) + "][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};");
   cb.line("#pragma unroll");
   cb.line("for (int n = 0; n < " + num(NV) + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
@@ -415,9 +424,10 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   // and evaluates the softmax of S(t) while the second product still runs: the accumulators
   // are rescaled and P(t) packed only once it is done (its A fragments are P(t-1)'s registers).
   cb.line("// The tiles this warpgroup's rows see (later ones are only released).");
-  cb.line("const int n_mine = " +
-         (p.causal_skip ? "min(n_tiles, wg_last / " + num(BKV) + " + 1)" : std::string("n_tiles")) +
-         ";");
+  cb.line(
+      "const int n_mine = " +
+      (p.causal_skip ? "min(n_tiles, wg_last / " + num(BKV) + " + 1)" : std::string("n_tiles")) +
+      ";");
   cb.line("unsigned pa[" + num(BKV / 16) + "][4];");
   auto release = [&](Body& at, const std::string& stage) {
     at.line("__syncwarp();");
@@ -563,11 +573,12 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       emit_tile(kv, false);
       mine.block("for (; t < n_mine; t += " + num(SPLIT) + ")", kv);
     }
-    if (persistent) {
+    if (persistent && !staged) {
       mine.line("// Every S of this item is complete: the producer may copy the next query tile.");
       mine.line("__syncwarp();");
-      mine.line("if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
-                q_free + ") : \"memory\");");
+      mine.line(
+          "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
+          q_free + ") : \"memory\");");
     }
     {
       Body last(mine);
@@ -602,8 +613,10 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     // for, so no copy is in flight), element-major so that each access is one coalesced row.
     cb.line("// Both parts are past the ring: the second one's partial result goes through it.");
     cb.line("asm volatile(\"bar.sync 1, " + num(CW * 32) + ";\" ::: \"memory\");");
-    cb.line("float* const emmy_hand = reinterpret_cast<float*>(emmy_attn_smem + (emmy_base - "
-           "(unsigned)__cvta_generic_to_shared(emmy_attn_smem)) + " + num(k_off) + "u);");
+    cb.line(
+        "float* const emmy_hand = reinterpret_cast<float*>(emmy_attn_smem + (emmy_base - "
+        "(unsigned)__cvta_generic_to_shared(emmy_attn_smem)) + " +
+        num(k_off) + "u);");
     cb.line("const int hi = threadIdx.x & 127;");
     Body give(cb);
     give.line("#pragma unroll");
@@ -626,7 +639,8 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     cb.line("  const float base = mnew == -INFINITY ? 0.f : mnew * 1.4426950408889634f;");
     cb.line("  c0[h] = emmy_ex2(mrow[h] * 1.4426950408889634f - base);");
     cb.line("  c1[h] = emmy_ex2(m1 * 1.4426950408889634f - base);");
-    cb.line("  lrow[h] = lrow[h] * c0[h] + emmy_hand[(" + num(NV * 4 + 2) + " + h) * 128 + hi] * c1[h];");
+    cb.line("  lrow[h] = lrow[h] * c0[h] + emmy_hand[(" + num(NV * 4 + 2) +
+            " + h) * 128 + hi] * c1[h];");
     cb.line("}");
     cb.line("#pragma unroll");
     cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
@@ -644,7 +658,64 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   cb.line("  l += __shfl_xor_sync(0xffffffffu, l, 2);");
   cb.line("  inv[h] = 1.f / l;");
   cb.line("}");
-  {
+  // The result's rows are contiguous runs of Dv elements in the output (o_proj's order keeps the
+  // head dim innermost): the warpgroup then writes its 64 rows through its query buffer (read for
+  // the last time: every S of the item is complete) and copies them out in 16-byte pieces, where
+  // storing from the fragments (8 rows x 4 threads x 2 bytes per instruction) used a quarter of
+  // each 32-byte sector it sent and 64 store instructions per thread. A persistent block with one
+  // query buffer keeps the direct stores: the next item's query tile is copied into it already.
+  if (staged) {
+    note += " O:smem-16B";
+    ExprGen e(g);
+    bind_inputs(e, m);
+    bind_causal_masks(e);
+    // Each warpgroup's 64 rows in its own part of the buffer (Dv <= D: they fit).
+    const std::string stage = "emmy_base + (unsigned)qb * " + num(q_bytes) +
+                              "u + (unsigned)rows * " + num(64 * Dv * 2) + "u";
+    cb.line("// The item's rows, 16-bit, into its query buffer: row lr at lr * " + num(Dv * 2) +
+            " bytes, 16-byte chunk c at (c ^ (lr & 7)) * 16 (the fragment writes of one");
+    cb.line("// instruction, 8 rows of one chunk, then fall on 8 distinct bank groups).");
+    Body st(cb);
+    st.line("const long long gm = r_lo + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
+    st.line("const int lr = (warp & 3) * 16 + grp + (q >> 1) * 8;");
+    stage_output(e, p, "o[n][q] * inv[q >> 1]",
+                 stage + " + (unsigned)lr * " + num(Dv * 2) +
+                     "u + ((unsigned)(n ^ (lr & 7)) << 4) + (unsigned)(tig * 4 + (q & 1) * 2)",
+                 st);
+    // Another warpgroup's rows of the query tile share the buffer: every consumer (but a split's
+    // second part, gone) must be past its last product before any writes into it.
+    cb.line("asm volatile(\"bar.sync 3, " + num(SPLIT > 1 ? 128 : CW * 32) +
+            ";\" ::: \"memory\");  // every consumer warp is past its last product");
+    cb.line("#pragma unroll");
+    cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
+    cb.line("  #pragma unroll");
+    cb.block("  for (int q = 0; q < 4; ++q)", st);
+    cb.line(
+        "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(4 + rows) : \"memory\");  // the warpgroup's "
+        "rows are staged");
+    Body out(cb);
+    out.line("const int lr = i / " + num(NV) + ", c = i % " + num(NV) + ";");
+    out.line("const long long gm = q0 + rows * 64 + lr, gd = c * 8;");
+    Body row(out);
+    row.line("unsigned r0, r1, r2, r3;");
+    row.line(
+        "asm volatile(\"ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), "
+        "\"=r\"(r2), \"=r\"(r3) : \"r\"(" +
+        stage + " + (unsigned)lr * " + num(Dv * 2) +
+        "u + ((unsigned)(c ^ (lr & 7)) << 4)) : \"memory\");");
+    row.line("*reinterpret_cast<uint4*>(&" + staged_output_element(g, m, p) +
+             ") = make_uint4(r0, r1, r2, r3);");
+    out.block("if (gm < " + num(p.Sq) + "LL)", row);
+    cb.block("for (int i = threadIdx.x & 127; i < " + num(64 * NV) + "; i += 128)", out);
+    if (persistent) {
+      cb.line(
+          "// The staged rows are read: the producer may copy a later query tile into this "
+          "buffer.");
+      cb.line("__syncwarp();");
+      cb.line("if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
+              q_free + ") : \"memory\");");
+    }
+  } else {
     ExprGen e(g);
     bind_inputs(e, m);
     bind_causal_masks(e);
