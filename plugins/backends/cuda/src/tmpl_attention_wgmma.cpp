@@ -703,8 +703,11 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
         "\"=r\"(r2), \"=r\"(r3) : \"r\"(" +
         stage + " + (unsigned)lr * " + num(Dv * 2) +
         "u + ((unsigned)(c ^ (lr & 7)) << 4)) : \"memory\");");
-    row.line("*reinterpret_cast<uint4*>(&" + staged_output_element(g, m, p) +
-             ") = make_uint4(r0, r1, r2, r3);");
+    // One 16-byte store, written out: through a uint4 pointer NVRTC's front end emits four 4-byte
+    // stores (it does not assume the vector type's alignment).
+    row.line("asm volatile(\"st.global.v4.u32 [%0], {%1, %2, %3, %4};\" :: \"l\"(&" +
+             staged_output_element(g, m, p) +
+             "), \"r\"(r0), \"r\"(r1), \"r\"(r2), \"r\"(r3) : \"memory\");");
     out.block("if (gm < " + num(p.Sq) + "LL)", row);
     cb.block("for (int i = threadIdx.x & 127; i < " + num(64 * NV) + "; i += 128)", out);
     if (persistent) {
