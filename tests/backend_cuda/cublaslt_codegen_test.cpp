@@ -7,15 +7,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "codegen_harness.hpp"
 #include "cublaslt_graphs.hpp"
+#include "cublaslt_library.hpp"
 #include "cublaslt_plugin_harness.hpp"
 #include "cublaslt_template.hpp"
-#include "cublaslt_library.hpp"
 #include "cuda_backend.hpp"
 #include "emmy/cuda_step.h"
 #include "expr.hpp"
 #include "module.hpp"
+#include "plugin_host/plugin_host.hpp"
 #include "templates.hpp"
 
 namespace emmy::cuda {
@@ -233,9 +236,11 @@ TEST(CublasLtPlan, AViewWithTwoStridesInADimIsPackedFirst) {
 
 TEST(CublasLtPlan, MalformedPlansAreRejected) {
   // The step's plan line: its structure is the backend's business (parse_plan) ...
-  const std::string gemm = "dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
-                           "bias=-1 epilogue=none algo=0 workspace=0";
-  const std::string good = "//@emmy step 0 /x/libemmy_cublaslt.so emmy_cublaslt_step 3 4 0 5 : " + gemm + "\n";
+  const std::string gemm =
+      "dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+      "bias=-1 epilogue=none algo=0 workspace=0";
+  const std::string good =
+      "//@emmy step 0 /x/libemmy_cublaslt.so emmy_cublaslt_step 3 4 0 5 : " + gemm + "\n";
   Plan p = parse_plan(good);
   ASSERT_EQ(p.launches.size(), 1u);
   ASSERT_TRUE(p.launches[0].is_library());
@@ -244,8 +249,10 @@ TEST(CublasLtPlan, MalformedPlansAreRejected) {
   EXPECT_EQ(p.launches[0].step->plan, gemm);
   EXPECT_EQ(module_gemm(*p.launches[0].step).d.buffer, 5);
   for (const std::string& bad :
-       {std::string("//@emmy step 0 /x/lib.so emmy_cublaslt_step 3 4 0 : " + gemm + "\n"),  // 2 of 3 buffers
-        std::string("//@emmy step 0 /x/lib.so emmy_cublaslt_step 3 4 0 5 " + gemm + "\n"),   // no ':'
+       {std::string("//@emmy step 0 /x/lib.so emmy_cublaslt_step 3 4 0 : " + gemm +
+                    "\n"),  // 2 of 3 buffers
+        std::string("//@emmy step 0 /x/lib.so emmy_cublaslt_step 3 4 0 5 " + gemm +
+                    "\n"),  // no ':'
         std::string("//@emmy step -1 /x/lib.so emmy_cublaslt_step 3 4 0 5 : " + gemm + "\n"),
         std::string("//@emmy step 0 /x/lib.so 9prefix 3 4 0 5 : " + gemm + "\n"),
         std::string("//@emmy step 0 /x/lib.so emmy_cublaslt_step 3 4 -1 5 : " + gemm + "\n"),
@@ -255,14 +262,22 @@ TEST(CublasLtPlan, MalformedPlansAreRejected) {
   EXPECT_NO_THROW(parse_gemm(gemm, 3));
   EXPECT_THROW(parse_gemm(gemm, 2), std::invalid_argument);  // d names buffer 2
   for (const std::string& bad :
-       {std::string("dtype=f64 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0"),
-        std::string("dtype=bf16 ta=X tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0"),
-        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,4,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0"),
-        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0"),
-        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=bias algo=0 workspace=0"),
-        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=gelu_bias algo=0 workspace=0"),
-        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=relu algo=0 workspace=0"),
-        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 bias=-1 epilogue=none algo=0 workspace=0 extra=1")})
+       {std::string("dtype=f64 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+                    "bias=-1 epilogue=none algo=0 workspace=0"),
+        std::string("dtype=bf16 ta=X tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+                    "bias=-1 epilogue=none algo=0 workspace=0"),
+        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,4,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+                    "bias=-1 epilogue=none algo=0 workspace=0"),
+        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+                    "bias=-1 epilogue=none algo=0"),
+        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+                    "bias=-1 epilogue=bias algo=0 workspace=0"),
+        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+                    "bias=-1 epilogue=gelu_bias algo=0 workspace=0"),
+        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+                    "bias=-1 epilogue=relu algo=0 workspace=0"),
+        std::string("dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+                    "bias=-1 epilogue=none algo=0 workspace=0 extra=1")})
     EXPECT_THROW(parse_gemm(bad, 3), std::invalid_argument) << bad;
 }
 
@@ -304,8 +319,10 @@ TEST(CublasLtStep, ThePluginExportsTheStepFunctions) {
   const std::string path = EMMY_BUILD_DIR "/lib/emmy/plugins/libemmy_cublaslt.so";
   void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << path << ": " << ::dlerror();
-  auto abi = reinterpret_cast<EmmyCudaStepAbiVersionFn>(::dlsym(lib, "emmy_cublaslt_step_abi_version"));
-  auto prepare = reinterpret_cast<EmmyCudaStepPrepareFn>(::dlsym(lib, "emmy_cublaslt_step_prepare"));
+  auto abi =
+      reinterpret_cast<EmmyCudaStepAbiVersionFn>(::dlsym(lib, "emmy_cublaslt_step_abi_version"));
+  auto prepare =
+      reinterpret_cast<EmmyCudaStepPrepareFn>(::dlsym(lib, "emmy_cublaslt_step_prepare"));
   ASSERT_NE(abi, nullptr);
   ASSERT_NE(prepare, nullptr);
   EXPECT_NE(::dlsym(lib, "emmy_cublaslt_step_workspace_bytes"), nullptr);
@@ -313,13 +330,16 @@ TEST(CublasLtStep, ThePluginExportsTheStepFunctions) {
   EXPECT_NE(::dlsym(lib, "emmy_cublaslt_step_release"), nullptr);
   // Nothing else leaks out of the plugin but its entry point.
   EXPECT_NE(::dlsym(lib, "emmy_plugin_info"), nullptr);
-  EXPECT_EQ(::dlsym(lib, "_ZN4emmy4cuda14cublaslt_knobsEv"), nullptr);  // emmy::cuda::cublaslt_knobs()
+  EXPECT_EQ(::dlsym(lib, "_ZN4emmy4cuda14cublaslt_knobsEv"),
+            nullptr);  // emmy::cuda::cublaslt_knobs()
   EXPECT_EQ(abi(), EMMY_CUDA_STEP_ABI_VERSION);
   int status = EMMY_CUDA_STEP_OK;
   char message[256] = "";
-  const std::string plan = "dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
-                           "bias=-1 epilogue=none algo=0 workspace=0";
-  EXPECT_EQ(prepare(plan.data(), plan.size(), 2, &status, message, sizeof message), nullptr);  // d is buffer 2
+  const std::string plan =
+      "dtype=bf16 ta=T tb=N m=8 n=8 k=8 batch=1 a=1,8,0 b=0,8,0 c=-1,0,0 d=2,8,0 "
+      "bias=-1 epilogue=none algo=0 workspace=0";
+  EXPECT_EQ(prepare(plan.data(), plan.size(), 2, &status, message, sizeof message),
+            nullptr);  // d is buffer 2
   EXPECT_EQ(status, EMMY_CUDA_STEP_FAILED);
   EXPECT_NE(std::string(message).find("D names no buffer"), std::string::npos) << message;
   const std::string broken = "dtype=bf16 nonsense";
@@ -400,7 +420,8 @@ TEST(CublasLtBackend, OfferedBesideTheMatmulOnlyAsAPlugin) {
   EXPECT_EQ(with.templates.at("cublaslt").at(0).name, "algo");
   // The fingerprint ends as it did when cuBLASLt was built in, so stored rows keep matching.
   const std::string fp = offline_backend().environment_fingerprint();
-  EXPECT_EQ(fp.substr(fp.size() - std::string("|cublasLt " + lib.version).size()), "|cublasLt " + lib.version)
+  EXPECT_EQ(fp.substr(fp.size() - std::string("|cublasLt " + lib.version).size()),
+            "|cublasLt " + lib.version)
       << fp;
   EXPECT_EQ(fp.substr(0, fp.size() - std::string("|cublasLt " + lib.version).size()),
             bare.environment_fingerprint());
@@ -442,7 +463,8 @@ TEST(CublasLtBackend, TakesCudaTemplatePluginsAndRefusesOthers) {
   EXPECT_NE(refused.message.find("cutlass: never"), std::string::npos) << refused.message;
   s = b.add_template(std::make_shared<OtherTemplate>("cutlass", "cuda", "matmul"));
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("already has a template named 'cutlass'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("already has a template named 'cutlass'"), std::string::npos)
+      << s.message();
   s = b.add_template(std::make_shared<OtherTemplate>("matmul", "cuda", "matmul"));
   EXPECT_FALSE(s.ok());
   s = b.add_template(std::make_shared<OtherTemplate>("cublaslt", "cpu", "matmul"));
@@ -455,7 +477,8 @@ TEST(CublasLtBackend, TakesCudaTemplatePluginsAndRefusesOthers) {
   ASSERT_TRUE(b.add_template(test::cublaslt_template()).ok());
   s = b.add_template(test::cublaslt_template());
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("already has a template named 'cublaslt'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("already has a template named 'cublaslt'"), std::string::npos)
+      << s.message();
 }
 
 TEST(CublasLtBackend, APluginRefusalIsARefusedCandidateNamingIt) {
@@ -466,12 +489,51 @@ TEST(CublasLtBackend, APluginRefusalIsARefusedCandidateNamingIt) {
     ADD_FAILURE() << c.name << " was generated";
   } catch (const KnobRefused& e) {
     EXPECT_EQ(std::string(e.what()).rfind("cublaslt: ", 0), 0u) << e.what();
-    EXPECT_EQ(std::string(e.what()).rfind("cublaslt: cublaslt: ", 0), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("cublaslt: cublaslt: ", 0), std::string::npos)
+        << e.what();
   }
   // A knob value outside its declared set is the caller's error, not a candidate.
   Case bad = test::cublaslt_linear_bf16();
   bad.knobs["algo"] = 99;
   EXPECT_THROW(generate_source(test::slice_of(bad), nullptr, test::cublaslt_plugins()), Error);
+}
+
+}  // namespace
+}  // namespace emmy::cuda
+
+namespace emmy::cuda {
+namespace {
+
+// The conformance suite checks a backend's knobs against its manifest only where the backend can
+// be created (a GPU); here the backend offline, with the cublaslt plugin: every knob a template
+// offers is declared by the manifests (the backend's or the template plugin's KNOBS) and by the
+// lowering pass that asks its forks (the persistent attention knob once was not).
+TEST(CudaManifests, EveryKnobTheBackendOffersIsDeclared) {
+  PluginHost host;
+  host.discover({EMMY_PLUGIN_DIR});
+  auto knobs_of = [&](const std::string& name) {
+    std::set<std::string> out;
+    for (const PluginRecord& r : host.records())
+      if (r.name == name)
+        for (const ManifestKnob& k : r.knobs) out.insert(k.name);
+    EXPECT_FALSE(out.empty()) << "no manifest (or no KNOBS) for " << name;
+    return out;
+  };
+  std::set<std::string> declared = knobs_of("cuda");
+  for (const std::string& k : knobs_of("cublaslt")) declared.insert(k);
+  const BackendCaps caps = offline_backend().capabilities();
+  ASSERT_EQ(caps.templates.count("cublaslt"), 1u);
+  for (const auto& [templ, knobs] : caps.templates) {
+    if (knobs.empty()) continue;
+    const std::string pass = "lower_" + (templ == "cublaslt" ? std::string("matmul") : templ);
+    const std::set<std::string> asked = knobs_of(pass);
+    for (const KnobSpec& k : knobs) {
+      EXPECT_TRUE(declared.count(k.name))
+          << templ << " offers '" << k.name << "', no manifest declares it";
+      EXPECT_TRUE(asked.count(k.name))
+          << templ << " offers '" << k.name << "', " << pass << " does not declare it";
+    }
+  }
 }
 
 }  // namespace
