@@ -158,6 +158,11 @@ TEST(CudaAttention, EveryKnobValueGeneratesTheTemplate) {
         EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
         c.knobs = {{"persistent", 1}, {"wgmma", 1}, {"warps", 4}};
       }
+      // And two heads per block (a warpgroup each).
+      if (spec.name == "heads" && v == 2) {
+        EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+        c.knobs = {{"heads", 2}, {"wgmma", 1}, {"block_q", 64}, {"warps", 8}};
+      }
       std::string used;
       std::string source = generate_source(slice_of(c), &used);
       EXPECT_EQ(used, "attention") << spec.name << "=" << v;
@@ -342,6 +347,44 @@ TEST(CudaAttention, WgmmaResultRowsLeaveThroughSharedMemoryIn16BytePieces) {
   ASSERT_EQ(used, "attention");
   EXPECT_EQ(source.find("O:smem-16B"), std::string::npos);
   EXPECT_NE(source.find("wgmma=1"), std::string::npos);
+}
+
+// heads=2: one block takes the same 64 query rows of two query heads of a grouped-query pair (a
+// warpgroup each), so each key/value tile is copied once for both; refused where heads 2i and
+// 2i + 1 read different keys, and off the wgmma path.
+TEST(CudaAttention, WgmmaTwoHeadsOfAGroupShareTheirKeyValueTiles) {
+  for (auto [seq, batch] : {std::pair<int64_t, int64_t>{512, 8}, {2048, 1}, {128, 1}}) {
+    for (int64_t stages : {2, 3}) {
+      Case c = qwen3_attention(seq, batch);
+      c.knobs = {{"wgmma", 1}, {"block_q", 64},  {"heads", 2},
+                 {"warps", 8}, {"block_kv", 64}, {"stages", double(stages)}};
+      std::string used;
+      const std::string source = generate_source(slice_of(c), &used);
+      ASSERT_EQ(used, "attention");
+      EXPECT_NE(source.find("warpgroups=2+producer heads=2 causal-skip O:smem-16B"),
+                std::string::npos)
+          << source.substr(source.rfind("// template"), 300);
+      const Plan plan = parse_plan(source);
+      ASSERT_EQ(plan.launches.size(), 1u);
+      EXPECT_EQ(plan.launches[0].grid[0], 8 * batch);  // head pairs
+      EXPECT_EQ(plan.launches[0].grid[1], seq / 64);
+      EXPECT_EQ(plan.launches[0].block, 384);
+      EXPECT_NE(source.find("const long long bz = bz_pair + rows;"), std::string::npos);
+      if (const char* dir = std::getenv("EMMY_ATTENTION_DUMP"))
+        std::ofstream(std::string(dir) + "/heads2_" + std::to_string(seq) + "_" +
+                      std::to_string(batch) + "_" + std::to_string(stages) + ".cu")
+            << source;
+      EXPECT_EQ(compiles(c), source);
+    }
+  }
+  Case mha = mha_hd64_f16();  // every query head its own keys
+  mha.knobs = {{"wgmma", 1}, {"block_q", 64}, {"heads", 2}, {"warps", 8}, {"block_kv", 32}};
+  EXPECT_THROW(generate_source(slice_of(mha)), KnobRefused);
+  Case sync = qwen3_attention(512);
+  sync.knobs = {{"heads", 2}};  // the mma.sync path
+  EXPECT_THROW(generate_source(slice_of(sync)), KnobRefused);
+  sync.knobs = {{"wgmma", 1}, {"block_q", 128}, {"heads", 2}, {"warps", 8}};
+  EXPECT_THROW(generate_source(slice_of(sync)), KnobRefused);
 }
 
 TEST(CudaAttention, WgmmaPathRefusesWhatItCannotTake) {

@@ -167,7 +167,14 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
            {"warps", 4},
            {"stages", 2},
            {"block_kv", 64},
-           {"persistent", 1}}}) {
+           {"persistent", 1}},
+          // Two query heads of a grouped-query pair per block (refused where heads differ in k/v).
+          {{"wgmma", 1},
+           {"block_q", 64},
+           {"heads", 2},
+           {"warps", 8},
+           {"stages", 3},
+           {"block_kv", 64}}}) {
       c.knobs = knobs;
       try {
         generate_source(slice_of(c));
@@ -199,7 +206,19 @@ TEST(AttentionGpu, Qwen3At1024BothPaths) {
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 128}}}) {
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 128}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 64}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"stages", 2},
+         {"block_kv", 128}}}) {
     matches_and_time(s, inputs, expected, knobs, "S=1024");
   }
 }
@@ -230,7 +249,25 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
          {"persistent", 1}},
         {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
         {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 2}, {"block_kv", 128}},
-        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}}}) {
+        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 64}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"stages", 2},
+         {"block_kv", 64}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"stages", 2},
+         {"block_kv", 128}}}) {
     matches_and_time(s, inputs, expected, knobs, "B=8 S=512");
   }
 }

@@ -20,9 +20,11 @@ BackendCaps cuda_capabilities() {
   // refused (a build error) where the innermost extent is not a multiple of it.
   // The first value of each knob is the untuned default, the search's first candidate: it must
   // work for every kernel of its template (knob values a kernel cannot take are refused).
-  caps.templates["pointwise"] = {{"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
+  caps.templates["pointwise"] = {
+      {"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
   // row_warp: 1 = one warp per row (block/32 rows per block), 0 = one block per row.
-  caps.templates["reduction"] = {{"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
+  caps.templates["reduction"] = {
+      {"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
   // stages: 1 = one shared-memory buffer loaded by plain copies; 2..4 = a cp.async ring of that
   // many tile_k slices with ldmatrix fragments (tensor-core path, 16-byte-copyable operands).
   // Default tile: 64x64x16 with 4 warps, enough blocks to fill the GPU for small products.
@@ -31,12 +33,8 @@ BackendCaps cuda_capabilities() {
   caps.templates["matmul"] = {
       // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; bf16/f16 K-major operands read straight
       // from kernel inputs, tile_m 64 or 128, whole warpgroups: tmpl_matmul_wgmma.cpp).
-      {"wgmma", {0, 1}},
-      {"tile_m", {64, 32, 128}},
-      {"tile_n", {64, 32, 128, 256}},
-      {"tile_k", {16, 8, 32, 64}},
-      {"warps", {4, 2, 8}},
-      {"stages", {1, 2, 3, 4}},
+      {"wgmma", {0, 1}},           {"tile_m", {64, 32, 128}}, {"tile_n", {64, 32, 128, 256}},
+      {"tile_k", {16, 8, 32, 64}}, {"warps", {4, 2, 8}},      {"stages", {1, 2, 3, 4}},
   };
   caps.constraints["matmul"] = {table_constraint(
       caps.templates["matmul"], {"wgmma", "tile_m", "tile_n", "tile_k", "warps", "stages"},
@@ -48,25 +46,26 @@ BackendCaps cuda_capabilities() {
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
   // shared-memory tile; warps: per block, 16 query rows each, more split the key/value tiles'
   // columns (tmpl_attention.cpp);
-  // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one buffer;
-  // 3 only on the Hopper path.
-  // wgmma: 1 = Hopper's path (sm_90a; tmpl_attention_wgmma.cpp): block_q / 64 warpgroups (so
-  // warps = block_q / 16; or block_q 64 with warps 8: two warpgroups splitting the key tiles)
-  // and a producer warp, k/v through TMA into a ring of `stages` buffers. persistent: 1 = a
-  // fixed grid of blocks taking the query tiles in turn (tmpl_attention_wgmma.cpp says why).
-  // The path is decided first, as for the matmul.
-  caps.templates["attention"] = {{"wgmma", {0, 1}},
-                                 {"block_q", {64, 128}},
-                                 {"block_kv", {128, 64, 32}},
-                                 {"warps", {8, 16, 4}},
-                                 {"stages", {2, 1, 3}},
+  // stages: 2 = k/v tiles double-buffered through cp.async (16-byte-copyable k and v), 1 = one
+  // buffer; 3 only on the Hopper path. wgmma: 1 = Hopper's path (sm_90a; tmpl_attention_wgmma.cpp):
+  // block_q / 64 warpgroups (so warps = block_q / 16; or block_q 64 with warps 8: two warpgroups
+  // splitting the key tiles) and a producer warp, k/v through TMA into a ring of `stages` buffers.
+  // persistent: 1 = a fixed grid of blocks taking the query tiles in turn (tmpl_attention_wgmma.cpp
+  // says why). heads: 2 = one block takes the same block_q rows of two query heads that read the
+  // same keys and values (a grouped-query pair), one warpgroup each, so each key/value tile is
+  // copied once for both (wgmma=1, block_q 64, warps 8). The path is decided first, as for the
+  // matmul.
+  caps.templates["attention"] = {{"wgmma", {0, 1}},     {"block_q", {64, 128}},
+                                 {"heads", {1, 2}},     {"block_kv", {128, 64, 32}},
+                                 {"warps", {8, 16, 4}}, {"stages", {2, 1, 3}},
                                  {"persistent", {0, 1}}};
   caps.constraints["attention"] = {table_constraint(
-      caps.templates["attention"], {"wgmma", "block_q", "warps", "stages", "persistent"},
+      caps.templates["attention"], {"wgmma", "block_q", "heads", "warps", "stages", "persistent"},
       [](const std::map<std::string, double>& k) { return attention_knob_refusal(k).empty(); },
       "the attention template's paths (wgmma: one warpgroup per 64 query rows, so warps = "
       "block_q / 16, and stages >= 2, or two sharing 64 rows with warps 8 and stages >= 3; "
-      "persistent only with block_q 64 and warps 4; mma.sync: stages 1 or 2, not persistent)")};
+      "persistent only with block_q 64 and warps 4; heads 2 only with block_q 64, warps 8, not "
+      "persistent; mma.sync: stages 1 or 2, one head, not persistent)")};
   // Alternatives (cuBLASLt beside the matmul) are template plugins: CudaBackend::capabilities()
   // adds those it took and offers.
   return caps;
@@ -80,6 +79,15 @@ std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {
   const int64_t BQ = at("block_q", 64), W = at("warps", 8), stages = at("stages", 2);
   if (at("persistent", 0) == 1 && (at("wgmma", 0) != 1 || BQ != 64 || W != 4))
     return "persistent=1 is a path of wgmma=1 with block_q=64 and warps=4 (one consumer warpgroup)";
+  const int64_t heads = at("heads", 1);
+  if (heads != 1 && heads != 2) return "heads=" + std::to_string(heads) + ": 1 or 2";
+  if (heads == 2) {
+    if (at("wgmma", 0) != 1 || BQ != 64 || W != 8)
+      return "heads=2 is a path of wgmma=1 with block_q=64 and warps=8 (a warpgroup per head)";
+    if (stages < 2)
+      return "wgmma=1 stages=1: the wgmma path overlaps two tiles and needs stages >= 2";
+    return "";
+  }
   if (at("wgmma", 0) == 1) {
     // Two warpgroups may share 64 rows, splitting the key tiles (block_q 64, warps 8): each
     // holds a tile while its next one lands, and the other's sits between, so the ring needs 3.
@@ -95,10 +103,12 @@ std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {
              "block_q 64: two splitting the key tiles)";
     // Tile t's stage is released only after S(t + 1) is issued (P(t) V overlaps it), so the keys
     // of t + 1 need a second stage.
-    if (stages < 2) return "wgmma=1 stages=1: the wgmma path overlaps two tiles and needs stages >= 2";
+    if (stages < 2)
+      return "wgmma=1 stages=1: the wgmma path overlaps two tiles and needs stages >= 2";
     return "";
   }
-  if (stages > 2) return "stages=" + std::to_string(stages) + " is a ring depth of the wgmma=1 path only";
+  if (stages > 2)
+    return "stages=" + std::to_string(stages) + " is a ring depth of the wgmma=1 path only";
   return "";
 }
 
@@ -128,7 +138,8 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
     for (int64_t wm : {2, 4, 1, 8})
       if (W % wm == 0 && BM % (wm * 16) == 0 && BN % ((W / wm) * 8) == 0) tensor_tiling = true;
   if (stages > 1 && !tensor_tiling)
-    return "stages > 1 needs the tensor-core path: tile_k a multiple of 16 and warps tiling the block";
+    return "stages > 1 needs the tensor-core path: tile_k a multiple of 16 and warps tiling the "
+           "block";
   // Without the tensor-core tiling, every kernel takes the SIMT path: the tile must split over the
   // threads, each a TM x TN micro-tile (tmpl_matmul.cpp).
   const int64_t T = W * 32, per = std::max<int64_t>(1, BM * BN / T);
@@ -142,14 +153,16 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
   // (the smallest any kernel needs), else the SIMT path's f32 one.
   const int64_t smallest_static =
       tensor_tiling ? (stages == 1 ? (BM + BN) * (BK + 8) * 2 : 0) : BK * (BM + BN + 8) * 4;
-  if (smallest_static > 48 * 1024) return "one stage of this tile needs more than 48 KiB of static shared memory";
+  if (smallest_static > 48 * 1024)
+    return "one stage of this tile needs more than 48 KiB of static shared memory";
   return "";
 }
 
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given) {
   static const BackendCaps caps = cuda_capabilities();
   auto it = caps.templates.find(templ);
-  if (it == caps.templates.end()) throw Error("cuda backend: unknown kernel template '" + templ + "'");
+  if (it == caps.templates.end())
+    throw Error("cuda backend: unknown kernel template '" + templ + "'");
   KnobValues out;
   for (const KnobSpec& spec : it->second) {
     double v = spec.values.at(0);
@@ -192,8 +205,10 @@ std::string generate_fallback(const ir::Graph& g) {
     if (n.op == ir::Op::input || n.op == ir::Op::constant) continue;
     auto id = static_cast<ir::ValueId>(v);
     auto ob = out_buffer.find(id);
-    if (ob == out_buffer.end() && is_index_op(n.op) && n.op != ir::Op::embedding) continue;  // inlined
-    std::string dst = ob != out_buffer.end() ? ob->second : m.add_scratch(n.type.dtype, numel_of(n.type.shape));
+    if (ob == out_buffer.end() && is_index_op(n.op) && n.op != ir::Op::embedding)
+      continue;  // inlined
+    std::string dst =
+        ob != out_buffer.end() ? ob->second : m.add_scratch(n.type.dtype, numel_of(n.type.shape));
     elementwise_kernel(id, dst);
     e.bind_buffer(id, dst);
   }
@@ -233,10 +248,12 @@ static int64_t max_output_numel(const ir::Graph& g) {
 }
 
 // One thread per `items` elements (strided by the block, so loads stay coalesced).
-void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block, int64_t items) {
+void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
+                          int64_t items) {
   int64_t n = max_output_numel(e.graph());
   Body b(1);
-  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) + "LL + threadIdx.x;");
+  b.line("const long long base = (long long)blockIdx.x * " + std::to_string(block * items) +
+         "LL + threadIdx.x;");
   Body loop(b);
   loop.line("const long long i = base + (long long)j * " + std::to_string(block) + "LL;");
   emit_outputs_at(e, m, "i", loop);
@@ -263,14 +280,16 @@ std::string index_type(const ir::Graph& g) {
 // of the thread's loads are issued before anything is written (stores could alias the inputs as
 // far as the compiler knows, which would otherwise keep one item's loads behind the previous
 // item's stores: one 16-byte load in flight per thread, too few to cover DRAM latency).
-static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
-                                        int64_t items, int64_t vec) {
+static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name,
+                                        int64_t block, int64_t items, int64_t vec) {
   const ir::Graph& g = e.graph();
   const ir::Shape& shape = g.type(g.outputs.at(0)).shape;
   for (ir::ValueId o : g.outputs)
-    if (g.type(o).shape != shape) throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " needs outputs of one shape");
+    if (g.type(o).shape != shape)
+      throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " needs outputs of one shape");
   if (shape.empty() || shape.back() % vec != 0)
-    throw KnobRefused("pointwise: vec=" + std::to_string(vec) + " does not divide the innermost extent " +
+    throw KnobRefused("pointwise: vec=" + std::to_string(vec) +
+                      " does not divide the innermost extent " +
                       (shape.empty() ? std::string("(a scalar)") : std::to_string(shape.back())));
   const int64_t groups = numel_of(shape) / vec, per_row = shape.back() / vec;
   const int64_t per_block = block * items, blocks = ceil_div(groups, per_block);
@@ -284,21 +303,27 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
     e.group_columns("emmy_c" + std::to_string(j), vec);
   }
   auto ins = g.inputs();
-  for (size_t i = 0; i < ins.size(); ++i) bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
+  for (size_t i = 0; i < ins.size(); ++i)
+    bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
   Body b(1);
-  b.line("const " + it + " emmy_base = (" + it + ")blockIdx.x * " + std::to_string(per_block) + lit + " + (" + it + ")threadIdx.x;");
-  std::vector<std::vector<std::vector<std::string>>> vals(static_cast<size_t>(items));  // [item][output][u]
+  b.line("const " + it + " emmy_base = (" + it + ")blockIdx.x * " + std::to_string(per_block) +
+         lit + " + (" + it + ")threadIdx.x;");
+  std::vector<std::vector<std::vector<std::string>>> vals(
+      static_cast<size_t>(items));  // [item][output][u]
   for (int64_t j = 0; j < items; ++j) {
-    const std::string s = std::to_string(j), grp = "emmy_g" + s, col = "emmy_c" + s, row = "emmy_row" + s;
+    const std::string s = std::to_string(j), grp = "emmy_g" + s, col = "emmy_c" + s,
+                      row = "emmy_row" + s;
     if (even) {
       b.line("const " + it + " " + grp + " = emmy_base + " + std::to_string(j * block) + lit + ";");
     } else {
-      b.line("const bool emmy_ok" + s + " = emmy_base + " + std::to_string(j * block) + lit + " < " + std::to_string(groups) + lit + ";");
-      b.line("const " + it + " " + grp + " = emmy_ok" + s + " ? emmy_base + " + std::to_string(j * block) + lit + " : " +
-             std::to_string(groups - 1) + lit + ";");
+      b.line("const bool emmy_ok" + s + " = emmy_base + " + std::to_string(j * block) + lit +
+             " < " + std::to_string(groups) + lit + ";");
+      b.line("const " + it + " " + grp + " = emmy_ok" + s + " ? emmy_base + " +
+             std::to_string(j * block) + lit + " : " + std::to_string(groups - 1) + lit + ";");
     }
-    b.line("const " + it + " " + row + " = " + grp + " / " + std::to_string(per_row) + lit + ", " + col + " = (" + grp +
-           " % " + std::to_string(per_row) + lit + ") * " + std::to_string(vec) + lit + ";");
+    b.line("const " + it + " " + row + " = " + grp + " / " + std::to_string(per_row) + lit + ", " +
+           col + " = (" + grp + " % " + std::to_string(per_row) + lit + ") * " +
+           std::to_string(vec) + lit + ";");
     Index idx = unflatten(row, ir::Shape(shape.begin(), shape.end() - 1), lit);
     idx.push_back("");
     for (size_t k = 0; k < g.outputs.size(); ++k) {
@@ -312,13 +337,15 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
   }
   for (int64_t j = 0; j < items; ++j) {
     const std::string s = std::to_string(j);
-    const std::string offset = "(" + std::string(it == "unsigned" ? "(long long)" : "") + "emmy_g" + s + " * " + std::to_string(vec) + "LL)";
+    const std::string offset = "(" + std::string(it == "unsigned" ? "(long long)" : "") + "emmy_g" +
+                               s + " * " + std::to_string(vec) + "LL)";
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       if (even) {
         store_vector(b, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k]);
       } else {
         Body store(b);
-        store_vector(store, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k]);
+        store_vector(store, g.type(g.outputs[k]).dtype, m.output_name(k), offset,
+                     vals[size_t(j)][k]);
         b.block("if (emmy_ok" + s + ")", store);
       }
     }
@@ -329,8 +356,10 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
 
 std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
   for (const ir::Node& n : g.nodes)
-    if (n.op != ir::Op::input && n.op != ir::Op::constant && !is_elementwise_op(n.op) && !is_index_op(n.op))
-      throw Unsupported("pointwise: op " + std::string(ir::to_string(n.op)) + " is not elementwise");
+    if (n.op != ir::Op::input && n.op != ir::Op::constant && !is_elementwise_op(n.op) &&
+        !is_index_op(n.op))
+      throw Unsupported("pointwise: op " + std::string(ir::to_string(n.op)) +
+                        " is not elementwise");
   const int64_t vec = knobs.count("vec") ? knobs.at("vec") : 1;
   ModuleBuilder m(g);
   ExprGen e(g);
@@ -347,9 +376,9 @@ std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
 namespace {
 
 // A template plugin's module: its knobs with defaults filled in and checked against its declared
-// values (as resolve_knobs does for the built-in ones), its declared constraints checked (refused before it is asked), then its module or its
-// refusal (a vendor library has no fallback of its own: the search keeps the generated template
-// for that kernel).
+// values (as resolve_knobs does for the built-in ones), its declared constraints checked (refused
+// before it is asked), then its module or its refusal (a vendor library has no fallback of its own:
+// the search keeps the generated template for that kernel).
 std::string generate_plugin_module(KernelTemplate& plugin, const ir::Graph& g,
                                    const std::map<std::string, double>& given) {
   const std::string name = plugin.name();
@@ -364,7 +393,8 @@ std::string generate_plugin_module(KernelTemplate& plugin, const ir::Graph& g,
                   " is not one of the declared values");
     knobs[spec.name] = v;
   }
-  if (const KnobConstraint* c = contradicted(plugin.constraints(), knobs)) throw KnobRefused(name + ": " + c->reason);
+  if (const KnobConstraint* c = contradicted(plugin.constraints(), knobs))
+    throw KnobRefused(name + ": " + c->reason);
   GeneratedKernel out;
   std::string refusal;
   Status s = plugin.generate(g, knobs, out, refusal);
@@ -375,16 +405,19 @@ std::string generate_plugin_module(KernelTemplate& plugin, const ir::Graph& g,
   try {
     (void)parse_plan(out.source);
   } catch (const std::exception& e) {
-    throw Error("template plugin '" + name + "' generated no module the cuda backend can run: " + e.what());
+    throw Error("template plugin '" + name +
+                "' generated no module the cuda backend can run: " + e.what());
   }
   if (!out.compile_flags.empty() || !out.link_flags.empty())
-    throw Error("template plugin '" + name + "' asks for compile or link flags, which the cuda backend does not take");
+    throw Error("template plugin '" + name +
+                "' asks for compile or link flags, which the cuda backend does not take");
   return out.source;
 }
 
 }  // namespace
 
-std::string generate_source(const ir::Slice& slice, std::string* used, const TemplatePlugins& plugins) {
+std::string generate_source(const ir::Slice& slice, std::string* used,
+                            const TemplatePlugins& plugins) {
   if (slice.grouping.kernels.size() > 1) {
     if (used) *used = "program";
     return generate_program(slice, plugins);
@@ -396,13 +429,18 @@ std::string generate_source(const ir::Slice& slice, std::string* used, const Tem
   std::string source;
   if (auto plugin = plugins.find(templ); plugin != plugins.end()) {
     source = generate_plugin_module(*plugin->second, g, given);
-  } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
+  } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" ||
+             templ == "attention") {
     KnobValues knobs = resolve_knobs(templ, given);
     try {
-      if (templ == "pointwise") source = generate_pointwise(g, knobs);
-      else if (templ == "reduction") source = generate_reduction(g, knobs);
-      else if (templ == "attention") source = generate_attention(g, knobs);
-      else source = generate_matmul(g, knobs);
+      if (templ == "pointwise")
+        source = generate_pointwise(g, knobs);
+      else if (templ == "reduction")
+        source = generate_reduction(g, knobs);
+      else if (templ == "attention")
+        source = generate_attention(g, knobs);
+      else
+        source = generate_matmul(g, knobs);
     } catch (const Unsupported& why) {
       templ = "fallback";
       source = generate_fallback(g) + "// " + std::string(kFellBackNote) + ": " + why.what() + "\n";

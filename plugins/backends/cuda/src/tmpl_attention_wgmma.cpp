@@ -193,6 +193,23 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     if (!plan) throw KnobRefused(std::string("attention: wgmma=1: ") + name + ": " + why);
     return *plan;
   };
+  // heads=2: the block takes block_q rows of two query heads (batch entries 2i and 2i + 1),
+  // one warpgroup each, which must read the same keys and values (a grouped-query pair: proven
+  // on the host from both operands' per-entry bases), so each key/value tile is copied once.
+  const int64_t HR = knobs.count("heads") ? knobs.at("heads") : 1;
+  if (HR == 2) {
+    bool shared = p.Z % 2 == 0;
+    for (auto [which_mm, which, row_is_k, cols] :
+         {std::tuple<ir::ValueId, int, bool, int64_t>{M1, 1, false, D}, {M2, 1, true, Dv}}) {
+      auto geo = operand_geometry(g, m, which_mm, which, row_is_k, p.batch, p.Sk, cols);
+      for (int64_t z = 0; shared && geo && z + 1 < p.Z; z += 2)
+        shared = geo->bases.at(size_t(z)) == geo->bases.at(size_t(z + 1));
+      shared = shared && geo.has_value();
+    }
+    if (!shared)
+      throw KnobRefused(
+          "attention: heads=2: query heads 2i and 2i + 1 do not read the same keys and values");
+  }
   const TmaPlan qp = plan_of(1, 0, false, p.Sq, D, BQ, "q");
   const TmaPlan kp = plan_of(1, 1, false, p.Sk, D, BKV, "k");
   const TmaPlan vp = plan_of(2, 1, true, p.Sk, Dv, BKV, "v");
@@ -201,7 +218,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   // to the consumers (setmaxnreg works per warpgroup): 2 x 128 x 240 + 128 x 24 fit the 64K.
   // SPLIT warpgroups share each 64 rows, taking every SPLIT-th key tile (warps = SPLIT * block_q
   // / 16; attention_knob_refusal allows 2 with block_q 64 and stages >= 3).
-  const int64_t SPLIT = knobs.at("warps") / (BQ / 16);
+  const int64_t SPLIT = knobs.at("warps") / (HR * BQ / 16);
   // persistent=1: as many blocks as the SMs hold at once (persistent_blocks) take work items
   // (a query tile of a batch entry, heaviest first) in turn; the producer copies the next item's
   // query tile and first key tiles while the consumers still finish the last one's products and
@@ -209,13 +226,15 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   // start and its first copies' latency alone. One consumer warpgroup (block_q 64, warps 4):
   // attention_knob_refusal.
   const bool persistent = knobs.count("persistent") && knobs.at("persistent") == 1;
-  const int64_t NQ = ceil_div(p.Sq, BQ), NWORK = p.Z * NQ;
+  const int64_t NQ = ceil_div(p.Sq, BQ), NZ = p.Z / HR, NWORK = NZ * NQ;
   if (SPLIT != 1 && SPLIT != 2)
     throw KnobRefused(knob_text + ": warps must be block_q / 16, or twice that");
-  const int64_t NWG = SPLIT * BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
+  const int64_t NWG = SPLIT * HR * BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
   const bool move_registers = NWG > 1;
   const int64_t CH = D / 64, CV = Dv / 64;
-  const int64_t q_chunk = BQ * 128, k_chunk = BKV * 128, v_chunk = BKV * 128;
+  // A query chunk (64 columns) holds the block's HR x block_q rows, a head's block_q after
+  // another's.
+  const int64_t q_chunk = HR * BQ * 128, k_chunk = BKV * 128, v_chunk = BKV * 128;
   const int64_t q_bytes = CH * q_chunk, k_stage = CH * k_chunk, v_stage = CV * v_chunk;
   // A persistent block keeps two query tiles when two blocks per SM still fit with them: the next
   // item's is then copied as soon as the item before the last is read, while the consumers are
@@ -253,6 +272,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   note = " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
          num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
          (SPLIT > 1 ? " kv-split=" + num(SPLIT) : std::string()) +
+         (HR > 1 ? " heads=" + num(HR) : std::string()) +
          (persistent ? " persistent x" + num(persistent_blocks) + (QB > 1 ? " q-double" : "")
                      : std::string()) +
          (p.causal_skip ? " causal-skip" : "");
@@ -281,7 +301,9 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       at.line("const int q0 = (int)(" + num(NQ - 1) + " - w / " + num(p.Z) + ") * " + num(BQ) +
               ";  // heaviest (causal) query tiles first");
     } else {
-      at.line("const long long bz = blockIdx.x;");
+      at.line(HR > 1 ? "const long long bz_pair = blockIdx.x * " + num(HR) +
+                           "LL;  // heads bz_pair, bz_pair + 1"
+                     : std::string("const long long bz = blockIdx.x;"));
       at.line("const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) +
               ";  // heaviest (causal) query tiles first");
     }
@@ -348,13 +370,20 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     if (persistent)
       item.line("if (j >= " + num(QB) + ") emmy_wait(" + q_free + ", (" + q_use +
                 " - 1u) & 1u);  // its last item's query tile is read");
-    item.line("emmy_arm(" + q_full + ", " + num(BQ * D * 2) + "u);");
-    item.line("#pragma unroll");
-    item.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
-              tma_copy(qp,
-                       "emmy_base + (unsigned)qb * " + num(q_bytes) + "u + (unsigned)c * " +
-                           num(q_chunk) + "u",
-                       num(qp.col0) + " + c * 64", "q0", q_full));
+    item.line("emmy_arm(" + q_full + ", " + num(HR * BQ * D * 2) + "u);");
+    for (int64_t h = 0; h < HR; ++h) {
+      // With two heads each one's rows: its own batch entry, after the other's in every chunk.
+      Body head(item);
+      if (HR > 1) head.line("const long long bz = bz_pair + " + num(h) + "LL;");
+      head.line("#pragma unroll");
+      head.line("for (int c = 0; c < " + num(CH) + "; ++c) " +
+                tma_copy(qp,
+                         "emmy_base + (unsigned)qb * " + num(q_bytes) + "u + (unsigned)c * " +
+                             num(q_chunk) + "u + " + num(h * BQ * 128) + "u",
+                         num(qp.col0) + " + c * 64", "q0", q_full));
+      item.block("", head);
+    }
+    if (HR > 1) item.line("const long long bz = bz_pair;  // the keys and values both heads read");
     Body tile(item);
     tile.line("const int u = it0 + t;  // the ring's count of tiles");
     tile.line("const int s = u % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
@@ -392,9 +421,12 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   cb.line("// part: which of the " + num(SPLIT) + " warpgroups sharing rows (every " + num(SPLIT) +
           "-th key tile from part); rows: which 64 rows.");
   cb.line("const int part = wg % " + num(SPLIT) + ", rows = wg / " + num(SPLIT) + ";");
-  cb.line("const int w_first = q0 + rows * 64 + (warp & 3) * 16;  // the warp's first row");
+  // With two heads, `rows` picks the head (the same query rows of each); else 64 more rows.
+  const std::string row_off = HR > 1 ? "" : "rows * 64 + ";
+  if (HR > 1) cb.line("const long long bz = bz_pair + rows;  // this warpgroup's head");
+  cb.line("const int w_first = q0 + " + row_off + "(warp & 3) * 16;  // the warp's first row");
   cb.line("const int r_lo = w_first + grp;  // this thread's rows: r_lo and r_lo + 8");
-  cb.line("const int wg_last = q0 + rows * 64 + 63;");
+  cb.line("const int wg_last = q0 + " + row_off + "63;");
   cb.line(
       "auto emmy_ex2 = [](float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
       "\"f\"(x)); return y; };");
@@ -695,7 +727,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
         "rows are staged");
     Body out(cb);
     out.line("const int lr = i / " + num(NV) + ", c = i % " + num(NV) + ";");
-    out.line("const long long gm = q0 + rows * 64 + lr, gd = c * 8;");
+    out.line("const long long gm = q0 + " + row_off + "lr, gd = c * 8;");
     Body row(out);
     row.line("unsigned r0, r1, r2, r3;");
     row.line(
@@ -738,7 +770,7 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   cb.line("it0 += n_tiles;");
   b.line("int it0 = 0;  // the ring's count of tiles before this item");
   b.block(work_loop, cb);
-  int64_t grid[3] = {p.Z, NQ, 1};
+  int64_t grid[3] = {NZ, NQ, 1};
   if (persistent) {
     grid[0] = persistent_blocks;
     grid[1] = 1;
