@@ -40,7 +40,8 @@ namespace {
 
 constexpr char kMagic[] = "EMMY-MLP-PRIOR";
 // 2: the target is relative to the roofline estimate with knobs (1: to the knob-free floor).
-constexpr uint32_t kFormatVersion = 2;
+// 3: the derived inputs (derived_features.hpp) and whether the state uses them.
+constexpr uint32_t kFormatVersion = 3;
 
 // Every option arrives with a value: emmy's host fills in the manifest's defaults (OPTIONS in
 // CMakeLists.txt), the one place they are written.
@@ -117,6 +118,9 @@ class MlpPrior final : public Prior {
         recent_capacity_(static_cast<size_t>(number_option(o, "recent", 0, 1e5))),
         reservoir_(capacity_, seed_),
         rng_(seed_ ^ 0x9e3779b97f4a7c15ull) {
+    device_.sms = number_option(o, "sms", 1, 1e5);
+    device_.smem_per_sm = 1024 * number_option(o, "smem_kib_per_sm", 1, 1e6);
+    encoder_ = FeatureEncoder({}, number_option(o, "derived_features", 0, 1) != 0, device_);
     settings_.batch = static_cast<int>(number_option(o, "batch", 1, 1e5));
     settings_.learning_rate = number_option(o, "learning_rate", 1e-7, 1);
     settings_.mask_probability = number_option(o, "mask_probability", 0, 1);
@@ -204,6 +208,7 @@ class MlpPrior final : public Prior {
       w.put_string(kMagic);
       w.put<uint32_t>(kFormatVersion);
       w.put<uint64_t>(seed_);
+      w.put<uint8_t>(encoder_.derived() ? 1 : 0);
       w.put<uint64_t>(encoder_.vocabulary().size());
       for (const auto& name : encoder_.vocabulary()) w.put_string(name);
       w.put<uint8_t>(normalised_ ? 1 : 0);
@@ -241,10 +246,13 @@ class MlpPrior final : public Prior {
         throw Error("mlp prior state: format version " + std::to_string(version) +
                     ", this build reads " + std::to_string(kFormatVersion));
       r.get<uint64_t>();  // the seed it was created with: informational
+      // The state's input layout wins over the option, as its reservoir capacity does.
+      const uint8_t derived = r.get<uint8_t>();
+      if (derived > 1) throw Error("mlp prior state: unknown derived-inputs flag");
       std::vector<std::string> vocabulary(r.get<uint64_t>());
       if (vocabulary.size() > 100000) throw Error("mlp prior state: implausible vocabulary size");
       for (auto& name : vocabulary) name = r.get_string();
-      FeatureEncoder encoder(vocabulary);
+      FeatureEncoder encoder(vocabulary, derived != 0, device_);
       if (encoder.vocabulary() != vocabulary)
         throw Error("mlp prior state: knob vocabulary is not sorted and unique");
       const bool normalised = r.get<uint8_t>() != 0;
@@ -347,6 +355,8 @@ class MlpPrior final : public Prior {
     }
     EncodedRows d;
     d.width = encoder_.width();
+    d.knob_derived_begin = encoder_.derived_knob_begin();
+    d.knob_derived_end = encoder_.derived_knob_end();
     d.x.resize(rows.size() * d.width);
     d.decided.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -386,6 +396,7 @@ class MlpPrior final : public Prior {
   bool predict_deploy_ = false;  // set from the option predict_regime
   double relative_stddev_;   // the roofline prior's uncertainty, used until rows arrive
   DeviceCeilings ceilings_;  // the roofline model's device, as the roofline prior's options
+  DeviceFacts device_;       // the GPU the derived inputs count waves and occupancy on
   TrainSettings settings_;
   // State.
   FeatureEncoder encoder_;
