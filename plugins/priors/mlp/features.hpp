@@ -44,6 +44,11 @@ class FeatureEncoder {
   int width() const { return fixed_width() + 2 * static_cast<int>(vocabulary_.size()); }
   // Input index of a knob's value (its missing flag is the next one); -1 if unknown.
   int knob_slot(const std::string& name) const;
+  // The knob's position in the vocabulary; -1 if unknown.
+  int knob_index(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? -1 : it->second;
+  }
 
   // Encodes one kernel + assignment. `decided` (optional) receives the slots of decided knobs.
   void encode(const KernelFeatures& f, const std::map<std::string, double>& knobs,

@@ -40,7 +40,8 @@ namespace {
 
 constexpr char kMagic[] = "EMMY-MLP-PRIOR";
 // 2: the target is relative to the roofline estimate with knobs (1: to the knob-free floor).
-// 3: the derived inputs (derived_features.hpp) and whether the state uses them.
+// 3: the derived inputs (derived_features.hpp) and whether the state uses them; rows' knob
+// names as vocabulary indices.
 constexpr uint32_t kFormatVersion = 3;
 
 // Every option arrives with a value: emmy's host fills in the manifest's defaults (OPTIONS in
@@ -68,32 +69,40 @@ double number_option(const PluginOptions& o, const std::string& key, double lo, 
   return v;
 }
 
-void write_row(StateWriter& w, const PriorRow& row) {
+// A row's knob names are written as their index in the vocabulary (written before the rows):
+// every name of a kept row is in it (observe() grows it first), and a shipped state's reservoir
+// is most of its size.
+void write_row(StateWriter& w, const PriorRow& row, const FeatureEncoder& encoder) {
   w.put_string(row.features.op_class);
   w.put_string(row.features.dtype);
   w.put_vector(row.features.shape);
   w.put<double>(row.features.flops);
   w.put<double>(row.features.bytes);
-  w.put<uint64_t>(row.knobs.size());
+  w.put<uint32_t>(static_cast<uint32_t>(row.knobs.size()));
   for (const auto& [k, v] : row.knobs) {
-    w.put_string(k);
+    const int slot = encoder.knob_index(k);
+    if (slot < 0) throw Error("mlp prior: a kept row has knob '" + k + "', not in the vocabulary");
+    w.put<uint32_t>(static_cast<uint32_t>(slot));
     w.put<double>(v);
   }
   w.put<double>(row.time_us);
   w.put<uint8_t>(row.regime == Regime::deploy ? 1 : 0);
 }
 
-PriorRow read_row(StateReader& r) {
+PriorRow read_row(StateReader& r, const std::vector<std::string>& vocabulary) {
   PriorRow row;
   row.features.op_class = r.get_string();
   row.features.dtype = r.get_string();
   row.features.shape = r.get_vector<int64_t>();
   row.features.flops = r.get<double>();
   row.features.bytes = r.get<double>();
-  const uint64_t knobs = r.get<uint64_t>();
-  for (uint64_t i = 0; i < knobs; ++i) {
-    std::string k = r.get_string();
-    row.knobs[k] = r.get<double>();
+  const uint32_t knobs = r.get<uint32_t>();
+  for (uint32_t i = 0; i < knobs; ++i) {
+    const uint32_t k = r.get<uint32_t>();
+    if (k >= vocabulary.size())
+      throw Error("mlp prior state: a reservoir row names knob " + std::to_string(k) + " of " +
+                  std::to_string(vocabulary.size()));
+    row.knobs[vocabulary[k]] = r.get<double>();
   }
   row.time_us = r.get<double>();
   const uint8_t regime = r.get<uint8_t>();
@@ -230,9 +239,9 @@ class MlpPrior final : public Prior {
       w.put<uint64_t>(reservoir_.seen());
       w.put_string(reservoir_.rng_state());
       w.put<uint64_t>(reservoir_.size());
-      for (const auto& row : reservoir_.items()) write_row(w, row);
+      for (const auto& row : reservoir_.items()) write_row(w, row, encoder_);
       w.put<uint64_t>(recent_.size());
-      for (const auto& row : recent_) write_row(w, row);
+      for (const auto& row : recent_) write_row(w, row, encoder_);
       state = w.finish();
     });
   }
@@ -284,11 +293,11 @@ class MlpPrior final : public Prior {
         throw Error("mlp prior state: implausible reservoir size");
       std::vector<PriorRow> rows;
       rows.reserve(count);
-      for (uint64_t i = 0; i < count; ++i) rows.push_back(read_row(r));
+      for (uint64_t i = 0; i < count; ++i) rows.push_back(read_row(r, vocabulary));
       const uint64_t recent_count = r.get<uint64_t>();
       if (recent_count > 100000) throw Error("mlp prior state: implausible recent row count");
       std::vector<PriorRow> recent;
-      for (uint64_t i = 0; i < recent_count; ++i) recent.push_back(read_row(r));
+      for (uint64_t i = 0; i < recent_count; ++i) recent.push_back(read_row(r, vocabulary));
       if (!r.at_end()) throw Error("mlp prior state: unexpected bytes after the reservoir");
       Reservoir<PriorRow> reservoir(capacity, seed_);
       reservoir.restore(std::move(rows), seen, reservoir_rng);
