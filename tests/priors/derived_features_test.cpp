@@ -125,6 +125,14 @@ TEST(DerivedFeatures, CudaAttentionTiles) {
   EXPECT_EQ(t.steps, 32);
   EXPECT_EQ(t.step_bytes, 2 * 64 * 128 * 2);
   EXPECT_EQ(t.smem_bytes, 2 * (2 * 64 * 128 * 2) + 128 * 128 * 2);
+
+  // The same attention writing [B, S, H, D] (o_proj's order): the same tiles.
+  f.shape = {1, 2048, 16, 128};
+  const ProblemDims p = problem_dims(f);
+  EXPECT_EQ(p.batch, 16);
+  EXPECT_EQ(p.m, 2048);
+  EXPECT_EQ(p.k, 2048);
+  EXPECT_EQ(tile_figures(f, k, Backend::cuda, DeviceFacts{}).items, 256);
 }
 
 // Row-wise kernels: an RMSNorm over 4096 rows of 1024 with one warp per row and 256-thread

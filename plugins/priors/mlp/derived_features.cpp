@@ -189,6 +189,12 @@ ProblemDims problem_dims(const KernelFeatures& f) {
     for (size_t i = 0; i + 2 < r; ++i) p.batch *= d(i);
     p.m = d(r - 2);
     p.n = d(r - 1);
+    // An attention's output may be [B, S, H, D] (written in o_proj's order) rather than
+    // [B, H, S, D]: the query length is the longer of the two (heads are at most a few dozen).
+    if (f.op_class == "attention" && r >= 4 && d(r - 3) > d(r - 2)) {
+      p.batch = p.batch / d(r - 3) * d(r - 2);
+      p.m = d(r - 3);
+    }
     // 2 FLOPs per multiply-add; attention: two products of Sq x Skv x D.
     const double per = f.op_class == "attention" ? 4 : 2;
     p.k = std::max(1.0, std::round(f.flops / (per * p.batch * p.m * p.n)));
