@@ -28,6 +28,12 @@
 #   scripts/gpu-roundtrip.sh remote-sh COMMAND...
 # runs COMMAND with the carried build's environment (LD_LIBRARY_PATH, EMMY_CUDA_WORKER, CARRY),
 # e.g. a one-off profile of a GPU test under ncu.
+#   scripts/gpu-roundtrip.sh remote-prior-data
+# tunes a suite of bf16 cuda kernels (Qwen3-0.6B's products at M = 512, 2048 and B=8 S=512, its
+# norms, SiLU-multiply, softmax, causal attention) as --code expressions from one empty home,
+# stopping before EMMY_PRIOR_DATA_BUDGET seconds (default 500, the whole call), and exports every measured row
+# to $OUT/cuda_h200.jsonl (`emmy eval prior --export`), the table `emmy prior train` makes the
+# shipped cuda prior from (bench/prior/README.md).
 #   scripts/gpu-roundtrip.sh remote-bench
 # runs the issue-12 benchmark (bench/qwen_layer/run.sh: Emmy's tuned Qwen3 layer vs PyTorch eager,
 # cuBLAS and torch.compile); its EMMY_BENCH_* variables are documented there.
@@ -383,6 +389,71 @@ remote_seed() {
   pack_out "$out"
 }
 
+# The GPU suite of the prior's training data (issue 24): each kernel tuned at a small patience
+# with --prior roofline (a prior that learns nothing, so every kernel's search is the same
+# whatever ran before it), all into one home, whose checkpoint then holds every measured row.
+prior_data_suite() {
+  local bf="dtype=torch.bfloat16,device='cuda'" n k nk shape
+  # Qwen3-0.6B: hidden 1024; q 2048, k/v 1024 (and qkv fused 4096); o 2048 -> 1024; gate/up
+  # 3072 (fused 6144); down 3072 -> 1024. M: 512 and 2048 tokens, and B=8 S=512 as 3-d input.
+  # The kinds alternate, so that a budget spent early still leaves every kind in the table.
+  products() {
+    for nk in 4096,1024 2048,1024 1024,1024 1024,2048 3072,1024 6144,1024 1024,3072; do
+      n=${nk%,*} k=${nk#*,}
+      echo "torch.nn.functional.linear(torch.randn($1,$k,$bf), torch.randn($n,$k,$bf))"
+    done
+  }
+  rows() {
+    for shape in "$@"; do
+      n=${shape##*,}
+      echo "torch.randn($shape,$bf) * torch.rsqrt(torch.randn($shape,$bf).pow(2).mean(-1, keepdim=True) + 1e-6) * torch.randn($n,$bf)"
+      echo "torch.nn.functional.silu(torch.randn($shape,$bf)) * torch.randn($shape,$bf)"
+      echo "torch.softmax(torch.randn($shape,$bf), -1)"
+    done
+  }
+  attention() {
+    echo "torch.nn.functional.scaled_dot_product_attention(torch.randn($1,128,$bf), torch.randn($1,128,$bf), torch.randn($1,128,$bf), is_causal=True)"
+  }
+  products 512
+  rows 512,1024 8192,128
+  attention 1,16,512
+  products 2048
+  rows 2048,1024 4096,3072
+  attention 1,16,2048
+  products 8,512
+  rows 8,512,1024
+  attention 8,16,512
+}
+
+remote_prior_data() {
+  local out=${OUT:-/tmp/emmy-gpu-out} emmy=$CARRY/bin/emmy started=$SECONDS
+  # The whole call, the LibTorch build included, within EMMY_PRIOR_DATA_BUDGET seconds (default
+  # 500: the device tool's 600 s limit, less time for the export).
+  local home=/tmp/emmy-prior-data budget=${EMMY_PRIOR_DATA_BUDGET:-500}
+  local patience=${EMMY_PRIOR_DATA_PATIENCE:-6} log=$out/prior-data.log
+  mkdir -p "$out"
+  remote_env
+  # Only the frontend of --code needs LibTorch here (the suite runs with --prior roofline).
+  LIBTORCH_PLUGINS=torchscript remote_libtorch_plugins "$out"
+  echo "== LibTorch plugin built after $((SECONDS - started)) s" | tee "$log"
+  rm -rf "$home"
+  nvidia-smi --query-gpu=name,driver_version --format=csv | tee -a "$log"
+  local expr left
+  while read -r expr; do
+    left=$((budget - (SECONDS - started)))
+    if ((left < 15)); then
+      echo "== budget of $budget s spent: not tuned: $expr" | tee -a "$log"
+      continue
+    fi
+    echo "== $expr" | tee -a "$log"
+    EMMY_HOME=$home EMMY_DB=$home/tuning.db timeout "$left" "$emmy" tune --backend cuda \
+      --prior roofline --patience "$patience" --no-progress --code "$expr" </dev/null 2>&1 | tail -3 | tee -a "$log"
+  done < <(prior_data_suite)
+  EMMY_HOME=$home "$emmy" eval prior --prior roofline --export "$out/cuda_h200.jsonl" 2>&1 | tee -a "$log"
+  EMMY_HOME=$home "$emmy" eval prior --data "$out/cuda_h200.jsonl" --compare roofline 2>&1 | tee -a "$log"
+  echo "== $(wc -l < "$out/cuda_h200.jsonl") rows in \$OUT/cuda_h200.jsonl, $((SECONDS - started)) s" | tee -a "$log"
+}
+
 remote_bench() {
   remote_env
   CARRY=$CARRY bash bench/qwen_layer/run.sh
@@ -399,6 +470,7 @@ case ${1:-bundle} in
   remote) remote ;;
   remote-sh) shift; remote_sh "$@" ;;
   remote-bench) remote_bench ;;
+  remote-prior-data) remote_prior_data ;;
   remote-seed) remote_seed ;;
   remote-tests) shift; remote_tests "$@" ;;
   remote-pt2) shift; remote_pt2 "$@" ;;

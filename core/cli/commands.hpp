@@ -25,6 +25,8 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_trace(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_eval(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_plugins(const GlobalOptions& g, const std::vector<std::string>& args);
+// `emmy prior train` (cmd_prior.cpp): a pretrained prior to ship, from measured rows.
+int run_prior(const GlobalOptions& g, const std::vector<std::string>& args);
 // `emmy eval prior` lives beside the priors' support code (cmd_eval_prior.cpp); run_eval
 // dispatches to it.
 int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args);

@@ -19,6 +19,7 @@
 #include "search/prior_snapshot.hpp"
 #include "store/checkpoint.hpp"
 #include "store/keys.hpp"
+#include "store/pretrained_prior.hpp"
 #include "store/rerun_record.hpp"
 #include "store/tuning_store.hpp"
 #include "tune/backend_choice.hpp"
@@ -120,6 +121,32 @@ bool measure_chosen_again(RunContext& run, const std::vector<ChosenKernel>& chos
     round[i].occurrences = c.occurrences;
   }
   return true;
+}
+
+// No checkpoint in $EMMY_HOME: the prior starts from the pretrained state shipped beside its
+// plugin for this backend and architecture, if there is one (store/pretrained_prior.hpp); the
+// home's checkpoint, written at the end of the run, then refines it. -v says what was taken
+// and why the others were not.
+void start_from_shipped_prior(const PluginHost& host, const std::string& prior_name,
+                              const std::string& backend, const std::string& fingerprint,
+                              bool verbose, Prior& prior, Progress& progress) {
+  const PluginRecord* rec = host.find(prior_name, "prior");
+  if (rec == nullptr || rec->manifest_path.empty()) return;
+  const std::string dir = std::filesystem::path(rec->manifest_path).parent_path().string();
+  const store::PretrainedChoice choice =
+      store::find_pretrained_prior(dir, prior_name, backend, fingerprint);
+  if (verbose)
+    for (const auto& note : choice.notes) progress.message(note);
+  if (!choice.chosen) return;
+  if (Status s = prior.load(choice.chosen->state); !s.ok()) {
+    progress.message("warning: prior '" + prior_name + "' could not load its pretrained state " +
+                     choice.path + " (" + s.message() + "); starting untrained");
+    return;
+  }
+  if (verbose)
+    progress.message("prior " + prior_name + " starts from its pretrained state " + choice.path +
+                     " (" + choice.chosen->backend + ", " + choice.chosen->arch + ", " +
+                     std::to_string(choice.chosen->rows) + " rows)");
 }
 
 }  // namespace
@@ -275,6 +302,9 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       }
       checkpoint_digest = store::checkpoint_digest(ckpt->prior_state, ckpt->reservoir);
       reservoir_rows = std::move(ckpt->reservoir);
+    } else {
+      start_from_shipped_prior(host, prior_name, report.backend, backend->environment_fingerprint(),
+                               options.verbose, *prior, progress);
     }
   }
 

@@ -150,3 +150,29 @@ TEST_F(PriorLearningE2E, RooflineRerunAfterOtherKernelsLaunchesNothing) {
 }
 
 }  // namespace
+
+// Which state the default prior starts from: with no checkpoint in $EMMY_HOME, the pretrained
+// one shipped beside the plugin for this backend and architecture (the build tree holds the
+// repository's cpu state for x86_64); once the home has a checkpoint, that one, and the shipped
+// state is not looked at again.
+TEST_F(PriorLearningE2E, StartsFromTheShippedPriorOnlyWithoutAHomeCheckpoint) {
+  const std::string shipped =
+      std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/mlp-pretrained-cpu-x86_64.ckpt";
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the repository ships a cpu prior for x86_64 only";
+#endif
+  ASSERT_TRUE(std::filesystem::exists(shipped)) << shipped;
+  auto tune_verbose = [&](const char* code) {
+    Completed c = emmy({"-v", "tune", "--backend", "cpu", "--code", code, "--patience", "1",
+                        "--seed", "7", "--samples", "3", "--warmup", "1", "--no-progress"});
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    return c.out + c.err;
+  };
+  const std::string first = tune_verbose(kMatmulA);
+  EXPECT_NE(first.find("prior mlp starts from its pretrained state "), std::string::npos) << first;
+  EXPECT_NE(first.find("mlp-pretrained-cpu-x86_64.ckpt (cpu, x86_64, "), std::string::npos)
+      << first;
+  ASSERT_TRUE(std::filesystem::exists(path("priors/mlp.ckpt")));
+  const std::string second = tune_verbose(kMatmulB);
+  EXPECT_EQ(second.find("pretrained"), std::string::npos) << second;
+}

@@ -249,3 +249,32 @@ TEST(MlpPrior, DeployRowsAreKeptApartFromRankRows) {
 
 }  // namespace
 }  // namespace emmy
+
+namespace emmy {
+namespace {
+
+// The derived inputs (derived_features.hpp) change what the net sees; a state keeps the layout
+// it was made with whatever the option of the prior that loads it (a shipped state made with
+// one setting still loads and learns where the option says otherwise).
+TEST(MlpPrior, AStateKeepsItsDerivedInputsSetting) {
+  PluginOptions without = kSmall;
+  without["derived_features"] = "0";
+  auto a = make_prior("mlp", without), d = make_prior("mlp", kSmall);
+  const auto rows = matmul_rows(6, 15);
+  ASSERT_TRUE(a->observe(rows).ok());
+  ASSERT_TRUE(d->observe(rows).ok());
+  EXPECT_NE(predict_all(*a)[0].mean_us, predict_all(*d)[0].mean_us);
+
+  std::string state;
+  ASSERT_TRUE(a->save(state).ok());
+  auto b = make_prior("mlp", kSmall);  // derived inputs on by option
+  ASSERT_TRUE(b->load(state).ok()) << b->load(state).message();
+  expect_identical(predict_all(*a), predict_all(*b));
+  const auto more = pointwise_rows(7, 10);
+  ASSERT_TRUE(a->observe(more).ok());
+  ASSERT_TRUE(b->observe(more).ok());
+  expect_identical(predict_all(*a), predict_all(*b));
+}
+
+}  // namespace
+}  // namespace emmy

@@ -15,7 +15,9 @@ float log_scaled(double x, double scale) {
 
 }  // namespace
 
-FeatureEncoder::FeatureEncoder(std::vector<std::string> vocabulary) {
+FeatureEncoder::FeatureEncoder(std::vector<std::string> vocabulary, bool derived,
+                               DeviceFacts device)
+    : derived_(derived), device_(device) {
   extend(std::set<std::string>(vocabulary.begin(), vocabulary.end()));
 }
 
@@ -35,7 +37,7 @@ bool FeatureEncoder::extend(const std::set<std::string>& names) {
 
 int FeatureEncoder::knob_slot(const std::string& name) const {
   auto it = index_.find(name);
-  return it == index_.end() ? -1 : kFixedWidth + 2 * it->second;
+  return it == index_.end() ? -1 : fixed_width() + 2 * it->second;
 }
 
 double FeatureEncoder::floor_us(const KernelFeatures& f) {
@@ -63,6 +65,13 @@ void FeatureEncoder::encode(const KernelFeatures& f, const std::map<std::string,
     if (f.dtype == kDtypes[i]) dt = i;
   out[14 + dt] = 1;
   out[kDeployInput] = deploy ? 1.0f : 0.0f;
+  if (derived_) {
+    std::set<std::string> names(missing.begin(), missing.end());
+    bool any_missing = false;
+    for (const auto& name : missing) any_missing |= !knobs.count(name);
+    for (const auto& kv : knobs) names.insert(kv.first);
+    encode_derived(f, knobs, names, any_missing, device_, out + kBaseWidth);
+  }
 
   if (decided) decided->clear();
   for (const auto& [name, value] : knobs) {
@@ -81,7 +90,8 @@ void FeatureEncoder::encode(const KernelFeatures& f, const std::map<std::string,
 
 std::vector<int> FeatureEncoder::remap_from(const FeatureEncoder& old) const {
   std::vector<int> map(old.width(), -1);
-  for (int i = 0; i < kFixedWidth; ++i) map[i] = i;
+  // Both sides have the same fixed part: the derived setting is part of a state, never changed.
+  for (int i = 0; i < fixed_width(); ++i) map[i] = i;
   for (const auto& name : old.vocabulary()) {
     const int from = old.knob_slot(name), to = knob_slot(name);
     if (to < 0) continue;

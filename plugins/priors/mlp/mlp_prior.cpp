@@ -40,7 +40,9 @@ namespace {
 
 constexpr char kMagic[] = "EMMY-MLP-PRIOR";
 // 2: the target is relative to the roofline estimate with knobs (1: to the knob-free floor).
-constexpr uint32_t kFormatVersion = 2;
+// 3: the derived inputs (derived_features.hpp) and whether the state uses them; rows' knob
+// names as vocabulary indices.
+constexpr uint32_t kFormatVersion = 3;
 
 // Every option arrives with a value: emmy's host fills in the manifest's defaults (OPTIONS in
 // CMakeLists.txt), the one place they are written.
@@ -67,32 +69,40 @@ double number_option(const PluginOptions& o, const std::string& key, double lo, 
   return v;
 }
 
-void write_row(StateWriter& w, const PriorRow& row) {
+// A row's knob names are written as their index in the vocabulary (written before the rows):
+// every name of a kept row is in it (observe() grows it first), and a shipped state's reservoir
+// is most of its size.
+void write_row(StateWriter& w, const PriorRow& row, const FeatureEncoder& encoder) {
   w.put_string(row.features.op_class);
   w.put_string(row.features.dtype);
   w.put_vector(row.features.shape);
   w.put<double>(row.features.flops);
   w.put<double>(row.features.bytes);
-  w.put<uint64_t>(row.knobs.size());
+  w.put<uint32_t>(static_cast<uint32_t>(row.knobs.size()));
   for (const auto& [k, v] : row.knobs) {
-    w.put_string(k);
+    const int slot = encoder.knob_index(k);
+    if (slot < 0) throw Error("mlp prior: a kept row has knob '" + k + "', not in the vocabulary");
+    w.put<uint32_t>(static_cast<uint32_t>(slot));
     w.put<double>(v);
   }
   w.put<double>(row.time_us);
   w.put<uint8_t>(row.regime == Regime::deploy ? 1 : 0);
 }
 
-PriorRow read_row(StateReader& r) {
+PriorRow read_row(StateReader& r, const std::vector<std::string>& vocabulary) {
   PriorRow row;
   row.features.op_class = r.get_string();
   row.features.dtype = r.get_string();
   row.features.shape = r.get_vector<int64_t>();
   row.features.flops = r.get<double>();
   row.features.bytes = r.get<double>();
-  const uint64_t knobs = r.get<uint64_t>();
-  for (uint64_t i = 0; i < knobs; ++i) {
-    std::string k = r.get_string();
-    row.knobs[k] = r.get<double>();
+  const uint32_t knobs = r.get<uint32_t>();
+  for (uint32_t i = 0; i < knobs; ++i) {
+    const uint32_t k = r.get<uint32_t>();
+    if (k >= vocabulary.size())
+      throw Error("mlp prior state: a reservoir row names knob " + std::to_string(k) + " of " +
+                  std::to_string(vocabulary.size()));
+    row.knobs[vocabulary[k]] = r.get<double>();
   }
   row.time_us = r.get<double>();
   const uint8_t regime = r.get<uint8_t>();
@@ -117,6 +127,9 @@ class MlpPrior final : public Prior {
         recent_capacity_(static_cast<size_t>(number_option(o, "recent", 0, 1e5))),
         reservoir_(capacity_, seed_),
         rng_(seed_ ^ 0x9e3779b97f4a7c15ull) {
+    device_.sms = number_option(o, "sms", 1, 1e5);
+    device_.smem_per_sm = 1024 * number_option(o, "smem_kib_per_sm", 1, 1e6);
+    encoder_ = FeatureEncoder({}, number_option(o, "derived_features", 0, 1) != 0, device_);
     settings_.batch = static_cast<int>(number_option(o, "batch", 1, 1e5));
     settings_.learning_rate = number_option(o, "learning_rate", 1e-7, 1);
     settings_.mask_probability = number_option(o, "mask_probability", 0, 1);
@@ -204,6 +217,7 @@ class MlpPrior final : public Prior {
       w.put_string(kMagic);
       w.put<uint32_t>(kFormatVersion);
       w.put<uint64_t>(seed_);
+      w.put<uint8_t>(encoder_.derived() ? 1 : 0);
       w.put<uint64_t>(encoder_.vocabulary().size());
       for (const auto& name : encoder_.vocabulary()) w.put_string(name);
       w.put<uint8_t>(normalised_ ? 1 : 0);
@@ -225,9 +239,9 @@ class MlpPrior final : public Prior {
       w.put<uint64_t>(reservoir_.seen());
       w.put_string(reservoir_.rng_state());
       w.put<uint64_t>(reservoir_.size());
-      for (const auto& row : reservoir_.items()) write_row(w, row);
+      for (const auto& row : reservoir_.items()) write_row(w, row, encoder_);
       w.put<uint64_t>(recent_.size());
-      for (const auto& row : recent_) write_row(w, row);
+      for (const auto& row : recent_) write_row(w, row, encoder_);
       state = w.finish();
     });
   }
@@ -241,10 +255,13 @@ class MlpPrior final : public Prior {
         throw Error("mlp prior state: format version " + std::to_string(version) +
                     ", this build reads " + std::to_string(kFormatVersion));
       r.get<uint64_t>();  // the seed it was created with: informational
+      // The state's input layout wins over the option, as its reservoir capacity does.
+      const uint8_t derived = r.get<uint8_t>();
+      if (derived > 1) throw Error("mlp prior state: unknown derived-inputs flag");
       std::vector<std::string> vocabulary(r.get<uint64_t>());
       if (vocabulary.size() > 100000) throw Error("mlp prior state: implausible vocabulary size");
       for (auto& name : vocabulary) name = r.get_string();
-      FeatureEncoder encoder(vocabulary);
+      FeatureEncoder encoder(vocabulary, derived != 0, device_);
       if (encoder.vocabulary() != vocabulary)
         throw Error("mlp prior state: knob vocabulary is not sorted and unique");
       const bool normalised = r.get<uint8_t>() != 0;
@@ -276,11 +293,11 @@ class MlpPrior final : public Prior {
         throw Error("mlp prior state: implausible reservoir size");
       std::vector<PriorRow> rows;
       rows.reserve(count);
-      for (uint64_t i = 0; i < count; ++i) rows.push_back(read_row(r));
+      for (uint64_t i = 0; i < count; ++i) rows.push_back(read_row(r, vocabulary));
       const uint64_t recent_count = r.get<uint64_t>();
       if (recent_count > 100000) throw Error("mlp prior state: implausible recent row count");
       std::vector<PriorRow> recent;
-      for (uint64_t i = 0; i < recent_count; ++i) recent.push_back(read_row(r));
+      for (uint64_t i = 0; i < recent_count; ++i) recent.push_back(read_row(r, vocabulary));
       if (!r.at_end()) throw Error("mlp prior state: unexpected bytes after the reservoir");
       Reservoir<PriorRow> reservoir(capacity, seed_);
       reservoir.restore(std::move(rows), seen, reservoir_rng);
@@ -347,6 +364,8 @@ class MlpPrior final : public Prior {
     }
     EncodedRows d;
     d.width = encoder_.width();
+    d.knob_derived_begin = encoder_.derived_knob_begin();
+    d.knob_derived_end = encoder_.derived_knob_end();
     d.x.resize(rows.size() * d.width);
     d.decided.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -386,6 +405,7 @@ class MlpPrior final : public Prior {
   bool predict_deploy_ = false;  // set from the option predict_regime
   double relative_stddev_;   // the roofline prior's uncertainty, used until rows arrive
   DeviceCeilings ceilings_;  // the roofline model's device, as the roofline prior's options
+  DeviceFacts device_;       // the GPU the derived inputs count waves and occupancy on
   TrainSettings settings_;
   // State.
   FeatureEncoder encoder_;

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace emmy::priors {
@@ -73,12 +74,16 @@ void train_ensemble(Ensemble& net, AdamState& adam, const EncodedRows& rows,
       const size_t r = uniform_below(rng, rows.size());
       float* x = &xb[s * I];
       std::copy(&rows.x[r * rows.width], &rows.x[r * rows.width] + rows.width, x);
-      if (uniform01(rng) < settings.mask_probability)
+      if (uniform01(rng) < settings.mask_probability) {
+        bool masked = false;
         for (int slot : rows.decided[r])
           if (uniform01(rng) < 0.5) {
             x[slot] = 0;
             x[slot + 1] = 1;
+            masked = true;
           }
+        if (masked) std::fill(x + rows.knob_derived_begin, x + rows.knob_derived_end, 0.0f);
+      }
       yb[s] = rows.y[r];
       wb[s] = rows.weight[r];
     }

@@ -18,6 +18,9 @@ struct EncodedRows {
   std::vector<float> y;                 // [n] normalised target
   std::vector<float> weight;            // [n] deploy rows weigh more
   std::vector<std::vector<int>> decided;  // [n] input slots of the row's decided knobs
+  // Inputs computed from all knobs together (FeatureEncoder::derived_knob_begin/end): zeroed
+  // in a row shown with some knobs undecided, as the encoder leaves them then.
+  int knob_derived_begin = 0, knob_derived_end = 0;
   size_t size() const { return y.size(); }
 };
 
