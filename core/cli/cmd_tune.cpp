@@ -1,4 +1,5 @@
-// `emmy tune`: the command that creates knowledge (seed, "Inside a Tuning Run").
+// `emmy tune`: the command that creates knowledge (the user's run description, "Inside a Tuning
+// Run"; docs/DESIGN.md, Data flow of emmy tune).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
