@@ -1,5 +1,4 @@
-// `emmy tune`: the command that creates knowledge (the user's run description, "Inside a Tuning
-// Run"; docs/DESIGN.md, Data flow of emmy tune).
+// `emmy tune`: the command that creates knowledge (docs/DESIGN.md, Data flow of emmy tune).
 #include <algorithm>
 #include <cmath>
 #include <fstream>

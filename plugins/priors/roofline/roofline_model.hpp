@@ -17,9 +17,8 @@
 
 namespace emmy::priors {
 
-// The member values are a reference device (the mlp prior scales its features by it); the
-// priors' own ceilings always come from their options, whose defaults are the manifests'.
-// Figures of the 2-core Debian machine: docs/DESIGN.md, CPU backend.
+// A reference device (the mlp prior scales its features by it; figures: docs/DESIGN.md, CPU
+// backend); the priors' own ceilings come from their options, defaulting to the manifests'.
 struct DeviceCeilings {
   double peak_gflops = 200;  // whole device, all cores (f32 matmul 512^3 ~200 GFLOP/s)
   double peak_gbps = 20;     // DRAM bandwidth (unfused RMSNorm ~24 GB/s)
