@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU round trip, in two halves (DESIGN.md, The GPU machine).
+# The GPU round trip, in two halves (docs/DESIGN.md, The GPU machine).
 #
 # Here (Debian, no GPU):
 #   scripts/gpu-roundtrip.sh [bundle] [BUILD_DIR [OVERLAY_BUILD_DIR...]]
@@ -14,8 +14,8 @@
 #   scripts/gpu-roundtrip.sh remote
 # builds the LibTorch plugins (torchscript frontend, mlp prior) against the machine's LibTorch
 # (the carried ones link Debian's LibTorch 1.13; scripts/libtorch-plugin.sh), runs the GPU tests
-# (EMMY_GPU_TESTS: a gtest filter, "none" skips them), then the seed's two commands exactly as
-# written (`emmy tune --code "...device='cuda'..." --patience 10 -v` and
+# (EMMY_GPU_TESTS: a gtest filter, "none" skips them), then the two commands of the user's run
+# description exactly as written (`emmy tune --code "...device='cuda'..." --patience 10 -v` and
 # `emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0`, no --backend), each with its re-run, printing
 # the backend and prior they used, compares the structural keys of a traced transformers Qwen3
 # layer with the hf frontend's (keys.log: "keys identical: True"), `emmy eval variants --kernel matmul` and `emmy eval failures`,
@@ -161,20 +161,22 @@ remote_libtorch_plugins() {
 
 }
 
-# The seed's two commands exactly as a user types them (no --backend: the default must pick the
-# GPU), from an empty home, each followed by up to RERUNS re-runs (stopping at the first that
-# launches nothing). The default prior learns from every run, but an identical re-run with
-# nothing learned elsewhere since starts from the prior its first run started from, so it walks
-# the same path from the database and launches nothing (README, "The prior"). When both ran, the
-# --code command once more after the layer: its prior has learned the layer's kernels since, so
-# it may descend differently and reach new configurations. Then the --code command with
-# --prior roofline (a prior that does not learn) twice: its re-run launches nothing too.
+# The two commands of the user's run description exactly as a user types them (no --backend:
+# the default must pick the GPU), from an empty home, each followed by up to RERUNS re-runs
+# (stopping at the first that launches nothing). The default prior learns from every run, but an
+# identical re-run with nothing learned elsewhere since starts from the prior its first run started
+# from, so it walks the same path from the database and launches nothing (README, "The prior").
+# When both ran, the --code command once more after the layer: its prior has learned the layer's
+# kernels since, so it may descend differently and reach new configurations. Then the --code
+# command with --prior roofline (a prior that does not learn) twice: its re-run launches nothing
+# too.
 seed_runs() {
   local out=$1 reruns=$2 emmy=$CARRY/bin/emmy i
   local code=("$emmy" tune --code "$CODE" --patience 10 -v)
   local layer=("$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0)
-  # Not the seed's, asked by EMMY_SEED_WHAT containing "attn": issue 24's causal attention at
-  # S=2048 (16 heads, hd 128, bf16) at the default patience, to finish in under a minute.
+  # Not the run description's, asked by EMMY_SEED_WHAT containing "attn": issue 24's causal
+  # attention at S=2048 (16 heads, hd 128, bf16) at the default patience, to finish in under a
+  # minute.
   local attn=("$emmy" tune --code "$ATTN_CODE" --patience 50 -v)
   local code_limit=${EMMY_TUNE_TIMEOUT:-240} layer_limit=${EMMY_SEED_LAYER_TIMEOUT:-420}
   for what in ${EMMY_SEED_WHAT:-code layer}; do
@@ -194,7 +196,7 @@ seed_runs() {
     unset -n cmd
   done
   # PyTorch's time for the same product, measured as bench/qwen_layer measures (issue 18's
-  # target: the seed's f32 example at least as fast as PyTorch's, TF32 off).
+  # target: the run description's f32 example at least as fast as PyTorch's, TF32 off).
   if [[ -f $out/seed-code-0.json && -x /opt/torch/.venv/bin/python3 ]]; then
     /opt/torch/.venv/bin/python3 bench/seed/torch_product.py "$out/seed-code-0.json" 2>&1 |
       tail -3 | tee -a "$out/seed-code.log" "$out/seed-summary.log"
@@ -376,8 +378,8 @@ pack_out() {
   echo "== logs and reports: \$OUT/roundtrip.tgz"
 }
 
-# Only the LibTorch plugins and the seed's commands, with up to EMMY_SEED_RERUNS (default 3)
-# re-runs each: the seed's record for docs/PERFORMANCE.md.
+# Only the LibTorch plugins and the run description's commands, with up to EMMY_SEED_RERUNS (default
+# 3) re-runs each: their record for docs/PERFORMANCE.md.
 remote_seed() {
   local out=${OUT:-/tmp/emmy-gpu-out}
   mkdir -p "$out"

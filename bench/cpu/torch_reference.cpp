@@ -16,7 +16,7 @@ struct TorchReference::Impl {
 namespace {
 
 // Evicted from the caches before each call, not timed: Emmy's side starts every sample cold in
-// the worker (cpu/src/evict.hpp), so LibTorch's does too.
+// the worker (plugins/backends/cpu/src/evict.hpp), so LibTorch's does too.
 void evict(const std::vector<const torch::Tensor*>& tensors) {
   for (const torch::Tensor* t : tensors)
     if (t->defined()) cpu::worker::evict(t->data_ptr(), t->nbytes());

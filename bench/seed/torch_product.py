@@ -1,9 +1,10 @@
-"""PyTorch's time for the seed's --code product, measured as bench/qwen_layer measures (one
-CUDA-graph replay, L2 flushed before each sample, median), so that it sets beside `emmy tune`'s
-deploy time of the same product in the same device call (scripts/gpu-roundtrip.sh seed runs).
+"""PyTorch's time for the --code product of the user's run description, measured as
+bench/qwen_layer measures (one CUDA-graph replay, L2 flushed before each sample, median), so that
+it sets beside `emmy tune`'s deploy time of the same product in the same device call
+(scripts/gpu-roundtrip.sh remote-seed runs).
 
 usage: torch_product.py [EMMY_REPORT.json]   prints PyTorch's time, and with a report the ratio
-The seed's product is f32 512x512 @ 512x512; TF32 stays off (the source does not allow it), so
+The product is f32 512x512 @ 512x512; TF32 stays off (the source does not allow it), so
 PyTorch runs cuBLAS's exact f32 GEMM, the fair anchor for Emmy's exact f32 kernels.
 """
 import json

@@ -1,4 +1,4 @@
-// `emmy eval`: reads the tuning database with no GPU (DESIGN.md, CLI; seed "See it yourself").
+// `emmy eval`: reads the tuning database with no GPU (docs/DESIGN.md, CLI).
 //   emmy eval variants --kernel NAME   what was measured, best first
 //   emmy eval failures                 failing configurations grouped by kind
 //   emmy eval runs                     past runs with their totals and validation gap

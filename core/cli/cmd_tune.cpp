@@ -1,4 +1,4 @@
-// `emmy tune`: the command that creates knowledge (seed, "Inside a Tuning Run").
+// `emmy tune`: the command that creates knowledge (docs/DESIGN.md, Data flow of emmy tune).
 #include <algorithm>
 #include <cmath>
 #include <fstream>

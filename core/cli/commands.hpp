@@ -20,7 +20,7 @@ struct GlobalOptions {
 // Each returns the process exit code. `args` are the arguments after the subcommand name.
 // Exit codes (README.md, "Exit codes"): 0 ok, 1 failure at run time, 2 bad usage or input,
 // 3 database busy (another writer), 4 database corrupt, 5 no space left for the database,
-// 130 interrupted.
+// 6 crashed inside a plugin, 130 interrupted.
 int run_tune(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_trace(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_eval(const GlobalOptions& g, const std::vector<std::string>& args);

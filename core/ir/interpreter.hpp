@@ -1,5 +1,5 @@
 // The reference interpreter: evaluates any graph (or slice) on the CPU. It is the oracle every
-// backend checks its candidates against (DESIGN.md, Backends and measurement).
+// backend checks its candidates against (docs/DESIGN.md, Backends and measurement).
 //
 // Every op computes in double precision (matmuls and reductions accumulate in f64) and rounds
 // each node's result to the node's dtype, as aten's CPU kernels compute in a wider "opmath"

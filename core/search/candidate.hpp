@@ -82,7 +82,7 @@ struct SearchOptions {
   int max_free_refusals = 1024;
   // Forks of the other kind whose name is "<also_searched>@..." are searched too, not answered
   // with option 0: the inner search on a slice that carries an attention producer answers the
-  // attention fusion's structural fork (DESIGN.md, The search). Empty: none.
+  // attention fusion's fork (docs/DESIGN.md, The attention-fusion exception). Empty: none.
   std::string also_searched;
   double exploration = 0.25;  // weight of the "little tried" term against measured quality (0..1 scale)
   double best_weight = 0.5;   // quality of a subtree: this much its best time, the rest its mean (log space)

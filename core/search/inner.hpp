@@ -1,5 +1,5 @@
 // The inner search: tunes one kernel by MCTS over the in-place forks its lowering passes ask
-// on the kernel's slice, with the whole patience budget (seed, "Two levels, not one").
+// on the kernel's slice, with the whole patience budget (docs/DESIGN.md, Two levels of search).
 #pragma once
 
 #include <vector>

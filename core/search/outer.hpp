@@ -1,6 +1,6 @@
 // The outer search: which kernels exist. MCTS over the structural forks only; each descent runs
 // the structural passes and stops when they are done (its endpoint is a grouping), scored by the
-// sum over its kernels of their best tuned times (seed, "Two levels, not one").
+// sum over its kernels of their best tuned times (docs/DESIGN.md, Two levels of search).
 #pragma once
 
 #include <functional>
@@ -26,7 +26,7 @@ using KernelKey = std::function<std::string(const ir::Graph& graph, const ir::Ke
 
 // One kernel of a grouping that has not been tuned yet. `producer` (else nullptr) is the kernel
 // computing its attention scores (emmy::attention_producer): its slice carries the producer, and
-// its time stands for both kernels (DESIGN.md, The search: the attention-fusion exception).
+// its time stands for both kernels (docs/DESIGN.md, The attention-fusion exception).
 // `hopeless_above_us`: above this time (µs) the kernel alone puts its grouping's total beyond
 // OuterOptions::set_aside_factor times the best total known, so its tuner may stop as soon as its
 // best so far is above it (and return that time); +inf while no grouping has a total.

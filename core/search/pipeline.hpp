@@ -1,5 +1,5 @@
 // Running a pass pipeline once, with one resolver answering its forks, and checking the
-// contract between structural and in-place passes (DESIGN.md, The search).
+// contract between structural and in-place passes (docs/DESIGN.md, Forks and the tree).
 #pragma once
 
 #include <string>

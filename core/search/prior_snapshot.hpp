@@ -1,6 +1,6 @@
 // The prior snapshot a tuning run starts from. Every inner search of the run gets a fresh prior
 // restored from it (plus only its own kernel's rows), so per-kernel results do not depend on the
-// order kernels are tuned in or finish in (DESIGN.md, The search: determinism).
+// order kernels are tuned in or finish in (docs/DESIGN.md, Determinism).
 #pragma once
 
 #include <cstdint>

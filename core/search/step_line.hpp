@@ -1,5 +1,5 @@
-// One line per search step, as `emmy tune -v` prints them (seed: "-v prints one line per step of
-// the search instead of the live progress bar").
+// One line per search step, as `emmy tune -v` prints them (the user's run description: "-v prints
+// one line per step of the search instead of the live progress bar").
 #pragma once
 
 #include <string>

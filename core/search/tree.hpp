@@ -1,6 +1,6 @@
 // The search tree: one node per fork reached, keyed by the sequence of answers from the root
 // (so passes keep no state), with the statistics of every evaluation that passed through it, and
-// the selection rule that picks which answer to give next (DESIGN.md, The search).
+// the rule that picks which answer to give next (docs/DESIGN.md, Selection and the prior).
 #pragma once
 
 #include <cstddef>

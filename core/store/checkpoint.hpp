@@ -1,5 +1,5 @@
-// The prior's checkpoint file ($EMMY_HOME/priors/<name>.ckpt, DESIGN.md Stores): the prior's
-// own state (opaque bytes from Prior::save) plus its reservoir of rows.
+// The prior's checkpoint file ($EMMY_HOME/priors/<name>.ckpt, docs/DESIGN.md, The prior's
+// checkpoint): the prior's own state (opaque bytes from Prior::save) plus its reservoir of rows.
 //
 // File layout (little endian):
 //   magic "EMMYCKPT" (8 bytes), format version (u32), CRC-32 of everything after the header

@@ -1,5 +1,5 @@
-// The records the tuning database holds (DESIGN.md, Stores). Plain structs; their stored form
-// (versioned, checksummed JSON) is record_codec.hpp's business.
+// The records the tuning database holds (docs/DESIGN.md, The tuning database). Plain structs; their
+// stored form (versioned, checksummed JSON) is record_codec.hpp's business.
 #pragma once
 
 #include <cstdint>

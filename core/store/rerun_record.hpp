@@ -1,15 +1,15 @@
 // The prior a tuning run started from, kept beside the prior's checkpoint
 // ($EMMY_HOME/priors/<name>.rerun), so that an identical re-run starts from it too.
 //
-// Why: the seed says both that "re-running an identical tuning run walks the same path, hits the
-// cache every time, and finishes having launched nothing", and that the prior "keeps changing as
-// it learns from other kernels and other runs", so that a re-run reaches new configurations. A
-// learning prior also learns from the run itself; started from that, a re-run of the same
-// command would never be identical. So a run's own rows are learned (the checkpoint keeps them
-// for every other run), but the run that repeats it, with nothing learned elsewhere in between
-// (the checkpoint is still the one it left), starts from the prior it started from and replays
-// its path from the database. Once anything else was learned, a re-run starts from the
-// checkpoint and descends where the new knowledge leads.
+// Why: the user's run description says both that "re-running an identical tuning run walks the same
+// path, hits the cache every time, and finishes having launched nothing", and that the prior "keeps
+// changing as it learns from other kernels and other runs", so that a re-run reaches new
+// configurations. A learning prior also learns from the run itself; started from that, a re-run of
+// the same command would never be identical. So a run's own rows are learned (the checkpoint keeps
+// them for every other run), but the run that repeats it, with nothing learned elsewhere in between
+// (the checkpoint is still the one it left), starts from the prior it started from and replays its
+// path from the database. Once anything else was learned, a re-run starts from the checkpoint and
+// descends where the new knowledge leads.
 //
 // One record, the last run's: losing or ignoring it never loses a measurement (the database has
 // them), it only makes the next re-run start from the current checkpoint.

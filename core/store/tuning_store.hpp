@@ -1,6 +1,6 @@
-// The tuning database (DESIGN.md, Stores): one RocksDB database with the column families
-// measurements, search_tree, kernels, runs and plans. Key layouts: store/keys.hpp; stored form
-// (versioned, checksummed): store/record_codec.hpp.
+// The tuning database (docs/DESIGN.md, The tuning database): one RocksDB database with the column
+// families measurements, search_tree, kernels, runs and plans. Key layouts: store/keys.hpp; stored
+// form (versioned, checksummed): store/record_codec.hpp.
 //
 // Rules this class keeps:
 // - One writer process per database. open_writer() on a database another process (or another
@@ -69,7 +69,7 @@ class DatabaseFull : public emmy::Error {
   using emmy::Error::Error;
 };
 
-// The column family names (DESIGN.md, Stores).
+// The column family names (docs/DESIGN.md, The tuning database).
 inline constexpr const char* kMeasurementsCF = "measurements";
 inline constexpr const char* kSearchTreeCF = "search_tree";
 inline constexpr const char* kKernelsCF = "kernels";

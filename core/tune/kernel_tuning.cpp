@@ -17,8 +17,8 @@
 namespace emmy::tune {
 namespace {
 
-// Measurements within this fraction of the best so far are re-measured at `deploy` (seed,
-// "Finishing at the deployable setting").
+// Measurements within this fraction of the best so far are re-measured at `deploy` (docs/DESIGN.md,
+// Rank and deploy; the user's run description, "Finishing at the deployable setting").
 constexpr double kDeployBand = 1.15;
 
 // What a measurement costs besides running the kernel (the worker's round trip, loading the

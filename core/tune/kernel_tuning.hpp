@@ -1,6 +1,6 @@
 // Tuning one distinct kernel: the inner search on its slice, with every candidate served from
-// the database when it was measured before, else built, measured and checked (DESIGN.md, Data
-// flow, step 4).
+// the database when it was measured before, else built, measured and checked
+// (docs/DESIGN.md, The inner search).
 #pragma once
 
 #include <atomic>

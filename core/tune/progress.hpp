@@ -1,6 +1,6 @@
-// What a tuning run shows while it works (seed: "A live progress bar counts distinct kernels";
-// "-v prints one line per step of the search instead"). Without a terminal and without -v, one
-// plain line per finished kernel.
+// What a tuning run shows while it works (the user's run description: "A live progress bar counts
+// distinct kernels"; "-v prints one line per step of the search instead"). Without a terminal and
+// without -v, one plain line per finished kernel.
 #pragma once
 
 #include <map>

@@ -1,4 +1,4 @@
-// The tuning run (DESIGN.md, "Data flow of emmy tune"; seed, "Inside a Tuning Run"):
+// The tuning run (docs/DESIGN.md, Data flow of emmy tune; "Inside a Tuning Run"):
 //  1. plugins chosen by the options (frontend, passes in order, backend, prior);
 //  2. the frontend turns the source into a graph;
 //  3. the outer search over structural forks; its endpoint is a grouping, scored by the sum of

@@ -1,6 +1,6 @@
-// The validation gap's statistic (DESIGN.md, Data flow step 6): how the chosen kernels measured
-// again in isolation and the assembled graph are each summarized into one time, the same way on
-// both sides, so that their difference is the program's and not the machine's noise.
+// The validation gap's statistic (docs/DESIGN.md, Validation and end to end): how the chosen
+// kernels measured again in isolation and the assembled graph are each summarized into one time,
+// the same way on both sides, so their difference is the program's, not the machine's noise.
 #pragma once
 
 #include <string>

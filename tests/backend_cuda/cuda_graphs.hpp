@@ -22,8 +22,8 @@ Case rotate_half_f32();
 // bf16 RMSNorm over rows of 1024; f32 softmax over rows of 77 (not a multiple of a warp).
 Case rmsnorm_bf16();
 Case softmax_f32();
-// f32 matmul 512x512x512 (the seed's example); bf16 linear with bias + silu, ragged sizes;
-// f32 bmm whose output is transposed (an epilogue that cannot be fused into the tile store).
+// f32 matmul 512x512x512 (the run description's --code example); bf16 linear with bias + silu,
+// ragged sizes; f32 bmm whose output is transposed (an epilogue not fused into the tile store).
 Case matmul_f32(int64_t n = 512);
 Case linear_bf16_bias_silu();
 // f16 [2,100,256] @ [256,72] on tensor cores (batch broadcast, ragged tiles).

@@ -1,8 +1,8 @@
-// The default prior learns (seed: "the reason to re-run anyway is that the prior keeps changing
-// as it learns from other kernels and other runs"): kernel A tuned, kernel B tuned, A re-run. The
-// re-run starts from a prior that has learned A's and B's rows, so it measures configurations
-// the first A run did not, and serves everything measured before from the database. Real
-// `emmy` binary, cpu backend, fixed seeds.
+// The default prior learns (the user's run description: "the reason to re-run anyway is that the
+// prior keeps changing as it learns from other kernels and other runs"): kernel A tuned, kernel B
+// tuned, A re-run. The re-run starts from a prior that has learned A's and B's rows, so it measures
+// configurations the first A run did not, and serves everything measured before from the database.
+// Real `emmy` binary, cpu backend, fixed seeds.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -87,10 +87,10 @@ TEST_F(PriorLearningE2E, RerunAfterOtherKernelsReachesNewConfigurations) {
   EXPECT_FALSE(e["priors"][0].contains("error")) << e.dump(2);
 }
 
-// The seed: "re-running an identical tuning run walks the same path, hits the cache every time,
-// and finishes having launched nothing". The first run's rows were learned, but nothing from
-// elsewhere since, so the re-run starts from the prior the first run started from and the
-// checkpoint is left as it was. A damaged re-run record only costs the replay.
+// The user's run description: "re-running an identical tuning run walks the same path, hits the
+// cache every time, and finishes having launched nothing". The first run's rows were learned, but
+// nothing from elsewhere since, so the re-run starts from the prior the first run started from and
+// the checkpoint is left as it was. A damaged re-run record only costs the replay.
 TEST_F(PriorLearningE2E, IdenticalRerunWalksTheSamePathAndLaunchesNothing) {
   const json a1 = tune(kMatmulA, "a1.json");
   ASSERT_EQ(a1["status"], "ok") << a1.dump(2);

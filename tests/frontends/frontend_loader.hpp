@@ -17,7 +17,7 @@ class LoadedFrontend {
  public:
   explicit LoadedFrontend(const std::string& name) {
     std::string path = std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/libemmy_" + name + ".so";
-    // Libraries are never unloaded in a process (DESIGN.md), so the handle is kept open.
+    // Libraries are never unloaded in a process (docs/DESIGN.md, Plugins): the handle stays open.
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) throw std::runtime_error("dlopen " + path + ": " + dlerror());
     auto entry = reinterpret_cast<EmmyPluginInfoFn>(dlsym(handle, EMMY_PLUGIN_ENTRY_SYMBOL));

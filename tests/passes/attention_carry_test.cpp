@@ -117,7 +117,7 @@ TEST(AttentionCarry, InnerSearchOnACarryingSliceAnswersTheAttentionFork) {
   EXPECT_TRUE(templates.count("attention")) << "the fused option was never a candidate";
   EXPECT_TRUE(counts.count(1u)) << "no fused (one-kernel) candidate";
   EXPECT_TRUE(counts.count(2u)) << "no split (two-kernel) candidate";
-  // Without it, the slice stays split: the fused option is never built (the seed's warning).
+  // Without it the fused option is never built (docs/DESIGN.md, The attention-fusion exception).
   auto [plain_templates, plain_counts] = search(false);
   EXPECT_FALSE(plain_templates.count("attention"));
   EXPECT_EQ(plain_counts, std::set<size_t>{2u});

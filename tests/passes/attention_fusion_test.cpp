@@ -1,6 +1,6 @@
 // The attention fusion: a structural fork between the fused kernel and the split form, and the
-// exception of DESIGN.md: the split form's slice carries the scores kernel, so that inside the
-// slice the fork can still answer "fused" and the fused kernel is the one built and measured.
+// exception (docs/DESIGN.md, The attention-fusion exception): the split form's slice carries the
+// scores kernel, so the fork can still answer "fused" in it and the fused kernel is measured.
 #include <gtest/gtest.h>
 
 #include "emmy/templates.hpp"

@@ -1,6 +1,6 @@
 // A Qwen3-like decoder layer through the default pipeline: every kernel gets a template it fits,
 // the default grouping has a stable kernel count, identical layers share their structural forks,
-// and splitting the horizontal fusion gives the seed's 12 kernels a layer.
+// and splitting the horizontal fusion gives the 12 kernels a layer of the user's run description.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -90,7 +90,7 @@ TEST(ManifestFuzz, EveryTruncationIsRefusedOrLosesOnlyPadding) {
     }
   }
   EXPECT_GT(count, 300u);
-  EXPECT_GE(refused + 8, count);  // at most 3 padding bytes per seed
+  EXPECT_GE(refused + 8, count);  // at most 3 padding bytes per starting manifest
 }
 
 TEST(ManifestFuzz, RandomMutationsGiveOkOrRefusal) {

@@ -1,6 +1,6 @@
-// The attention fusion (seed: the boxed exception). For every softmax whose input comes from one
-// matmul (q @ k^T, through scale/mask/cast) and whose output feeds a second matmul (@ v), a
-// structural fork between
+// The attention fusion (docs/DESIGN.md, The attention-fusion exception). For every softmax whose
+// input comes from one matmul (q @ k^T, through scale/mask/cast) and whose output feeds a second
+// matmul (@ v), a structural fork between
 //   "fused": one kernel, template "attention" (q@k^T, scale, mask, softmax, @v), and
 //   "split": a scores kernel (q@k^T, scale, mask: a matmul with an epilogue) and a
 //            softmax-and-values kernel.

@@ -1,5 +1,5 @@
 // Backends: generate source for a slice and a configuration, build it for a regime, and measure
-// it on a device (DESIGN.md, Backends and measurement).
+// it on a device (docs/DESIGN.md, Backends and measurement).
 #pragma once
 
 #include <cstdint>

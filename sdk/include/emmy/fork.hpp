@@ -1,4 +1,4 @@
-// Forks: the decision points a pass asks the search to answer (DESIGN.md, The search).
+// Forks: the decision points a pass asks the search to answer (docs/DESIGN.md, Forks and the tree).
 // A pass calls `resolver.choose(site)` and gets an option index back; it keeps no state of its
 // own between calls, because the pipeline is re-run from the start for every descent.
 #pragma once

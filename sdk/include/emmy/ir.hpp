@@ -1,4 +1,4 @@
-// The IR every plugin exchanges (DESIGN.md, Vocabulary): a DAG of aten-like tensor ops with
+// The IR every plugin exchanges (docs/DESIGN.md, Vocabulary): a DAG of aten-like tensor ops with
 // static shapes and dtypes, plus groupings of its ops into kernels.
 //
 // Representation: a Graph owns a vector of Nodes in topological order; node i produces exactly

@@ -1,5 +1,5 @@
 // A bounded, uniform sample of a stream (Vitter's Algorithm R), for the prior's training rows
-// (DESIGN.md, Stores: "a reservoir of rows"). Header-only, no dependencies, so both a prior
+// (docs/DESIGN.md, The prior's checkpoint). Header-only, no dependencies, so both a prior
 // plugin and the core (which writes the checkpoint's rows) can keep one.
 //
 // Determinism: the same items offered in the same order with the same seed keep the same sample

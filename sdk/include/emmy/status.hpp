@@ -1,5 +1,5 @@
 // Status: how every call across the plugin boundary reports failure.
-// No exception may cross the boundary (DESIGN.md, Plugins), so plugin entry points catch
+// No exception may cross the boundary (docs/DESIGN.md, Plugins), so plugin entry points catch
 // everything and return a Status; `guard` is the one helper that does the catching.
 #pragma once
 

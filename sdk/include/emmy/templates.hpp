@@ -98,7 +98,7 @@ std::optional<Relabelling> relabelling_of(const ir::Graph& graph, ir::ValueId va
 // The row length of a "reduction" kernel (size of the last dimension its reductions reduce).
 std::optional<int64_t> reduction_row_length(const ir::Graph& graph, const ir::Kernel& kernel);
 
-// ---- The attention-fusion exception (DESIGN.md, The search) ------------------------------------
+// ---- The attention-fusion exception (docs/DESIGN.md, The attention-fusion exception) ----------
 
 // For the split form of an attention (the kernel holding softmax -> @v), the kernel of `program`
 // that produces its scores (the one holding q @ k^T); nullptr when `kernel` is not such a kernel.

@@ -1,5 +1,5 @@
-// Builds candidates on a pool of threads ahead of measurement (DESIGN.md: "Builds run in a pool
-// of worker threads ahead of measurement"). Works with any Backend whose build() is thread-safe.
+// Builds candidates on a pool of threads ahead of measurement (docs/DESIGN.md, The inner
+// search). Works with any Backend whose build() is thread-safe.
 #pragma once
 
 #include <condition_variable>
