@@ -28,8 +28,8 @@ budget (--budget N gives it when p50 is not among the modes). Every run: --no-va
 
 Writes OUT/search_bench.md (the table), OUT/search_bench.json (every figure, trajectory and exact
 command) and OUT/search_bench.log, rewritten after every run so that a run cut short by the
-device tool's limit still leaves what it measured; --deadline S skips the runs that would start
-after S seconds. Suites: SUITES below; a JSON file may give its own
+device tool's limit still leaves what it measured; --deadline S starts no tune after S seconds
+and interrupts one still running at S + 60 s (its mode then shows failed). Suites: SUITES below; a JSON file may give its own
 ([{"name": ..., "code": ..., "backend": "cpu"}, ...]).
 """
 
@@ -95,7 +95,11 @@ SUITES = {
         {"name": "rmsnorm_256x1024", "code": _rmsnorm(256, 1024, _cpu)},
         {"name": "silu_mul_256x1024",
          "code": f"torch.nn.functional.silu({_cpu(256, 1024)}) * {_cpu(256, 1024)}"},
-        {"name": "sdpa_causal_1x4x128x64", "code": _sdpa(1, 4, 4, 128, 64, _cpu)},
+        # Attention written out (softmax(q k^T / 8) v, not causal): this machine's LibTorch 1.13
+        # has no scaled_dot_product_attention to compile --code with.
+        {"name": "attention_1x4x128x64",
+         "code": f"torch.matmul(torch.softmax(torch.matmul({_cpu(1, 4, 128, 64)}, {_cpu(1, 4, 64, 128)}) "
+                 f"* 0.125, -1), {_cpu(1, 4, 128, 64)})"},
     ],
     # The Qwen3 layer's distinct kernels, bf16 on the GPU, at B=1 S=512 and B=8 S=512.
     "cuda": _qwen(1, 512) + _qwen(8, 512),
@@ -181,12 +185,30 @@ def trace_of(report: dict | None, key: str | None) -> dict | None:
 
 
 def figures(kernel: dict) -> None:
-    """Fills kernel['reference_us'] and each mode's figures from the runs' trajectories."""
+    """Fills kernel['reference_us'] (per regime) and each mode's figures (under each regime's
+    name) from the runs' trajectories."""
     trajs = [m["trajectory"] for m in kernel["modes"].values() if m.get("trajectory")]
-    kernel["reference_us"] = sm.reference_of(trajs)
+    kernel["reference_us"] = {r: sm.reference_of(trajs, r) for r in sm.REGIMES}
     for m in kernel["modes"].values():
+        for stale in ("best_us", "pct_of_ref", "to_within", "failures"):  # an older file's
+            m.pop(stale, None)
         if "trajectory" in m:
-            m.update(sm.kernel_figures(m["trajectory"], kernel["reference_us"]))
+            m["evaluations"] = len(m["trajectory"])
+            m["benchmarks"] = sum(1 for p in m["trajectory"] if not p.get("cached"))
+            for r in sm.REGIMES:
+                m[r] = sm.kernel_figures(m["trajectory"], kernel["reference_us"][r], r)
+
+
+def finish(result: dict, out: str) -> None:
+    """The figures, summaries and both files of `result`."""
+    for k in result["kernels"]:
+        figures(k)
+    result["summary"] = {r: sm.summary(result["kernels"], r) for r in sm.REGIMES}
+    with open(os.path.join(out, "search_bench.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, "search_bench.md"), "w") as f:
+        f.write(f"Suite {result['suite']}, {result['machine']}; {result['command']}\n\n")
+        f.write(sm.markdown(result))
 
 
 def main() -> int:
@@ -223,13 +245,25 @@ def main() -> int:
                     help="seconds per tune before it is interrupted (its report then has status "
                          "interrupted and the mode shows failed)")
     ap.add_argument("--deadline", type=float, default=float(os.environ.get("EMMY_SEARCH_DEADLINE", 0)),
-                    help="seconds after which no further tune starts (0: none)")
+                    help="seconds after which no further tune starts, and at which + 60 s a running "
+                         "one is interrupted (0: none; EMMY_SEARCH_DEADLINE)")
     ap.add_argument("--prior-checkpoint", default="",
                     help="copy this mlp checkpoint into every home (default: none, the prior starts "
                          "from nothing)")
     ap.add_argument("--extra", action="append", default=[],
                     help="one more argument for every tune (repeatable), e.g. --extra=--timeout=5")
+    ap.add_argument("--recompute", default="", metavar="JSON",
+                    help="run nothing: recompute the figures and tables of an earlier "
+                         "search_bench.json into --out")
     args = ap.parse_args()
+    if args.recompute:
+        with open(args.recompute) as f:
+            earlier = json.load(f)
+        os.makedirs(args.out, exist_ok=True)
+        finish(earlier, args.out)
+        with open(os.path.join(args.out, "search_bench.md")) as f:
+            print(f.read())
+        return 0
 
     kernels, suite_name = load_suite(args.suite)
     if args.kernels:
@@ -281,15 +315,8 @@ def main() -> int:
     }
 
     def save() -> None:
-        for k in result["kernels"]:
-            figures(k)
-        result["summary"] = sm.summary(result["kernels"])
         result["wall_s"] = time.monotonic() - started
-        with open(os.path.join(args.out, "search_bench.json"), "w") as f:
-            json.dump(result, f, indent=1)
-        with open(os.path.join(args.out, "search_bench.md"), "w") as f:
-            f.write(f"Suite {suite_name}, {result['machine']}; {result['command']}\n\n")
-            f.write(sm.markdown(result))
+        finish(result, args.out)
 
     log(f"== search benchmark: suite {suite_name} ({len(kernels)} kernels), modes {','.join(modes)}, "
         f"emmy {args.emmy}, work {work}")
@@ -326,7 +353,10 @@ def main() -> int:
                 "--json", report_path]
             m["command"] = cmd[:-2]  # the report's path is the runner's
             log(f"-- {kern['name']} {mode}: {' '.join(cmd)}")
-            report, why, wall = run_tune(cmd, home, args.tune_timeout, log)
+            timeout = args.tune_timeout
+            if args.deadline:
+                timeout = min(timeout, args.deadline + 60 - (time.monotonic() - started))
+            report, why, wall = run_tune(cmd, home, timeout, log)
             m["wall_s"] = wall
             if report:
                 m["prior"] = report.get("prior")
@@ -351,8 +381,8 @@ def main() -> int:
             m["trajectory"] = trace.get("trajectory", [])
             if mode == "p50":
                 budget = len(m["trajectory"])
-            best = sm.best_us(m["trajectory"])
-            log(f"   {len(m['trajectory'])} evaluations, best {best} us, stopped by {m['stopped']}, "
+            log(f"   {len(m['trajectory'])} evaluations, best rank {sm.best_us(m['trajectory'])} us, "
+                f"best deploy {sm.best_us(m['trajectory'], 'deploy')} us, stopped by {m['stopped']}, "
                 f"{wall:.1f} s")
             save()
     save()

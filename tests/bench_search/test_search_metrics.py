@@ -49,28 +49,57 @@ class Figures(unittest.TestCase):
         self.assertIsNone(sm.reference_of([traj(None), []]))
 
 
+class Regimes(unittest.TestCase):
+    def test_deploy_figures_read_the_deploy_times(self):
+        t = [{"rank_us": 20.0, "deploy_us": 5.0, "cached": False},
+             {"rank_us": 10.0, "deploy_us": None, "cached": False},
+             {"rank_us": 12.0, "deploy_us": 4.0, "cached": False}]
+        self.assertEqual(sm.times(t, "deploy"), [5.0, None, 4.0])
+        self.assertEqual(sm.best_us(t, "deploy"), 4.0)
+        self.assertEqual(sm.best_us(t, "rank"), 10.0)
+        f = sm.kernel_figures(t, 4.0, "deploy")
+        self.assertEqual(f["to_within"], 3)
+        self.assertEqual(f["failures"], 0)  # a point without a deploy time is not a failure
+        self.assertEqual(sm.reference_of([t], "deploy"), 4.0)
+
+
+def mode(trajectory, refs):
+    """A mode's entry as search_bench.py keeps it: figures under each regime's name."""
+    m = {"trajectory": trajectory, "evaluations": len(trajectory)}
+    for r in sm.REGIMES:
+        m[r] = sm.kernel_figures(trajectory, refs[r], r)
+    return m
+
+
 class Table(unittest.TestCase):
     def result(self):
-        k = {"name": "matmul_256", "reference_us": 10.0, "modes": {
-            "p50": sm.kernel_figures(traj(12.0, 10.1, 11.0), 10.0),
-            "flat": sm.kernel_figures(traj(13.0, 12.0, 11.0), 10.0),
+        refs = {"rank": 10.0, "deploy": 10.0}
+
+        def dep(*ts):  # the same times at both regimes
+            return [{"rank_us": x, "deploy_us": x, "cached": False} for x in ts]
+        k = {"name": "matmul_256", "reference_us": refs, "modes": {
+            "p50": mode(dep(12.0, 10.1, 11.0), refs),
+            "flat": mode(dep(13.0, 12.0, 11.0), refs),
             "random": {"error": "exit 1, status failed: x"},
-            "ref": sm.kernel_figures(traj(12.0, 10.0) + traj(*([11.0] * 28)), 10.0),
+            "ref": mode(dep(12.0, 10.0) + dep(*([11.0] * 28)), refs),
         }}
         return {"kernels": [k]}
 
     def test_cells_say_pct_reach_and_count(self):
-        r = self.result()
-        self.assertEqual(sm.cell(r["kernels"][0]["modes"]["p50"]), "99.0 % · 2/3")
-        self.assertEqual(sm.cell(r["kernels"][0]["modes"]["flat"]), "90.9 % · never/3")
-        self.assertEqual(sm.cell(r["kernels"][0]["modes"]["random"]), "failed")
+        modes = self.result()["kernels"][0]["modes"]
+        self.assertEqual(sm.cell(modes["p50"]["deploy"]), "99.0 % · 2/3")
+        self.assertEqual(sm.cell(modes["flat"]["rank"]), "90.9 % · never/3")
+        self.assertEqual(sm.cell(sm.figures_of(modes["random"], "rank")), "failed")
+        self.assertEqual(sm.cell({"error": "skipped: past --deadline"}), "skipped")
         self.assertEqual(sm.cell(None), "—")
 
-    def test_markdown_has_a_row_per_kernel_and_a_summary_per_mode(self):
+    def test_markdown_has_a_row_per_kernel_and_regime_and_a_summary_per_mode(self):
         md = sm.markdown(self.result())
-        self.assertIn("| matmul_256 | 10.00 | 99.0 % · 2/3 | 90.9 % · never/3 | failed | 100.0 % · 2/30 |", md)
+        row = "| matmul_256 | 10.00 | 99.0 % · 2/3 | 90.9 % · never/3 | failed | 100.0 % · 2/30 |"
+        self.assertEqual(md.count(row), 2, md)  # deploy, then rank
+        self.assertLess(md.index(sm.REGIME_TITLES["deploy"]), md.index(sm.REGIME_TITLES["rank"]))
         self.assertNotIn("patience 10", md)  # a mode that did not run has no column
-        s = sm.summary(self.result()["kernels"])
+        s = sm.summary(self.result()["kernels"], "deploy")
         self.assertEqual(set(s), {"p50", "flat", "ref"})
         self.assertEqual(s["flat"]["never_within"], 1)
         self.assertEqual(s["flat"]["mean_to_within"], 3)  # never: counts its whole budget
