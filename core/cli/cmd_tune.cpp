@@ -78,10 +78,10 @@ database, 6 crashed inside a plugin (named, with what it was doing; what was sto
 
 Search: each kernel's search stops after --patience candidates without a new best, or, with
 --budget N, after exactly N candidates (fewer when the kernel has fewer configurations);
---search random picks them uniformly at random instead of by MCTS, and --prior flat runs MCTS
-with no prior. These are the baselines bench/search sets the default (mcts, mlp, patience 50)
-beside; the JSON report (--json) lists every kernel's search evaluation by evaluation
-("searches": rank and deploy times in the order measured).
+--search random picks them at random (each fork uniformly among its options not yet exhausted)
+instead of by MCTS, and --prior flat runs MCTS with no prior. These are the baselines
+bench/search sets the default (mcts, mlp, patience 50) beside; the JSON report (--json) lists
+every kernel's search evaluation by evaluation ("searches": rank and deploy times in order).
 
 Plugins: --passes edits the default pipeline (+NAME, -NAME, default,+NAME) or lists the passes;
 their order comes from the passes' manifests (AFTER/BEFORE), and a list that contradicts them
@@ -142,7 +142,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("pass-option", po::value<std::vector<std::string>>(), "PASS.KEY=VALUE passed to a pass (repeatable; also [plugin PASS] in the config file; the keys it declares: emmy plugins --json --kind pass)")
     ("prior-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the prior (repeatable; also [plugin PRIOR] in the config file; the keys it declares: emmy plugins --json --kind prior)")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
-    ("search", po::value<std::string>(&o.search)->default_value("mcts"), "how each kernel's search picks candidates: mcts (the tree, valued by the prior) or random (uniformly among the untried, no all-defaults first candidate)")
+    ("search", po::value<std::string>(&o.search)->default_value("mcts"), "how each kernel's search picks candidates: mcts (the tree, valued by the prior) or random (each fork answered uniformly among the options with untried configurations below; no all-defaults first candidate)")
     ("budget", po::value<int>(&o.budget), "each kernel's search evaluates exactly N candidates (fewer only when it has fewer), instead of stopping by --patience")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
     ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")

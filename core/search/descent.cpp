@@ -32,12 +32,9 @@ size_t TreeResolver::choose(const ForkSite& site) {
   const bool take_default =
       defaults_ && (first.empty() || first[0] < 0 || !tree_.node(first[0]).exhausted);
   size_t answer = 0;
-  if (take_default)
-    answer = 0;
-  else if (random_draw_)
-    answer = tree_.select_random(node_, *random_draw_);
-  else
-    answer = tree_.select(node_, predict);
+  if (!take_default)
+    answer =
+        random_draw_ ? tree_.select_random(node_, *random_draw_) : tree_.select(node_, predict);
   path_.push_back(answer);
   forks_.push_back(site.name);
   labels_.push_back(site.options[answer].label);
