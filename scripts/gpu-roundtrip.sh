@@ -37,6 +37,14 @@
 #   scripts/gpu-roundtrip.sh remote-bench
 # runs the issue-12 benchmark (bench/qwen_layer/run.sh: Emmy's tuned Qwen3 layer vs PyTorch eager,
 # cuBLAS and torch.compile); its EMMY_BENCH_* variables are documented there.
+#   scripts/gpu-roundtrip.sh remote-search-bench [ARGS...]
+# runs the search benchmark (issue 24, bench/search/search_bench.py) on its cuda suite (the Qwen3
+# layer's distinct kernels at B=1 and B=8, S=512): per kernel the default search at patience 10
+# and 50, a flat prior and random search at p50's budget and a 10x reference, each tune from an
+# empty home; search_bench.{md,json,log} under $OUT. A subset fits one call:
+# EMMY_SEARCH_KERNELS=qkv_b1s512,sdpa_b1s512 (names: search_bench.py's SUITES), EMMY_SEARCH_MODES,
+# EMMY_SEARCH_REF_FACTOR; EMMY_SEARCH_DEADLINE (default: 480 s from the start, plugin builds
+# included) starts no tune after it; ARGS go to search_bench.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -468,11 +476,30 @@ remote_sh() {
   "$@"
 }
 
+# The search benchmark's cuda suite (bench/search). --code needs the torchscript frontend and the
+# default prior is mlp: both are rebuilt here first, as for `remote`.
+remote_search_bench() {
+  local out=${OUT:-/tmp/emmy-gpu-out} t0=$SECONDS
+  mkdir -p "$out"
+  remote_env
+  remote_libtorch_plugins "$out"
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv 2>&1 | tee "$out/env.log"
+  # The device tool stops a command at 600 s: no tune starts after 480 s from here (the plugin
+  # builds above included), and one still running 60 s later is interrupted; whatever ran is in
+  # $OUT either way (rewritten after every tune).
+  local deadline=${EMMY_SEARCH_DEADLINE:-$((480 - (SECONDS - t0)))}
+  ((deadline >= 1)) || deadline=1  # 0 would mean none
+  python3 bench/search/search_bench.py --suite cuda --emmy "$CARRY/bin/emmy" --out "$out" \
+    --work /tmp/emmy-search-bench --deadline "$deadline" \
+    --tune-timeout "${EMMY_SEARCH_TUNE_TIMEOUT:-300}" "$@"
+}
+
 case ${1:-bundle} in
   remote) remote ;;
   remote-sh) shift; remote_sh "$@" ;;
   remote-bench) remote_bench ;;
   remote-prior-data) remote_prior_data ;;
+  remote-search-bench) shift; remote_search_bench "$@" ;;
   remote-seed) remote_seed ;;
   remote-tests) shift; remote_tests "$@" ;;
   remote-pt2) shift; remote_pt2 "$@" ;;

@@ -76,6 +76,13 @@ another emmy tune, 4 the database is corrupt, 5 no space left for the
 database, 6 crashed inside a plugin (named, with what it was doing; what was stored is kept),
 130 interrupted (what was measured is kept).
 
+Search: each kernel's search stops after --patience candidates without a new best, or, with
+--budget N, after exactly N candidates (fewer when the kernel has fewer configurations);
+--search random picks them at random (each fork uniformly among its options not yet exhausted)
+instead of by MCTS, and --prior flat runs MCTS with no prior. These are the baselines
+bench/search sets the default (mcts, mlp, patience 50) beside; the JSON report (--json) lists
+every kernel's search evaluation by evaluation ("searches": rank and deploy times in order).
+
 Plugins: --passes edits the default pipeline (+NAME, -NAME, default,+NAME) or lists the passes;
 their order comes from the passes' manifests (AFTER/BEFORE), and a list that contradicts them
 is refused. Options of passes and priors: --pass-option, --prior-option, or [plugin NAME]
@@ -130,11 +137,13 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&o.backend), "backend plugin: cpu or cuda (default: cuda when the cuda backend finds a usable CUDA device, else cpu; --code asking for device='cuda', --gpus or --devices ask for cuda)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")
-    ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp, which starts as the roofline model and learns from every run ($EMMY_HOME/priors/mlp.ckpt); roofline, with a warning, when mlp is not installed)")
+    ("prior", po::value<std::string>(&o.prior), "prior plugin (default: mlp, which starts as the roofline model and learns from every run ($EMMY_HOME/priors/mlp.ckpt); roofline, with a warning, when mlp is not installed); flat: no prior (untried configurations valued alike; nothing learned or saved)")
     ("passes", po::value<std::string>(&passes), "pass pipeline: edits of the default (+NAME,-NAME, default,+NAME), ordered by the passes' manifests (AFTER/BEFORE); or an explicit comma list (\"default\" expands), run as written once checked against those constraints")
     ("pass-option", po::value<std::vector<std::string>>(), "PASS.KEY=VALUE passed to a pass (repeatable; also [plugin PASS] in the config file; the keys it declares: emmy plugins --json --kind pass)")
     ("prior-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the prior (repeatable; also [plugin PRIOR] in the config file; the keys it declares: emmy plugins --json --kind prior)")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
+    ("search", po::value<std::string>(&o.search)->default_value("mcts"), "how each kernel's search picks candidates: mcts (the tree, valued by the prior) or random (each fork answered uniformly among the options with untried configurations below; no all-defaults first candidate)")
+    ("budget", po::value<int>(&o.budget), "each kernel's search evaluates exactly N candidates (fewer only when it has fewer), instead of stopping by --patience")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
     ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")
     ("warmup", po::value<int>(&o.warmup)->default_value(3), "untimed repetitions before measuring")
@@ -164,6 +173,21 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   }
   if (o.patience < 1) {
     std::cerr << "emmy tune: --patience must be at least 1\n";
+    return kExitUsage;
+  }
+  if (o.search != "mcts" && o.search != "random") {
+    std::cerr << "emmy tune: --search '" << o.search << "' is not mcts or random\n";
+    return kExitUsage;
+  }
+  if (vm.count("budget") && o.budget < 1) {
+    std::cerr << "emmy tune: --budget " << o.budget
+              << " is not a positive number of candidates per kernel\n";
+    return kExitUsage;
+  }
+  // One stopping rule per run: a patience given beside a budget would be silently unused.
+  if (vm.count("budget") && !vm["patience"].defaulted()) {
+    std::cerr << "emmy tune: give --patience or --budget, not both (a budget replaces the "
+                 "patience)\n";
     return kExitUsage;
   }
   if (o.samples < 1 || o.warmup < 0) {
@@ -249,6 +273,10 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     add_option_flags(o.plugin_options, "--pass-option",
                      vm["pass-option"].as<std::vector<std::string>>(), true);
   if (vm.count("prior-option")) {
+    if (o.prior == tune::kFlatPrior) {
+      std::cerr << "emmy tune: --prior flat has no options (it is no prior at all)\n";
+      return kExitUsage;
+    }
     if (o.prior.empty()) {
       std::cerr << "emmy tune: --prior-option needs --prior NAME (the options are that prior's)\n";
       return kExitUsage;

@@ -59,6 +59,12 @@ struct StepInfo {
 };
 using StepCallback = std::function<void(const StepInfo&)>;
 
+// How a search picks the answer at a fork. `mcts`: the tree's rule (measured quality, how little
+// a child was tried, the prior's estimate for untried children). `random`: uniformly among the
+// children not yet exhausted, with nothing measured or predicted consulted: the baseline a
+// search benchmark sets MCTS beside (bench/search). Both evaluate each path at most once.
+enum class Selection : unsigned char { mcts, random };
+
 // Knobs of one search, both levels.
 struct SearchOptions {
   // The search ends when more than `patience` candidates in a row were evaluated without a new
@@ -86,6 +92,11 @@ struct SearchOptions {
   std::string also_searched;
   double exploration = 0.25;  // weight of the "little tried" term against measured quality (0..1 scale)
   double best_weight = 0.5;   // quality of a subtree: this much its best time, the rest its mean (log space)
+  Selection selection = Selection::mcts;
+  // > 0: the search ends after exactly this many evaluations (or when the tree is exhausted),
+  // whatever the patience and the failures-before-success rule say, so that searches of
+  // different kinds can be compared at an equal number of candidates. 0: patience decides.
+  int budget = 0;
 };
 
 // How a search ended.
@@ -101,6 +112,7 @@ struct SearchResult {
   int replays = 0;          // descents that reached an already evaluated candidate
   bool exhausted = false;   // every path of the tree was evaluated
   bool out_of_patience = false;
+  bool out_of_budget = false;       // SearchOptions::budget evaluations were made
   bool ended_by_evaluator = false;  // an evaluation asked to end the search (end_search)
   std::string prior_error;  // first error the prior reported while learning (search went on)
 };

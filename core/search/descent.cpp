@@ -5,12 +5,14 @@
 namespace emmy::search {
 
 TreeResolver::TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor,
-                           bool defaults, std::string also_searched)
+                           bool defaults, std::string also_searched,
+                           std::optional<uint64_t> random_draw)
     : tree_(tree),
       searched_(searched),
       predictor_(std::move(predictor)),
       defaults_(defaults),
-      also_searched_(std::move(also_searched)) {}
+      also_searched_(std::move(also_searched)),
+      random_draw_(random_draw) {}
 
 size_t TreeResolver::choose(const ForkSite& site) {
   if (site.options.empty()) throw Error("fork '" + site.name + "' was asked with no options");
@@ -29,7 +31,10 @@ size_t TreeResolver::choose(const ForkSite& site) {
   const auto& first = tree_.node(node_).children;
   const bool take_default =
       defaults_ && (first.empty() || first[0] < 0 || !tree_.node(first[0]).exhausted);
-  const size_t answer = take_default ? 0 : tree_.select(node_, predict);
+  size_t answer = 0;
+  if (!take_default)
+    answer =
+        random_draw_ ? tree_.select_random(node_, *random_draw_) : tree_.select(node_, predict);
   path_.push_back(answer);
   forks_.push_back(site.name);
   labels_.push_back(site.options[answer].label);

@@ -2,6 +2,7 @@
 // and every other fork with option 0 (the untuned default), and remembers the answers.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -24,8 +25,11 @@ class TreeResolver final : public Resolver {
   // `defaults`: answer every searched fork with option 0 (the backend's untuned default) while
   // that child is not exhausted, instead of selecting.
   // `also_searched`: a fork of the other kind named "<also_searched>@..." is searched as well.
+  // `random_draw`: pick uniformly among the children not exhausted (SearchTree::select_random,
+  // this draw), never by the tree's rule; the predictor is then not consulted.
   TreeResolver(SearchTree& tree, ForkKind searched, OptionPredictor predictor = {},
-               bool defaults = false, std::string also_searched = {});
+               bool defaults = false, std::string also_searched = {},
+               std::optional<uint64_t> random_draw = std::nullopt);
 
   // Throws emmy::Error for a site without options (the Resolver contract forbids it).
   size_t choose(const ForkSite& site) override;
@@ -40,6 +44,7 @@ class TreeResolver final : public Resolver {
   OptionPredictor predictor_;
   bool defaults_;
   std::string also_searched_;
+  std::optional<uint64_t> random_draw_;
   int node_ = SearchTree::root();
   std::vector<size_t> path_;
   std::vector<std::string> forks_;

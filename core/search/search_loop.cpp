@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
+#include <optional>
 
 namespace emmy::search {
 
@@ -14,8 +16,14 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
   int refusals = 0;
 
   for (int step = 0; step < options.max_steps && !tree.exhausted(); ++step) {
-    TreeResolver resolver(tree, searched, hooks.predict, options.defaults_first && step == 0,
-                          options.also_searched);
+    // Random selection draws anew at every descent and leaves even the first candidate to the
+    // draw (no all-defaults baseline): the plain baseline MCTS is compared with.
+    const bool random = options.selection == Selection::random;
+    std::optional<uint64_t> draw;
+    if (random) draw = options.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(step);
+    TreeResolver resolver(tree, searched, random ? TreeResolver::OptionPredictor{} : hooks.predict,
+                          options.defaults_first && !random && step == 0, options.also_searched,
+                          draw);
     Candidate cand;
     cand.program = hooks.descend(resolver);
     resolver.fill(cand);
@@ -35,7 +43,7 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     }
 
     std::optional<double> predicted;
-    if (hooks.predict_candidate) predicted = hooks.predict_candidate(cand);
+    if (hooks.predict_candidate && !random) predicted = hooks.predict_candidate(cand);
     Evaluation e = hooks.evaluate(cand);
     if (!(std::isfinite(e.time_us) && e.time_us > 0)) e.ok = false;
     tree.record(leaf, e.ok, e.time_us, predicted);
@@ -60,6 +68,14 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     if (e.end_search) {
       r.ended_by_evaluator = true;
       break;
+    }
+    // A budget replaces both stopping rules below: exactly that many evaluations.
+    if (options.budget > 0) {
+      if (r.evaluations >= options.budget) {
+        r.out_of_budget = true;
+        break;
+      }
+      continue;
     }
     // Patience counts from the first success; before it, only a long run of failures stops.
     if (r.found ? since_best > options.patience

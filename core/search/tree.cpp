@@ -156,6 +156,15 @@ size_t SearchTree::select(int id, const Predict& predict) const {
   return chosen;  // every child exhausted cannot happen below a live node; 0 is a safe answer
 }
 
+size_t SearchTree::select_random(int id, uint64_t draw) const {
+  const Node& n = node(id);
+  std::vector<size_t> live;
+  for (size_t i = 0; i < n.options.size(); ++i)
+    if (n.children[i] < 0 || !node(n.children[i]).exhausted) live.push_back(i);
+  if (live.empty()) return 0;  // cannot happen below a live node, as for select()
+  return live[mix(draw ^ mix(static_cast<uint64_t>(id))) % live.size()];
+}
+
 void SearchTree::record(int leaf, bool ok, double time_us, std::optional<double> predicted_us) {
   ok = ok && usable_time(time_us);
   for (int id = leaf; id >= 0; id = nodes_[static_cast<size_t>(id)].parent) {

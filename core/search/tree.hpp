@@ -65,6 +65,10 @@ class SearchTree {
   // Exhausted children are skipped. Deterministic: ties go by a hash of (seed, node, option).
   size_t select(int id, const Predict& predict) const;
 
+  // Picks uniformly among the children of `id` not exhausted (one never descended counts as not
+  // exhausted), by `draw` (any 64-bit value; the caller varies it per descent). Deterministic.
+  size_t select_random(int id, uint64_t draw) const;
+
   // Records the evaluation of endpoint `leaf`: statistics along its path, then `leaf` is
   // exhausted (a path is evaluated once) and exhaustion propagates up. `predicted_us`, the prior's
   // estimate for the full candidate, calibrates predictions where no sibling was measured.

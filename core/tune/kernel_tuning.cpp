@@ -304,6 +304,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     return rec;
   };
 
+  double step_deploy_us = 0;  // the deploy time of the candidate being evaluated (0: none)
   search::Evaluate evaluate = [&](const search::Candidate& c) -> search::Evaluation {
     check_interrupt();
     search::Evaluation e;
@@ -347,6 +348,7 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     if (best_rank == 0 || rank.median_us <= best_rank * kDeployBand) {
       bool deploy_cached = false;
       store::MeasurementRecord deploy = measured(c, Regime::deploy, deploy_cached);
+      if (deploy.ok()) step_deploy_us = deploy.median_us;
       if (deploy.ok() && (out.best_deploy_us == 0 || deploy.median_us < out.best_deploy_us)) {
         out.best_deploy_us = deploy.median_us;
         out.templ = deploy.templ;
@@ -376,16 +378,32 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     return e;
   };
 
+  // Every evaluation in order, with the deploy time of those re-measured at deploy.
+  search::Evaluate recorded = [&](const search::Candidate& c) {
+    step_deploy_us = 0;
+    search::Evaluation e = evaluate(c);
+    out.trajectory.push_back({e.ok ? e.time_us : 0, step_deploy_us, e.cached});
+    return e;
+  };
+
   search::InnerOptions options;
   options.patience = run.options.patience;
+  options.budget = run.options.budget;
+  options.selection =
+      run.options.search == "random" ? search::Selection::random : search::Selection::mcts;
   options.seed = search::kernel_seed(run.options.seed, key);
   if (producer != nullptr) options.also_searched = std::string(kAttentionFork);
   auto on_step = [&](const search::StepInfo& info) {
     run.progress.step(out.name, info, info.evaluation.cached ? "cached" : "measured");
   };
   search::InnerResult result = search::inner_search(program, run.passes, run.caps, prior.get(),
-                                                    features, evaluate, options, on_step);
+                                                    features, recorded, options, on_step);
   out.ok = result.found && out.best_deploy_us > 0 && !out.set_aside;
+  out.stopped = out.set_aside            ? "set aside"
+                : result.out_of_budget   ? "budget"
+                : result.out_of_patience ? (result.found ? "patience" : "failures")
+                : result.exhausted       ? "exhausted"
+                                         : "steps";
   run.progress.kernel_finished(out.name, key, out.set_aside ? out.hopeless_us : out.best_deploy_us,
                                out.evaluations);
   return out;

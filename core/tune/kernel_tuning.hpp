@@ -20,6 +20,7 @@
 #include "store/tuning_store.hpp"
 #include "tune/progress.hpp"
 #include "tune/tune_options.hpp"
+#include "tune/tune_report.hpp"
 
 namespace emmy::tune {
 
@@ -81,6 +82,11 @@ struct KernelOutcome {
   // (search::KernelJob::hopeless_above_us): ok is false, and nothing else was measured.
   bool set_aside = false;
   double hopeless_us = 0;
+  std::vector<TrajectoryPoint> trajectory;  // every evaluation, in order
+  // Why its search ended: "patience", "budget", "exhausted" (every configuration evaluated),
+  // "set aside", "failures" (nothing worked before the failures-before-success limit) or
+  // "steps" (the hard cap on descents).
+  std::string stopped;
 };
 
 // Features the prior sees for a kernel (op class = its lowered template or dominant op).

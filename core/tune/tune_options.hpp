@@ -24,6 +24,12 @@ struct TuneOptions {
   // (backend_options) wins over its section. Checked against the manifests when the run starts.
   std::map<std::string, std::map<std::string, std::string>> plugin_options;
   int patience = 50;
+  // How each kernel's inner search picks candidates (--search): "mcts" (the tree, valued by the
+  // prior) or "random" (uniformly among the untried, bench/search's baseline).
+  std::string search = "mcts";
+  // --budget N: each kernel's inner search evaluates exactly N candidates (fewer only when its
+  // space has fewer), patience unused; 0 = patience decides. Groupings are searched as always.
+  int budget = 0;
   uint64_t seed = 0;
   int samples = 15;                                  // timed repetitions per measurement
   int warmup = 3;

@@ -17,6 +17,9 @@ nlohmann::json TuneReport::to_json() const {
   if (!backend_note.empty()) j["backend_note"] = backend_note;
   j["env"] = env;
   j["prior"] = prior;
+  j["search"] = search;
+  j["patience"] = patience;
+  j["budget"] = budget > 0 ? nlohmann::json(budget) : nlohmann::json(nullptr);
   j["prior_replays_run"] = prior_replays.empty() ? nlohmann::json(nullptr) : nlohmann::json(prior_replays);
   j["devices"] = devices;
   j["kernels_total"] = kernels_total;
@@ -57,6 +60,26 @@ nlohmann::json TuneReport::to_json() const {
   nlohmann::json aside = nlohmann::json::array();
   for (const auto& g : set_aside) aside.push_back({{"grouping", g.grouping}, {"reason", g.reason}});
   j["groupings_set_aside"] = aside;
+  // Each kernel's search, evaluation by evaluation: times in the order measured (null: failed),
+  // so a benchmark of the search can tell how many candidates it took to come near its best.
+  nlohmann::json traces = nlohmann::json::array();
+  auto time_or_null = [](double us) {
+    return us > 0 ? nlohmann::json(us) : nlohmann::json(nullptr);
+  };
+  for (const auto& t : searches) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& p : t.trajectory)
+      steps.push_back({{"rank_us", time_or_null(p.rank_us)},
+                       {"deploy_us", time_or_null(p.deploy_us)},
+                       {"cached", p.cached}});
+    traces.push_back({{"key", t.key},
+                      {"name", t.name},
+                      {"in_best_grouping", t.in_best_grouping},
+                      {"evaluations", t.trajectory.size()},
+                      {"stopped", t.stopped},
+                      {"trajectory", steps}});
+  }
+  j["searches"] = traces;
   return j;
 }
 

@@ -24,6 +24,23 @@ struct KernelReport {
   int failures = 0;
 };
 
+// One evaluation of a kernel's inner search, in the order they were made (bench/search reads
+// these to count the benchmarks a search needed to come near its best).
+struct TrajectoryPoint {
+  double rank_us = 0;    // the candidate's rank time; 0 = it failed (or was refused)
+  double deploy_us = 0;  // its deploy time when it was re-measured at deploy, else 0
+  bool cached = false;   // served from the database (or refused by a declared rule): nothing ran
+};
+
+// One kernel's inner search: every kernel the run tuned, in the best grouping or not.
+struct SearchTrace {
+  std::string key;
+  std::string name;
+  bool in_best_grouping = false;
+  std::string stopped;  // KernelOutcome::stopped
+  std::vector<TrajectoryPoint> trajectory;
+};
+
 // A grouping the outer search set aside (search::SetAsideGrouping).
 struct SetAsideReport {
   std::string grouping;  // "fork=label;..."
@@ -38,6 +55,9 @@ struct TuneReport {
   std::string backend_note;   // how the backend was chosen when --backend did not name it
   std::string env;
   std::string prior;
+  std::string search = "mcts";  // TuneOptions::search
+  int patience = 0;             // used when budget is 0
+  int budget = 0;               // TuneOptions::budget (0: none)
   // The run this one repeats (an identical re-run, its search started from the prior that run
   // started from: store/rerun_record.hpp); "" when it started from the prior's checkpoint.
   std::string prior_replays;
@@ -72,6 +92,7 @@ struct TuneReport {
   double wall_s = 0;
   std::vector<KernelReport> kernels;
   std::vector<SetAsideReport> set_aside;  // groupings set aside as hopeless, with why
+  std::vector<SearchTrace> searches;      // every kernel tuned, in the order they were tuned
 
   // The assembled graph was measured and compared with the sum of its kernels.
   bool validated() const { return assembled_us > 0 && std::isfinite(validation_gap_pct); }

@@ -273,10 +273,16 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   std::string prior_name = pick_prior(options, host, &prior_warning);
   if (!prior_warning.empty()) progress.message(prior_warning);
   report.prior = prior_name;
+  report.search = options.search;
+  report.patience = options.patience;
+  report.budget = options.budget;
+  // --prior flat (kFlatPrior): no prior at all, so nothing is loaded, learned or saved, and
+  // every search values untried children alike (the baseline bench/search compares with).
+  const bool flat = prior_name == kFlatPrior;
   const PluginOptions prior_options = plugin_options_of(options, prior_name);
   std::shared_ptr<Prior> prior;
   try {
-    prior = host.make_prior(prior_name, prior_options);
+    if (!flat) prior = host.make_prior(prior_name, prior_options);
   } catch (const Error& e) {
     // A prior the user named that is not there is their input (exit 2), as for --backend.
     if (!options.prior.empty()) throw BadInput(std::string(e.what()) + " (in --prior)");
@@ -286,7 +292,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   const std::string rerun_path = options.home + "/priors/" + prior_name + ".rerun";
   std::vector<PriorRow> reservoir_rows;
   std::string checkpoint_digest;  // of the checkpoint the run found ("" = none)
-  {
+  if (!flat) {
     std::string warning;
     auto ckpt = store::load_checkpoint_or_set_aside(checkpoint_path, &warning);
     if (!warning.empty()) progress.message("warning: " + warning);
@@ -314,8 +320,10 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   const std::string env = backend->environment_fingerprint();
   const std::string identity = run_identity(options, graph_key(graph), env, prior_name, pass_names);
   std::string rerun_warning;
-  PriorStart start = choose_prior_start(rerun_path, identity, checkpoint_digest, *prior,
-                                        report.run_id, &rerun_warning);
+  PriorStart start;
+  if (!flat)
+    start = choose_prior_start(rerun_path, identity, checkpoint_digest, *prior, report.run_id,
+                               &rerun_warning);
   if (!rerun_warning.empty()) progress.message("warning: " + rerun_warning);
   if (!start.replayed_run.empty()) {
     // Loaded once here, so that a start this prior cannot read falls back to the checkpoint
@@ -338,6 +346,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   RunContext run{options, *store, *backend, backend->capabilities(),
                  env, report.run_id, passes,
                  [&]() -> std::shared_ptr<Prior> {
+                   if (flat) return nullptr;
                    std::lock_guard<std::mutex> lock(prior_mutex);
                    auto fresh = host.make_prior(prior_name, prior_options);
                    snapshot.restore(*fresh);
@@ -402,7 +411,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     report.failures = run.counters.failures;
     report.candidates_cut = run.counters.cut;
     // The run's rows into the prior and its checkpoint (everything measured is kept).
-    if (!run.new_rows.empty()) {
+    if (prior && !run.new_rows.empty()) {
       if (Status s = prior->observe(run.new_rows); !s.ok())
         progress.message("warning: prior '" + prior_name + "' could not learn: " + s.message());
       Reservoir<PriorRow> reservoir(kReservoirCapacity, reservoir_rows.size() + 1);
@@ -419,8 +428,9 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     // Where this run started and the checkpoint it leaves: the next run with the same identity
     // starts there too while the checkpoint stays this one.
     try {
-      store::write_rerun_record(rerun_path,
-                                {identity, checkpoint_digest, start.state, start.first_run});
+      if (prior)
+        store::write_rerun_record(rerun_path,
+                                  {identity, checkpoint_digest, start.state, start.first_run});
     } catch (const Error& e) {
       progress.message(std::string("warning: ") + e.what() +
                        " (an identical re-run will start from the checkpoint instead)");
@@ -510,6 +520,12 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   report.kernels_total = static_cast<int>(best.grouping.kernels.size());
   report.kernels_distinct = static_cast<int>(per_key.size());
   for (const auto& key : order) report.kernels.push_back(per_key[key]);
+  for (const std::string& key : result.tuned_keys) {
+    auto o = outcomes.find(key);
+    if (o == outcomes.end()) continue;
+    report.searches.push_back(
+        {key, o->second.name, per_key.count(key) > 0, o->second.stopped, o->second.trajectory});
+  }
 
   // Validation: the assembled graph measured once (cached like any measurement).
   const std::string gkey = graph_key(best.graph);

@@ -27,9 +27,6 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
 // The frontend to use for a request: `options.frontend` if set, else the first accepting one.
 std::string pick_frontend(const TuneOptions& options, PluginHost& host);
 
-// The prior to use: `options.prior`, else mlp (it learns from every run, and predicts exactly
-// what roofline does until it has rows) when its plugin is available, else roofline. When it
-// falls back to roofline, *why (if given) receives a one-line warning saying so.
 // The options a run gives plugin `plugin` (TuneOptions::plugin_options; {} when none).
 PluginOptions plugin_options_of(const TuneOptions& options, const std::string& plugin);
 // Throws BadInput when an entry of TuneOptions::plugin_options names no plugin found, a frontend,
@@ -37,6 +34,13 @@ PluginOptions plugin_options_of(const TuneOptions& options, const std::string& p
 // for plugins this run does not use are checked too: a misspelling is never ignored.
 void check_plugin_options(const TuneOptions& options, const PluginHost& host);
 
+// The built-in name `--prior flat`: no prior (every untried configuration valued alike, nothing
+// learned or saved), the baseline a benchmark of the search compares the priors with.
+inline constexpr const char* kFlatPrior = "flat";
+
+// The prior to use: `options.prior` (kFlatPrior included), else mlp (it learns from every run, and
+// predicts exactly what roofline does until it has rows) when its plugin is available, else
+// roofline. When it falls back to roofline, *why (if given) receives a one-line warning saying so.
 std::string pick_prior(const TuneOptions& options, const PluginHost& host,
                        std::string* why = nullptr);
 

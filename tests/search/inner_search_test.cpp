@@ -436,5 +436,80 @@ TEST(InnerSearch, RefusedConfigurationsDoNotUseUpPatience) {
   EXPECT_GT(real_free, real_counted);  // counted refusals end the search sooner
 }
 
+// A budget: exactly that many evaluations, whatever the patience says (a baseline is compared
+// with MCTS at an equal number of candidates), and never more than the space holds.
+TEST(InnerSearch, ABudgetEvaluatesExactlyThatManyCandidates) {
+  const Landscape l = Landscape::random(5, 4, 5, 0.05);
+  KnobPass lower;
+  for (Selection sel : {Selection::mcts, Selection::random}) {
+    for (int budget : {1, 7, 40}) {
+      InnerOptions o = with_patience(1);  // would stop after 2 candidates without a new best
+      o.budget = budget;
+      o.selection = sel;
+      int calls = 0;
+      InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+                                   l.evaluator(&calls), o);
+      EXPECT_EQ(r.evaluations, budget);
+      EXPECT_EQ(calls, budget);
+      EXPECT_TRUE(r.out_of_budget);
+      EXPECT_FALSE(r.out_of_patience);
+    }
+  }
+  // Failures count too, and the failures-before-success rule does not stop a budgeted search.
+  InnerOptions o = with_patience(1);
+  o.budget = 30;
+  o.max_failures_before_success = 5;
+  InnerResult none = inner_search(
+      one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+      [](const Candidate&) { return Evaluation{}; }, o);
+  EXPECT_EQ(none.evaluations, 30);
+  EXPECT_EQ(none.failures, 30);
+  // A budget beyond the space: every configuration once, then the tree is exhausted.
+  const Landscape small = Landscape::random(3, 2, 3, 0.0);
+  o = with_patience(1);
+  o.budget = 100;
+  o.selection = Selection::random;
+  InnerResult all = inner_search(one_kernel(), {&lower}, small.caps(), nullptr, test_features(),
+                                 small.evaluator(), o);
+  EXPECT_EQ(all.evaluations, 9);
+  EXPECT_TRUE(all.exhausted);
+  EXPECT_FALSE(all.out_of_budget);
+  EXPECT_DOUBLE_EQ(all.best_us, small.optimum());
+}
+
+// Random selection: each path once, the prior never consulted, the first candidate left to the
+// draw, and the order fixed by the seed (so a benchmark can repeat it).
+TEST(InnerSearch, RandomSelectionIgnoresThePriorAndFollowsTheSeed) {
+  const Landscape l = Landscape::random(8, 3, 4, 0.05);
+  KnobPass lower;
+  auto paths_of = [&](uint64_t seed, Prior* prior) {
+    InnerOptions o = with_patience(1);
+    o.budget = 20;
+    o.seed = seed;
+    o.selection = Selection::random;
+    o.learn = false;
+    std::vector<std::vector<size_t>> paths;
+    inner_search(
+        one_kernel(), {&lower}, l.caps(), prior, test_features(),
+        [&](const Candidate& c) {
+          paths.push_back(c.path);
+          return l.evaluator()(c);
+        },
+        o);
+    return paths;
+  };
+  auto prior = informed_prior(l, 0.0, 3);
+  const auto a = paths_of(1, nullptr);
+  ASSERT_EQ(a.size(), 20u);
+  EXPECT_EQ(std::set<std::vector<size_t>>(a.begin(), a.end()).size(), a.size());
+  EXPECT_EQ(paths_of(1, prior.get()), a);  // the same draws with or without a prior
+  EXPECT_NE(paths_of(2, nullptr), a);
+  // Over seeds the first candidate is not always the all-defaults one.
+  int defaults_first = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed)
+    if (paths_of(seed, nullptr).front() == std::vector<size_t>{0, 0, 0}) ++defaults_first;
+  EXPECT_LT(defaults_first, 8);
+}
+
 }  // namespace
 }  // namespace emmy::search

@@ -1,0 +1,396 @@
+"""The search benchmark (issue 24, item 1): how close `emmy tune`'s search comes to the best
+configuration of each kernel of a fixed suite, and after how many benchmarks, beside a flat prior
+and random search at the same budget. Python 3 standard library only.
+
+    search_bench.py --suite cpu|cuda|FILE.json [--kernels a,b] [--modes p10,p50,flat,random,ref]
+                    [--out DIR] [--work DIR] [--emmy PATH] [--samples N] [--warmup N]
+                    [--ref-factor F | --ref-patience N] [--budget N] [--seed N]
+                    [--tune-timeout S] [--deadline S]
+                    [--prior-checkpoint FILE] [--extra ARG]...
+
+For each kernel of the suite (an inline PyTorch expression, `emmy tune --code`), one tune per
+mode, each in a fresh home (its own EMMY_HOME and database: no cache hits across runs, a cold
+compile cache, and no prior checkpoint, so the default mlp prior starts as the roofline model
+and learns only from this run's measurements; --prior-checkpoint FILE copies a checkpoint into
+every home instead):
+  p10     emmy tune --patience 10                 (the default search: MCTS, mlp prior)
+  p50     emmy tune --patience 50                 (the default patience)
+  flat    emmy tune --prior flat --budget N       (MCTS with no prior)
+  random  emmy tune --search random --budget N    (uniformly random candidates)
+  ref     emmy tune --budget F*N                  (the reference: F = --ref-factor, default
+                                                   10 times p50's budget, exhaustive where the
+                                                   space is smaller; --ref-patience R instead
+                                                   runs emmy tune --patience R)
+N is the number of candidates p50 evaluated for the kernel, so flat and random get exactly its
+budget (--budget N gives it when p50 is not among the modes). Every run: --no-validate (the assembled graph is not what is compared), --seed, and small
+--samples/--warmup where asked. The figures (search_metrics.py) come from each run's JSON report
+(`searches`: every evaluation's rank time in order).
+
+Writes OUT/search_bench.md (the table), OUT/search_bench.json (every figure, trajectory and exact
+command) and OUT/search_bench.log, rewritten after every run so that a run cut short by the
+device tool's limit still leaves what it measured; --deadline S starts no tune after S seconds
+and interrupts one still running at S + 60 s (its mode then shows failed). Suites: SUITES below; a JSON file may give its own
+([{"name": ..., "code": ..., "backend": "cpu"}, ...]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import search_metrics as sm  # noqa: E402
+
+
+def _cuda(*shape: int) -> str:
+    return f"torch.randn({','.join(map(str, shape))},dtype=torch.bfloat16,device='cuda')"
+
+
+def _rmsnorm(rows: int, cols: int, t) -> str:
+    # Qwen3's RMSNorm ops (pow, mean, add, rsqrt, mul by the weight); a --code expression cannot
+    # name a value twice, so x comes in through two inputs of the same shape.
+    return f"{t(rows, cols)} * torch.rsqrt({t(rows, cols)}.pow(2).mean(-1, keepdim=True) + 1e-6) * {t(cols)}"
+
+
+def _cpu(*shape: int) -> str:
+    return f"torch.randn({','.join(map(str, shape))})"
+
+
+def _linear(m: int, k: int, n: int, t) -> str:
+    return f"torch.nn.functional.linear({t(m, k)}, {t(n, k)})"
+
+
+def _sdpa(b: int, hq: int, hkv: int, s: int, d: int, t) -> str:
+    gqa = ", enable_gqa=True" if hq != hkv else ""
+    return (f"torch.nn.functional.scaled_dot_product_attention({t(b, hq, s, d)}, {t(b, hkv, s, d)}, "
+            f"{t(b, hkv, s, d)}, is_causal=True{gqa})")
+
+
+def _qwen(b: int, s: int) -> list[dict]:
+    """The distinct kernels of a Qwen3-0.6B layer at batch b, sequence s (M = b * s rows)."""
+    m, t = b * s, _cuda
+    tag = f"b{b}s{s}"
+    return [
+        {"name": f"qkv_{tag}", "code": _linear(m, 1024, 4096, t)},
+        {"name": f"o_proj_{tag}", "code": _linear(m, 2048, 1024, t)},
+        {"name": f"gate_up_{tag}", "code": _linear(m, 1024, 6144, t)},
+        {"name": f"down_{tag}", "code": _linear(m, 3072, 1024, t)},
+        {"name": f"rmsnorm_{tag}", "code": _rmsnorm(m, 1024, t)},
+        {"name": f"sdpa_{tag}", "code": _sdpa(b, 16, 8, s, 128, t)},
+    ]
+
+
+SUITES = {
+    # Runs on the 2-core development machine in minutes (f32, the cpu backend).
+    "cpu": [
+        {"name": "matmul_256", "code": f"torch.matmul({_cpu(256, 256)}, {_cpu(256, 256)})"},
+        {"name": "rmsnorm_256x1024", "code": _rmsnorm(256, 1024, _cpu)},
+        {"name": "silu_mul_256x1024",
+         "code": f"torch.nn.functional.silu({_cpu(256, 1024)}) * {_cpu(256, 1024)}"},
+        # Attention written out (softmax(q k^T / 8) v, not causal): this machine's LibTorch 1.13
+        # has no scaled_dot_product_attention to compile --code with.
+        {"name": "attention_1x4x128x64",
+         "code": f"torch.matmul(torch.softmax(torch.matmul({_cpu(1, 4, 128, 64)}, {_cpu(1, 4, 64, 128)}) "
+                 f"* 0.125, -1), {_cpu(1, 4, 128, 64)})"},
+    ],
+    # The Qwen3 layer's distinct kernels, bf16 on the GPU, at B=1 S=512 and B=8 S=512.
+    "cuda": _qwen(1, 512) + _qwen(8, 512),
+}
+DEFAULT_BACKEND = {"cpu": "cpu", "cuda": "cuda"}
+
+# emmy tune options that EMMY_* variables would set: each run gives its own.
+TUNE_ENV = ("EMMY_PATIENCE", "EMMY_BUDGET", "EMMY_SEARCH", "EMMY_PRIOR", "EMMY_SEED",
+            "EMMY_SAMPLES", "EMMY_WARMUP", "EMMY_JSON", "EMMY_DB", "EMMY_HOME")
+
+
+def load_suite(spec: str) -> tuple[list[dict], str]:
+    if spec in SUITES:
+        return [dict(k, backend=k.get("backend", DEFAULT_BACKEND[spec])) for k in SUITES[spec]], spec
+    with open(spec) as f:
+        kernels = json.load(f)
+    if not isinstance(kernels, list) or not all(isinstance(k, dict) and "name" in k and "code" in k
+                                                for k in kernels):
+        raise SystemExit(f"{spec}: a suite file is a JSON list of {{\"name\", \"code\"[, \"backend\"]}}")
+    return [dict(k, backend=k.get("backend", "cpu")) for k in kernels], os.path.basename(spec)
+
+
+def mode_args(mode: str, budget: int | None, ref_factor: float, ref_patience: int,
+              patiences: tuple[int, int] = (10, 50)) -> list[str]:
+    if mode == "p10":
+        return ["--patience", str(patiences[0])]
+    if mode == "p50":
+        return ["--patience", str(patiences[1])]
+    if mode == "flat":
+        return ["--prior", "flat", "--budget", str(budget)]
+    if mode == "random":
+        return ["--search", "random", "--budget", str(budget)]
+    if mode == "ref":
+        if ref_patience:
+            return ["--patience", str(ref_patience)]
+        return ["--budget", str(max(1, round(ref_factor * budget)))]
+    raise ValueError(mode)
+
+
+def run_tune(cmd: list[str], home: str, timeout: float, log) -> tuple[dict | None, str, float]:
+    """Runs one tune in `home`; returns (its JSON report or None, why not, wall seconds)."""
+    env = {k: v for k, v in os.environ.items() if k not in TUNE_ENV}
+    env["EMMY_HOME"] = home
+    env["EMMY_DB"] = os.path.join(home, "tuning.db")
+    report = cmd[cmd.index("--json") + 1]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)  # emmy keeps what it measured and writes its report
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        out += f"\n(timed out after {timeout:g} s)"
+    wall = time.monotonic() - start
+    log("\n".join(out.strip().splitlines()[-6:]))
+    try:
+        with open(report) as f:
+            r = json.load(f)
+    except (OSError, ValueError) as e:
+        return None, f"exit {proc.returncode}, no report ({e})", wall
+    if proc.returncode != 0 or r.get("status") != "ok":
+        return r, f"exit {proc.returncode}, status {r.get('status')}", wall
+    return r, "", wall
+
+
+def primary_key(report: dict) -> str | None:
+    """The kernel of the best grouping that takes the most time (the suite's kernel)."""
+    ks = report.get("kernels") or []
+    if not ks:
+        return None
+    return max(ks, key=lambda k: (k.get("best_deploy_us") or 0) * k.get("occurrences", 1))["key"]
+
+
+def trace_of(report: dict | None, key: str | None) -> dict | None:
+    for s in (report or {}).get("searches", []):
+        if s.get("key") == key:
+            return s
+    return None
+
+
+def figures(kernel: dict) -> None:
+    """Fills kernel['reference_us'] (per regime) and each mode's figures (under each regime's
+    name) from the runs' trajectories."""
+    trajs = [m["trajectory"] for m in kernel["modes"].values() if m.get("trajectory")]
+    kernel["reference_us"] = {r: sm.reference_of(trajs, r) for r in sm.REGIMES}
+    for m in kernel["modes"].values():
+        for stale in ("best_us", "pct_of_ref", "to_within", "failures"):  # an older file's
+            m.pop(stale, None)
+        if "trajectory" in m:
+            m["evaluations"] = len(m["trajectory"])
+            m["benchmarks"] = sum(1 for p in m["trajectory"] if not p.get("cached"))
+            for r in sm.REGIMES:
+                m[r] = sm.kernel_figures(m["trajectory"], kernel["reference_us"][r], r)
+
+
+def finish(result: dict, out: str) -> None:
+    """The figures, summaries and both files of `result`."""
+    for k in result["kernels"]:
+        figures(k)
+    result["summary"] = {r: sm.summary(result["kernels"], r) for r in sm.REGIMES}
+    with open(os.path.join(out, "search_bench.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, "search_bench.md"), "w") as f:
+        f.write(f"Suite {result['suite']}, {result['machine']}; {result['command']}\n\n")
+        f.write(sm.markdown(result))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("--suite", default=os.environ.get("EMMY_SEARCH_SUITE", "cpu"),
+                    help="cpu, cuda or a JSON file (default cpu; EMMY_SEARCH_SUITE)")
+    ap.add_argument("--kernels", default=os.environ.get("EMMY_SEARCH_KERNELS", ""),
+                    help="comma list of suite kernel names to run (default all; EMMY_SEARCH_KERNELS)")
+    ap.add_argument("--modes", default=os.environ.get("EMMY_SEARCH_MODES", ",".join(sm.MODES)),
+                    help="comma list of " + ",".join(sm.MODES) + " (EMMY_SEARCH_MODES)")
+    ap.add_argument("--emmy", default=os.environ.get("EMMY_SEARCH_EMMY", "build/bin/emmy"))
+    ap.add_argument("--out", default=os.environ.get("OUT", "search-bench-out"))
+    ap.add_argument("--work", default="", help="homes and reports (default: a temporary folder)")
+    ap.add_argument("--samples", type=int, default=int(os.environ.get("EMMY_SEARCH_SAMPLES", 0)),
+                    help="--samples of every tune (0: emmy's default)")
+    ap.add_argument("--warmup", type=int, default=int(os.environ.get("EMMY_SEARCH_WARMUP", -1)),
+                    help="--warmup of every tune (-1: emmy's default)")
+    ap.add_argument("--ref-factor", type=float, default=float(os.environ.get("EMMY_SEARCH_REF_FACTOR", 10)),
+                    help="the reference evaluates this many times p50's budget (default 10; "
+                         "EMMY_SEARCH_REF_FACTOR)")
+    ap.add_argument("--ref-patience", type=int, default=int(os.environ.get("EMMY_SEARCH_REF_PATIENCE", 0)),
+                    help="the reference runs at this patience instead (0: use --ref-factor; "
+                         "EMMY_SEARCH_REF_PATIENCE)")
+    ap.add_argument("--budget", type=int, default=0,
+                    help="the budget of flat, random and (times --ref-factor) ref when p50 is not run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--short-patience", type=int, default=10,
+                    help="the patience of mode p10 (default 10; smaller only to test the driver)")
+    ap.add_argument("--long-patience", type=int, default=50,
+                    help="the patience of mode p50 (default 50, emmy's default)")
+    ap.add_argument("--tune-timeout", type=float, default=float(os.environ.get("EMMY_SEARCH_TUNE_TIMEOUT", 600)),
+                    help="seconds per tune before it is interrupted (its report then has status "
+                         "interrupted and the mode shows failed)")
+    ap.add_argument("--deadline", type=float, default=float(os.environ.get("EMMY_SEARCH_DEADLINE", 0)),
+                    help="seconds after which no further tune starts, and at which + 60 s a running "
+                         "one is interrupted (0: none; EMMY_SEARCH_DEADLINE)")
+    ap.add_argument("--prior-checkpoint", default="",
+                    help="copy this mlp checkpoint into every home (default: none, the prior starts "
+                         "from nothing)")
+    ap.add_argument("--extra", action="append", default=[],
+                    help="one more argument for every tune (repeatable), e.g. --extra=--timeout=5")
+    ap.add_argument("--recompute", default="", metavar="JSON",
+                    help="run nothing: recompute the figures and tables of an earlier "
+                         "search_bench.json into --out")
+    args = ap.parse_args()
+    if args.recompute:
+        with open(args.recompute) as f:
+            earlier = json.load(f)
+        os.makedirs(args.out, exist_ok=True)
+        finish(earlier, args.out)
+        with open(os.path.join(args.out, "search_bench.md")) as f:
+            print(f.read())
+        return 0
+
+    kernels, suite_name = load_suite(args.suite)
+    if args.kernels:
+        wanted = [w for w in args.kernels.split(",") if w]
+        unknown = [w for w in wanted if w not in {k["name"] for k in kernels}]
+        if unknown:
+            ap.error(f"--kernels: not in suite {suite_name}: {', '.join(unknown)} "
+                     f"(it has {', '.join(k['name'] for k in kernels)})")
+        kernels = [k for k in kernels if k["name"] in wanted]
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in sm.MODES]
+    if bad or not modes:
+        ap.error(f"--modes: {', '.join(bad) or 'none given'}; choose from {', '.join(sm.MODES)}")
+    modes = [m for m in sm.MODES if m in modes]  # budgets come from p50: it runs first
+    if not os.access(args.emmy, os.X_OK):
+        ap.error(f"--emmy {args.emmy} is not an executable")
+    if args.ref_factor <= 0 or args.ref_patience < 0 or args.budget < 0:
+        ap.error("--ref-factor must be positive, --ref-patience and --budget at least 0")
+    if args.short_patience < 1 or args.long_patience < 1:
+        ap.error("--short-patience and --long-patience must be at least 1")
+    if args.prior_checkpoint and not os.path.isfile(args.prior_checkpoint):
+        ap.error(f"--prior-checkpoint {args.prior_checkpoint} is not a file")
+
+    os.makedirs(args.out, exist_ok=True)
+    work = args.work or tempfile.mkdtemp(prefix="emmy-search-bench.")
+    os.makedirs(work, exist_ok=True)
+    log_path = os.path.join(args.out, "search_bench.log")
+    logf = open(log_path, "a")
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    started = time.monotonic()
+    result = {
+        "suite": suite_name,
+        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus",
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "command": " ".join([sys.argv[0]] + sys.argv[1:]),
+        "settings": {"modes": modes, "samples": args.samples or None,
+                     "warmup": None if args.warmup < 0 else args.warmup,
+                     "ref_factor": None if args.ref_patience else args.ref_factor,
+                     "ref_patience": args.ref_patience or None, "seed": args.seed,
+                     "patiences": [args.short_patience, args.long_patience],
+                     "prior_checkpoint": args.prior_checkpoint or None, "extra": args.extra,
+                     "within_pct": sm.WITHIN_PCT},
+        "kernels": [],
+    }
+
+    def save() -> None:
+        result["wall_s"] = time.monotonic() - started
+        finish(result, args.out)
+
+    log(f"== search benchmark: suite {suite_name} ({len(kernels)} kernels), modes {','.join(modes)}, "
+        f"emmy {args.emmy}, work {work}")
+    for kern in kernels:
+        entry = {"name": kern["name"], "code": kern["code"], "backend": kern["backend"], "key": None,
+                 "kernel_name": None, "modes": {}}
+        result["kernels"].append(entry)
+        budget = args.budget or None
+        for mode in modes:
+            m = entry["modes"].setdefault(mode, {})
+            if args.deadline and time.monotonic() - started > args.deadline:
+                m["error"] = "skipped: past --deadline"
+                log(f"-- {kern['name']} {mode}: skipped (past --deadline {args.deadline:g} s)")
+                continue
+            if (mode in ("flat", "random") or (mode == "ref" and not args.ref_patience)) and budget is None:
+                m["error"] = "skipped: no p50 run to take the budget from"
+                log(f"-- {kern['name']} {mode}: skipped (needs p50's count)")
+                continue
+            home = os.path.join(work, kern["name"], mode)
+            shutil.rmtree(home, ignore_errors=True)
+            os.makedirs(home)
+            if args.prior_checkpoint:
+                os.makedirs(os.path.join(home, "priors"))
+                shutil.copy(args.prior_checkpoint, os.path.join(home, "priors", "mlp.ckpt"))
+            report_path = os.path.join(work, kern["name"], f"{mode}.json")
+            cmd = [args.emmy, "tune", "--code", kern["code"], "--backend", kern["backend"],
+                   "--no-progress", "--no-validate", "--seed", str(args.seed)]
+            if args.samples:
+                cmd += ["--samples", str(args.samples)]
+            if args.warmup >= 0:
+                cmd += ["--warmup", str(args.warmup)]
+            cmd += mode_args(mode, budget, args.ref_factor, args.ref_patience,
+                             (args.short_patience, args.long_patience)) + args.extra + [
+                "--json", report_path]
+            m["command"] = cmd[:-2]  # the report's path is the runner's
+            log(f"-- {kern['name']} {mode}: {' '.join(cmd)}")
+            timeout = args.tune_timeout
+            if args.deadline:
+                timeout = min(timeout, args.deadline + 60 - (time.monotonic() - started))
+            report, why, wall = run_tune(cmd, home, timeout, log)
+            m["wall_s"] = wall
+            if report:
+                m["prior"] = report.get("prior")
+                m["search"] = report.get("search")
+                m["budget"] = report.get("budget")
+                m["launches"] = report.get("launches")
+            if why:
+                m["error"] = why
+                log(f"   failed: {why}")
+                save()
+                continue
+            if entry["key"] is None:
+                entry["key"] = primary_key(report)
+            trace = trace_of(report, entry["key"])
+            if trace is None:
+                m["error"] = f"kernel {entry['key']} was not tuned by this run"
+                log(f"   {m['error']}")
+                save()
+                continue
+            entry["kernel_name"] = trace.get("name")
+            m["stopped"] = trace.get("stopped")
+            m["trajectory"] = trace.get("trajectory", [])
+            if mode == "p50":
+                budget = len(m["trajectory"])
+            log(f"   {len(m['trajectory'])} evaluations, best rank {sm.best_us(m['trajectory'])} us, "
+                f"best deploy {sm.best_us(m['trajectory'], 'deploy')} us, stopped by {m['stopped']}, "
+                f"{wall:.1f} s")
+            save()
+    save()
+    logf.close()
+    with open(os.path.join(args.out, "search_bench.md")) as f:
+        print(f.read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

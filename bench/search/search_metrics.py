@@ -1,0 +1,193 @@
+"""Pure part of the search benchmark (issue 24, item 1): what a kernel's search trajectory says
+against a reference best, and the markdown tables. No emmy, no timing: search_bench.py runs the
+tunes, this module only computes and formats, so that tests/bench_search can check it on any
+machine.
+
+A trajectory is the `trajectory` list of one entry of `searches` in `emmy tune --json`: one
+point per candidate the kernel's inner search evaluated, in the order evaluated, each with its
+rank time (`rank_us`, null when the candidate failed or was refused), its deploy time when it
+was re-measured at deploy (`deploy_us`: candidates within 15 % of the best rank time so far are),
+and whether it was served from the database (`cached`).
+
+Two regimes, two sets of figures (REGIMES):
+  deploy  what the tune delivers: a kernel is deployed as the configuration with the lowest
+          deploy time among those re-measured at deploy. After evaluation i, the search would
+          deliver the best deploy time among points 1..i.
+  rank    what the search steers by: the rank time of every candidate. On the cpu backend rank
+          builds are -O1 and deploy builds -O3 -march=native, and the two can rank
+          configurations very differently: a search can do well on one and not the other.
+Figures per kernel, mode and regime:
+  evaluations   candidates evaluated (the points of the trajectory): the search's budget
+  benchmarks    of those, the ones that ran (not cached)
+  best_us       the lowest time of the trajectory in that regime
+  pct_of_ref    reference_us / best_us * 100: how close the search came to the reference best
+  to_within     the 1-based number of evaluations after which the best so far is within
+                `within_pct` % (3) of the reference best; None when it never is
+The reference best of a kernel in a regime is the lowest time any run of the benchmark measured
+for it (the reference run, 10 times p50's budget or exhaustive, nearly always), so that no mode
+reads above 100 % merely because the reference run's own sample of a configuration was noisier.
+"""
+
+from __future__ import annotations
+
+import math
+
+WITHIN_PCT = 3.0
+REGIMES = ("deploy", "rank")
+REGIME_TITLES = {
+    "deploy": "Delivered: the deploy time of the configuration each search would deploy",
+    "rank": "Steered by: the rank time of the candidates each search measured",
+}
+# The modes of a benchmark, in the order they run and appear in the table.
+MODES = ("p10", "p50", "flat", "random", "ref")
+MODE_TITLES = {
+    "p10": "mcts, patience 10",
+    "p50": "mcts, patience 50",
+    "flat": "flat prior at p50's count",
+    "random": "random at p50's count",
+    "ref": "reference",
+}
+
+
+def times(trajectory: list[dict], regime: str = "rank") -> list[float | None]:
+    """The time of each evaluation in `regime`, None where there is none (a failure; a candidate
+    not re-measured at deploy)."""
+    out = []
+    for p in trajectory:
+        t = p.get(regime + "_us")
+        out.append(float(t) if isinstance(t, (int, float)) and math.isfinite(t) and t > 0 else None)
+    return out
+
+
+def rank_times(trajectory: list[dict]) -> list[float | None]:
+    return times(trajectory, "rank")
+
+
+def best_us(trajectory: list[dict], regime: str = "rank") -> float | None:
+    ts = [t for t in times(trajectory, regime) if t is not None]
+    return min(ts) if ts else None
+
+
+def evaluations_to_within(trajectory: list[dict], reference_us: float,
+                          within_pct: float = WITHIN_PCT, regime: str = "rank") -> int | None:
+    """1-based count of evaluations until one is within `within_pct` % of `reference_us`."""
+    limit = reference_us * (1 + within_pct / 100)
+    for i, t in enumerate(times(trajectory, regime)):
+        if t is not None and t <= limit:
+            return i + 1
+    return None
+
+
+def kernel_figures(trajectory: list[dict], reference_us: float | None,
+                   regime: str = "rank") -> dict:
+    """The figures of one kernel's search in one mode and regime (see the module's docstring)."""
+    best = best_us(trajectory, regime)
+    fig = {
+        "evaluations": len(trajectory),
+        "benchmarks": sum(1 for p in trajectory if not p.get("cached")),
+        "failures": sum(1 for t in rank_times(trajectory) if t is None),
+        "best_us": best,
+        "pct_of_ref": None,
+        "to_within": None,
+    }
+    if best is not None and reference_us:
+        fig["pct_of_ref"] = 100.0 * reference_us / best
+        fig["to_within"] = evaluations_to_within(trajectory, reference_us, regime=regime)
+    return fig
+
+
+def reference_of(trajectories: list[list[dict]], regime: str = "rank") -> float | None:
+    """The reference best: the lowest time of all the given trajectories in `regime`."""
+    bests = [b for b in (best_us(t, regime) for t in trajectories) if b is not None]
+    return min(bests) if bests else None
+
+
+def cell(fig: dict | None) -> str:
+    """'97.3 % · 12/50': % of the reference reached, evaluations to within 3 %, evaluations."""
+    if not fig:
+        return "—"
+    if fig.get("error"):
+        return "failed" if not fig["error"].startswith("skipped") else "skipped"
+    pct = "—" if fig.get("pct_of_ref") is None else f"{fig['pct_of_ref']:.1f} %"
+    reach = "never" if fig.get("to_within") is None else str(fig["to_within"])
+    return f"{pct} · {reach}/{fig['evaluations']}"
+
+
+def figures_of(mode_result: dict, regime: str) -> dict | None:
+    """A mode's figures in `regime` (search_bench.py keeps them under the regime's name), or
+    the mode itself when it failed (its `error` says why)."""
+    if mode_result.get("error"):
+        return mode_result
+    return mode_result.get(regime)
+
+
+def summary(kernels: list[dict], regime: str = "deploy") -> dict:
+    """Per mode over kernels: the lowest % of the reference reached, the mean evaluations to
+    within 3 % (a kernel that never got there counts its whole budget, and is counted apart) and
+    the mean evaluations."""
+    out = {}
+    for mode in MODES:
+        figs = [figures_of(k["modes"][mode], regime) for k in kernels if mode in k.get("modes", {})]
+        figs = [f for f in figs if f and not f.get("error")]
+        if not figs:
+            continue
+        pcts = [f["pct_of_ref"] for f in figs if f.get("pct_of_ref") is not None]
+        reach = [f["to_within"] if f.get("to_within") is not None else f["evaluations"] for f in figs]
+        out[mode] = {
+            "kernels": len(figs),
+            "min_pct_of_ref": min(pcts) if pcts else None,
+            "mean_to_within": sum(reach) / len(reach),
+            "never_within": sum(1 for f in figs if f.get("to_within") is None),
+            "mean_evaluations": sum(f["evaluations"] for f in figs) / len(figs),
+        }
+    return out
+
+
+def titles(settings: dict | None) -> dict:
+    """MODE_TITLES with the patiences a run used (settings["patiences"], when not 10 and 50)."""
+    t = dict(MODE_TITLES)
+    short, long_ = (settings or {}).get("patiences") or (10, 50)
+    t["p10"] = f"mcts, patience {short}"
+    t["p50"] = f"mcts, patience {long_}"
+    if long_ != 50:
+        t["flat"] = t["flat"].replace("p50", f"patience {long_}")
+        t["random"] = t["random"].replace("p50", f"patience {long_}")
+    return t
+
+
+def markdown(result: dict) -> str:
+    """The tables of a benchmark result (search_bench.py's JSON): per regime, one row per
+    kernel, then one per mode over the kernels."""
+    modes = [m for m in MODES if any(m in k.get("modes", {}) for k in result["kernels"])]
+    names = titles(result.get("settings"))
+    lines = [
+        f"Each cell: % of the reference best reached · evaluations until the best so far is within "
+        f"{WITHIN_PCT:g} % of it / evaluations made (\"never\": not within it).",
+    ]
+    for regime in REGIMES:
+        lines += [
+            "",
+            f"{REGIME_TITLES[regime]}:",
+            "",
+            "| kernel | reference µs | " + " | ".join(names[m] for m in modes) + " |",
+            "| --- | --- | " + " | ".join("---" for _ in modes) + " |",
+        ]
+        for k in result["kernels"]:
+            ref = (k.get("reference_us") or {}).get(regime)
+            lines.append(f"| {k['name']} | {'—' if ref is None else f'{ref:.2f}'} | " + " | ".join(
+                cell(figures_of(k["modes"][m], regime)) if m in k.get("modes", {}) else "—"
+                for m in modes) + " |")
+        s = summary(result["kernels"], regime)
+        if not s:
+            continue
+        lines += ["", "| mode | kernels | lowest % of reference | mean evaluations to within "
+                  f"{WITHIN_PCT:g} % | never within | mean evaluations |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for m in modes:
+            if m not in s:
+                continue
+            f = s[m]
+            low = "—" if f["min_pct_of_ref"] is None else f"{f['min_pct_of_ref']:.1f} %"
+            lines.append(f"| {names[m]} | {f['kernels']} | {low} | {f['mean_to_within']:.1f} | "
+                         f"{f['never_within']} | {f['mean_evaluations']:.1f} |")
+    return "\n".join(lines) + "\n"

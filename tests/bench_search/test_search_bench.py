@@ -1,0 +1,128 @@
+"""bench/search/search_bench.py end to end on a one-kernel cpu suite at tiny patience: the
+real emmy, backend, compiler and database. Asserts the structure and the counts (the flat and
+random runs evaluate exactly the patience run's count, the reference ten times it or the whole
+space), never timings: the figures are noisy, their consistency is not."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.environ.get("EMMY_SEARCH_BENCH_DIR", os.path.join(HERE, "..", "..", "bench", "search"))
+EMMY = os.environ.get("EMMY_BIN", "build/bin/emmy")
+sys.path.insert(0, BENCH)
+import search_metrics as sm  # noqa: E402
+
+SUITE = [{"name": "silu_mul_32x64",
+          "code": "torch.nn.functional.silu(torch.randn(32,64)) * torch.randn(32,64)"}]
+
+
+class SearchBenchOneKernel(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        suite = os.path.join(cls.tmp.name, "suite.json")
+        with open(suite, "w") as f:
+            json.dump(SUITE, f)
+        cls.out = os.path.join(cls.tmp.name, "out")
+        cls.proc = subprocess.run(
+            [sys.executable, "-B", os.path.join(BENCH, "search_bench.py"), "--suite", suite,
+             "--emmy", EMMY, "--out", cls.out, "--work", os.path.join(cls.tmp.name, "work"),
+             "--samples", "3", "--warmup", "1", "--short-patience", "1", "--long-patience", "2",
+             "--ref-factor", "3"],
+            capture_output=True, text=True, timeout=540)
+        try:
+            with open(os.path.join(cls.out, "search_bench.json")) as f:
+                cls.result = json.load(f)
+        except (OSError, ValueError):
+            cls.result = None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def setUp(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stdout[-3000:] + self.proc.stderr[-3000:])
+        self.assertIsNotNone(self.result, "no search_bench.json")
+        self.kernel = self.result["kernels"][0]
+        self.modes = self.kernel["modes"]
+
+    def test_every_mode_ran_from_its_own_home(self):
+        self.assertEqual(len(self.result["kernels"]), 1)
+        self.assertEqual(list(self.modes), list(sm.MODES))
+        for name, m in self.modes.items():
+            self.assertNotIn("error", m, name)
+            self.assertGreater(len(m["trajectory"]), 0, name)
+            # Fresh homes: nothing is served from another run's database.
+            self.assertEqual(m["benchmarks"], m["evaluations"], name)
+            self.assertGreater(m["launches"], 0, name)
+        self.assertEqual(self.kernel["kernel_name"], "silu")
+        self.assertRegex(self.kernel["key"], "^[0-9a-f]{16,}$")
+
+    def test_the_modes_are_what_they_say(self):
+        m = self.modes
+        for name in ("p10", "p50", "ref"):
+            self.assertEqual(m[name]["search"], "mcts", name)
+            self.assertNotEqual(m[name]["prior"], "flat", name)
+        self.assertEqual(m["flat"]["prior"], "flat")
+        self.assertEqual(m["flat"]["search"], "mcts")
+        self.assertEqual(m["random"]["search"], "random")
+        self.assertIn("--patience", m["p10"]["command"])
+        self.assertEqual(m["p10"]["command"][m["p10"]["command"].index("--patience") + 1], "1")
+        self.assertIn(m["p50"]["stopped"], ("patience", "exhausted"))
+
+    def test_flat_and_random_used_exactly_the_patience_runs_budget(self):
+        n = self.modes["p50"]["evaluations"]
+        for name in ("flat", "random"):
+            m = self.modes[name]
+            self.assertEqual(m["budget"], n, name)
+            self.assertEqual(m["evaluations"], n, name)
+            self.assertEqual(m["stopped"], "budget", name)
+        ref = self.modes["ref"]
+        self.assertEqual(ref["budget"], 3 * n)
+        # Three times the budget, or the whole space (a pointwise kernel has 18 configurations).
+        self.assertTrue(ref["evaluations"] == 3 * n or ref["stopped"] == "exhausted", ref["stopped"])
+        self.assertLessEqual(ref["evaluations"], 3 * n)
+
+    def test_the_figures_follow_from_the_trajectories(self):
+        for regime in sm.REGIMES:
+            ref = self.kernel["reference_us"][regime]
+            # Every mode re-measures at least its first success at deploy: both regimes have times.
+            self.assertEqual(ref, min(m[regime]["best_us"] for m in self.modes.values()), regime)
+            for name, m in self.modes.items():
+                f = m[regime]
+                times = sm.times(m["trajectory"], regime)
+                self.assertEqual(f["evaluations"], len(times))
+                self.assertEqual(f["best_us"], min(t for t in times if t is not None), name)
+                # The reference is the lowest time of every run: by construction none is above 100 %.
+                self.assertLessEqual(f["pct_of_ref"], 100.0 + 1e-9, name)
+                k = f["to_within"]
+                if k is None:
+                    self.assertTrue(all(t is None or t > ref * 1.03 for t in times), name)
+                else:
+                    self.assertLessEqual(times[k - 1], ref * 1.03, name)
+                    self.assertTrue(all(t is None or t > ref * 1.03 for t in times[:k - 1]), name)
+
+    def test_the_table_has_the_kernel_and_every_mode(self):
+        with open(os.path.join(self.out, "search_bench.md")) as f:
+            md = f.read()
+        rows = [line for line in md.splitlines() if line.startswith("| silu_mul_32x64 |")]
+        self.assertEqual(len(rows), len(sm.REGIMES), md)
+        for row in rows:
+            self.assertEqual(row.count("|"), 2 + len(sm.MODES) + 1)
+        for title in ("mcts, patience 1", "mcts, patience 2", "flat prior", "random", "reference"):
+            self.assertIn(title, md)
+
+    def test_a_bad_mode_is_a_usage_error(self):
+        r = subprocess.run([sys.executable, "-B", os.path.join(BENCH, "search_bench.py"), "--modes",
+                            "p50,annealing", "--emmy", EMMY, "--out", os.path.join(self.tmp.name, "bad")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("annealing", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

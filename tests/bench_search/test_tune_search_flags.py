@@ -1,0 +1,61 @@
+"""`emmy tune`'s search flags the benchmark compares with (--prior flat, --search random,
+--budget N): documented in --help, and a bad value is a usage error (exit 2) that names the flag,
+before anything is loaded or written."""
+
+import os
+import subprocess
+import tempfile
+import unittest
+
+EMMY = os.environ.get("EMMY_BIN", "build/bin/emmy")
+CODE = "torch.matmul(torch.randn(8,8), torch.randn(8,8))"
+
+
+class TuneSearchFlags(unittest.TestCase):
+    def setUp(self):
+        self.home = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.home.cleanup()
+
+    def tune(self, *args):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMMY_")}
+        env["EMMY_HOME"] = self.home.name
+        return subprocess.run([EMMY, "tune", "--code", CODE, "--backend", "cpu", *args], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    def assertUsageError(self, args, says):
+        r = self.tune(*args)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(says, r.stderr)
+        self.assertEqual(os.listdir(self.home.name), [], "nothing is written for a usage error")
+
+    def test_help_documents_the_flags(self):
+        r = subprocess.run([EMMY, "tune", "--help"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0)
+        for text in ("--search", "--budget", "flat: no prior", "random"):
+            self.assertIn(text, r.stdout)
+
+    def test_an_unknown_search_is_refused(self):
+        self.assertUsageError(["--search", "annealing"], "--search 'annealing' is not mcts or random")
+
+    def test_a_budget_below_one_is_refused(self):
+        self.assertUsageError(["--budget", "0"], "--budget 0 is not a positive number")
+        self.assertUsageError(["--budget", "-3"], "--budget -3 is not a positive number")
+
+    def test_a_budget_and_a_patience_are_not_both_given(self):
+        self.assertUsageError(["--budget", "5", "--patience", "10"], "give --patience or --budget, not both")
+        # Also when the patience comes from the environment: it was asked for all the same.
+        env_run = subprocess.run(
+            [EMMY, "tune", "--code", CODE, "--backend", "cpu", "--budget", "5"],
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("EMMY_")},
+                 "EMMY_HOME": self.home.name, "EMMY_PATIENCE": "7"},
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(env_run.returncode, 2, env_run.stderr)
+
+    def test_the_flat_prior_takes_no_options(self):
+        self.assertUsageError(["--prior", "flat", "--prior-option", "lr=0.1"], "--prior flat has no options")
+
+
+if __name__ == "__main__":
+    unittest.main()
