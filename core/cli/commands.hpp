@@ -25,6 +25,9 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_trace(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_eval(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_plugins(const GlobalOptions& g, const std::vector<std::string>& args);
+int run_export(const GlobalOptions& g, const std::vector<std::string>& args);
+// `emmy run EXPORT`: the export run by libemmy_runtime and checked against the interpreter.
+int run_run(const GlobalOptions& g, const std::vector<std::string>& args);
 // `emmy eval prior` lives beside the priors' support code (cmd_eval_prior.cpp); run_eval
 // dispatches to it.
 int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args);

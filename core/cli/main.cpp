@@ -20,6 +20,8 @@ Commands:
   trace     lower a model to the IR and show its ops, kernels and distinct kernels
   eval      read the tuning database: variants, failures, runs, prior
   plugins   list the plugins found (from their manifests) and why any was refused
+  export    build what a tune chose into a folder libemmy_runtime loads (docs/RUNTIME.md)
+  run       run an export through libemmy_runtime and check it against the reference interpreter
 
 Global options (anywhere on the line):
   --db PATH           tuning database (default $EMMY_HOME/tuning.db; env EMMY_DB)
@@ -106,8 +108,10 @@ int main(int argc, char** argv) {
     if (command == "trace") return run_trace(g, rest);
     if (command == "eval") return run_eval(g, rest);
     if (command == "plugins") return run_plugins(g, rest);
+    if (command == "export") return run_export(g, rest);
+    if (command == "run") return run_run(g, rest);
     std::cerr << "emmy: unknown command '" << command
-              << "' (commands: tune, trace, eval, plugins; see emmy --help)\n";
+              << "' (commands: tune, trace, eval, plugins, export, run; see emmy --help)\n";
     return kExitUsage;
   } catch (const emmy::store::DatabaseCorrupt& e) {
     std::cerr << "emmy " << command << ": " << e.what() << "\n";

@@ -23,7 +23,8 @@ constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 // options.
 const std::set<std::string>& config_sections() {
   static const std::set<std::string> s = {"tune",          "trace",         "plugins",   "eval",
-                                          "eval.variants", "eval.failures", "eval.runs", "eval.prior"};
+                                          "eval.variants", "eval.failures", "eval.runs", "eval.prior",
+                                          "export",        "run"};
   return s;
 }
 
@@ -80,7 +81,7 @@ bool read_config_file(const std::string& file, const std::string& section,
       if (!config_sections().count(current))
         throw po::error(where + "unknown section [" + current +
                         "] (sections: [tune], [trace], [plugins], [eval], [eval.variants], "
-                        "[eval.failures], [eval.runs], [eval.prior], and [plugin NAME] for a "
+                        "[eval.failures], [eval.runs], [eval.prior], [export], [run], and [plugin NAME] for a "
                         "plugin's options)");
       continue;
     }
