@@ -62,6 +62,18 @@ int run_run(const GlobalOptions& g, const std::vector<std::string>& args) {
   const runtime::PlanData& plan = model->plan();
   std::cout << "export of " << plan.source << " (" << plan.backend << ", " << plan.kernels.size()
             << " kernels, tuned by run " << plan.run_id << " on " << plan.environment << ")\n";
+  // The names --inputs files and the runtime's bind() take.
+  const std::vector<runtime::BufferInfo> inputs = model->inputs();
+  if (g.verbose) {
+    for (const auto& in : inputs) {
+      std::string shape;
+      for (int64_t d : in.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+      std::cout << "input " << in.name << " " << in.dtype << "[" << shape << "] (" << in.role
+                << ")\n";
+    }
+  } else {
+    std::cout << inputs.size() << " inputs, weights included (emmy -v run lists their names)\n";
+  }
   exporter::CheckResult r;
   try {
     r = exporter::check_export(*model, seed, inputs_dir, repeat);

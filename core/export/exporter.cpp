@@ -249,7 +249,11 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
     return "emmy_export_k" + std::to_string(i);  // the cpu backend's export symbols
   });
   std::map<std::string, double> tuned_us;
-  for (const store::PlanKernel& k : plan->kernels) tuned_us[k.structural_key] = k.time_us;
+  for (const store::PlanKernel& k : plan->kernels) {
+    tuned_us[k.structural_key] = k.time_us;
+    // A kernel tuned with its producer ("<fused><<producer>") deploys under the fused key.
+    tuned_us.emplace(k.structural_key.substr(0, k.structural_key.find('<')), k.time_us);
+  }
   for (size_t i = 0; i < data.kernels.size(); ++i) {
     const ir::Kernel& k = slice.grouping.kernels[i];
     data.kernels[i].config = store::config_key(k.templ, k.knobs);

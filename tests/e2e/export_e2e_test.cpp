@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "process.hpp"
 
@@ -49,6 +50,25 @@ TEST_F(ExportE2E, TunedMatmulExportsRunsAndMatchesTheInterpreter) {
   ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
   EXPECT_NE(ran.out.find("PASS"), std::string::npos) << ran.out;
   EXPECT_NE(ran.out.find("max abs error"), std::string::npos) << ran.out;
+  // Given inputs by name (raw bytes), the others random; a file of the wrong size is named.
+  Completed listed = emmy({"-v", "run", path("mm.emmy")});
+  EXPECT_NE(listed.out.find("input arg0 f32[64,64] (input)"), std::string::npos) << listed.out;
+  std::filesystem::create_directories(path("inputs"));
+  {
+    std::vector<float> ones(64 * 64, 1.0f);
+    std::ofstream(path("inputs/arg0.bin"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(ones.data()),
+               static_cast<std::streamsize>(ones.size() * 4));
+  }
+  Completed given = emmy({"run", path("mm.emmy"), "--inputs", path("inputs")});
+  EXPECT_EQ(given.exit_code, 0) << given.out << given.err;
+  EXPECT_NE(given.out.find("input arg0 from"), std::string::npos) << given.out;
+  std::ofstream(path("inputs/arg1.bin")) << "short";
+  Completed short_input = emmy({"run", path("mm.emmy"), "--inputs", path("inputs")});
+  EXPECT_EQ(short_input.exit_code, 2) << short_input.out;
+  EXPECT_NE(short_input.err.find("arg1.bin: 5 bytes; input 'arg1' is f32[64,64]"),
+            std::string::npos)
+      << short_input.err;
   // Exporting again over the earlier export is allowed; over a folder of the user's it is not.
   EXPECT_EQ(export_code(kMatmul, "mm.emmy").exit_code, 0);
   std::filesystem::create_directories(path("mine"));
