@@ -1,5 +1,6 @@
 #include "export/exporter.hpp"
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -274,7 +275,14 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   data.binary = kCpuLibrary;
 
   std::string out = options.out;
-  if (out.empty()) out = (graph.name.empty() ? std::string("model") : graph.name) + ".emmy";
+  if (out.empty()) {
+    // A file name of its own: "Qwen/Qwen3-Embedding-0.6B.layer0" ->
+    // Qwen_Qwen3-Embedding-0.6B.layer0.emmy
+    out = graph.name.empty() ? std::string("model") : graph.name;
+    for (char& c : out)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+    out += ".emmy";
+  }
   const fs::path folder = prepare_folder(out);
   std::ifstream library(artifact.handle, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(library)), std::istreambuf_iterator<char>());
