@@ -22,9 +22,9 @@ constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 // keys that apply to this one (outside any section, in its section or its parent's) must be its
 // options.
 const std::set<std::string>& config_sections() {
-  static const std::set<std::string> s = {"tune",          "trace",         "plugins",   "eval",
-                                          "eval.variants", "eval.failures", "eval.runs", "eval.prior",
-                                          "export",        "run"};
+  static const std::set<std::string> s = {
+      "tune",          "trace",     "plugins",    "eval",   "eval.variants",
+      "eval.failures", "eval.runs", "eval.prior", "export", "run"};
   return s;
 }
 
@@ -79,10 +79,11 @@ bool read_config_file(const std::string& file, const std::string& section,
       // (cli/plugin_options.hpp); its name and keys are checked against the manifest there.
       if (current.rfind("plugin ", 0) == 0) continue;
       if (!config_sections().count(current))
-        throw po::error(where + "unknown section [" + current +
-                        "] (sections: [tune], [trace], [plugins], [eval], [eval.variants], "
-                        "[eval.failures], [eval.runs], [eval.prior], [export], [run], and [plugin NAME] for a "
-                        "plugin's options)");
+        throw po::error(
+            where + "unknown section [" + current +
+            "] (sections: [tune], [trace], [plugins], [eval], [eval.variants], "
+            "[eval.failures], [eval.runs], [eval.prior], [export], [run], and [plugin NAME] for a "
+            "plugin's options)");
       continue;
     }
     const auto eq = t.find('=');

@@ -250,7 +250,8 @@ std::string encode_record(const PlanRecord& r) {
   if (!r.program_graph.empty()) {
     json program_kernels = json::array();
     for (const auto& k : r.program_kernels)
-      program_kernels.push_back({{"nodes", k.nodes}, {"templ", k.templ}, {"knobs", knobs_json(k.knobs)}});
+      program_kernels.push_back(
+          {{"nodes", k.nodes}, {"templ", k.templ}, {"knobs", knobs_json(k.knobs)}});
     fields["program"] = {{"graph", r.program_graph}, {"kernels", program_kernels}};
   }
   return seal(RecordType::plan, fields);

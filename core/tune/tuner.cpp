@@ -117,7 +117,8 @@ std::string graph_key(const ir::Graph& g) {
   ir::Kernel all;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     ir::Op op = g.nodes[i].op;
-    if (op != ir::Op::input && op != ir::Op::constant) all.nodes.push_back(static_cast<ir::ValueId>(i));
+    if (op != ir::Op::input && op != ir::Op::constant)
+      all.nodes.push_back(static_cast<ir::ValueId>(i));
   }
   return ir::structural_key(g, all);
 }

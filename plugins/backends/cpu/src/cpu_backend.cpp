@@ -229,8 +229,9 @@ Status CpuBackend::measure(const ir::Slice& slice, const Artifact& artifact, con
   return guard([&]() -> Status {
     result = MeasureResult{};
     if (export_)
-      return Status::Error("cpu backend: created to build export libraries (export=1), which "
-                           "the worker does not time");
+      return Status::Error(
+          "cpu backend: created to build export libraries (export=1), which "
+          "the worker does not time");
     const ir::Graph& g = slice.graph;
     auto ins = g.inputs();
     if (request.inputs.tensors.size() != ins.size())
