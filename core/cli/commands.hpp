@@ -27,6 +27,10 @@ int run_eval(const GlobalOptions& g, const std::vector<std::string>& args);
 int run_plugins(const GlobalOptions& g, const std::vector<std::string>& args);
 // `emmy prior train` (cmd_prior.cpp): a pretrained prior to ship, from measured rows.
 int run_prior(const GlobalOptions& g, const std::vector<std::string>& args);
+// `emmy export SOURCE` (cmd_export.cpp): what a tune chose, built for libemmy_runtime.
+int run_export(const GlobalOptions& g, const std::vector<std::string>& args);
+// `emmy run EXPORT`: the export run by libemmy_runtime and checked against the interpreter.
+int run_run(const GlobalOptions& g, const std::vector<std::string>& args);
 // `emmy eval prior` lives beside the priors' support code (cmd_eval_prior.cpp); run_eval
 // dispatches to it.
 int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args);

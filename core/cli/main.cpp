@@ -21,6 +21,8 @@ Commands:
   eval      read the tuning database: variants, failures, runs, prior
   plugins   list the plugins found (from their manifests) and why any was refused
   prior     train: make a pretrained prior to ship from tables of measured rows
+  export    build what a tune chose into a folder libemmy_runtime loads (docs/RUNTIME.md)
+  run       run an export through libemmy_runtime and check it against the reference interpreter
 
 Global options (anywhere on the line):
   --db PATH           tuning database (default $EMMY_HOME/tuning.db; env EMMY_DB)
@@ -108,8 +110,10 @@ int main(int argc, char** argv) {
     if (command == "eval") return run_eval(g, rest);
     if (command == "plugins") return run_plugins(g, rest);
     if (command == "prior") return run_prior(g, rest);
+    if (command == "export") return run_export(g, rest);
+    if (command == "run") return run_run(g, rest);
     std::cerr << "emmy: unknown command '" << command
-              << "' (commands: tune, trace, eval, plugins, prior; see emmy --help)\n";
+              << "' (commands: tune, trace, eval, plugins, prior, export, run; see emmy --help)\n";
     return kExitUsage;
   } catch (const emmy::store::DatabaseCorrupt& e) {
     std::cerr << "emmy " << command << ": " << e.what() << "\n";
@@ -118,8 +122,7 @@ int main(int argc, char** argv) {
     std::cerr << "emmy " << command << ": " << e.what() << "\n";
     return kExitNoSpace;
   } catch (const po::error& e) {
-    std::cerr << "emmy " << command << ": " << e.what() << " (see emmy " << command
-              << " --help)\n";
+    std::cerr << "emmy " << command << ": " << e.what() << " (see emmy " << command << " --help)\n";
     return kExitUsage;
   } catch (const std::bad_alloc&) {
     // Sizes from the input are bounded before anything is allocated (docs/SECURITY.md); what

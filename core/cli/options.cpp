@@ -1,7 +1,5 @@
 #include "cli/options.hpp"
 
-#include "cli/plugin_options.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -10,6 +8,8 @@
 #include <iostream>
 #include <set>
 #include <sstream>
+
+#include "cli/plugin_options.hpp"
 
 namespace emmy::cli {
 
@@ -23,8 +23,8 @@ constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 // options.
 const std::set<std::string>& config_sections() {
   static const std::set<std::string> s = {
-      "tune",          "trace",     "plugins",    "eval",  "eval.variants",
-      "eval.failures", "eval.runs", "eval.prior", "prior", "prior.train"};
+      "tune",      "trace",      "plugins", "eval",        "eval.variants", "eval.failures",
+      "eval.runs", "eval.prior", "prior",   "prior.train", "export",        "run"};
   return s;
 }
 
@@ -79,11 +79,11 @@ bool read_config_file(const std::string& file, const std::string& section,
       // (cli/plugin_options.hpp); its name and keys are checked against the manifest there.
       if (current.rfind("plugin ", 0) == 0) continue;
       if (!config_sections().count(current))
-        throw po::error(
-            where + "unknown section [" + current +
-            "] (sections: [tune], [trace], [plugins], [eval], [eval.variants], "
-            "[eval.failures], [eval.runs], [eval.prior], [prior.train], and [plugin NAME] for a "
-            "plugin's options)");
+        throw po::error(where + "unknown section [" + current +
+                        "] (sections: [tune], [trace], [plugins], [eval], [eval.variants], "
+                        "[eval.failures], [eval.runs], [eval.prior], [prior.train], [export], "
+                        "[run], and [plugin NAME] for a "
+                        "plugin's options)");
       continue;
     }
     const auto eq = t.find('=');
@@ -93,7 +93,7 @@ bool read_config_file(const std::string& file, const std::string& section,
     if (current.rfind("plugin ", 0) == 0) continue;  // a plugin's: checked against its manifest
     const bool applies = current.empty() || current == section ||
                          section.rfind(current + ".", 0) == 0;  // [eval] for eval runs
-    if (!applies) continue;  // another command's: checked there
+    if (!applies) continue;                                     // another command's: checked there
     if (key == "help" || !desc.find_nothrow(key, false))
       throw po::error(where + "'" + key + "' is not an option of emmy " + command_of(section) +
                       (current == section ? ""

@@ -240,13 +240,21 @@ std::string encode_record(const PlanRecord& r) {
                        {"knobs", knobs_json(k.knobs)},
                        {"count", k.count},
                        {"time_us", number(k.time_us)}});
-  return seal(RecordType::plan, {{"env", r.env},
-                                 {"graph_key", r.graph_key},
-                                 {"run_id", r.run_id},
-                                 {"unix_time", r.unix_time},
-                                 {"total_us", number(r.total_us)},
-                                 {"kernels", kernels},
-                                 {"grouping", r.grouping}});
+  json fields = {{"env", r.env},
+                 {"graph_key", r.graph_key},
+                 {"run_id", r.run_id},
+                 {"unix_time", r.unix_time},
+                 {"total_us", number(r.total_us)},
+                 {"kernels", kernels},
+                 {"grouping", r.grouping}};
+  if (!r.program_graph.empty()) {
+    json program_kernels = json::array();
+    for (const auto& k : r.program_kernels)
+      program_kernels.push_back(
+          {{"nodes", k.nodes}, {"templ", k.templ}, {"knobs", knobs_json(k.knobs)}});
+    fields["program"] = {{"graph", r.program_graph}, {"kernels", program_kernels}};
+  }
+  return seal(RecordType::plan, fields);
 }
 
 bool decode_record(std::string_view stored, PlanRecord& r, std::string& why) {
@@ -271,6 +279,19 @@ bool decode_record(std::string_view stored, PlanRecord& r, std::string& why) {
           p.count = k.at("count").get<int>();
           p.time_us = get_number(k.at("time_us"));
           r.kernels.push_back(std::move(p));
+        }
+        r.program_graph.clear();
+        r.program_kernels.clear();
+        if (j.contains("program")) {  // absent in records written before exports
+          const json& program = j.at("program");
+          r.program_graph = program.at("graph").get<std::string>();
+          for (const auto& k : program.at("kernels")) {
+            emmy::ir::Kernel kernel;
+            kernel.nodes = k.at("nodes").get<std::vector<emmy::ir::ValueId>>();
+            kernel.templ = k.at("templ").get<std::string>();
+            kernel.knobs = get_knobs(k.at("knobs"));
+            r.program_kernels.push_back(std::move(kernel));
+          }
         }
       },
       why);

@@ -90,6 +90,12 @@ struct PlanRecord {
   double total_us = 0;
   std::vector<PlanKernel> kernels;
   std::string grouping;    // the structural answers, opaque to the store (e.g. JSON text)
+  // The program the plan deploys (what `emmy export` builds; empty in records written before
+  // 2026-12-02): the best grouping's graph in the IR's text form (structural passes may have
+  // rewritten the frontend's graph) and its kernels as they deploy, each with its template and
+  // knobs (a kernel tuned with its producer split as the validation built it).
+  std::string program_graph;
+  std::vector<emmy::ir::Kernel> program_kernels;
 };
 
 // Statistics of one node of a search tree (the search-tree table, beside deploy measurements).

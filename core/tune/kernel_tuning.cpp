@@ -34,16 +34,6 @@ int64_t unix_now() {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-// How far a whole graph may drift from the reference, by the lowest precision it computes in.
-double whole_graph_error_limit(ir::DType precision) {
-  switch (precision) {
-    case ir::DType::bf16: return 5e-2;
-    case ir::DType::f16: return 1e-2;
-    case ir::DType::f32: return 1e-3;
-    default: return 1e-6;
-  }
-}
-
 // A non-ok Status from build() or measure() is the machinery's failure, not the candidate's
 // (emmy/backend.hpp): it is never stored. The call is made once more (the backend starts a fresh
 // worker); a second failure stops the run. An interrupt (Ctrl-C reaches the worker too) wins.
@@ -65,6 +55,15 @@ void with_one_retry(RunContext& run, const char* what, Call&& call) {
 }
 
 }  // namespace
+
+double whole_graph_error_limit(ir::DType precision) {
+  switch (precision) {
+    case ir::DType::bf16: return 5e-2;
+    case ir::DType::f16: return 1e-2;
+    case ir::DType::f32: return 1e-3;
+    default: return 1e-6;
+  }
+}
 
 double measurement_limit_s(const TuneOptions& options, double best_us, bool* relative) {
   double limit = options.timeout_s;

@@ -108,6 +108,11 @@ std::string end_to_end_config_key(const ir::Program& program);
 // Host buffers <-> tensors of the reference interpreter.
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 
+// How far a whole graph's output may drift from the reference (ir::relative_rms_error), by the
+// lowest precision it computes in (ir::lowest_precision): the check of an assembled program, and
+// of an export run by `emmy run`.
+double whole_graph_error_limit(ir::DType precision);
+
 // Builds and measures `program` (a lowered slice) at `regime` and checks its outputs against
 // `expected`; returns the measurement record (the candidate's own failures included), not yet
 // stored. Throws MachineryFailure when the backend's build or measure fails twice (non-ok Status)

@@ -51,17 +51,6 @@ std::string describe_source(const TuneOptions& o) {
   return o.code.empty() ? o.source : "--code " + o.code;
 }
 
-// A fingerprint of the whole graph (the plans table's key): the structural key of one kernel
-// holding every compute node.
-std::string graph_key(const ir::Graph& g) {
-  ir::Kernel all;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    ir::Op op = g.nodes[i].op;
-    if (op != ir::Op::input && op != ir::Op::constant) all.nodes.push_back(static_cast<ir::ValueId>(i));
-  }
-  return ir::structural_key(g, all);
-}
-
 // The distinct kernels of the grouping the structural passes make with every fork at option 0:
 // the progress bar's first estimate of the work.
 int estimate_distinct(const ir::Program& program, const std::vector<Pass*>& passes,
@@ -150,6 +139,16 @@ void start_from_shipped_prior(const PluginHost& host, const std::string& prior_n
 }
 
 }  // namespace
+
+std::string graph_key(const ir::Graph& g) {
+  ir::Kernel all;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    ir::Op op = g.nodes[i].op;
+    if (op != ir::Op::input && op != ir::Op::constant)
+      all.nodes.push_back(static_cast<ir::ValueId>(i));
+  }
+  return ir::structural_key(g, all);
+}
 
 std::string pick_frontend(const TuneOptions& options, PluginHost& host) {
   if (!options.frontend.empty()) return options.frontend;
@@ -687,6 +686,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
               << result.search.best.labels[i];
     plan.grouping = answers.str();
   }
+  plan.program_graph = ir::print(best.graph);
+  plan.program_kernels = best.grouping.kernels;
   store->put_plan(plan);
   progress.finish();
   finish("ok");

@@ -24,6 +24,10 @@ namespace emmy::tune {
 void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress,
                 TuneReport& report);
 
+// A fingerprint of the whole graph (the plans table's key, with the environment): the
+// structural key of one kernel holding every compute node. `emmy export` finds a plan by it.
+std::string graph_key(const ir::Graph& g);
+
 // The frontend to use for a request: `options.frontend` if set, else the first accepting one.
 std::string pick_frontend(const TuneOptions& options, PluginHost& host);
 

@@ -46,6 +46,11 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
                         lib / "cmake" / "EmmySDK" / "EmmySDKTargets.cmake",
                         lib / "cmake" / "EmmySDK" / "EmmyAddPlugin.cmake",
                         prefix / "include" / "emmy" / "kernel_template.hpp",
+                        // libemmy_runtime (issue 22): library, headers, plan schema, package.
+                        lib / "libemmy_runtime.so", prefix / "include" / "emmy" / "runtime.hpp",
+                        prefix / "include" / "emmy" / "runtime_plan.hpp",
+                        prefix / "share" / "emmy" / "plan.fbs",
+                        lib / "cmake" / "EmmyRuntime" / "EmmyRuntimeConfig.cmake",
                         prefix / "share" / "doc" / "emmy" / "PLUGINS.md"})
     EXPECT_TRUE(test::fs::exists(p)) << p << " not installed";
   // The in-tree copy of the example is not installed (it would clash with the one built below).

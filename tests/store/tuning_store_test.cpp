@@ -256,6 +256,17 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
                           2,
                           60.25});
   plan.grouping = R"({"fuse":[0,1]})";
+  // The program it deploys (what emmy export builds, issue 22); a plan without one is g0's.
+  PlanRecord older = plan;
+  older.graph_key = "g0";
+  store->put_plan(older);
+  plan.program_graph =
+      "graph g {\n  %0 = input() : f32[4]\n  %1 = neg(%0) : f32[4]\n  outputs(%1)\n}\n";
+  emmy::ir::Kernel deployed;
+  deployed.nodes = {1};
+  deployed.templ = "pointwise";
+  deployed.knobs = {{"vec", 8}, {"threads", 2}};
+  plan.program_kernels = {deployed};
   store->put_plan(plan);
   store->put_tree_node({kEnv, "sk0-matmul", "tile_m=64/tile_n=32", 12, 3.5, 60.25});
 
@@ -273,6 +284,15 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   EXPECT_EQ(p->kernels[0].count, 2);
   EXPECT_EQ(p->kernels[0].knobs.at("tile_m"), 64);
   EXPECT_EQ(p->grouping, plan.grouping);
+  EXPECT_EQ(p->program_graph, plan.program_graph);
+  ASSERT_EQ(p->program_kernels.size(), 1u);
+  EXPECT_EQ(p->program_kernels[0].nodes, deployed.nodes);
+  EXPECT_EQ(p->program_kernels[0].templ, "pointwise");
+  EXPECT_EQ(p->program_kernels[0].knobs, deployed.knobs);
+  auto p0 = store->plan(kEnv, "g0");
+  ASSERT_TRUE(p0);
+  EXPECT_TRUE(p0->program_graph.empty());
+  EXPECT_TRUE(p0->program_kernels.empty());
   auto n = store->tree_node(kEnv, "sk0-matmul", "tile_m=64/tile_n=32");
   ASSERT_TRUE(n);
   EXPECT_EQ(n->visits, 12);
@@ -280,7 +300,7 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   // Tree nodes share the search_tree table with deploy rows but are not measurements.
   EXPECT_TRUE(store->all_measurements().empty());
   EXPECT_EQ(store->runs().size(), 1u);
-  EXPECT_EQ(store->plans().size(), 1u);
+  EXPECT_EQ(store->plans().size(), 2u);
   EXPECT_EQ(store->kernels().size(), 1u);
 }
 

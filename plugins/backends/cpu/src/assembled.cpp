@@ -53,20 +53,6 @@ std::vector<size_t> kernel_order(const ir::Graph& g, const ir::Grouping& groupin
   return order;
 }
 
-// The kernel's own translation unit without the shared prelude, its entry renamed to a C++
-// function so that several can live in one file.
-std::string as_namespace(const std::string& source, size_t index) {
-  std::string body = source;
-  const std::string& prelude = kernel_prelude();
-  if (auto at = body.find(prelude); at != std::string::npos) body.erase(at, prelude.size());
-  const std::string entry = "extern \"C\" void emmy_kernel(";
-  auto at = body.find(entry);
-  if (at == std::string::npos) throw Error("cpu backend: generated kernel has no entry point");
-  body.replace(at, entry.size(), "void emmy_kernel(");
-  return "namespace emmy_k" + std::to_string(index) + " {\n" + body + "}  // namespace emmy_k" +
-         std::to_string(index) + "\n";
-}
-
 // The assembled program's copy of src/evict.hpp's eviction (the same instructions: clflushopt
 // where the target has it, else clflush, then mfence; nothing off x86). Deploy builds target
 // the host CPU (-march=native), so __CLFLUSHOPT__ is set exactly where the worker finds it.
@@ -102,6 +88,20 @@ void append_once(std::vector<std::string>& to, const std::vector<std::string>& i
 
 }  // namespace
 
+// The kernel's own translation unit without the shared prelude, its entry renamed to a C++
+// function so that several can live in one file.
+std::string kernel_as_namespace(const std::string& source, size_t index) {
+  std::string body = source;
+  const std::string& prelude = kernel_prelude();
+  if (auto at = body.find(prelude); at != std::string::npos) body.erase(at, prelude.size());
+  const std::string entry = "extern \"C\" void emmy_kernel(";
+  auto at = body.find(entry);
+  if (at == std::string::npos) throw Error("cpu backend: generated kernel has no entry point");
+  body.replace(at, entry.size(), "void emmy_kernel(");
+  return "namespace emmy_k" + std::to_string(index) + " {\n" + body + "}  // namespace emmy_k" +
+         std::to_string(index) + "\n";
+}
+
 KernelSource generate_assembled(const ir::Slice& slice, const PluginTemplates& plugins) {
   const ir::Graph& g = slice.graph;
   std::vector<size_t> order = kernel_order(g, slice.grouping);
@@ -129,7 +129,7 @@ KernelSource generate_assembled(const ir::Slice& slice, const PluginTemplates& p
       units += "extern \"C\" void " + entry + "(const void* const* inputs, void* const* outputs);\n";
     } else {
       entry = "emmy_k" + std::to_string(n) + "::emmy_kernel";
-      units += as_namespace(own.source, n);
+      units += kernel_as_namespace(own.source, n);
     }
     append_once(program.compile_flags, own.compile_flags);
     append_once(program.link_flags, own.link_flags);

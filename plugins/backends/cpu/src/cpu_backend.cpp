@@ -106,6 +106,10 @@ std::vector<int> allowed_cpus() {
 CpuBackend::CpuBackend(const PluginOptions& options)
     : compiler_(option_or(options, "cache_dir", default_cache_dir()), option_or(options, "compiler", "")),
       worker_path_(find_worker(options)) {
+  const std::string export_mode = option_or(options, "export", "0");
+  if (export_mode != "0" && export_mode != "1")
+    throw Error("cpu backend: export '" + export_mode + "' is not 0 or 1");
+  export_ = export_mode == "1";
   const std::vector<int> cpus = allowed_cpus();
   const std::string cores = std::to_string(cpus.size()) + " cores this process may use";
   // More workers than cores would only time kernels against each other.
@@ -182,7 +186,7 @@ Status CpuBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifa
   return guard([&]() -> Status {
     KernelSource source;
     try {
-      source = generate_kernel(slice, plugins_);
+      source = export_ ? generate_export(slice, plugins_) : generate_kernel(slice, plugins_);
     } catch (const KnobRefused& why) {
       // A combination the template declares it refuses: nothing is compiled.
       failure = MeasureResult{};
@@ -224,6 +228,10 @@ Status CpuBackend::measure(const ir::Slice& slice, const Artifact& artifact, con
                            MeasureResult& result) noexcept {
   return guard([&]() -> Status {
     result = MeasureResult{};
+    if (export_)
+      return Status::Error(
+          "cpu backend: created to build export libraries (export=1), which "
+          "the worker does not time");
     const ir::Graph& g = slice.graph;
     auto ins = g.inputs();
     if (request.inputs.tensors.size() != ins.size())

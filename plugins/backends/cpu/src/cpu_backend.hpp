@@ -7,7 +7,9 @@
 // workers=N (default 1): N worker processes measuring side by side, worker i pinned to its own
 // cores, so the tuner can tune N kernels at once (BackendCaps::devices); cores_per_worker=K
 // (default: the cores this process may use / N). K is part of the environment fingerprint: a
-// measurement on K cores is only reused by a run whose workers have K cores.
+// measurement on K cores is only reused by a run whose workers have K cores. export=1 (emmy
+// export): build() makes the export library of its slice (templates.hpp, generate_export) at the
+// regime asked for, and measure() is refused; the fingerprint is the same as for tuning.
 #pragma once
 
 #include <atomic>
@@ -72,6 +74,7 @@ class CpuBackend : public Backend {
   PluginTemplates plugins_;  // filled before the tune starts, read-only after
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t cores_per_worker_ = 1;
+  bool export_ = false;  // the `export` option: build() makes export libraries
   std::atomic<size_t> next_slot_{0};
   mutable std::once_flag fingerprint_once_;
   mutable std::string fingerprint_;

@@ -1,0 +1,64 @@
+// libemmy_runtime: runs what `emmy export` wrote (docs/RUNTIME.md). Load an export folder, bind
+// its inputs and weights by name, run, read the outputs. It depends on nothing of the tuner: no
+// database, no plugins, no compiler; the cpu backend's kernels are one shared object, loaded here.
+//
+//   auto model = emmy::runtime::Model::load("matmul.emmy");
+//   model.bind("x", x.data(), x.size() * sizeof(float));      // copied into the model
+//   model.bind_view("w", w.data(), w.size() * sizeof(float)); // used in place, no copy
+//   model.run();
+//   const float* y = static_cast<const float*>(model.output(0));
+//
+// A Model is not safe to run from two threads at once (its buffers are its own); load one per
+// thread. Inputs of role "causal_mask" are filled at load (true where column <= row) and count
+// as bound; bind them to override.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "emmy/runtime_plan.hpp"
+
+namespace emmy::runtime {
+
+class Model {
+ public:
+  // Loads the export folder `path` (or its plan file). Throws Error naming what is wrong: a
+  // missing or foreign file, another format version, a damaged plan, a shared object that is not
+  // the one the plan was written with, a missing kernel symbol, a backend this runtime cannot run.
+  static Model load(const std::string& path);
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  const PlanData& plan() const;
+  // The graph inputs (weights included) and outputs, in the graph's order.
+  std::vector<BufferInfo> inputs() const;
+  std::vector<BufferInfo> outputs() const;
+
+  // Copies `bytes` bytes into input `name`'s buffer. Throws Error for an unknown name (listing
+  // the inputs) or a size that is not the input's.
+  void bind(std::string_view name, const void* data, size_t bytes);
+  // Uses `data` in place (no copy): it must stay valid and unchanged while the model runs. For
+  // weights, which would otherwise be held twice.
+  void bind_view(std::string_view name, const void* data, size_t bytes);
+  // Inputs not bound yet (by name).
+  std::vector<std::string> unbound() const;
+
+  // Runs every kernel in launch order. Throws Error naming the inputs not bound.
+  void run();
+
+  // Output `index` / `name` after run(): bytes laid out as its dtype and shape say (row-major).
+  const void* output(size_t index) const;
+  const void* output(std::string_view name) const;
+
+ private:
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace emmy::runtime
