@@ -4,7 +4,7 @@
 # Here (Debian, no GPU):
 #   scripts/gpu-roundtrip.sh [bundle] [BUILD_DIR [OVERLAY_BUILD_DIR...]]
 # bundles BUILD_DIR (default build/; configured and built when it has no bin/emmy) into .carry/
-# (ignored by git): bin/emmy, lib/libemmy_sdk*, lib/emmy/plugins/*, libexec/emmy/*, the GPU test
+# (ignored by git): bin/emmy, lib/libemmy_sdk*, lib/libemmy_runtime*, lib/emmy/plugins/*, libexec/emmy/*, the GPU test
 # binaries (ctest label "gpu"), flatc, and the shared libraries they need that Ubuntu 24.04 does
 # not have (Boost, RocksDB, gflags, snappy, FlatBuffers, ...). Binaries are stripped to stay under
 # the device tool's 64 MiB. Each OVERLAY_BUILD_DIR adds its plugins, workers and GPU tests on top
@@ -74,7 +74,8 @@ bundle() {
   rm -rf "$CARRY"
   mkdir -p "$CARRY"/{bin,lib/emmy/plugins,libexec/emmy,tests,deps}
   cp "$build/bin/emmy" "$CARRY/bin/"
-  cp -P "$build"/lib/libemmy_sdk.so* "$CARRY/lib/"
+  # emmy links the SDK and libemmy_runtime (emmy run); both travel with it.
+  cp -P "$build"/lib/libemmy_sdk.so* "$build"/lib/libemmy_runtime.so* "$CARRY/lib/"
   for dir in "$build" "$@"; do
     cp "$dir"/lib/emmy/plugins/* "$CARRY/lib/emmy/plugins/" 2>/dev/null
     cp "$dir"/libexec/emmy/* "$CARRY/libexec/emmy/" 2>/dev/null
