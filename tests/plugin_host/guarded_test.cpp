@@ -31,6 +31,14 @@ ir::Slice matmul_slice(const std::string& templ) {
   return ir::make_slice(g, k);
 }
 
+// What `emmy tune` does around a build: the handler installed, then the backend's build.
+void build_with_the_crash_handler(Backend& backend, const ir::Slice& slice) {
+  install_plugin_crash_handler();
+  Artifact artifact;
+  MeasureResult failure;
+  (void)backend.build(slice, Regime::rank, artifact, failure);
+}
+
 std::string scratch_cache() {
   auto dir =
       std::filesystem::temp_directory_path() / ("emmy-guarded-test-" + std::to_string(::getpid()));
@@ -48,13 +56,7 @@ TEST(GuardedDeathTest, ATemplatePluginCrashingInsideItsBackendsBuildIsNamed) {
             std::vector<std::string>{"crash_generate"});
   const ir::Slice slice = matmul_slice("crash_generate");
   EXPECT_EXIT(
-      {
-        install_plugin_crash_handler();
-        Artifact artifact;
-        MeasureResult failure;
-        (void)backend->build(slice, Regime::rank, artifact, failure);
-      },
-      ::testing::ExitedWithCode(kExitPluginCrash),
+      build_with_the_crash_handler(*backend, slice), ::testing::ExitedWithCode(kExitPluginCrash),
       "crashed inside template plugin 'crash_generate' \\(libemmy_crash_generate.so\\) while "
       "generating a kernel of graph .*SIGSEGV");
   // Outside the handler's reach (no crash), the same backend builds its own template.
@@ -92,13 +94,7 @@ TEST(GuardedDeathTest, ABackendCrashingInBuildIsNamedWithTheKernelsTemplate) {
   EXPECT_EQ(backend->name(), "crashing");  // calls pass through unchanged
   const ir::Slice slice = matmul_slice("matmul");
   EXPECT_EXIT(
-      {
-        install_plugin_crash_handler();
-        Artifact artifact;
-        MeasureResult failure;
-        (void)backend->build(slice, Regime::rank, artifact, failure);
-      },
-      ::testing::ExitedWithCode(kExitPluginCrash),
+      build_with_the_crash_handler(*backend, slice), ::testing::ExitedWithCode(kExitPluginCrash),
       "crashed inside backend plugin 'crashing' \\(libemmy_crashing.so\\) while building a kernel "
       "of template 'matmul'");
 }

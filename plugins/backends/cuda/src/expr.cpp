@@ -1035,7 +1035,8 @@ std::optional<FusedStore> fused_store(const ir::Graph& g, ir::ValueId mm, ir::Va
   if (!rel || rel->base == o || rel->perm.size() != idx.size() ||
       !fusable_output(g, mm, rel->base))
     return std::nullopt;
-  return FusedStore{rel->base, flat_offset(rel->reordered(idx), rel->permuted)};
+  return FusedStore{rel->base, flat_offset(rel->reordered(idx), rel->permuted),
+                    rel->perm.back() == idx.size() - 1};
 }
 
 }  // namespace emmy::cuda

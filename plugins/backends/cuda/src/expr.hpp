@@ -74,6 +74,8 @@ bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o);
 struct FusedStore {
   ir::ValueId value = -1;
   std::string offset;
+  // idx's last component indexes o's innermost (stride 1) dim: runs along it are contiguous.
+  bool last_index_innermost = true;
 };
 std::optional<FusedStore> fused_store(const ir::Graph& g, ir::ValueId mm, ir::ValueId o,
                                       const Index& idx);

@@ -426,14 +426,9 @@ bool staged_store_possible(const ir::Graph& g, const Parts& p, const std::vector
   if (!scratch.empty() || g.outputs.size() != 1 || fused.size() != 1 || !fused[0]) return false;
   const ir::DType t = g.type(g.outputs[0]).dtype;
   if (t != ir::DType::bf16 && t != ir::DType::f16) return false;
-  const ir::ValueId M2 = p.match.values, o = g.outputs[0];
-  // fused_store's two forms: the result's own flat offset (its last dim is Dv), or a relabelling
-  // whose permuted index keeps the head dim last.
-  if (fusable_output(g, M2, o)) return g.type(M2).shape.back() == p.Dv;
-  auto rel = relabelling_of(g, o);
-  const size_t rank = g.type(M2).shape.size();
-  return rel && rel->base != o && fusable_output(g, M2, rel->base) && rel->perm.size() == rank &&
-         rel->perm.back() == rank - 1 && rel->permuted.back() == p.Dv;
+  // The result's innermost dim is Dv; the store keeps it innermost unless a relabelling moves it.
+  const ir::ValueId M2 = p.match.values;
+  return fused_store(g, M2, g.outputs[0], batch_index(p, "gm", "gd"))->last_index_innermost;
 }
 
 void stage_output(ExprGen& e, const Parts& p, const std::string& acc, const std::string& address,

@@ -182,10 +182,12 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
   const std::string ty = t16 == ir::DType::bf16 ? "bf16" : "f16";
   std::string why;
-  auto plan_of = [&](int which_mm, int which, bool row_is_k, int64_t rows, int64_t cols,
+  // The operands' layouts, proven once: heads=2 below reads the keys' and values' bases too.
+  const auto q_geo = operand_geometry(g, m, M1, 0, false, p.batch, p.Sq, D);
+  const auto k_geo = operand_geometry(g, m, M1, 1, false, p.batch, p.Sk, D);
+  const auto v_geo = operand_geometry(g, m, M2, 1, true, p.batch, p.Sk, Dv);
+  auto plan_of = [&](const std::optional<OperandGeometry>& geo, int64_t rows, int64_t cols,
                      int64_t box_rows, const char* name) {
-    auto geo =
-        operand_geometry(g, m, which_mm == 1 ? M1 : M2, which, row_is_k, p.batch, rows, cols);
     if (!geo)
       throw KnobRefused(std::string("attention: wgmma=1: ") + name +
                         " is not rows of contiguous head dims");
@@ -199,20 +201,18 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   const int64_t HR = knobs.count("heads") ? knobs.at("heads") : 1;
   if (HR == 2) {
     bool shared = p.Z % 2 == 0;
-    for (auto [which_mm, which, row_is_k, cols] :
-         {std::tuple<ir::ValueId, int, bool, int64_t>{M1, 1, false, D}, {M2, 1, true, Dv}}) {
-      auto geo = operand_geometry(g, m, which_mm, which, row_is_k, p.batch, p.Sk, cols);
-      for (int64_t z = 0; shared && geo && z + 1 < p.Z; z += 2)
-        shared = geo->bases.at(size_t(z)) == geo->bases.at(size_t(z + 1));
-      shared = shared && geo.has_value();
+    for (const auto* geo : {&k_geo, &v_geo}) {
+      for (int64_t z = 0; shared && *geo && z + 1 < p.Z; z += 2)
+        shared = (*geo)->bases.at(size_t(z)) == (*geo)->bases.at(size_t(z + 1));
+      shared = shared && geo->has_value();
     }
     if (!shared)
       throw KnobRefused(
           "attention: heads=2: query heads 2i and 2i + 1 do not read the same keys and values");
   }
-  const TmaPlan qp = plan_of(1, 0, false, p.Sq, D, BQ, "q");
-  const TmaPlan kp = plan_of(1, 1, false, p.Sk, D, BKV, "k");
-  const TmaPlan vp = plan_of(2, 1, true, p.Sk, Dv, BKV, "v");
+  const TmaPlan qp = plan_of(q_geo, p.Sq, D, BQ, "q");
+  const TmaPlan kp = plan_of(k_geo, p.Sk, D, BKV, "k");
+  const TmaPlan vp = plan_of(v_geo, p.Sk, Dv, BKV, "v");
 
   // With two consumer warpgroups the producer is a whole warpgroup, so that registers can move
   // to the consumers (setmaxnreg works per warpgroup): 2 x 128 x 240 + 128 x 24 fit the 64K.
