@@ -28,6 +28,9 @@
 #   scripts/gpu-roundtrip.sh remote-sh COMMAND...
 # runs COMMAND with the carried build's environment (LD_LIBRARY_PATH, EMMY_CUDA_WORKER, CARRY),
 # e.g. a one-off profile of a GPU test under ncu.
+#   scripts/gpu-roundtrip.sh remote-same-choices record|check
+# scripts/same-choices.sh there (the run description's commands choose the same configurations
+# over the same database before and after a change), then the GPU tests.
 #   scripts/gpu-roundtrip.sh remote-prior-data
 # tunes a suite of bf16 cuda kernels (Qwen3-0.6B's products at M = 512, 2048 and B=8 S=512, its
 # norms, SiLU-multiply, softmax, causal attention) as --code expressions from one empty home,
@@ -179,56 +182,56 @@ remote_libtorch_plugins() {
 # kernels since, so it may descend differently and reach new configurations. Then the --code
 # command with --prior roofline (a prior that does not learn) twice: its re-run launches nothing
 # too.
-seed_runs() {
+example_runs() {
   local out=$1 reruns=$2 emmy=$CARRY/bin/emmy i
   local code=("$emmy" tune --code "$CODE" --patience 10 -v)
   local layer=("$emmy" tune Qwen/Qwen3-Embedding-0.6B --layer 0)
-  # Not the run description's, asked by EMMY_SEED_WHAT containing "attn": issue 24's causal
+  # Not the run description's, asked by EMMY_EXAMPLE_WHAT containing "attn": issue 24's causal
   # attention at S=2048 (16 heads, hd 128, bf16) at the default patience, to finish in under a
   # minute.
   local attn=("$emmy" tune --code "$ATTN_CODE" --patience 50 -v)
-  local code_limit=${EMMY_TUNE_TIMEOUT:-240} layer_limit=${EMMY_SEED_LAYER_TIMEOUT:-420}
-  for what in ${EMMY_SEED_WHAT:-code layer}; do
+  local code_limit=${EMMY_TUNE_TIMEOUT:-240} layer_limit=${EMMY_EXAMPLE_LAYER_TIMEOUT:-420}
+  for what in ${EMMY_EXAMPLE_WHAT:-code layer}; do
     local -n cmd=$what
-    local limit=$code_limit log=$out/seed-$what.log
+    local limit=$code_limit log=$out/example-$what.log
     local n=$reruns
-    [[ $what == layer ]] && limit=$layer_limit && n=${EMMY_SEED_LAYER_RERUNS:-$reruns}
+    [[ $what == layer ]] && limit=$layer_limit && n=${EMMY_EXAMPLE_LAYER_RERUNS:-$reruns}
     echo "== ${cmd[*]}" | tee "$log"
     for ((i = 0; i <= n; ++i)); do
       ((i > 0)) && echo "== re-run $i" | tee -a "$log"
-      /usr/bin/time -f "wall %e s" timeout "$limit" "${cmd[@]}" --no-progress --json "$out/seed-$what-$i.json" \
-        >"$out/seed-run.tmp" 2>&1
-      if [[ $what != layer ]]; then cat "$out/seed-run.tmp" >>"$log"; tail -4 "$out/seed-run.tmp"; else tail -16 "$out/seed-run.tmp" | tee -a "$log"; fi
+      /usr/bin/time -f "wall %e s" timeout "$limit" "${cmd[@]}" --no-progress --json "$out/example-$what-$i.json" \
+        >"$out/example-run.tmp" 2>&1
+      if [[ $what != layer ]]; then cat "$out/example-run.tmp" >>"$log"; tail -4 "$out/example-run.tmp"; else tail -16 "$out/example-run.tmp" | tee -a "$log"; fi
       python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("launches", 1) != 0)' \
-        "$out/seed-$what-$i.json" 2>/dev/null && ((i > 0)) && break
+        "$out/example-$what-$i.json" 2>/dev/null && ((i > 0)) && break
     done
     unset -n cmd
   done
   # PyTorch's time for the same product, measured as bench/qwen_layer measures (issue 18's
   # target: the run description's f32 example at least as fast as PyTorch's, TF32 off).
-  if [[ -f $out/seed-code-0.json && -x /opt/torch/.venv/bin/python3 ]]; then
-    /opt/torch/.venv/bin/python3 bench/seed/torch_product.py "$out/seed-code-0.json" 2>&1 |
-      tail -3 | tee -a "$out/seed-code.log" "$out/seed-summary.log"
+  if [[ -f $out/example-code-0.json && -x /opt/torch/.venv/bin/python3 ]]; then
+    /opt/torch/.venv/bin/python3 bench/example/torch_product.py "$out/example-code-0.json" 2>&1 |
+      tail -3 | tee -a "$out/example-code.log" "$out/example-summary.log"
   fi
-  if [[ ${EMMY_SEED_WHAT:-code layer} == "code layer"* ]]; then
-    echo "== ${code[*]} (after the layer)" | tee -a "$out/seed-code.log"
+  if [[ ${EMMY_EXAMPLE_WHAT:-code layer} == "code layer"* ]]; then
+    echo "== ${code[*]} (after the layer)" | tee -a "$out/example-code.log"
     /usr/bin/time -f "wall %e s" timeout "$code_limit" "${code[@]}" --no-progress \
-      --json "$out/seed-after-layer-0.json" >"$out/seed-run.tmp" 2>&1
-    cat "$out/seed-run.tmp" >>"$out/seed-code.log"
-    tail -4 "$out/seed-run.tmp"
+      --json "$out/example-after-layer-0.json" >"$out/example-run.tmp" 2>&1
+    cat "$out/example-run.tmp" >>"$out/example-code.log"
+    tail -4 "$out/example-run.tmp"
   fi
-  rm -f "$out/seed-run.tmp"
-  local rh=/tmp/emmy-seed-roofline
+  rm -f "$out/example-run.tmp"
+  local rh=/tmp/emmy-example-roofline
   rm -rf "$rh"
-  echo "== ${code[*]} --prior roofline, twice" | tee "$out/seed-roofline.log"
+  echo "== ${code[*]} --prior roofline, twice" | tee "$out/example-roofline.log"
   for i in 0 1; do
     EMMY_HOME=$rh EMMY_DB=$rh/tuning.db timeout "$code_limit" "${code[@]}" --prior roofline --no-progress \
-      --json "$out/seed-roofline-$i.json" >>"$out/seed-roofline.log" 2>&1
+      --json "$out/example-roofline-$i.json" >>"$out/example-roofline.log" 2>&1
   done
-  python3 - "$out" <<'PY' 2>&1 | tee -a "$out/seed-summary.log"
+  python3 - "$out" <<'PY' 2>&1 | tee -a "$out/example-summary.log"
 import glob, json, os, sys
 out = sys.argv[1]
-for name in ("seed-code", "seed-layer", "seed-after-layer", "seed-roofline", "seed-attn"):
+for name in ("example-code", "example-layer", "example-after-layer", "example-roofline", "example-attn"):
     runs = sorted(glob.glob(os.path.join(out, name + "-*.json")), key=lambda p: int(p.rsplit("-", 1)[1][:-5]))
     for i, path in enumerate(runs):
         try:
@@ -302,7 +305,7 @@ PY
   export EMMY_DB=$EMMY_HOME/tuning.db
   rm -rf "$EMMY_HOME"
   local limit=${EMMY_TUNE_TIMEOUT:-240}
-  seed_runs "$out" "${EMMY_SEED_RERUNS:-1}"
+  example_runs "$out" "${EMMY_EXAMPLE_RERUNS:-1}"
   # Defaults that follow the machine (issue 17): no --backend takes the GPU, for an expression on
   # device='cuda' and for one without a device alike; the first line says which and why.
   echo "== defaults: emmy tune --code ... --patience 3 (no --backend)" | tee "$out/defaults.log"
@@ -387,16 +390,37 @@ pack_out() {
   echo "== logs and reports: \$OUT/roundtrip.tgz"
 }
 
-# Only the LibTorch plugins and the run description's commands, with up to EMMY_SEED_RERUNS (default
+# Only the LibTorch plugins and the run description's commands, with up to EMMY_EXAMPLE_RERUNS (default
 # 3) re-runs each: their record for docs/PERFORMANCE.md.
-remote_seed() {
+remote_example() {
   local out=${OUT:-/tmp/emmy-gpu-out}
   mkdir -p "$out"
   remote_env
   remote_libtorch_plugins "$out"
   export EMMY_DB=$EMMY_HOME/tuning.db
   rm -rf "$EMMY_HOME"
-  seed_runs "$out" "${EMMY_SEED_RERUNS:-3}"
+  example_runs "$out" "${EMMY_EXAMPLE_RERUNS:-3}"
+  pack_out "$out"
+}
+
+# scripts/same-choices.sh on the GPU, with the run description's two commands exactly (default
+# prior, so the LibTorch plugins are built first): `record` from an empty home into
+# $OUT/same-choices (fetch it, and put it at .carry/same-choices after the next bundle), `check`
+# over the homes recorded there. Then the GPU tests (EMMY_GPU_TESTS: a gtest filter, "none" skips
+# them), so that one call says both "same choices" and "the GPU suite passes".
+remote_same_choices() {
+  local out=${OUT:-/tmp/emmy-gpu-out} mode=${1:-check}
+  mkdir -p "$out"
+  remote_env
+  remote_libtorch_plugins "$out"
+  if [[ $mode == record ]]; then
+    EMMY=$CARRY/bin/emmy bash scripts/same-choices.sh record "$out/same-choices" 2>&1 | tee "$out/same-choices.log"
+  else
+    cp -r "${EMMY_SAME_DIR:-$CARRY/same-choices}" "$out/same-choices"
+    EMMY=$CARRY/bin/emmy bash scripts/same-choices.sh check "$out/same-choices" 2>&1 | tee "$out/same-choices.log"
+  fi
+  [[ ${EMMY_GPU_TESTS:-*} == none ]] || remote_tests "${EMMY_GPU_TESTS:-*}"
+  # One archive: the device tool returns at most 8 files.
   pack_out "$out"
 }
 
@@ -501,7 +525,8 @@ case ${1:-bundle} in
   remote-bench) remote_bench ;;
   remote-prior-data) remote_prior_data ;;
   remote-search-bench) shift; remote_search_bench "$@" ;;
-  remote-seed) remote_seed ;;
+  remote-example) remote_example ;;
+  remote-same-choices) shift; remote_same_choices "$@" ;;
   remote-tests) shift; remote_tests "$@" ;;
   remote-pt2) shift; remote_pt2 "$@" ;;
   bundle) shift || true; bundle "$@" ;;

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/prior_ranking.hpp"
+#include "eval/prior_ranking.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "prior_table.hpp"
 

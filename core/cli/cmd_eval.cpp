@@ -4,7 +4,7 @@
 //   emmy eval runs                     past runs with their totals and validation gap
 //   emmy eval prior                    the prior's checkpoint (cmd_eval_prior.cpp)
 // The database is opened as a reader (a RocksDB secondary instance), so this works while an
-// `emmy tune` writes to it and never disturbs it. The report logic is in store/eval_report.hpp.
+// `emmy tune` writes to it and never disturbs it. The report logic is in core/eval/eval_report.hpp.
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -15,7 +15,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "store/eval_report.hpp"
+#include "eval/eval_report.hpp"
 #include "store/tuning_store.hpp"
 
 namespace emmy::cli {
@@ -62,17 +62,17 @@ int eval_variants(const GlobalOptions& g, const std::vector<std::string>& args) 
   std::string kernel = vm["kernel"].as<std::string>();
   auto db = open_db(g);
   auto groups =
-      store::group_variants(db->variants(kernel), db->kernels(), vm["limit"].as<size_t>());
+      eval::group_variants(db->variants(kernel), db->kernels(), vm["limit"].as<size_t>());
   if (vm["json"].as<bool>()) {
-    std::cout << store::variants_json(groups) << "\n";
+    std::cout << eval::variants_json(groups) << "\n";
   } else if (vm["csv"].as<bool>()) {
-    store::print_variants_csv(std::cout, groups);
+    eval::print_variants_csv(std::cout, groups);
   } else if (groups.empty()) {
     std::cout << "nothing measured for kernel '" << kernel << "' in " << g.db << "\n";
   } else {
     std::ostringstream text;  // stored strings may carry escape sequences
-    store::print_variants_text(text, groups);
-    std::cout << store::terminal_safe(text.str());
+    eval::print_variants_text(text, groups);
+    std::cout << eval::terminal_safe(text.str());
   }
   return kExitOk;
 }
@@ -150,13 +150,13 @@ int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) 
     rows.erase(std::remove_if(rows.begin(), rows.end(),
                               [&](const auto& r) { return r.failure != *only; }),
                rows.end());
-  auto groups = store::group_failures(rows);
+  auto groups = eval::group_failures(rows);
   if (vm["json"].as<bool>())
-    std::cout << store::failures_json(groups) << "\n";
+    std::cout << eval::failures_json(groups) << "\n";
   else {
     std::ostringstream text;  // stored strings may carry escape sequences
-    store::print_failures_text(text, groups);
-    std::cout << store::terminal_safe(text.str());
+    eval::print_failures_text(text, groups);
+    std::cout << eval::terminal_safe(text.str());
   }
   return kExitOk;
 }
@@ -175,15 +175,15 @@ int eval_runs(const GlobalOptions& g, const std::vector<std::string>& args) {
   }
   auto db = open_db(g);
   auto runs = db->runs();
-  store::sort_runs(runs);
+  eval::sort_runs(runs);
   size_t limit = vm["limit"].as<size_t>();
   if (limit > 0 && runs.size() > limit) runs.resize(limit);
   if (vm["json"].as<bool>())
-    std::cout << store::runs_json(runs) << "\n";
+    std::cout << eval::runs_json(runs) << "\n";
   else {
     std::ostringstream text;  // stored strings may carry escape sequences
-    store::print_runs_text(text, runs);
-    std::cout << store::terminal_safe(text.str());
+    eval::print_runs_text(text, runs);
+    std::cout << eval::terminal_safe(text.str());
   }
   return kExitOk;
 }

@@ -7,7 +7,7 @@
 // checkpoint's model itself is not scored (it has seen the held-out rows).
 //
 // With --data TABLE...: the rows of measured tables (store/prior_table.hpp) instead, scored by
-// leave-kernels-out cross-validation (cli/prior_folds.hpp): every prediction comes from a
+// leave-kernels-out cross-validation (core/eval/prior_folds.hpp): every prediction comes from a
 // fresh prior that learned only the other folds' kernels. --export FILE writes the
 // checkpoint's rows as such a table (what the GPU data collection brings back).
 #include <algorithm>
@@ -27,8 +27,8 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
-#include "cli/prior_folds.hpp"
-#include "cli/prior_ranking.hpp"
+#include "eval/prior_folds.hpp"
+#include "eval/prior_ranking.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/checkpoint.hpp"
 #include "store/prior_table.hpp"

@@ -83,7 +83,7 @@ struct SearchOptions {
   // Refused configurations cost nothing and do not count against patience; past this many in one
   // search, they do. A refusal builds nothing (microseconds), and some kernels refuse most of the
   // space: an f32 matmul on the cuda backend takes neither stages > 1 nor wgmma=1, 7 of 8
-  // combinations; at 256 the seed example's search (patience 10) ended after 25 successes, as
+  // combinations; at 256 the run description's example's search (patience 10) ended after 25 successes, as
   // its refusals began to count (H200, 2026-11-29 19:15).
   int max_free_refusals = 1024;
   // Forks of the other kind whose name is "<also_searched>@..." are searched too, not answered

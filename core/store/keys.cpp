@@ -55,10 +55,6 @@ std::string deploy_key(std::string_view env, std::string_view structural_key,
   return join({env, "deploy", structural_key, config});
 }
 
-std::string tree_node_key(std::string_view env, std::string_view tree, std::string_view path) {
-  return join({env, "node", tree, path});
-}
-
 std::string kernel_desc_key(std::string_view structural_key) {
   return join({"desc", structural_key});
 }

@@ -32,7 +32,6 @@ std::string measurement_key(std::string_view env, std::string_view structural_ke
                             std::string_view config);
 std::string deploy_key(std::string_view env, std::string_view structural_key,
                        std::string_view config);
-std::string tree_node_key(std::string_view env, std::string_view tree, std::string_view path);
 std::string kernel_desc_key(std::string_view structural_key);
 std::string name_index_key(std::string_view kernel_name, std::string_view env,
                            std::string_view structural_key);

@@ -18,7 +18,8 @@ enum class RecordType : char {
   kernel = 'K',
   run = 'R',
   plan = 'P',
-  tree_node = 'N'
+  // 'N' was a search-tree node's statistics, never written outside tests: kept unused, so an old
+  // database's rows of that type are not read as another type.
 };
 
 // ---- envelope ----
@@ -297,30 +298,5 @@ bool decode_record(std::string_view stored, PlanRecord& r, std::string& why) {
       why);
 }
 
-// ---- search-tree node ----
-
-std::string encode_record(const TreeNodeRecord& r) {
-  return seal(RecordType::tree_node, {{"env", r.env},
-                                      {"tree", r.tree},
-                                      {"path", r.path},
-                                      {"visits", r.visits},
-                                      {"value_sum", number(r.value_sum)},
-                                      {"best_us", number(r.best_us)}});
-}
-
-bool decode_record(std::string_view stored, TreeNodeRecord& r, std::string& why) {
-  json j;
-  if (!unseal(stored, RecordType::tree_node, j, why)) return false;
-  return read_fields(
-      [&] {
-        r.env = j.at("env").get<std::string>();
-        r.tree = j.at("tree").get<std::string>();
-        r.path = j.at("path").get<std::string>();
-        r.visits = j.at("visits").get<int64_t>();
-        r.value_sum = get_number(j.at("value_sum"));
-        r.best_us = get_number(j.at("best_us"));
-      },
-      why);
-}
 
 }  // namespace emmy::store

@@ -22,13 +22,11 @@ std::string encode_record(const MeasurementRecord& r);
 std::string encode_record(const KernelRecord& r);
 std::string encode_record(const RunRecord& r);
 std::string encode_record(const PlanRecord& r);
-std::string encode_record(const TreeNodeRecord& r);
 
 // Each returns true and fills `out`, or returns false with `why` set (out is then unspecified).
 bool decode_record(std::string_view stored, MeasurementRecord& out, std::string& why);
 bool decode_record(std::string_view stored, KernelRecord& out, std::string& why);
 bool decode_record(std::string_view stored, RunRecord& out, std::string& why);
 bool decode_record(std::string_view stored, PlanRecord& out, std::string& why);
-bool decode_record(std::string_view stored, TreeNodeRecord& out, std::string& why);
 
 }  // namespace emmy::store

@@ -98,16 +98,6 @@ struct PlanRecord {
   std::vector<emmy::ir::Kernel> program_kernels;
 };
 
-// Statistics of one node of a search tree (the search-tree table, beside deploy measurements).
-struct TreeNodeRecord {
-  std::string env;
-  std::string tree;        // whose tree: a structural key (inner search) or graph key (outer)
-  std::string path;        // the sequence of answers leading to the node, as text
-  int64_t visits = 0;
-  double value_sum = 0;
-  double best_us = 0;      // 0 = nothing measured below yet
-};
-
 // A stored value that failed its checks on read; it was skipped.
 struct CorruptRecord {
   std::string column_family;

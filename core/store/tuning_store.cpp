@@ -527,12 +527,6 @@ std::optional<PlanRecord> TuningStore::plan(const std::string& env,
   return get<PlanRecord>(h_->cf(kPlansCF), plan_key(env, graph_key));
 }
 
-std::optional<TreeNodeRecord> TuningStore::tree_node(const std::string& env,
-                                                     const std::string& tree,
-                                                     const std::string& path) const {
-  return get<TreeNodeRecord>(h_->cf(kSearchTreeCF), tree_node_key(env, tree, path));
-}
-
 std::vector<MeasurementRecord> TuningStore::variants(const std::string& kernel) const {
   std::vector<MeasurementRecord> out;
   if (kernel.empty()) return out;
@@ -602,14 +596,6 @@ std::vector<RunRecord> TuningStore::runs() const {
 std::vector<PlanRecord> TuningStore::plans() const {
   std::vector<PlanRecord> out;
   scan<PlanRecord>(h_->cf(kPlansCF), "", [&out](PlanRecord&& r) { out.push_back(std::move(r)); });
-  return out;
-}
-
-std::vector<TreeNodeRecord> TuningStore::tree_nodes(const std::string& env,
-                                                    const std::string& tree) const {
-  std::vector<TreeNodeRecord> out;
-  scan<TreeNodeRecord>(h_->cf(kSearchTreeCF), key_prefix({env, "node", tree}),
-                       [&out](TreeNodeRecord&& r) { out.push_back(std::move(r)); });
   return out;
 }
 
@@ -728,13 +714,6 @@ void TuningStore::put_plan(const PlanRecord& r) {
   check_key_part("environment fingerprint", r.env);
   check_key_part("graph key", r.graph_key);
   write_one(h_->cf(kPlansCF), plan_key(r.env, r.graph_key), encode_record(r));
-}
-
-void TuningStore::put_tree_node(const TreeNodeRecord& r) {
-  require_writer("put_tree_node");
-  check_key_part("environment fingerprint", r.env);
-  check_key_part("search tree", r.tree);
-  write_one(h_->cf(kSearchTreeCF), tree_node_key(r.env, r.tree, r.path), encode_record(r));
 }
 
 }  // namespace emmy::store

@@ -112,13 +112,10 @@ class TuningStore {
   void put_kernel(const KernelRecord& record);
   void put_run(const RunRecord& record);
   void put_plan(const PlanRecord& record);
-  void put_tree_node(const TreeNodeRecord& record);
 
   std::optional<KernelRecord> kernel(const std::string& structural_key) const;
   std::optional<RunRecord> run(const std::string& run_id) const;
   std::optional<PlanRecord> plan(const std::string& env, const std::string& graph_key) const;
-  std::optional<TreeNodeRecord> tree_node(const std::string& env, const std::string& tree,
-                                          const std::string& path) const;
 
   // ---- listings for `emmy eval` (unordered; the report functions sort) ----
 
@@ -132,7 +129,6 @@ class TuningStore {
   std::vector<KernelRecord> kernels() const;
   std::vector<RunRecord> runs() const;
   std::vector<PlanRecord> plans() const;
-  std::vector<TreeNodeRecord> tree_nodes(const std::string& env, const std::string& tree) const;
 
   // ---- forgetting (writer only: `emmy eval failures --forget`) ----
 

@@ -43,7 +43,7 @@ TEST(TraceCli, Qwen3EmbeddingLayer0) {
   EXPECT_EQ(total, 10);
 }
 
-TEST(TraceCli, SeedGroupingOfTheWholeModel) {
+TEST(TraceCli, GroupingOfTheWholeModelInTheRunDescription) {
   CliRun r = emmy("trace Qwen/Qwen3-Embedding-0.6B --seq 32 --backend none --fork fuse_horizontal=split --json");
   ASSERT_EQ(r.rc, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cli/prior_ranking.hpp"
+#include "eval/prior_ranking.hpp"
 #include "store/checkpoint.hpp"
 
 namespace emmy {

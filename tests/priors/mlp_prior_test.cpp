@@ -6,7 +6,7 @@
 #include <array>
 #include <cmath>
 
-#include "cli/prior_ranking.hpp"
+#include "eval/prior_ranking.hpp"
 #include "prior_plugin.hpp"
 #include "synthetic_landscape.hpp"
 

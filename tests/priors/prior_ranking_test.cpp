@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "cli/prior_ranking.hpp"
+#include "eval/prior_ranking.hpp"
 
 namespace emmy::prior_eval {
 namespace {

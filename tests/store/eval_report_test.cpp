@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "store/eval_report.hpp"
+#include "eval/eval_report.hpp"
 #include "store/keys.hpp"
 #include "store/test_records.hpp"
 #include "store/tuning_store.hpp"
@@ -16,6 +16,7 @@ namespace {
 using testing::kEnv;
 using testing::make_record;
 using testing::TempDir;
+using namespace emmy::eval;  // the report logic under test (core/eval)
 
 MeasurementRecord row(const std::string& skey, double us, std::map<std::string, double> knobs,
                       emmy::Regime regime = emmy::Regime::rank,

@@ -236,7 +236,7 @@ TEST(TuningStore, VariantsFindTheNamesTraceAndTunePrint) {
   EXPECT_EQ(store->failures("input_layernorm").size(), 0u);
 }
 
-TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
+TEST(TuningStore, KernelsRunsAndPlansRoundTrip) {
   TempDir dir;
   auto store = TuningStore::open_writer(dir.sub("db"));
   store->put_kernel({"sk0-matmul", "matmul", "matmul f32[512,512] x f32[512,512]"});
@@ -268,7 +268,6 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   deployed.knobs = {{"vec", 8}, {"threads", 2}};
   plan.program_kernels = {deployed};
   store->put_plan(plan);
-  store->put_tree_node({kEnv, "sk0-matmul", "tile_m=64/tile_n=32", 12, 3.5, 60.25});
 
   auto k = store->kernel("sk0-matmul");
   ASSERT_TRUE(k);
@@ -293,11 +292,6 @@ TEST(TuningStore, KernelsRunsPlansAndTreeNodesRoundTrip) {
   ASSERT_TRUE(p0);
   EXPECT_TRUE(p0->program_graph.empty());
   EXPECT_TRUE(p0->program_kernels.empty());
-  auto n = store->tree_node(kEnv, "sk0-matmul", "tile_m=64/tile_n=32");
-  ASSERT_TRUE(n);
-  EXPECT_EQ(n->visits, 12);
-  EXPECT_EQ(store->tree_nodes(kEnv, "sk0-matmul").size(), 1u);
-  // Tree nodes share the search_tree table with deploy rows but are not measurements.
   EXPECT_TRUE(store->all_measurements().empty());
   EXPECT_EQ(store->runs().size(), 1u);
   EXPECT_EQ(store->plans().size(), 2u);

@@ -55,7 +55,7 @@ const std::string& given(const PluginOptions& o, const std::string& key) {
 }
 
 double number_option(const PluginOptions& o, const std::string& key, double lo, double hi) {
-  const std::string& text = given(o, key);
+  const std::string text = given(o, key);
   size_t used = 0;
   double v = 0;
   try {
@@ -133,7 +133,8 @@ class MlpPrior final : public Prior {
     settings_.batch = static_cast<int>(number_option(o, "batch", 1, 1e5));
     settings_.learning_rate = number_option(o, "learning_rate", 1e-7, 1);
     settings_.mask_probability = number_option(o, "mask_probability", 0, 1);
-    const std::string& regime = given(o, "predict_regime");
+    // Copies (here and in number_option): GCC 13 takes the key temporary for a dangling reference.
+    const std::string regime = given(o, "predict_regime");
     if (regime != "deploy" && regime != "rank")
       throw Error("mlp option predict_regime='" + regime + "' is not rank or deploy");
     predict_deploy_ = regime == "deploy";

@@ -66,7 +66,7 @@ struct BackendCaps {
 // A built candidate. `handle` is backend-defined (a path to a shared object or cubin).
 struct Artifact {
   std::string handle;
-  std::string source;  // the generated source, kept for failure reports
+  std::string source;  // the generated source (a library step: its plan line), for failure reports
 };
 
 // Host buffers for one kernel invocation, in the order of the slice's boundary.

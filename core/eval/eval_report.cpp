@@ -1,4 +1,4 @@
-#include "store/eval_report.hpp"
+#include "eval/eval_report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,9 @@
 
 #include "store/keys.hpp"
 
-namespace emmy::store {
+namespace emmy::eval {
+using store::format_number;
+
 namespace {
 
 using nlohmann::json;
@@ -442,4 +444,4 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
   return dump(out);
 }
 
-}  // namespace emmy::store
+}  // namespace emmy::eval

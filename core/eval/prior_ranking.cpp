@@ -1,4 +1,4 @@
-#include "cli/prior_ranking.hpp"
+#include "eval/prior_ranking.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "cli/prior_folds.hpp"
+#include "eval/prior_folds.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -10,7 +10,11 @@
 
 #include "store/records.hpp"
 
-namespace emmy::store {
+namespace emmy::eval {
+
+using store::KernelRecord;
+using store::MeasurementRecord;
+using store::RunRecord;
 
 // ---- variants ----
 
@@ -87,4 +91,4 @@ std::string format_knobs(const std::map<std::string, double>& knobs);  // "a=1 b
 std::string format_us(double us);                                      // "812.4", "-"
 std::string format_utc(int64_t unix_time);                             // "2026-11-29 13:54:18"
 
-}  // namespace emmy::store
+}  // namespace emmy::eval

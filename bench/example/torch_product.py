@@ -1,7 +1,7 @@
 """PyTorch's time for the --code product of the user's run description, measured as
 bench/qwen_layer measures (one CUDA-graph replay, L2 flushed before each sample, median), so that
 it sets beside `emmy tune`'s deploy time of the same product in the same device call
-(scripts/gpu-roundtrip.sh remote-seed runs).
+(scripts/gpu-roundtrip.sh remote-example runs).
 
 usage: torch_product.py [EMMY_REPORT.json]   prints PyTorch's time, and with a report the ratio
 The product is f32 512x512 @ 512x512; TF32 stays off (the source does not allow it), so
