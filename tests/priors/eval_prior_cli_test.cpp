@@ -3,13 +3,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "e2e/process.hpp"
 #include "eval/prior_ranking.hpp"
 #include "store/checkpoint.hpp"
 
@@ -40,17 +41,16 @@ struct Result {
   std::string out;
 };
 
-Result run(const std::string& home, const std::string& args) {
-  const std::string cmd = "EMMY_HOME='" + home + "' '" EMMY_BIN "' eval prior " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// emmy eval prior ARGS in `home`; `out` holds stdout, then stderr.
+Result run(const std::string& home, std::vector<std::string> args) {
+  args.insert(args.begin(), {EMMY_BIN, "eval", "prior"});
+  const test::Completed c = test::run(args, {"EMMY_HOME=" + home});
+  return {c.exit_code, c.out + c.err};
+}
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 class EvalPriorCli : public ::testing::Test {
@@ -69,7 +69,7 @@ TEST_F(EvalPriorCli, ScoresMlpAgainstRooflineOnHeldOutRealRows) {
   ASSERT_GT(rows.size(), 500u);
   store::write_checkpoint(home_ + "/priors/mlp.ckpt", "", rows);
 
-  const Result r = run(home_, "--json");
+  const Result r = run(home_, {"--json"});
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["rows"], rows.size());
@@ -97,7 +97,7 @@ TEST_F(EvalPriorCli, ScoresMlpAgainstRooflineOnHeldOutRealRows) {
   EXPECT_TRUE(mlp["top_k_recall"]["3"].is_number());
 
   // The text form names both priors and the reservoir's classes.
-  const Result text = run(home_, "--split kernels");
+  const Result text = run(home_, {"--split", "kernels"});
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find("by kernel class:  matmul 720"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("roofline"), std::string::npos);
@@ -109,9 +109,9 @@ TEST_F(EvalPriorCli, ScoresMlpAgainstRooflineOnHeldOutRealRows) {
 TEST_F(EvalPriorCli, ScoresAThirdPartyPriorFoundOnThePluginPath) {
   const auto rows = table_rows(EMMY_SOURCE_DIR "/bench/prior/data/cpu_rank_xeon16.jsonl");
   store::write_checkpoint(home_ + "/priors/flops_prior.ckpt", "", rows);
-  const std::string path = std::string(" --plugin-path '") + EMMY_THIRD_PARTY_PRIORS + "'";
+  const std::vector<std::string> path = {"--plugin-path", EMMY_THIRD_PARTY_PRIORS};
 
-  const Result r = run(home_, "--prior flops_prior --json" + path);
+  const Result r = run(home_, std::vector<std::string>{"--prior", "flops_prior", "--json"} + path);
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["checkpoint"], home_ + "/priors/flops_prior.ckpt");
@@ -124,17 +124,23 @@ TEST_F(EvalPriorCli, ScoresAThirdPartyPriorFoundOnThePluginPath) {
   EXPECT_EQ(j["priors"][2]["name"], "roofline");
 
   std::ofstream(home_ + "/good.ini") << "[plugin flops_prior]\nus_per_gflop = 5\n";
-  const Result configured = run(home_, "--prior flops_prior --json --config '" + home_ + "/good.ini'" + path);
+  const Result configured = run(home_, std::vector<std::string>{"--prior", "flops_prior", "--json",
+                                                                "--config", home_ + "/good.ini"} +
+                                           path);
   EXPECT_EQ(configured.code, 0) << configured.out;
   std::ofstream(home_ + "/bad.ini") << "[plugin flops_prior]\nus_per_flop = 5\n";
-  const Result bad = run(home_, "--prior flops_prior --config '" + home_ + "/bad.ini'" + path);
+  const Result bad = run(
+      home_,
+      std::vector<std::string>{"--prior", "flops_prior", "--config", home_ + "/bad.ini"} + path);
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("prior plugin 'flops_prior' has no option 'us_per_flop' (it takes: us_per_gflop"),
+  EXPECT_NE(bad.out.find(
+                "prior plugin 'flops_prior' has no option 'us_per_flop' (it takes: us_per_gflop"),
             std::string::npos)
       << bad.out;
-  const Result missing = run(home_, "--prior flops_prior");  // not on the default plugin path
+  const Result missing = run(home_, {"--prior", "flops_prior"});  // not on the default plugin path
   EXPECT_EQ(missing.code, 2) << missing.out;
-  EXPECT_NE(missing.out.find("no prior plugin named 'flops_prior'"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("no prior plugin named 'flops_prior'"), std::string::npos)
+      << missing.out;
 }
 
 // The default prior learns: scored on the same held-out rows (the split is by row content, so
@@ -157,7 +163,7 @@ TEST_F(EvalPriorCli, MlpRanksHeldOutRowsBetterAsRowsAccumulate) {
   auto score = [&](std::vector<PriorRow> train) {
     train.insert(train.end(), held.begin(), held.end());
     store::write_checkpoint(home_ + "/priors/mlp.ckpt", "", train);
-    const Result r = run(home_, "--json --compare mlp");
+    const Result r = run(home_, {"--json", "--compare", "mlp"});
     EXPECT_EQ(r.code, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["held_out_rows"], held.size());
@@ -175,16 +181,16 @@ TEST_F(EvalPriorCli, MlpRanksHeldOutRowsBetterAsRowsAccumulate) {
 }
 
 TEST_F(EvalPriorCli, MissingOrCorruptCheckpointIsABadInput) {
-  Result r = run(home_, "");
+  Result r = run(home_, {});
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("no checkpoint at " + home_ + "/priors/roofline.ckpt"), std::string::npos)
       << r.out;
   fs::create_directories(home_ + "/priors");
   std::ofstream(home_ + "/priors/mlp.ckpt") << "not a checkpoint";
-  r = run(home_, "--prior mlp");
+  r = run(home_, {"--prior", "mlp"});
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("mlp.ckpt"), std::string::npos) << r.out;
-  EXPECT_EQ(run(home_, "--holdout 0").code, 2);
+  EXPECT_EQ(run(home_, {"--holdout", "0"}).code, 2);
 }
 
 }  // namespace

@@ -3,16 +3,16 @@
 // (deterministic: the same rows and seed give the same file, byte for byte), on the cpu tables
 // measured for the prior benchmark (bench/prior/data). Bad input is refused by name.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "e2e/process.hpp"
 #include "store/checkpoint.hpp"
 #include "store/pretrained_prior.hpp"
 #include "store/prior_table.hpp"
@@ -47,24 +47,18 @@ class PriorDataCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result emmy(const std::string& args) const {
-    const std::string cmd = "EMMY_HOME='" + dir_ + "/home' '" EMMY_BIN "' " + args + " 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+  // emmy ARGS in this test's home; `out` holds stdout, then stderr.
+  Result emmy(std::vector<std::string> args) const {
+    args.insert(args.begin(), EMMY_BIN);
+    const test::Completed c = test::run(args, {"EMMY_HOME=" + dir_ + "/home"});
+    return {c.exit_code, c.out + c.err};
   }
   // The mlp's within-kernel Spearman on kernels it never saw (4 folds of the rank table).
   double held_out_rho(const std::string& config_text) const {
     const std::string config = dir_ + "/emmy.ini";
     std::ofstream(config) << config_text;
-    const Result r = emmy("--config '" + config + "' eval prior --data '" + kRank +
-                          "' --folds 4 --compare mlp --json");
+    const Result r = emmy({"--config", config, "eval", "prior", "--data", kRank, "--folds", "4",
+                           "--compare", "mlp", "--json"});
     EXPECT_EQ(r.code, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["split"], "kernels");
@@ -85,8 +79,8 @@ TEST_F(PriorDataCli, DerivedInputsRankUnseenKernelsBetter) {
 }
 
 TEST_F(PriorDataCli, EvalDataScoresEveryRowOnce) {
-  const Result r = emmy("eval prior --data '" + kRank + "' '" + kDeploy +
-                        "' --folds 3 --compare roofline --json");
+  const Result r = emmy({"eval", "prior", "--data", kRank, kDeploy, "--folds", "3", "--compare",
+                         "roofline", "--json"});
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["rows"], 2016);
@@ -99,22 +93,22 @@ TEST_F(PriorDataCli, EvalDataScoresEveryRowOnce) {
 TEST_F(PriorDataCli, BadTablesAreRefusedByLine) {
   const std::string bad = dir_ + "/bad.jsonl";
   std::ofstream(bad) << read_file(kRank).substr(0, 300) << "\n{\"op_class\": 3}\n";
-  Result r = emmy("eval prior --data '" + bad + "' --compare roofline");
+  Result r = emmy({"eval", "prior", "--data", bad, "--compare", "roofline"});
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("bad.jsonl:"), std::string::npos) << r.out;
-  r = emmy("prior train --data '" + bad + "' --backend cpu --arch x86_64 --out '" + dir_ +
-           "/p.ckpt'");
+  r = emmy({"prior", "train", "--data", bad, "--backend", "cpu", "--arch", "x86_64", "--out",
+            dir_ + "/p.ckpt"});
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("not a prior row"), std::string::npos) << r.out;
-  r = emmy("eval prior --data '" + dir_ + "/absent.jsonl'");
+  r = emmy({"eval", "prior", "--data", dir_ + "/absent.jsonl"});
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("absent.jsonl"), std::string::npos) << r.out;
   // Too few kernels for the folds.
   std::ofstream(dir_ + "/one.jsonl") << read_file(kRank).substr(0, read_file(kRank).find('\n') + 1);
-  r = emmy("eval prior --data '" + dir_ + "/one.jsonl' --folds 2");
+  r = emmy({"eval", "prior", "--data", dir_ + "/one.jsonl", "--folds", "2"});
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("cannot make 2 folds"), std::string::npos) << r.out;
-  r = emmy("prior train --data '" + kRank + "' --backend cpu --out '" + dir_ + "/p.ckpt'");
+  r = emmy({"prior", "train", "--data", kRank, "--backend", "cpu", "--out", dir_ + "/p.ckpt"});
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--arch"), std::string::npos) << r.out;
 }
@@ -124,9 +118,9 @@ TEST_F(PriorDataCli, BadTablesAreRefusedByLine) {
 TEST_F(PriorDataCli, TrainIsDeterministic) {
   const std::string isa = store::device_arch_names("").front();
   auto train = [&](const std::string& out, int seed) {
-    const Result r = emmy("prior train --data '" + kRank + "' --backend cpu --arch " + isa +
-                          " --seed " + std::to_string(seed) +
-                          " --prior-option max_steps=200 --out '" + dir_ + "/" + out + "'");
+    const Result r =
+        emmy({"prior", "train", "--data", kRank, "--backend", "cpu", "--arch", isa, "--seed",
+              std::to_string(seed), "--prior-option", "max_steps=200", "--out", dir_ + "/" + out});
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("1008 rows of 28 kernels"), std::string::npos) << r.out;
     return read_file(dir_ + "/" + out);
@@ -152,7 +146,7 @@ TEST_F(PriorDataCli, ExportWritesTheCheckpointsRows) {
   for (auto& t : store::read_prior_table(kRank)) rows.push_back(t.row);
   store::write_checkpoint(dir_ + "/home/priors/roofline.ckpt", "", rows);
   const std::string out = dir_ + "/export.jsonl";
-  const Result r = emmy("eval prior --prior roofline --export '" + out + "'");
+  const Result r = emmy({"eval", "prior", "--prior", "roofline", "--export", out});
   ASSERT_EQ(r.code, 0) << r.out;
   const auto back = store::read_prior_table(out);
   ASSERT_EQ(back.size(), rows.size());
@@ -161,7 +155,7 @@ TEST_F(PriorDataCli, ExportWritesTheCheckpointsRows) {
     EXPECT_EQ(back[i].row.knobs, rows[i].knobs);
     EXPECT_EQ(back[i].row.features.shape, rows[i].features.shape);
   }
-  const Result again = emmy("eval prior --data '" + out + "' --compare roofline --json");
+  const Result again = emmy({"eval", "prior", "--data", out, "--compare", "roofline", "--json"});
   ASSERT_EQ(again.code, 0) << again.out;
   EXPECT_EQ(nlohmann::json::parse(again.out)["kernels"], 28);
 }
