@@ -16,7 +16,7 @@ using test::fs::path;
 
 const path kFixtures = EMMY_FIXTURE_DIR;
 
-void copy(const std::string& file, const path& to) {
+void copy_fixture(const std::string& file, const path& to) {
   test::fs::copy_file(kFixtures / file, to / file, test::fs::copy_options::overwrite_existing);
 }
 
@@ -27,7 +27,7 @@ class MultiPluginLibrary : public ::testing::Test {
     for (const char* file : {"fixture_first.emmy-manifest", "fixture_second.emmy-manifest",
                              "libemmy_fixture_pair.so", "fixture_twice.emmy-manifest",
                              "libemmy_fixture_twice_lib.so"})
-      copy(file, dir_);
+      copy_fixture(file, dir_);
     // A manifest naming a pass the library does not provide (left over from an older build).
     test::ManifestSpec stale;
     stale.name = "fixture_third";
