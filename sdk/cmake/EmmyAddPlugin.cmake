@@ -14,7 +14,14 @@
 #                   [LINK <target>...]
 #                   [EXPORTS <symbol>...]    C functions exported beside the entry point (a cuda
 #                                            template's library step: emmy/cuda_step.h)
+#                   [LIBRARY <library>]      one plugin of emmy_add_plugin_library(NAME <library>)
 #                   [OUTPUT_DIRECTORY <dir>])
+#
+# LIBRARY: the plugin's SOURCES join that library's module (compiled with this plugin's
+# EMMY_PLUGIN_NAME / EMMY_PLUGIN_VERSION; they define EMMY_PLUGIN_ENTRY, not EMMY_PLUGIN), and its
+# manifest names that library. Target emmy_plugin_<name> is then a custom target standing for the
+# manifest and the library; OUTPUT_DIRECTORY and EXPORTS come from the library. Call it in the
+# CMakeLists that called emmy_add_plugin_library.
 #
 # DEFAULT_PIPELINE (passes only): the pass is part of the default pipeline, whose order the host
 # derives from every pass's AFTER/BEFORE (docs/PLUGINS.md). OPTIONS defaults are applied by the
@@ -49,11 +56,74 @@ function(_emmy_json_list out)
   set(${out} "[${joined}]" PARENT_SCOPE)
 endfunction()
 
+# The MODULE library of a plugin (or of several: emmy_add_plugin_library), exporting only the entry
+# point and EXPORTS.
+function(_emmy_plugin_module target output_name output_dir)
+  cmake_parse_arguments(M "" "" "SOURCES;LINK;EXPORTS" ${ARGN})
+  add_library(${target} MODULE ${M_SOURCES})
+  target_link_libraries(${target} PRIVATE EmmySDK::sdk ${M_LINK})
+  target_compile_features(${target} PRIVATE cxx_std_20)
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME ${output_name}
+    PREFIX "lib"
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    LIBRARY_OUTPUT_DIRECTORY "${output_dir}"
+    BUILD_RPATH_USE_ORIGIN ON
+    INSTALL_RPATH "$ORIGIN/../..")
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    # Anything a plugin forgets to hide stays out of the dynamic symbol table anyway: static
+    # libraries' symbols, and the std:: template instances that libstdc++'s headers mark as
+    # default-visible, which a version script listing only the entry point keeps local.
+    set(exports "${CMAKE_CURRENT_BINARY_DIR}/emmy_manifest_${output_name}/exports.map")
+    # EXPORTS: functions another process resolves by name (the cuda worker, a library step's);
+    # they must be defined in the plugin's SOURCES (--exclude-libs hides a static library's).
+    set(globals "emmy_plugin_info;")
+    foreach(sym IN LISTS M_EXPORTS)
+      if(NOT sym MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+        message(FATAL_ERROR "emmy plugin ${output_name}: EXPORTS '${sym}' is not a C identifier")
+      endif()
+      string(APPEND globals " ${sym};")
+    endforeach()
+    file(CONFIGURE OUTPUT "${exports}" CONTENT "{\n  global: ${globals}\n  local: *;\n};\n")
+    target_link_options(${target} PRIVATE "LINKER:--exclude-libs,ALL" "LINKER:--version-script=${exports}")
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${exports}")
+  endif()
+  if(NOT DEFINED EMMY_PLUGIN_INSTALL OR EMMY_PLUGIN_INSTALL)
+    include(GNUInstallDirs)
+    install(TARGETS ${target} LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}/emmy/plugins")
+  endif()
+endfunction()
+
+# emmy_add_plugin_library(NAME <library> SOURCES <src>... [LINK <target>...] [EXPORTS <symbol>...]
+#                         [OUTPUT_DIRECTORY <dir>])
+# One shared library (lib emmy_<library>.so, target emmy_plugin_<library>) for several plugins, each
+# added with emmy_add_plugin(... LIBRARY <library>). SOURCES: what they share, and the one source
+# that lists their entries with EMMY_PLUGIN_LIBRARY (emmy/plugin.hpp). It has no manifest itself.
+function(emmy_add_plugin_library)
+  cmake_parse_arguments(L "" "NAME;OUTPUT_DIRECTORY" "SOURCES;LINK;EXPORTS" ${ARGN})
+  if(NOT L_NAME MATCHES "^[a-z][a-z0-9_]*$" OR NOT L_SOURCES)
+    message(FATAL_ERROR "emmy_add_plugin_library: NAME ([a-z][a-z0-9_]*) and SOURCES are required")
+  endif()
+  if(NOT L_OUTPUT_DIRECTORY)
+    if(EMMY_PLUGIN_OUTPUT_DIRECTORY)
+      set(L_OUTPUT_DIRECTORY "${EMMY_PLUGIN_OUTPUT_DIRECTORY}")
+    else()
+      set(L_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/lib/emmy/plugins")
+    endif()
+  endif()
+  _emmy_plugin_module(emmy_plugin_${L_NAME} emmy_${L_NAME} "${L_OUTPUT_DIRECTORY}"
+                      SOURCES ${L_SOURCES} LINK ${L_LINK} EXPORTS ${L_EXPORTS})
+endfunction()
+
 function(emmy_add_plugin)
-  cmake_parse_arguments(P "DEFAULT_PIPELINE" "NAME;KIND;VERSION;DESCRIPTION;OUTPUT_DIRECTORY;EXTENDS"
+  cmake_parse_arguments(P "DEFAULT_PIPELINE" "NAME;KIND;VERSION;DESCRIPTION;OUTPUT_DIRECTORY;EXTENDS;LIBRARY"
                         "SOURCES;FORKS;KNOBS;OPTIONS;AFTER;BEFORE;LINK;EXPORTS" ${ARGN})
   if(NOT P_NAME OR NOT P_KIND OR NOT P_SOURCES)
     message(FATAL_ERROR "emmy_add_plugin: NAME, KIND and SOURCES are required")
+  endif()
+  if(P_LIBRARY AND (P_EXPORTS OR P_OUTPUT_DIRECTORY))
+    message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): EXPORTS and OUTPUT_DIRECTORY belong to emmy_add_plugin_library(NAME ${P_LIBRARY})")
   endif()
   if(P_UNPARSED_ARGUMENTS)
     # Typically a ';' inside DESCRIPTION, which CMake splits into a list: the rest would be lost.
@@ -94,36 +164,29 @@ function(emmy_add_plugin)
   endif()
 
   set(target emmy_plugin_${P_NAME})
-  add_library(${target} MODULE ${P_SOURCES})
-  target_link_libraries(${target} PRIVATE EmmySDK::sdk ${P_LINK})
-  target_compile_features(${target} PRIVATE cxx_std_20)
-  target_compile_definitions(${target} PRIVATE EMMY_PLUGIN_NAME="${P_NAME}"
-                                               EMMY_PLUGIN_VERSION="${P_VERSION}")
-  set_target_properties(${target} PROPERTIES
-    OUTPUT_NAME emmy_${P_NAME}
-    PREFIX "lib"
-    CXX_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON
-    LIBRARY_OUTPUT_DIRECTORY "${P_OUTPUT_DIRECTORY}"
-    BUILD_RPATH_USE_ORIGIN ON
-    INSTALL_RPATH "$ORIGIN/../..")
-  if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
-    # Anything a plugin forgets to hide stays out of the dynamic symbol table anyway: static
-    # libraries' symbols, and the std:: template instances that libstdc++'s headers mark as
-    # default-visible, which a version script listing only the entry point keeps local.
-    set(exports "${CMAKE_CURRENT_BINARY_DIR}/emmy_manifest_${P_NAME}/exports.map")
-    # EXPORTS: functions another process resolves by name (the cuda worker, a library step's);
-    # they must be defined in the plugin's SOURCES (--exclude-libs hides a static library's).
-    set(globals "emmy_plugin_info;")
-    foreach(sym IN LISTS P_EXPORTS)
-      if(NOT sym MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
-        message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): EXPORTS '${sym}' is not a C identifier")
-      endif()
-      string(APPEND globals " ${sym};")
+  if(P_LIBRARY)
+    set(library_target emmy_plugin_${P_LIBRARY})
+    if(NOT TARGET ${library_target})
+      message(FATAL_ERROR "emmy_add_plugin(${P_NAME}): LIBRARY ${P_LIBRARY} is not made yet: call emmy_add_plugin_library(NAME ${P_LIBRARY} ...) first")
+    endif()
+    get_target_property(P_OUTPUT_DIRECTORY ${library_target} LIBRARY_OUTPUT_DIRECTORY)
+    set(sources "")
+    foreach(src IN LISTS P_SOURCES)
+      get_filename_component(src "${src}" ABSOLUTE)
+      list(APPEND sources "${src}")
     endforeach()
-    file(CONFIGURE OUTPUT "${exports}" CONTENT "{\n  global: ${globals}\n  local: *;\n};\n")
-    target_link_options(${target} PRIVATE "LINKER:--exclude-libs,ALL" "LINKER:--version-script=${exports}")
-    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${exports}")
+    target_sources(${library_target} PRIVATE ${sources})
+    target_link_libraries(${library_target} PRIVATE ${P_LINK})
+    # Per source: each plugin's files see its own name, as a plugin of its own would.
+    set_property(SOURCE ${sources} APPEND PROPERTY COMPILE_DEFINITIONS
+                 EMMY_PLUGIN_NAME="${P_NAME}" EMMY_PLUGIN_VERSION="${P_VERSION}")
+    set(library_file "libemmy_${P_LIBRARY}.so")
+  else()
+    _emmy_plugin_module(${target} emmy_${P_NAME} "${P_OUTPUT_DIRECTORY}"
+                        SOURCES ${P_SOURCES} LINK ${P_LINK} EXPORTS ${P_EXPORTS})
+    target_compile_definitions(${target} PRIVATE EMMY_PLUGIN_NAME="${P_NAME}"
+                                                 EMMY_PLUGIN_VERSION="${P_VERSION}")
+    set(library_file "libemmy_${P_NAME}.so")
   endif()
 
   # ---- the manifest: JSON from the arguments, then flatc -b against the SDK's schema ----
@@ -131,7 +194,7 @@ function(emmy_add_plugin)
   _emmy_json_string(j_kind "${P_KIND}")
   _emmy_json_string(j_version "${P_VERSION}")
   _emmy_json_string(j_desc "${P_DESCRIPTION}")
-  _emmy_json_string(j_lib "libemmy_${P_NAME}.so")
+  _emmy_json_string(j_lib "${library_file}")
   set(forks "")
   foreach(f IN LISTS P_FORKS)
     string(REPLACE ":" ";" parts "${f}")
@@ -213,11 +276,17 @@ function(emmy_add_plugin)
     COMMENT "Writing manifest of Emmy plugin ${P_NAME}"
     VERBATIM)
   add_custom_target(${target}_manifest DEPENDS "${manifest}")
-  add_dependencies(${target} ${target}_manifest)
+  if(P_LIBRARY)
+    # Building the library writes every manifest naming it; emmy_plugin_<name> builds both.
+    add_dependencies(${library_target} ${target}_manifest)
+    add_custom_target(${target})
+    add_dependencies(${target} ${library_target})
+  else()
+    add_dependencies(${target} ${target}_manifest)
+  endif()
 
   if(NOT DEFINED EMMY_PLUGIN_INSTALL OR EMMY_PLUGIN_INSTALL)
     include(GNUInstallDirs)
-    install(TARGETS ${target} LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}/emmy/plugins")
     install(FILES "${manifest}" DESTINATION "${CMAKE_INSTALL_LIBDIR}/emmy/plugins")
   endif()
 endfunction()

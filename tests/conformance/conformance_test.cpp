@@ -5,7 +5,10 @@
 // in-place forks, and a template plugin passes the template checks (plugin_host/template_check:
 // its object agrees with its manifest and its backend takes and lists it). The example plugins
 // built in-tree outside the default plugin folder (the blas_sgemm template) are checked too.
+// A library of several plugins (the lowering passes) is instantiated once per plugin, and each
+// plugin of a library has its own manifest.
 // What each plugin declares against what it does: capabilities_test.cpp.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -78,6 +81,31 @@ TEST_P(Conformance, EntryAgreesWithManifest) {
   EXPECT_NE(info->destroy, nullptr);
 }
 
+// Every entry the library chains (emmy/plugin.hpp, EmmyPluginInfo::next) is a plugin some manifest
+// names, beside this one: none is unreachable, and this manifest's entry is among them.
+TEST_P(Conformance, EveryPluginOfItsLibraryHasAManifest) {
+  ASSERT_TRUE(record_->ok) << record_->reason;
+  try {
+    host_.load(record_->name, record_->kind);
+  } catch (const Error& e) {
+    FAIL() << e.what();
+  }
+  void* handle = ::dlopen(record_->library_path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr) << record_->library_path << " is not loaded";
+  auto entry = reinterpret_cast<EmmyPluginInfoFn>(::dlsym(handle, EMMY_PLUGIN_ENTRY_SYMBOL));
+  ASSERT_NE(entry, nullptr);
+  bool own = false;
+  for (const EmmyPluginInfo* e = entry(); e; e = e->next) {
+    const PluginRecord* named = host_.find(e->name, kind_name(e->kind));
+    ASSERT_NE(named, nullptr) << record_->library_path << " provides " << e->name
+                              << ", which no manifest names";
+    EXPECT_EQ(named->library_path, record_->library_path) << e->name;
+    own = own || record_->name == e->name;
+  }
+  EXPECT_TRUE(own) << record_->library_path << " does not provide " << record_->name;
+  ::dlclose(handle);  // drops only the reference RTLD_NOLOAD added
+}
+
 TEST_P(Conformance, CreatesWithDefaultsAndDestroysTwice) {
   ASSERT_TRUE(record_->ok) << record_->reason;
   for (int round = 0; round < 2; ++round) {
@@ -130,6 +158,13 @@ TEST(ConformanceSuite, FindsTheInTreePlugins) {
   EXPECT_TRUE(std::any_of(manifests.begin(), manifests.end(), [](const std::string& m) {
     return fs::path(m).filename() == "hello_pass.emmy-manifest";
   })) << "no hello_pass manifest in " << EMMY_PLUGIN_DIR;
+  // The lowering passes are one library: the suite instantiates each of them.
+  for (const char* pass :
+       {"lower_attention", "lower_matmul", "lower_reduction", "lower_pointwise", "lower_fallback"}) {
+    const std::string manifest = std::string(EMMY_PLUGIN_DIR) + "/" + pass + ".emmy-manifest";
+    EXPECT_NE(std::find(manifests.begin(), manifests.end(), manifest), manifests.end()) << manifest;
+    EXPECT_EQ(read_manifest(manifest).library, "libemmy_lower.so") << pass;
+  }
 }
 
 }  // namespace

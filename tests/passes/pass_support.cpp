@@ -5,16 +5,24 @@
 
 #include "emmy/plugin.hpp"
 #include "emmy/templates.hpp"
+#include "plugin_host/manifest_reader.hpp"
 
 namespace emmy::test {
 
 std::shared_ptr<Pass> load_pass(const std::string& name) {
-  std::string path = std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/libemmy_" + name + ".so";
+  // The manifest names the library: several passes may share one (the lowering passes do).
+  const std::string dir = std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/";
+  const PluginRecord record = read_manifest(dir + name + ".emmy-manifest");
+  if (!record.ok) throw std::runtime_error("pass " + name + ": " + record.reason);
+  const std::string& path = record.library_path;
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // never closed, as the host does
   if (!lib) throw std::runtime_error("cannot load " + path + ": " + dlerror());
   auto entry = reinterpret_cast<EmmyPluginInfoFn>(dlsym(lib, EMMY_PLUGIN_ENTRY_SYMBOL));
   if (!entry) throw std::runtime_error(path + " has no " EMMY_PLUGIN_ENTRY_SYMBOL);
   const EmmyPluginInfo* info = entry();
+  while (info && info->abi_version == EMMY_SDK_ABI_VERSION && info->name && name != info->name)
+    info = info->next;
+  if (!info) throw std::runtime_error(path + " provides no pass " + name);
   if (info->abi_version != EMMY_SDK_ABI_VERSION || info->kind != EMMY_KIND_PASS)
     throw std::runtime_error(path + " is not a pass plugin of this SDK");
   char error[512] = {0};

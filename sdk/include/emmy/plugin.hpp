@@ -6,6 +6,13 @@
 // A plugin defines its entry with EMMY_PLUGIN(ClassName). emmy_add_plugin() passes the name and
 // version from CMake as EMMY_PLUGIN_NAME / EMMY_PLUGIN_VERSION, the same values it writes into
 // the manifest, so library and manifest agree by construction.
+//
+// One library may provide several plugins (the lowering passes share plugins/passes/lower/): the
+// entry point returns the first, whose `next` leads to the others. Each plugin keeps its own
+// manifest, naming the shared library; the host picks the entry with the manifest's name. Such a
+// library is made with emmy_add_plugin_library() and one emmy_add_plugin(... LIBRARY <lib>) per
+// plugin; each plugin's source defines EMMY_PLUGIN_ENTRY(ClassName, function) and one source of
+// the library lists the functions in EMMY_PLUGIN_LIBRARY(function(), ...).
 #pragma once
 
 #include <cstddef>
@@ -28,7 +35,8 @@
 // 4: BackendCaps::constraints (knob combinations a template refuses whatever the kernel).
 // 5: MeasureRequest::end_to_end (a program timed as one, one cache flush per sample).
 // 6: template plugins: EMMY_KIND_TEMPLATE, emmy::KernelTemplate, Backend::add_template.
-#define EMMY_SDK_ABI_VERSION 6u
+// 7: EmmyPluginInfo::next (one library, several plugins: EMMY_PLUGIN_LIBRARY).
+#define EMMY_SDK_ABI_VERSION 7u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
 extern "C" {
@@ -53,6 +61,9 @@ struct EmmyPluginInfo {
   void* (*create)(const char* options, char* error, size_t error_size);
   // Destroys an object returned by `create`.
   void (*destroy)(void* object);
+  // The library's next plugin, or nullptr (the last, or the only one). Every entry of the chain
+  // has this same ABI version; names are distinct.
+  const struct EmmyPluginInfo* next;
 };
 
 typedef const EmmyPluginInfo* (*EmmyPluginInfoFn)(void);
@@ -131,6 +142,18 @@ void destroy(void* object) noexcept {
   delete static_cast<interface_of<T>*>(object);
 }
 
+template <typename T>
+constexpr EmmyPluginInfo info_of(const char* name, const char* version) {
+  return {EMMY_SDK_ABI_VERSION, kind_of<T>(), name, version, &create<T>, &destroy<T>, nullptr};
+}
+
+// Links a library's entries into the chain the entry point returns (EMMY_PLUGIN_LIBRARY).
+template <size_t N>
+const EmmyPluginInfo* chain(EmmyPluginInfo (&entries)[N]) {
+  for (size_t i = 0; i + 1 < N; ++i) entries[i].next = &entries[i + 1];
+  return &entries[0];
+}
+
 }  // namespace detail
 }  // namespace emmy
 
@@ -140,6 +163,15 @@ void destroy(void* object) noexcept {
 #define EMMY_EXPORT __attribute__((visibility("default")))
 #endif
 
+// A library of several plugins (see the top of this file): the entry point returns the entries
+// that its arguments, calls of functions defined by EMMY_PLUGIN_ENTRY, make, chained in order.
+#define EMMY_PLUGIN_LIBRARY(...)                                                        \
+  extern "C" EMMY_EXPORT const EmmyPluginInfo* emmy_plugin_info(void) {                 \
+    static EmmyPluginInfo entries[] = {__VA_ARGS__};                                    \
+    static const EmmyPluginInfo* first = ::emmy::detail::chain(entries);                \
+    return first;                                                                       \
+  }
+
 // Defines the entry point for plugin class CLASS (constructible from emmy::PluginOptions).
 // The name and version come from emmy_add_plugin(); the host includes this header too (for
 // EmmyPluginInfo) without them, so only a use of EMMY_PLUGIN without them is an error.
@@ -147,17 +179,22 @@ void destroy(void* object) noexcept {
 #define EMMY_PLUGIN(CLASS)                                                              \
   static_assert(false, "EMMY_PLUGIN_NAME / EMMY_PLUGIN_VERSION are not defined: build "  \
                        "plugins with emmy_add_plugin() from EmmySDK")
+#define EMMY_PLUGIN_ENTRY(CLASS, FUNCTION) EMMY_PLUGIN(CLASS)
 #else
+// One plugin of a library of several: FUNCTION() returns its entry, for EMMY_PLUGIN_LIBRARY.
+#define EMMY_PLUGIN_ENTRY(CLASS, FUNCTION)                                              \
+  static_assert(::emmy::detail::kind_of<CLASS>() != 0,                                  \
+                #CLASS " must derive from emmy::Frontend, Pass, Backend, Prior or KernelTemplate");     \
+  EmmyPluginInfo FUNCTION() {                                                           \
+    return ::emmy::detail::info_of<CLASS>(EMMY_PLUGIN_NAME, EMMY_PLUGIN_VERSION);       \
+  }
+
 #define EMMY_PLUGIN(CLASS)                                                              \
   static_assert(::emmy::detail::kind_of<CLASS>() != 0,                                  \
                 #CLASS " must derive from emmy::Frontend, Pass, Backend, Prior or KernelTemplate");     \
   extern "C" EMMY_EXPORT const EmmyPluginInfo* emmy_plugin_info(void) {                 \
-    static const EmmyPluginInfo info = {EMMY_SDK_ABI_VERSION,                           \
-                                        ::emmy::detail::kind_of<CLASS>(),               \
-                                        EMMY_PLUGIN_NAME,                               \
-                                        EMMY_PLUGIN_VERSION,                            \
-                                        &::emmy::detail::create<CLASS>,                 \
-                                        &::emmy::detail::destroy<CLASS>};               \
+    static const EmmyPluginInfo info =                                                  \
+        ::emmy::detail::info_of<CLASS>(EMMY_PLUGIN_NAME, EMMY_PLUGIN_VERSION);          \
     return &info;                                                                       \
   }
 #endif

@@ -74,6 +74,27 @@ void stage_output(ExprGen& e, const Parts& p, const std::string& acc, const std:
 // The output element at (bz, gm, gd): the first of Dv contiguous ones when gd = 0.
 std::string staged_output_element(const ir::Graph& g, const ModuleBuilder& m, const Parts& p);
 
+// How an operand's tiles are loaded: `ptr` non-empty = the fast path, element (z, row, col) at
+// ptr[base(z) + row * row_stride + col], base a C++ expression in `bz`.
+struct OperandPlan {
+  std::string ptr, base;
+  int64_t row_stride = 0;
+};
+// operand_geometry as an OperandPlan (ptr empty when the host cannot prove the fast path).
+OperandPlan plan_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId mm, int which,
+                         bool row_is_k, const ir::Shape& batch, int64_t rows, int64_t cols);
+// The generic tile load: element (row e / cols, col e % cols) of operand `x` through ExprGen.
+// `index` gives the operand index for the loop variables rr (tile row) and cc (column);
+// `store` is the statement storing float t.
+void generic_load(ExprGen& e, Body& b, const std::string& guard, const Index& index, ir::ValueId x,
+                  int64_t rows, int64_t cols, int64_t threads, const std::string& row_decl,
+                  const std::string& store);
+
+// The tensor-core path (16-bit q, k, v; knob wgmma=0; attention_mma_sync.cpp).
+void tensor_core_kernel(ModuleBuilder& m, ExprGen& e, const Parts& p, const KnobValues& knobs,
+                        const std::vector<bool>& fused, const std::string& scratch,
+                        std::string& note);
+
 // The Hopper path (knob wgmma=1): TMA, mbarriers, a producer warp and wgmma consumer warpgroups.
 void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const KnobValues& knobs,
                   const std::vector<bool>& fused, const std::string& scratch, std::string& note);

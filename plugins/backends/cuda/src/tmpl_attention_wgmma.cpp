@@ -161,10 +161,80 @@ std::string wgmma(const std::string& ty, int64_t n, const std::string& acc,
          "\n      : " + inputs + ", \"l\"(db), \"r\"(1) : \"memory\");";
 }
 
-}  // namespace
+// What the knobs and the kernel decide for the Hopper path (lines of the kernel that only say
+// what these mean are written by WgmmaKernel below).
+struct WgmmaPlan {
+  int64_t BQ = 0, BKV = 0, STAGES = 0, D = 0, Dv = 0;
+  std::string knob_text;  // for refusals
+  std::string ty;         // "bf16" or "f16"
+  ir::ValueId M1 = -1, M2 = -1;
+  int64_t HR = 1;      // query heads per block (heads=2: a grouped-query pair)
+  TmaPlan qp, kp, vp;  // the operands' tensor maps
+  int64_t SPLIT = 1;   // warpgroups sharing each 64 rows, taking every SPLIT-th key tile
+  bool persistent = false;
+  int64_t NQ = 0, NZ = 0, NWORK = 0;  // query tiles, batch entries (pairs), work items
+  int64_t NWG = 0, CW = 0, T = 0;     // consumer warpgroups, consumer warps, threads
+  bool move_registers = false;        // setmaxnreg: the producer gives registers to consumers
+  int64_t CH = 0, CV = 0;             // 64-column chunks of q/k and of v
+  int64_t q_chunk = 0, k_chunk = 0, v_chunk = 0, q_bytes = 0, k_stage = 0, v_stage = 0;
+  int64_t QB = 1;  // query buffers (2: the next item's copied early)
+  int64_t k_off = 0, v_off = 0;
+  bool staged = false;  // the result stored through the query buffer
+  int64_t tile_bytes = 0, smem = 0, NS = 0, NV = 0, persistent_blocks = 0;
+  int64_t NBAR = 0;                   // mbarriers
+  std::string q_free, q_full, q_use;  // the query buffers' barriers and use count
+  std::string work_loop;              // the loop over a block's work items
+  std::string note;
+};
 
-void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const KnobValues& knobs,
-                  const std::vector<bool>& fused, const std::string& scratch, std::string& note) {
+// The operands' layouts, proven once (heads=2 reads the keys' and values' bases too), as tensor
+// maps added to `m`; throws KnobRefused naming an operand the path cannot read.
+struct WgmmaOperands {
+  TmaPlan q, k, v;
+};
+WgmmaOperands plan_wgmma_operands(const ir::Graph& g, ModuleBuilder& m, const Parts& p, int64_t HR,
+                                  int64_t BQ, int64_t BKV) {
+  const int64_t D = p.D, Dv = p.Dv;
+  const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
+  std::string why;
+  const auto q_geo = operand_geometry(g, m, M1, 0, false, p.batch, p.Sq, D);
+  const auto k_geo = operand_geometry(g, m, M1, 1, false, p.batch, p.Sk, D);
+  const auto v_geo = operand_geometry(g, m, M2, 1, true, p.batch, p.Sk, Dv);
+  auto plan_of = [&](const std::optional<OperandGeometry>& geo, int64_t rows, int64_t cols,
+                     int64_t box_rows, const char* name) {
+    if (!geo)
+      throw KnobRefused(std::string("attention: wgmma=1: ") + name +
+                        " is not rows of contiguous head dims");
+    auto plan = tma_plan(m, p, *geo, rows, cols, box_rows, why);
+    if (!plan) throw KnobRefused(std::string("attention: wgmma=1: ") + name + ": " + why);
+    return *plan;
+  };
+  // heads=2: the block takes block_q rows of two query heads (batch entries 2i and 2i + 1),
+  // one warpgroup each, which must read the same keys and values (a grouped-query pair: proven
+  // on the host from both operands' per-entry bases), so each key/value tile is copied once.
+  if (HR == 2) {
+    bool shared = p.Z % 2 == 0;
+    for (const auto* geo : {&k_geo, &v_geo}) {
+      for (int64_t z = 0; shared && *geo && z + 1 < p.Z; z += 2)
+        shared = (*geo)->bases.at(size_t(z)) == (*geo)->bases.at(size_t(z + 1));
+      shared = shared && geo->has_value();
+    }
+    if (!shared)
+      throw KnobRefused(
+          "attention: heads=2: query heads 2i and 2i + 1 do not read the same keys and values");
+  }
+  const TmaPlan qp = plan_of(q_geo, p.Sq, D, BQ, "q");
+  const TmaPlan kp = plan_of(k_geo, p.Sk, D, BKV, "k");
+  const TmaPlan vp = plan_of(v_geo, p.Sk, Dv, BKV, "v");
+  return {qp, kp, vp};
+}
+
+// Throws KnobRefused for what the path cannot take: dtypes, head dims, operand layouts (their
+// tensor maps are added to `m` here), a heads=2 pair not sharing keys, the warp split, shared
+// memory, persistent's shape.
+WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const KnobValues& knobs,
+                     const std::vector<bool>& fused, const std::string& scratch) {
+  WgmmaPlan pl;
   const int64_t BQ = knobs.at("block_q"), BKV = knobs.at("block_kv"), STAGES = knobs.at("stages");
   const int64_t D = p.D, Dv = p.Dv;
   const std::string knob_text =
@@ -181,38 +251,9 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
         "/" + num(Dv));
   const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
   const std::string ty = t16 == ir::DType::bf16 ? "bf16" : "f16";
-  std::string why;
-  // The operands' layouts, proven once: heads=2 below reads the keys' and values' bases too.
-  const auto q_geo = operand_geometry(g, m, M1, 0, false, p.batch, p.Sq, D);
-  const auto k_geo = operand_geometry(g, m, M1, 1, false, p.batch, p.Sk, D);
-  const auto v_geo = operand_geometry(g, m, M2, 1, true, p.batch, p.Sk, Dv);
-  auto plan_of = [&](const std::optional<OperandGeometry>& geo, int64_t rows, int64_t cols,
-                     int64_t box_rows, const char* name) {
-    if (!geo)
-      throw KnobRefused(std::string("attention: wgmma=1: ") + name +
-                        " is not rows of contiguous head dims");
-    auto plan = tma_plan(m, p, *geo, rows, cols, box_rows, why);
-    if (!plan) throw KnobRefused(std::string("attention: wgmma=1: ") + name + ": " + why);
-    return *plan;
-  };
-  // heads=2: the block takes block_q rows of two query heads (batch entries 2i and 2i + 1),
-  // one warpgroup each, which must read the same keys and values (a grouped-query pair: proven
-  // on the host from both operands' per-entry bases), so each key/value tile is copied once.
   const int64_t HR = knobs.count("heads") ? knobs.at("heads") : 1;
-  if (HR == 2) {
-    bool shared = p.Z % 2 == 0;
-    for (const auto* geo : {&k_geo, &v_geo}) {
-      for (int64_t z = 0; shared && *geo && z + 1 < p.Z; z += 2)
-        shared = (*geo)->bases.at(size_t(z)) == (*geo)->bases.at(size_t(z + 1));
-      shared = shared && geo->has_value();
-    }
-    if (!shared)
-      throw KnobRefused(
-          "attention: heads=2: query heads 2i and 2i + 1 do not read the same keys and values");
-  }
-  const TmaPlan qp = plan_of(q_geo, p.Sq, D, BQ, "q");
-  const TmaPlan kp = plan_of(k_geo, p.Sk, D, BKV, "k");
-  const TmaPlan vp = plan_of(v_geo, p.Sk, Dv, BKV, "v");
+  const WgmmaOperands ops = plan_wgmma_operands(g, m, p, HR, BQ, BKV);
+  const TmaPlan &qp = ops.q, &kp = ops.k, &vp = ops.v;
 
   // With two consumer warpgroups the producer is a whole warpgroup, so that registers can move
   // to the consumers (setmaxnreg works per warpgroup): 2 x 128 x 240 + 128 x 24 fit the 64K.
@@ -269,22 +310,14 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   // hardware reserves per block, at most two by registers), so that none waits for another to end.
   const int64_t per_sm = std::clamp<int64_t>(kSharedBytesPerSm / (smem + 1024), 1, 2);
   const int64_t persistent_blocks = std::min<int64_t>(NWORK, per_sm * kSms);
-  note = " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
-         num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
-         (SPLIT > 1 ? " kv-split=" + num(SPLIT) : std::string()) +
-         (HR > 1 ? " heads=" + num(HR) : std::string()) +
-         (persistent ? " persistent x" + num(persistent_blocks) + (QB > 1 ? " q-double" : "")
-                     : std::string()) +
-         (p.causal_skip ? " causal-skip" : "");
-  auto full_k = [&](const std::string& s) {
-    return "(emmy_bar0 + 8u * (1u + (unsigned)(" + s + ")))";
-  };
-  auto full_v = [&](const std::string& s) {
-    return "(emmy_bar0 + 8u * (" + num(1 + STAGES) + "u + (unsigned)(" + s + ")))";
-  };
-  auto free_at = [&](const std::string& s) {
-    return "(emmy_bar0 + 8u * (" + num(1 + 2 * STAGES) + "u + (unsigned)(" + s + ")))";
-  };
+  std::string note =
+      " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
+      num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
+      (SPLIT > 1 ? " kv-split=" + num(SPLIT) : std::string()) +
+      (HR > 1 ? " heads=" + num(HR) : std::string()) +
+      (persistent ? " persistent x" + num(persistent_blocks) + (QB > 1 ? " q-double" : "")
+                  : std::string()) +
+      (p.causal_skip ? " causal-skip" : "");
   // Persistent only: [1 + 3 * STAGES + b] every consumer warp is done reading query buffer b;
   // with two query buffers, [1 + 3 * STAGES + 2] is buffer 1's "landed" (buffer 0's is [0]).
   // Item j uses buffer qb = j % QB, for the (j / QB)-th time.
@@ -293,9 +326,70 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   const std::string q_full =
       QB > 1 ? "(qb ? emmy_bar0 + 8u * " + num(1 + 3 * STAGES + 2) + "u : emmy_bar0)" : "emmy_bar0";
   const std::string q_use = QB > 1 ? "(unsigned)(j >> 1)" : "(unsigned)j";
+  // The loop over a block's work items (one item when not persistent); `it0` counts the key
+  // tiles of earlier items (the ring's stages and parities run on across items), j the items.
+  const std::string work_loop =
+      persistent ? "for (int w = blockIdx.x, j = 0; w < " + num(NWORK) + "; w += gridDim.x, ++j)"
+                 : "for (int j = 0; j < 1; ++j)";
+  pl.BQ = BQ, pl.BKV = BKV, pl.STAGES = STAGES, pl.D = D, pl.Dv = Dv, pl.knob_text = knob_text;
+  pl.ty = ty, pl.M1 = M1, pl.M2 = M2, pl.HR = HR, pl.qp = qp, pl.kp = kp, pl.vp = vp;
+  pl.SPLIT = SPLIT, pl.persistent = persistent, pl.NQ = NQ, pl.NZ = NZ, pl.NWORK = NWORK;
+  pl.NWG = NWG, pl.CW = CW, pl.T = T, pl.move_registers = move_registers, pl.CH = CH, pl.CV = CV;
+  pl.q_chunk = q_chunk, pl.k_chunk = k_chunk, pl.v_chunk = v_chunk, pl.q_bytes = q_bytes;
+  pl.k_stage = k_stage, pl.v_stage = v_stage, pl.QB = QB, pl.k_off = k_off, pl.v_off = v_off;
+  pl.staged = staged, pl.tile_bytes = tile_bytes, pl.smem = smem, pl.NS = NS, pl.NV = NV;
+  pl.persistent_blocks = persistent_blocks, pl.NBAR = NBAR, pl.q_free = q_free, pl.q_full = q_full;
+  pl.q_use = q_use, pl.work_loop = work_loop, pl.note = note;
+  return pl;
+}
+
+// The kernel's text from the plan: the shared preamble (barriers, waits), the producer warp, and
+// the consumer warpgroups (their tiles, the split's merge, the normalised stores).
+class WgmmaKernel : private WgmmaPlan {
+ public:
+  WgmmaKernel(const WgmmaPlan& plan, const ir::Graph& g, ModuleBuilder& m, const Parts& p,
+              const std::vector<bool>& fused, const std::string& scratch, std::string& note)
+      : WgmmaPlan(plan), g(g), m(m), p(p), fused(fused), scratch(scratch), note(note) {}
+
+  void emit() {
+    preamble();
+    producer();
+    // The consumer warpgroups, item by item (one item unless persistent).
+    Body cb(b);
+    consumer_setup(cb);
+    consumer_tiles(cb);
+    if (SPLIT > 1) merge_split(cb);
+    normalise_and_store(cb);
+    // Batch entries (heads) along x: blocks are handed to the SMs in x-fastest order, so every
+    // head's heaviest query tile (the causal diagonal's far end, y = 0) starts before any lighter
+    // one, longest first, instead of head 0's light tiles before head 15's heavy ones (which then
+    // ran alone at the end); and the query heads of a grouped-query key head run side by side,
+    // reading the same key/value tiles through L2.
+    cb.line("it0 += n_tiles;");
+    b.line("int it0 = 0;  // the ring's count of tiles before this item");
+    b.block(work_loop, cb);
+    int64_t grid[3] = {NZ, NQ, 1};
+    if (persistent) {
+      grid[0] = persistent_blocks;
+      grid[1] = 1;
+    }
+    m.add_kernel("emmy_attention", grid, T, b.code(), smem);
+  }
+
+ private:
+  std::string full_k(const std::string& s) const {
+    return "(emmy_bar0 + 8u * (1u + (unsigned)(" + s + ")))";
+  }
+  std::string full_v(const std::string& s) const {
+    return "(emmy_bar0 + 8u * (" + num(1 + STAGES) + "u + (unsigned)(" + s + ")))";
+  }
+  std::string free_at(const std::string& s) const {
+    return "(emmy_bar0 + 8u * (" + num(1 + 2 * STAGES) + "u + (unsigned)(" + s + ")))";
+  }
+
   // A work item's coordinates: w (its index; heads fastest, heaviest query tiles first) for a
   // persistent block, the block's own coordinates otherwise.
-  auto work_header = [&](Body& at) {
+  void work_header(Body& at) const {
     if (persistent) {
       at.line("const long long bz = w % " + num(p.Z) + "LL;");
       at.line("const int q0 = (int)(" + num(NQ - 1) + " - w / " + num(p.Z) + ") * " + num(BQ) +
@@ -310,55 +404,54 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     at.line("const int kv_end = " +
             (p.causal_skip ? "min(" + num(p.Sk) + ", q0 + " + num(BQ) + ")" : num(p.Sk)) + ";");
     at.line("const int n_tiles = (kv_end + " + num(BKV - 1) + ") / " + num(BKV) + ";");
-  };
-  // The loop over a block's work items (one item when not persistent); `it0` counts the key
-  // tiles of earlier items (the ring's stages and parities run on across items), j the items.
-  const std::string work_loop =
-      persistent ? "for (int w = blockIdx.x, j = 0; w < " + num(NWORK) + "; w += gridDim.x, ++j)"
-                 : "for (int j = 0; j < 1; ++j)";
+  }
 
-  Body b(1);
-  b.line("extern __shared__ __align__(1024) unsigned char emmy_attn_smem[];");
-  b.line("// Barriers: [0] the query tile landed; per stage s: [1 + s] its keys landed, [" +
-         num(1 + STAGES) + " + s] its values landed, [" + num(1 + 2 * STAGES) +
-         " + s] every consumer warp is done with it.");
-  b.line("// The " + num(NBAR) +
-         " barriers lie after the tiles, in the dynamic buffer; its start is the "
-         "block's window (no static shared memory), aligned for the swizzle.");
-  b.line("const unsigned emmy_base = (unsigned)__cvta_generic_to_shared(emmy_attn_smem);");
-  b.line(
-      "if (emmy_base & 1023u) __trap();  // a swizzled tile off its period would read wrong rows");
-  b.line("const unsigned emmy_bar0 = emmy_base + " + num(tile_bytes) + "u;");
-  b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;");
-  b.line("if (threadIdx.x == 0) {");
-  b.line("  for (int i = 0; i < " + num(NBAR) + "; ++i)");
-  b.line(
-      "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(emmy_bar0 + 8u * i), "
-      "\"r\"(i < " +
-      num(1 + 2 * STAGES) + (QB > 1 ? " || i == " + num(1 + 3 * STAGES + 2) : std::string()) +
-      " ? 1 : " + num(CW / SPLIT) + ") : \"memory\");  // copies complete the ones of count 1");
-  b.line(
-      "  // The barriers' initialisation, visible to the copy engine before it completes on them.");
-  b.line("  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
-  b.line("}");
-  b.line("__syncthreads();");
-  b.line("auto emmy_wait = [](unsigned bar, unsigned parity) {");
-  b.line("  unsigned done = 0;");
-  b.line("  do {");
-  b.line(
-      "    asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], "
-      "%2;\\nselp.u32 %0, 1, 0, p;\\n}\" "
-      ": \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");");
-  b.line("  } while (!done);");
-  b.line("};");
-  b.line("auto emmy_arm = [](unsigned bar, unsigned bytes) {");
-  b.line(
-      "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\" :: \"r\"(bar), "
-      "\"r\"(bytes) : \"memory\");");
-  b.line("};");
+  void preamble() {
+    b.line("extern __shared__ __align__(1024) unsigned char emmy_attn_smem[];");
+    b.line("// Barriers: [0] the query tile landed; per stage s: [1 + s] its keys landed, [" +
+           num(1 + STAGES) + " + s] its values landed, [" + num(1 + 2 * STAGES) +
+           " + s] every consumer warp is done with it.");
+    b.line("// The " + num(NBAR) +
+           " barriers lie after the tiles, in the dynamic buffer; its start is the "
+           "block's window (no static shared memory), aligned for the swizzle.");
+    b.line("const unsigned emmy_base = (unsigned)__cvta_generic_to_shared(emmy_attn_smem);");
+    b.line(
+        "if (emmy_base & 1023u) __trap();  // a swizzled tile off its period would read wrong "
+        "rows");
+    b.line("const unsigned emmy_bar0 = emmy_base + " + num(tile_bytes) + "u;");
+    b.line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;");
+    b.line("if (threadIdx.x == 0) {");
+    b.line("  for (int i = 0; i < " + num(NBAR) + "; ++i)");
+    b.line(
+        "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(emmy_bar0 + 8u * "
+        "i), "
+        "\"r\"(i < " +
+        num(1 + 2 * STAGES) + (QB > 1 ? " || i == " + num(1 + 3 * STAGES + 2) : std::string()) +
+        " ? 1 : " + num(CW / SPLIT) + ") : \"memory\");  // copies complete the ones of count 1");
+    b.line(
+        "  // The barriers' initialisation, visible to the copy engine before it completes on "
+        "them.");
+    b.line("  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
+    b.line("}");
+    b.line("__syncthreads();");
+    b.line("auto emmy_wait = [](unsigned bar, unsigned parity) {");
+    b.line("  unsigned done = 0;");
+    b.line("  do {");
+    b.line(
+        "    asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], "
+        "%2;\\nselp.u32 %0, 1, 0, p;\\n}\" "
+        ": \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");");
+    b.line("  } while (!done);");
+    b.line("};");
+    b.line("auto emmy_arm = [](unsigned bar, unsigned bytes) {");
+    b.line(
+        "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\" :: \"r\"(bar), "
+        "\"r\"(bytes) : \"memory\");");
+    b.line("};");
+  }
 
   // The producer warp.
-  {
+  void producer() {
     Body prod(b);
     Body one(prod);
     for (const TmaPlan* t : {&qp, &kp, &vp})
@@ -414,59 +507,63 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
       b.line("asm volatile(\"setmaxnreg.inc.sync.aligned.u32 240;\" ::: \"memory\");");
   }
 
-  // The consumer warpgroups, item by item (one item unless persistent).
-  Body cb(b);
-  work_header(cb);
-  cb.line("const int wg = warp >> 2, grp = lane >> 2, tig = lane & 3;");
-  cb.line("// part: which of the " + num(SPLIT) + " warpgroups sharing rows (every " + num(SPLIT) +
-          "-th key tile from part); rows: which 64 rows.");
-  cb.line("const int part = wg % " + num(SPLIT) + ", rows = wg / " + num(SPLIT) + ";");
-  // With two heads, `rows` picks the head (the same query rows of each); else 64 more rows.
-  const std::string row_off = HR > 1 ? "" : "rows * 64 + ";
-  if (HR > 1) cb.line("const long long bz = bz_pair + rows;  // this warpgroup's head");
-  cb.line("const int w_first = q0 + " + row_off + "(warp & 3) * 16;  // the warp's first row");
-  cb.line("const int r_lo = w_first + grp;  // this thread's rows: r_lo and r_lo + 8");
-  cb.line("const int wg_last = q0 + " + row_off + "63;");
-  cb.line(
-      "auto emmy_ex2 = [](float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
-      "\"f\"(x)); return y; };");
-  cb.line("auto emmy_pack = [](float lo, float hi) { unsigned r; asm(\"cvt.rn." + ty +
-          "x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; };");
-  cb.line(
-      "// Descriptors: start >> 4, leading byte offset >> 4, 8-row stride (1024 bytes) >> 4, "
-      "128-byte swizzle.");
-  cb.line(
-      "auto emmy_kdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (1ull "
-      "<< 16) | "
-      "(64ull << 32) | (1ull << 62); };");
-  cb.line("// V is read N-major: its 64-column chunks lie " + num(v_chunk) +
-          " bytes apart (the leading byte offset).");
-  cb.line(
-      "auto emmy_vdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (" +
-      num(v_chunk / 16) + "ull << 16) | (64ull << 32) | (1ull << 62); };");
-  cb.line("float o[" + num(NV) + "][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};");
-  cb.line("#pragma unroll");
-  cb.line("for (int n = 0; n < " + num(NV) + "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
-  cb.line("const int qb = j % " + num(QB) + ";  // this item's query buffer");
-  cb.line("const unsigned q_tile = emmy_base + (unsigned)qb * " + num(q_bytes) +
-          "u + (unsigned)rows * 8192u;");
-  cb.line("emmy_wait(" + q_full + ", " + q_use + " & 1u);  // this item's query tile landed");
+  void consumer_setup(Body& cb) {
+    work_header(cb);
+    cb.line("const int wg = warp >> 2, grp = lane >> 2, tig = lane & 3;");
+    cb.line("// part: which of the " + num(SPLIT) + " warpgroups sharing rows (every " +
+            num(SPLIT) + "-th key tile from part); rows: which 64 rows.");
+    cb.line("const int part = wg % " + num(SPLIT) + ", rows = wg / " + num(SPLIT) + ";");
+    // With two heads, `rows` picks the head (the same query rows of each); else 64 more rows.
+    const std::string row_off = row_offset();
+    if (HR > 1) cb.line("const long long bz = bz_pair + rows;  // this warpgroup's head");
+    cb.line("const int w_first = q0 + " + row_off + "(warp & 3) * 16;  // the warp's first row");
+    cb.line("const int r_lo = w_first + grp;  // this thread's rows: r_lo and r_lo + 8");
+    cb.line("const int wg_last = q0 + " + row_off + "63;");
+    cb.line(
+        "auto emmy_ex2 = [](float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
+        "\"f\"(x)); return y; };");
+    cb.line("auto emmy_pack = [](float lo, float hi) { unsigned r; asm(\"cvt.rn." + ty +
+            "x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; };");
+    cb.line(
+        "// Descriptors: start >> 4, leading byte offset >> 4, 8-row stride (1024 bytes) >> 4, "
+        "128-byte swizzle.");
+    cb.line(
+        "auto emmy_kdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | "
+        "(1ull "
+        "<< 16) | "
+        "(64ull << 32) | (1ull << 62); };");
+    cb.line("// V is read N-major: its 64-column chunks lie " + num(v_chunk) +
+            " bytes apart (the leading byte offset).");
+    cb.line(
+        "auto emmy_vdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (" +
+        num(v_chunk / 16) + "ull << 16) | (64ull << 32) | (1ull << 62); };");
+    cb.line("float o[" + num(NV) + "][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};");
+    cb.line("#pragma unroll");
+    cb.line("for (int n = 0; n < " + num(NV) +
+            "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;");
+    cb.line("const int qb = j % " + num(QB) + ";  // this item's query buffer");
+    cb.line("const unsigned q_tile = emmy_base + (unsigned)qb * " + num(q_bytes) +
+            "u + (unsigned)rows * 8192u;");
+    cb.line("emmy_wait(" + q_full + ", " + q_use + " & 1u);  // this item's query tile landed");
 
-  // Tiles in order; at tile t the warpgroup issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1),
-  // and evaluates the softmax of S(t) while the second product still runs: the accumulators
-  // are rescaled and P(t) packed only once it is done (its A fragments are P(t-1)'s registers).
-  cb.line("// The tiles this warpgroup's rows see (later ones are only released).");
-  cb.line(
-      "const int n_mine = " +
-      (p.causal_skip ? "min(n_tiles, wg_last / " + num(BKV) + " + 1)" : std::string("n_tiles")) +
-      ";");
-  cb.line("unsigned pa[" + num(BKV / 16) + "][4];");
-  auto release = [&](Body& at, const std::string& stage) {
+    // Tiles in order; at tile t the warpgroup issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1),
+    // and evaluates the softmax of S(t) while the second product still runs: the accumulators
+    // are rescaled and P(t) packed only once it is done (its A fragments are P(t-1)'s registers).
+    cb.line("// The tiles this warpgroup's rows see (later ones are only released).");
+    cb.line(
+        "const int n_mine = " +
+        (p.causal_skip ? "min(n_tiles, wg_last / " + num(BKV) + " + 1)" : std::string("n_tiles")) +
+        ";");
+    cb.line("unsigned pa[" + num(BKV / 16) + "][4];");
+  }
+
+  void release(Body& at, const std::string& stage) const {
     at.line("__syncwarp();");
     at.line("if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
             free_at(stage) + ") : \"memory\");");
-  };
-  auto issue_pv = [&](Body& at, const std::string& stage, const std::string& parity) {
+  }
+
+  void issue_pv(Body& at, const std::string& stage, const std::string& parity) const {
     at.line("const unsigned v_tile = emmy_base + " + num(v_off) + "u + (unsigned)(" + stage +
             ") * " + num(v_stage) + "u;");
     at.line("#pragma unroll");
@@ -477,13 +574,11 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     at.line("  " + wgmma(ty, Dv, "o", "pa[kb]", true));
     at.line("}");
     at.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
-  };
-  // The warpgroup's previous tile: t - SPLIT.
-  auto prev_stage = "(it0 + t - " + num(SPLIT) + ") % " + num(STAGES),
-       prev_parity = "(unsigned)((it0 + t - " + num(SPLIT) + ") / " + num(STAGES) + ") & 1u";
-  // The first tile has no earlier P V to overlap; wgmma must not sit on a divergent path (ptxas
-  // would serialize every one of them), so it is peeled rather than tested for.
-  auto emit_tile = [&](Body& kv, bool first) {
+  }
+
+  // S(t) = Q K(t)^T, and (but for the first tile) O += P(t-1) V(t-1) issued behind it.
+  void tile_scores(Body& kv, bool first) const {
+    const std::string prev_stage = previous_stage(), prev_parity = previous_parity();
     kv.line("const int s = (it0 + t) % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
     kv.line("const unsigned parity = (unsigned)((it0 + t) / " + num(STAGES) + ") & 1u;");
     kv.line("emmy_wait(" + full_k("s") + ", parity);");
@@ -513,8 +608,11 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     } else {
       kv.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
     }
-    // The score chain: on tiles crossing the diagonal or the ends with the mask and bounds, on the
-    // others without (the causal mask is then true everywhere).
+  }
+
+  // The score chain: on tiles crossing the diagonal or the ends with the mask and bounds, on the
+  // others without (the causal mask is then true everywhere).
+  void score_chain(Body& kv) const {
     const ir::ValueId chain_end = g.node(p.match.softmax).inputs.at(0);
     auto chain = [&](bool edge, Body& loops) {
       ExprGen e(g);
@@ -546,7 +644,12 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     chain(false, inside);
     kv.block("if (" + edge + ")", on_edge);
     kv.block("else", inside);
-    // Online softmax in base 2: rows grp and grp + 8, each spread over the 4 threads of a quad.
+  }
+
+  // Online softmax in base 2: rows grp and grp + 8, each spread over the 4 threads of a quad;
+  // then the accumulators rescaled and P(t) packed as the A fragments of the next P V.
+  void tile_softmax(Body& kv, bool first) const {
+    const std::string prev_stage = previous_stage(), prev_parity = previous_parity();
     kv.line("float corr[2];");
     kv.line("#pragma unroll");
     kv.line("for (int h = 0; h < 2; ++h) {");
@@ -590,59 +693,73 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
     kv.line("  pa[kb][2] = emmy_pack(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);");
     kv.line("  pa[kb][3] = emmy_pack(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);");
     kv.line("}");
-  };
-  // The warpgroup's tiles: part, part + SPLIT, ...; t ends as the first of them past n_mine.
-  cb.line("int t = part;");
-  {
-    Body mine(cb);
-    {
-      Body kv(mine);
-      emit_tile(kv, true);
-      mine.block("for (const int t_first = t; t == t_first; t += " + num(SPLIT) + ")", kv);
-    }
-    {
-      Body kv(mine);
-      emit_tile(kv, false);
-      mine.block("for (; t < n_mine; t += " + num(SPLIT) + ")", kv);
-    }
-    if (persistent && !staged) {
-      mine.line("// Every S of this item is complete: the producer may copy the next query tile.");
-      mine.line("__syncwarp();");
-      mine.line(
-          "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
-          q_free + ") : \"memory\");");
-    }
-    {
-      Body last(mine);
-      last.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
-      last.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
-      issue_pv(last, prev_stage, prev_parity);
-      last.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
-      release(last, prev_stage);
-      mine.line("// The last tile's P V (t is the first of the warpgroup's tiles past n_mine).");
-      mine.block("", last);
-    }
-    cb.line("// Every warpgroup has a tile (kv_end >= 1) but for a split's later parts.");
-    cb.block(SPLIT > 1 ? "if (part < n_mine)" : "", mine);
-  }
-  if (p.causal_skip) {
-    Body skip(cb);
-    skip.line("const int s = (it0 + t) % " + num(STAGES) + ";");
-    skip.line("const unsigned parity = (unsigned)((it0 + t) / " + num(STAGES) + ") & 1u;");
-    skip.line("emmy_wait(" + full_k("s") + ", parity);");
-    skip.line("emmy_wait(" + full_v("s") + ", parity);");
-    release(skip, "s");
-    cb.line(
-        "// Tiles no row of this warpgroup sees: only released, once landed (each warp arrives on "
-        "a");
-    cb.line("// stage's barrier once per round, in order).");
-    cb.block("for (; t < n_tiles; t += " + num(SPLIT) + ")", skip);
   }
 
-  if (SPLIT > 1) {
-    // The split's parts merge: the second hands its running max, partial sums and accumulators
-    // to the first through the ring (free once both are past their tiles: every tile was waited
-    // for, so no copy is in flight), element-major so that each access is one coalesced row.
+  // The first tile has no earlier P V to overlap; wgmma must not sit on a divergent path (ptxas
+  // would serialize every one of them), so it is peeled rather than tested for.
+  void emit_tile(Body& kv, bool first) const {
+    tile_scores(kv, first);
+    score_chain(kv);
+    tile_softmax(kv, first);
+  }
+
+  // The warpgroup's tiles: part, part + SPLIT, ...; t ends as the first of them past n_mine.
+  void consumer_tiles(Body& cb) const {
+    const std::string prev_stage = previous_stage(), prev_parity = previous_parity();
+    cb.line("int t = part;");
+    {
+      Body mine(cb);
+      {
+        Body kv(mine);
+        emit_tile(kv, true);
+        mine.block("for (const int t_first = t; t == t_first; t += " + num(SPLIT) + ")", kv);
+      }
+      {
+        Body kv(mine);
+        emit_tile(kv, false);
+        mine.block("for (; t < n_mine; t += " + num(SPLIT) + ")", kv);
+      }
+      if (persistent && !staged) {
+        mine.line(
+            "// Every S of this item is complete: the producer may copy the next query tile.");
+        mine.line("__syncwarp();");
+        mine.line(
+            "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
+            q_free + ") : \"memory\");");
+      }
+      {
+        Body last(mine);
+        last.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
+        last.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
+        issue_pv(last, prev_stage, prev_parity);
+        last.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+        release(last, prev_stage);
+        mine.line("// The last tile's P V (t is the first of the warpgroup's tiles past n_mine).");
+        mine.block("", last);
+      }
+      cb.line("// Every warpgroup has a tile (kv_end >= 1) but for a split's later parts.");
+      cb.block(SPLIT > 1 ? "if (part < n_mine)" : "", mine);
+    }
+    if (p.causal_skip) {
+      Body skip(cb);
+      skip.line("const int s = (it0 + t) % " + num(STAGES) + ";");
+      skip.line("const unsigned parity = (unsigned)((it0 + t) / " + num(STAGES) + ") & 1u;");
+      skip.line("emmy_wait(" + full_k("s") + ", parity);");
+      skip.line("emmy_wait(" + full_v("s") + ", parity);");
+      release(skip, "s");
+      cb.line(
+          "// Tiles no row of this warpgroup sees: only released, once landed (each warp arrives "
+          "on "
+          "a");
+      cb.line("// stage's barrier once per round, in order).");
+      cb.block("for (; t < n_tiles; t += " + num(SPLIT) + ")", skip);
+    }
+  }
+
+  // The split's parts merge: the second hands its running max, partial sums and accumulators
+  // to the first through the ring (free once both are past their tiles: every tile was waited
+  // for, so no copy is in flight), element-major so that each access is one coalesced row.
+  void merge_split(Body& cb) const {
     cb.line("// Both parts are past the ring: the second one's partial result goes through it.");
     cb.line("asm volatile(\"bar.sync 1, " + num(CW * 32) + ";\" ::: \"memory\");");
     cb.line(
@@ -682,100 +799,116 @@ void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const Kn
   }
 
   // Normalise and store.
-  cb.line("float inv[2];");
-  cb.line("#pragma unroll");
-  cb.line("for (int h = 0; h < 2; ++h) {");
-  cb.line("  float l = lrow[h];");
-  cb.line("  l += __shfl_xor_sync(0xffffffffu, l, 1);");
-  cb.line("  l += __shfl_xor_sync(0xffffffffu, l, 2);");
-  cb.line("  inv[h] = 1.f / l;");
-  cb.line("}");
-  // The result's rows are contiguous runs of Dv elements in the output (o_proj's order keeps the
-  // head dim innermost): the warpgroup then writes its 64 rows through its query buffer (read for
-  // the last time: every S of the item is complete) and copies them out in 16-byte pieces, where
-  // storing from the fragments (8 rows x 4 threads x 2 bytes per instruction) used a quarter of
-  // each 32-byte sector it sent and 64 store instructions per thread. A persistent block with one
-  // query buffer keeps the direct stores: the next item's query tile is copied into it already.
-  if (staged) {
-    note += " O:smem-16B";
-    ExprGen e(g);
-    bind_inputs(e, m);
-    bind_causal_masks(e);
-    // Each warpgroup's 64 rows in its own part of the buffer (Dv <= D: they fit).
-    const std::string stage = "emmy_base + (unsigned)qb * " + num(q_bytes) +
-                              "u + (unsigned)rows * " + num(64 * Dv * 2) + "u";
-    cb.line("// The item's rows, 16-bit, into its query buffer: row lr at lr * " + num(Dv * 2) +
-            " bytes, 16-byte chunk c at (c ^ (lr & 7)) * 16 (the fragment writes of one");
-    cb.line("// instruction, 8 rows of one chunk, then fall on 8 distinct bank groups).");
-    Body st(cb);
-    st.line("const long long gm = r_lo + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
-    st.line("const int lr = (warp & 3) * 16 + grp + (q >> 1) * 8;");
-    stage_output(e, p, "o[n][q] * inv[q >> 1]",
-                 stage + " + (unsigned)lr * " + num(Dv * 2) +
-                     "u + ((unsigned)(n ^ (lr & 7)) << 4) + (unsigned)(tig * 4 + (q & 1) * 2)",
-                 st);
-    // Another warpgroup's rows of the query tile share the buffer: every consumer (but a split's
-    // second part, gone) must be past its last product before any writes into it.
-    cb.line("asm volatile(\"bar.sync 3, " + num(SPLIT > 1 ? 128 : CW * 32) +
-            ";\" ::: \"memory\");  // every consumer warp is past its last product");
+  void normalise_and_store(Body& cb) {
+    const std::string row_off = row_offset();
+    cb.line("float inv[2];");
     cb.line("#pragma unroll");
-    cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
-    cb.line("  #pragma unroll");
-    cb.block("  for (int q = 0; q < 4; ++q)", st);
-    cb.line(
-        "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(4 + rows) : \"memory\");  // the warpgroup's "
-        "rows are staged");
-    Body out(cb);
-    out.line("const int lr = i / " + num(NV) + ", c = i % " + num(NV) + ";");
-    out.line("const long long gm = q0 + " + row_off + "lr, gd = c * 8;");
-    Body row(out);
-    row.line("unsigned r0, r1, r2, r3;");
-    row.line(
-        "asm volatile(\"ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), "
-        "\"=r\"(r2), \"=r\"(r3) : \"r\"(" +
-        stage + " + (unsigned)lr * " + num(Dv * 2) +
-        "u + ((unsigned)(c ^ (lr & 7)) << 4)) : \"memory\");");
-    // One 16-byte store, written out: through a uint4 pointer NVRTC's front end emits four 4-byte
-    // stores (it does not assume the vector type's alignment).
-    row.line("asm volatile(\"st.global.v4.u32 [%0], {%1, %2, %3, %4};\" :: \"l\"(&" +
-             staged_output_element(g, m, p) +
-             "), \"r\"(r0), \"r\"(r1), \"r\"(r2), \"r\"(r3) : \"memory\");");
-    out.block("if (gm < " + num(p.Sq) + "LL)", row);
-    cb.block("for (int i = threadIdx.x & 127; i < " + num(64 * NV) + "; i += 128)", out);
-    if (persistent) {
+    cb.line("for (int h = 0; h < 2; ++h) {");
+    cb.line("  float l = lrow[h];");
+    cb.line("  l += __shfl_xor_sync(0xffffffffu, l, 1);");
+    cb.line("  l += __shfl_xor_sync(0xffffffffu, l, 2);");
+    cb.line("  inv[h] = 1.f / l;");
+    cb.line("}");
+    // The result's rows are contiguous runs of Dv elements in the output (o_proj's order keeps the
+    // head dim innermost): the warpgroup then writes its 64 rows through its query buffer (read for
+    // the last time: every S of the item is complete) and copies them out in 16-byte pieces, where
+    // storing from the fragments (8 rows x 4 threads x 2 bytes per instruction) used a quarter of
+    // each 32-byte sector it sent and 64 store instructions per thread. A persistent block with one
+    // query buffer keeps the direct stores: the next item's query tile is copied into it already.
+    if (staged) {
+      note += " O:smem-16B";
+      ExprGen e(g);
+      bind_inputs(e, m);
+      bind_causal_masks(e);
+      // Each warpgroup's 64 rows in its own part of the buffer (Dv <= D: they fit).
+      const std::string stage = "emmy_base + (unsigned)qb * " + num(q_bytes) +
+                                "u + (unsigned)rows * " + num(64 * Dv * 2) + "u";
+      cb.line("// The item's rows, 16-bit, into its query buffer: row lr at lr * " + num(Dv * 2) +
+              " bytes, 16-byte chunk c at (c ^ (lr & 7)) * 16 (the fragment writes of one");
+      cb.line("// instruction, 8 rows of one chunk, then fall on 8 distinct bank groups).");
+      Body st(cb);
+      st.line("const long long gm = r_lo + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
+      st.line("const int lr = (warp & 3) * 16 + grp + (q >> 1) * 8;");
+      stage_output(e, p, "o[n][q] * inv[q >> 1]",
+                   stage + " + (unsigned)lr * " + num(Dv * 2) +
+                       "u + ((unsigned)(n ^ (lr & 7)) << 4) + (unsigned)(tig * 4 + (q & 1) * 2)",
+                   st);
+      // Another warpgroup's rows of the query tile share the buffer: every consumer (but a split's
+      // second part, gone) must be past its last product before any writes into it.
+      cb.line("asm volatile(\"bar.sync 3, " + num(SPLIT > 1 ? 128 : CW * 32) +
+              ";\" ::: \"memory\");  // every consumer warp is past its last product");
+      cb.line("#pragma unroll");
+      cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
+      cb.line("  #pragma unroll");
+      cb.block("  for (int q = 0; q < 4; ++q)", st);
       cb.line(
-          "// The staged rows are read: the producer may copy a later query tile into this "
-          "buffer.");
-      cb.line("__syncwarp();");
-      cb.line("if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
-              q_free + ") : \"memory\");");
+          "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(4 + rows) : \"memory\");  // the "
+          "warpgroup's "
+          "rows are staged");
+      Body out(cb);
+      out.line("const int lr = i / " + num(NV) + ", c = i % " + num(NV) + ";");
+      out.line("const long long gm = q0 + " + row_off + "lr, gd = c * 8;");
+      Body row(out);
+      row.line("unsigned r0, r1, r2, r3;");
+      row.line(
+          "asm volatile(\"ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), "
+          "\"=r\"(r2), \"=r\"(r3) : \"r\"(" +
+          stage + " + (unsigned)lr * " + num(Dv * 2) +
+          "u + ((unsigned)(c ^ (lr & 7)) << 4)) : \"memory\");");
+      // One 16-byte store, written out: through a uint4 pointer NVRTC's front end emits four 4-byte
+      // stores (it does not assume the vector type's alignment).
+      row.line("asm volatile(\"st.global.v4.u32 [%0], {%1, %2, %3, %4};\" :: \"l\"(&" +
+               staged_output_element(g, m, p) +
+               "), \"r\"(r0), \"r\"(r1), \"r\"(r2), \"r\"(r3) : \"memory\");");
+      out.block("if (gm < " + num(p.Sq) + "LL)", row);
+      cb.block("for (int i = threadIdx.x & 127; i < " + num(64 * NV) + "; i += 128)", out);
+      if (persistent) {
+        cb.line(
+            "// The staged rows are read: the producer may copy a later query tile into this "
+            "buffer.");
+        cb.line("__syncwarp();");
+        cb.line(
+            "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
+            q_free + ") : \"memory\");");
+      }
+    } else {
+      ExprGen e(g);
+      bind_inputs(e, m);
+      bind_causal_masks(e);
+      Body st(cb);
+      st.line("const long long gm = r_lo + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
+      store_outputs(e, m, p, fused, scratch, "o[n][q] * inv[q >> 1]", st);
+      cb.line("#pragma unroll");
+      cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
+      cb.line("  #pragma unroll");
+      cb.block("  for (int q = 0; q < 4; ++q)", st);
     }
-  } else {
-    ExprGen e(g);
-    bind_inputs(e, m);
-    bind_causal_masks(e);
-    Body st(cb);
-    st.line("const long long gm = r_lo + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
-    store_outputs(e, m, p, fused, scratch, "o[n][q] * inv[q >> 1]", st);
-    cb.line("#pragma unroll");
-    cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
-    cb.line("  #pragma unroll");
-    cb.block("  for (int q = 0; q < 4; ++q)", st);
   }
-  // Batch entries (heads) along x: blocks are handed to the SMs in x-fastest order, so every
-  // head's heaviest query tile (the causal diagonal's far end, y = 0) starts before any lighter
-  // one, longest first, instead of head 0's light tiles before head 15's heavy ones (which then
-  // ran alone at the end); and the query heads of a grouped-query key head run side by side,
-  // reading the same key/value tiles through L2.
-  cb.line("it0 += n_tiles;");
-  b.line("int it0 = 0;  // the ring's count of tiles before this item");
-  b.block(work_loop, cb);
-  int64_t grid[3] = {NZ, NQ, 1};
-  if (persistent) {
-    grid[0] = persistent_blocks;
-    grid[1] = 1;
+
+  // With two heads, `rows` picks the head (the same query rows of each); else 64 more rows.
+  std::string row_offset() const { return HR > 1 ? "" : "rows * 64 + "; }
+  // The warpgroup's previous tile: t - SPLIT.
+  std::string previous_stage() const { return "(it0 + t - " + num(SPLIT) + ") % " + num(STAGES); }
+  std::string previous_parity() const {
+    return "(unsigned)((it0 + t - " + num(SPLIT) + ") / " + num(STAGES) + ") & 1u";
   }
-  m.add_kernel("emmy_attention", grid, T, b.code(), smem);
+
+  const ir::Graph& g;
+  ModuleBuilder& m;
+  const Parts& p;
+  const std::vector<bool>& fused;
+  const std::string& scratch;
+  std::string& note;
+  Body b{1};
+};
+
+}  // namespace
+
+void wgmma_kernel(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const KnobValues& knobs,
+                  const std::vector<bool>& fused, const std::string& scratch, std::string& note) {
+  const WgmmaPlan plan = plan_wgmma(g, m, p, knobs, fused, scratch);
+  note = plan.note;
+  WgmmaKernel(plan, g, m, p, fused, scratch, note).emit();
 }
 
 }  // namespace emmy::cuda::attention

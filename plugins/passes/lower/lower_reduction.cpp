@@ -1,4 +1,5 @@
-// Lowering pass for the "reduction" template (see common/lowering.hpp and emmy/templates.hpp).
+// Lowering pass for the "reduction" template (see common/lowering.hpp and emmy/templates.hpp); one
+// plugin of the lowering library (library.cpp).
 #include "common/lowering.hpp"
 #include "emmy/plugin.hpp"
 
@@ -12,4 +13,4 @@ class LowerReduction final : public emmy::passes::LoweringPass {
 
 }  // namespace
 
-EMMY_PLUGIN(LowerReduction)
+EMMY_PLUGIN_ENTRY(LowerReduction, lower_reduction_entry)

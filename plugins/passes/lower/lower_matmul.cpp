@@ -1,4 +1,5 @@
-// Lowering pass for the "matmul" template (see common/lowering.hpp and emmy/templates.hpp).
+// Lowering pass for the "matmul" template (see common/lowering.hpp and emmy/templates.hpp); one
+// plugin of the lowering library (library.cpp).
 #include "common/lowering.hpp"
 #include "emmy/plugin.hpp"
 
@@ -12,4 +13,4 @@ class LowerMatmul final : public emmy::passes::LoweringPass {
 
 }  // namespace
 
-EMMY_PLUGIN(LowerMatmul)
+EMMY_PLUGIN_ENTRY(LowerMatmul, lower_matmul_entry)

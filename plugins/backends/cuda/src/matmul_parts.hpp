@@ -1,0 +1,139 @@
+// The matmul template (tmpl_matmul.cpp) in its three steps:
+//   match  does the kernel hold one product the template takes (else Unsupported, saying why);
+//   plan   what the knobs and the kernel decide: the tile, which path, the operands' layouts
+//          (a configuration the template cannot take is refused here: KnobRefused);
+//   emit   the module's text from the plan, one file per path (matmul_mma_sync.cpp,
+//          matmul_simt.cpp, and the Hopper path: tmpl_matmul.cpp around the main loop of
+//          tmpl_matmul_wgmma.cpp), the epilogue shared.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "expr.hpp"
+#include "matmul_wgmma.hpp"
+#include "module.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda::matmul {
+
+// ---- match ----
+
+// The kernel's one product (linear, matmul or bmm) and its sizes.
+struct Match {
+  ir::ValueId mm = -1;
+  bool linear = false;  // a linear's weight is [N, K]; a matmul's B is [K, N]
+  int64_t M = 0, N = 0, K = 0;
+  ir::Shape batch_shape;  // the product's batch dims (none for a linear: all leading dims are M)
+  int64_t batch = 1;
+};
+
+// Throws Unsupported ("matmul: ...") for a kernel the template does not take.
+Match match(const ir::Graph& g);
+
+// ---- plan ----
+
+enum class Path {
+  wgmma,     // Hopper: TMA + wgmma (knob wgmma=1)
+  mma_sync,  // tensor cores m16n8k16 (bf16/f16, the warps tile the block)
+  simt,      // f32 FMAs, each thread a micro-tile
+};
+
+struct Plan {
+  int64_t BM = 0, BN = 0, BK = 0;  // tile_m, tile_n, tile_k
+  int64_t W = 0, T = 0;            // warps, threads
+  int64_t stages = 1;
+  bool use_wgmma = false;
+  ir::DType a_t = ir::DType::f32, b_t = ir::DType::f32;
+  bool sixteen = false;  // both operands bf16, or both f16
+  int64_t WM = 0;        // tensor cores: warps along M (0: they do not tile the block)
+  // SIMT: each thread a TM x TN micro-tile of the block tile, the threads an SX (over n) x SY
+  // (over m) grid; simt_ok when the tile splits so.
+  int64_t TM = 1, TN = 1, SX = 1, SY = 1;
+  bool simt_ok = false;
+  Path path = Path::simt;
+  int64_t static_smem = 0;  // bytes of static shared memory (the one-stage paths)
+};
+
+// Throws KnobRefused for a path the knobs ask and the kernel cannot take (checked before any
+// text is written; the operands' layouts are checked by the path's own plan below).
+Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs);
+
+// An operand of the product as [batch?, rows, cols] over a kernel input's buffer, `cols` the
+// dim copied in 16-byte runs: its innermost factor has stride 1 and a size that is a multiple
+// of 8, and every other stride is a multiple of 8 elements, so every run of 8 starting at a
+// multiple of 8 is contiguous and 16-byte aligned (kernel inputs are 16-byte aligned).
+struct ChunkedOperand {
+  ir::ValueId source = -1;
+  StridedDim batch, rows, cols;  // batch empty: one matrix shared by every batch
+  bool swapped = false;          // rows and cols exchanged (the operand's C dim is `rows`)
+  // Anything but a plain row-major matrix (per batch): reads go through strided offsets.
+  bool strided() const;
+};
+
+// v (the operand: [batch..., R, C], or [R, C] shared by every batch) as a ChunkedOperand with
+// cols = C, or with rows and cols exchanged when `may_swap` and only R has 16-byte runs.
+bool chunked_operand(const ir::Graph& g, ir::ValueId v, int64_t batch, int64_t R, int64_t C,
+                     bool may_swap, ChunkedOperand& out, std::string& why);
+// The pointer name of the kernel input that is value v, or "" when v is not a kernel input.
+std::string input_pointer(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v);
+
+// The Hopper path's operands, both read by TMA with K contiguous; throws KnobRefused.
+struct WgmmaOperands {
+  TmaOperand a, b;
+};
+WgmmaOperands plan_wgmma_operands(const ir::Graph& g, const ModuleBuilder& m, const Match& mt);
+
+// The tensor-core path's warp grid and how it reads each operand: raw 16-byte copies of a plain
+// row-major kernel input (*_contig), runs of a strided view (ao/bo, a_ok/b_ok), or element by
+// element through the index chain.
+struct MmaOperands {
+  int64_t WN = 0, MI = 0, NI = 0, LD = 0;  // warps along N; m16 / n8 fragments per warp; smem row
+  std::string ty, conv;                    // "bf16"/"f16" and the f32 -> 16-bit conversion
+  std::string a_ptr, b_ptr;                // the operands' kernel inputs ("" when not one)
+  bool a_contig = false, b_contig_k = false, b_contig_n = false;
+  std::string a_base, b_base;  // their batch offsets
+  ChunkedOperand ao, bo;
+  bool a_ok = false, b_ok = false;
+  std::string why_a, why_b;  // why an operand has no 16-byte runs
+};
+// Throws KnobRefused when stages > 1 and an operand has no 16-byte runs (the cp.async ring).
+MmaOperands plan_mma_operands(const ir::Graph& g, const ModuleBuilder& m, const Match& mt,
+                              const Plan& pl);
+
+// ---- emit ----
+
+// The module being written: the main kernel's body `b`, what the launch needs, and the outputs
+// the epilogue stores (those not elementwise in the product come from a second kernel reading
+// the product from scratch `product_buf`).
+class Kernel {
+ public:
+  Kernel(const ir::Graph& g, const Match& mt, const Plan& pl);
+
+  // The output index of the product at (bz, mrow, ncol), as expressions.
+  Index out_index(const std::string& mrow, const std::string& ncol) const;
+  // The epilogue: `heads` are nested loop heads over a thread's results, `coords` declares gm and
+  // gn for one result, `acc` names it. With `acc_next`, each result is a pair: `acc` at column gn
+  // (even) and `acc_next` at gn + 1, stored together (N is even, so both are inside or neither).
+  void epilogue(Body& b, const std::vector<std::string>& heads, const std::string& coords,
+                const std::string& acc, const std::string& acc_next = "");
+
+  const ir::Graph& g;
+  const ir::Node& p;  // the product
+  const Match& mt;
+  const Plan& pl;
+  ModuleBuilder m;
+  ExprGen e;
+  std::vector<size_t> unfused;  // outputs the epilogue does not store
+  std::string product_buf;
+  Body b{1};
+  int64_t dynamic_smem = 0;
+  std::string note;  // the path's summary, after the knobs in the module's first line
+};
+
+void emit_wgmma(Kernel& k);
+void emit_mma_sync(Kernel& k);
+void emit_simt(Kernel& k);
+
+}  // namespace emmy::cuda::matmul

@@ -1,0 +1,45 @@
+// The reduction template (tmpl_reduction.cpp) in its three steps:
+//   match  the kernel's row reductions (softmax, mean, sum, amax over the last dim), else
+//          Unsupported saying why;
+//   plan   fused (rows in registers, reduction_fused.cpp) or two passes, with the relabelling of
+//          the rows each output needs; knob values the kernel cannot take are refused here
+//          (KnobRefused), never generated wrong;
+//   emit   the text of the path the plan chose.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "expr.hpp"
+#include "templates.hpp"
+
+namespace emmy::cuda::reduction {
+
+struct Match {
+  std::vector<ir::ValueId> reductions;  // in graph order
+  int64_t row_len = -1;                 // the reduced (last) dim, the same for all
+};
+
+// Throws Unsupported for a kernel that is not row reductions with pointwise work around them.
+Match match(const ir::Graph& g);
+
+struct Plan {
+  int64_t block = 256;
+  int64_t vec = 1;
+  bool row_warp = false;
+  bool fused = false;
+  // Fused: per output, the row dim each of its leading dims runs over (a relabelling of the rows).
+  std::vector<std::vector<int64_t>> output_row_dims;
+};
+
+// Throws KnobRefused for vec not dividing the row, or vec / row_warp where only two passes work.
+Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs);
+
+// Block-wide combine of `acc` (float) into every thread; `op` is "sum" or "max".
+void block_combine(Body& b, const std::string& acc, const std::string& op);
+
+std::string emit_fused(const ir::Graph& g, const Match& mt, const Plan& pl);
+std::string emit_two_pass(const ir::Graph& g, const Match& mt, const Plan& pl);
+
+}  // namespace emmy::cuda::reduction
