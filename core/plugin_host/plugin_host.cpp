@@ -103,8 +103,9 @@ std::shared_ptr<void> PluginHost::make(std::string_view name, std::string_view k
                                 "creating its object", nullptr};
   void* object = nullptr;
   {
+    const PluginContextView context(context_);
     ActivityScope scope(creating);
-    object = info.create(text.c_str(), error.data(), error.size());
+    object = info.create(text.c_str(), context.get(), error.data(), error.size());
   }
   if (!object) {
     error.back() = '\0';  // whatever the plugin wrote, the message ends inside the buffer

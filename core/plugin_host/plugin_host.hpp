@@ -16,6 +16,7 @@
 
 #include "emmy/plugin.hpp"
 #include "plugin_host/discovery.hpp"
+#include "plugin_host/plugin_context.hpp"
 #include "plugin_host/plugin_record.hpp"
 
 namespace emmy {
@@ -24,6 +25,11 @@ class PluginHost {
  public:
   // Replaces what was discovered before with what `paths` hold (see discover_plugins).
   void discover(const std::vector<std::string>& paths);
+
+  // What every plugin made from now on is told (emmy/plugin_context.hpp): by default emmy's home,
+  // its cache folder and the environment of this process (plugin_context_from_environment).
+  void set_context(PluginContext context) { context_ = std::move(context); }
+  const PluginContext& context() const { return context_; }
 
   const std::vector<PluginRecord>& records() const { return found_.records; }
   const std::vector<SearchDir>& search_dirs() const { return found_.dirs; }
@@ -70,6 +76,7 @@ class PluginHost {
   const PluginRecord& select(std::string_view name, std::string_view kind) const;
 
   Discovery found_;
+  PluginContext context_ = plugin_context_from_environment();
 };
 
 }  // namespace emmy

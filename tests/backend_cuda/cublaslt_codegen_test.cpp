@@ -291,12 +291,12 @@ TEST(CublasLtWire, TheLibraryStepSurvivesTheWire) {
   LibraryStep step{"/x/libemmy_cublaslt.so", "emmy_cublaslt_step", render_gemm(g), {7, 0, 9, 4, 8}};
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  wire::Out o;
+  wire::Writer o;
   o.put(wire::kLaunchStep);
   wire::put_step(o, step);
   o.put(int64_t(4));
   ASSERT_TRUE(o.send(fds[0]));
-  wire::In in{fds[1]};
+  wire::Reader in{fds[1]};
   EXPECT_EQ(in.get<uint32_t>(), wire::kLaunchStep);
   LibraryStep r = wire::get_step(in);
   EXPECT_EQ(in.get<int64_t>(), 4);

@@ -26,7 +26,7 @@ class LoadedFrontend {
     if (info_->abi_version != EMMY_SDK_ABI_VERSION) throw std::runtime_error(path + ": ABI mismatch");
     if (info_->kind != EMMY_KIND_FRONTEND) throw std::runtime_error(path + " is not a frontend");
     char error[512] = {0};
-    void* object = info_->create("", error, sizeof error);
+    void* object = info_->create("", nullptr, error, sizeof error);
     if (!object) throw std::runtime_error(std::string("create failed: ") + error);
     frontend_ = static_cast<Frontend*>(object);
   }

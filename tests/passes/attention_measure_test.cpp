@@ -24,7 +24,7 @@ std::shared_ptr<emmy::Backend> load_cpu_backend(const std::string& cache_dir) {
   if (info->kind != EMMY_KIND_BACKEND) throw std::runtime_error(path + " is not a backend");
   std::string options = "cache_dir=" + cache_dir + "\n";
   char error[512] = {0};
-  void* object = info->create(options.c_str(), error, sizeof error);
+  void* object = info->create(options.c_str(), nullptr, error, sizeof error);
   if (!object) throw std::runtime_error(std::string("creating the cpu backend: ") + error);
   return std::shared_ptr<emmy::Backend>(static_cast<emmy::Backend*>(object),
                                         [info](emmy::Backend* b) { info->destroy(b); });

@@ -26,7 +26,7 @@ std::shared_ptr<Pass> load_pass(const std::string& name) {
   if (info->abi_version != EMMY_SDK_ABI_VERSION || info->kind != EMMY_KIND_PASS)
     throw std::runtime_error(path + " is not a pass plugin of this SDK");
   char error[512] = {0};
-  void* object = info->create("", error, sizeof error);
+  void* object = info->create("", nullptr, error, sizeof error);
   if (!object) throw std::runtime_error(std::string("creating pass ") + name + ": " + error);
   return std::shared_ptr<Pass>(static_cast<Pass*>(object), [info](Pass* p) { info->destroy(p); });
 }

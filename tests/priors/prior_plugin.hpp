@@ -42,8 +42,8 @@ inline PluginOptions with_defaults(const std::string& name, PluginOptions option
 inline std::shared_ptr<Prior> make_prior(const std::string& name, const PluginOptions& options = {}) {
   const EmmyPluginInfo& info = prior_plugin_info(name);
   char error[512] = {0};
-  void* object =
-      info.create(format_plugin_options(with_defaults(name, options)).c_str(), error, sizeof error);
+  void* object = info.create(format_plugin_options(with_defaults(name, options)).c_str(), nullptr,
+                             error, sizeof error);
   if (!object) throw std::runtime_error(error);
   auto destroy = info.destroy;
   return std::shared_ptr<Prior>(static_cast<Prior*>(object), [destroy](Prior* p) { destroy(p); });

@@ -27,6 +27,7 @@
 #include "emmy/frontend.hpp"
 #include "emmy/kernel_template.hpp"
 #include "emmy/pass.hpp"
+#include "emmy/plugin_context.hpp"
 #include "emmy/prior.hpp"
 
 // Bumped on any change to the entry struct or to a plugin interface's layout or virtual table.
@@ -35,7 +36,8 @@
 // 4: BackendCaps::constraints (knob combinations a template refuses whatever the kernel).
 // 5: MeasureRequest::end_to_end (a program timed as one, one cache flush per sample).
 // 6: template plugins: EMMY_KIND_TEMPLATE, emmy::KernelTemplate, Backend::add_template.
-// 7: EmmyPluginInfo::next (one library, several plugins: EMMY_PLUGIN_LIBRARY).
+// 7: EmmyPluginInfo::next (one library, several plugins: EMMY_PLUGIN_LIBRARY); create() takes
+//    the plugin context (home, cache folder, environment: emmy/plugin_context.hpp).
 #define EMMY_SDK_ABI_VERSION 7u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
@@ -55,10 +57,12 @@ struct EmmyPluginInfo {
   const char* name;
   const char* version;
   // Creates the plugin's object: an emmy::Frontend*, Pass*, Backend*, Prior* or KernelTemplate*
-  // (per `kind`),
-  // returned as void*. `options` holds "key=value" lines. On failure returns nullptr and writes a
-  // NUL-terminated message into `error` (capacity `error_size`).
-  void* (*create)(const char* options, char* error, size_t error_size);
+  // (per `kind`), returned as void*. `options` holds "key=value" lines; `context` is what the host
+  // tells every plugin (emmy/plugin_context.hpp; null: the empty context), valid during the call.
+  // On failure returns nullptr and writes a NUL-terminated message into `error` (capacity
+  // `error_size`).
+  void* (*create)(const char* options, const EmmyPluginContext* context, char* error,
+                  size_t error_size);
   // Destroys an object returned by `create`.
   void (*destroy)(void* object);
   // The library's next plugin, or nullptr (the last, or the only one). Every entry of the chain
@@ -123,11 +127,18 @@ inline void write_error(char* error, size_t size, const char* message) {
 
 // The object handed across is the interface pointer (not T*), so the host can static_cast the
 // void* back to the interface without knowing T.
+// A class with a constructor (const PluginOptions&, const PluginContext&) gets the host's context;
+// one with (const PluginOptions&) alone is created without it.
 template <typename T>
-void* create(const char* options, char* error, size_t error_size) noexcept {
+void* create(const char* options, const EmmyPluginContext* context, char* error,
+             size_t error_size) noexcept {
   try {
     using I = interface_of<T>;
-    I* object = new T(parse_plugin_options(options));
+    I* object = nullptr;
+    if constexpr (std::is_constructible_v<T, const PluginOptions&, const PluginContext&>)
+      object = new T(parse_plugin_options(options), PluginContext::from(context));
+    else
+      object = new T(parse_plugin_options(options));
     return static_cast<void*>(object);
   } catch (const std::exception& e) {
     write_error(error, error_size, e.what());
@@ -172,7 +183,8 @@ const EmmyPluginInfo* chain(EmmyPluginInfo (&entries)[N]) {
     return first;                                                                       \
   }
 
-// Defines the entry point for plugin class CLASS (constructible from emmy::PluginOptions).
+// Defines the entry point for plugin class CLASS (constructible from emmy::PluginOptions, and
+// optionally the emmy::PluginContext).
 // The name and version come from emmy_add_plugin(); the host includes this header too (for
 // EmmyPluginInfo) without them, so only a use of EMMY_PLUGIN without them is an error.
 #if !defined(EMMY_PLUGIN_NAME) || !defined(EMMY_PLUGIN_VERSION)

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   if (!h) return std::fprintf(stderr, "%s\n", dlerror()), 1;
   auto info = reinterpret_cast<EmmyPluginInfoFn>(dlsym(h, EMMY_PLUGIN_ENTRY_SYMBOL))();
   char error[512] = {0};
-  auto* frontend = static_cast<emmy::Frontend*>(info->create("", error, sizeof error));
+  auto* frontend = static_cast<emmy::Frontend*>(info->create("", nullptr, error, sizeof error));
   if (!frontend) return std::fprintf(stderr, "create: %s\n", error), 1;
   emmy::FrontendRequest r;
   if (argv[2][0] == '@') r.code = argv[2] + 1;

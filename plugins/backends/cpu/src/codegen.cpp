@@ -65,10 +65,9 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
 
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given) {
   static const BackendCaps caps = cpu_capabilities();
-  auto it = caps.templates.find(templ);
-  if (it == caps.templates.end()) throw Error("cpu backend: unknown kernel template '" + templ + "'");
+  const std::vector<KnobSpec>& specs = backend_support::declared_knobs(caps, templ, "cpu backend");
   KnobValues out;
-  for (const auto& spec : it->second) {
+  for (const auto& spec : specs) {
     double v = spec.values.at(0);
     auto g = given.find(spec.name);
     if (g != given.end()) v = g->second;
@@ -93,23 +92,23 @@ namespace {
 // checked (refused before it is asked), then its own unit or its refusal.
 KernelSource generate_plugin_kernel(KernelTemplate& plugin, const ir::Graph& g,
                                     const std::map<std::string, double>& given) {
-  const std::string name = plugin.name();
-  std::map<std::string, double> knobs;
-  for (const KnobSpec& spec : plugin.knobs()) {
-    auto it = given.find(spec.name);
-    knobs[spec.name] = it != given.end() ? it->second : spec.values.at(0);
-  }
-  if (const KnobConstraint* c = contradicted(plugin.constraints(), knobs))
-    throw KnobRefused(name + ": " + c->reason);
-  GeneratedKernel out;
-  std::string refusal;
-  Status s = plugin.generate(g, knobs, out, refusal);
-  if (!s.ok()) throw Error("template plugin '" + name + "' failed to generate: " + s.message());
-  if (!refusal.empty()) throw KnobRefused(name + ": " + refusal);
+  GeneratedKernel out = backend_support::generate_with_plugin(
+      plugin, g, given, /*check_declared=*/false, "cpu backend");
   if (out.source.find("emmy_kernel") == std::string::npos)
-    throw Error("template plugin '" + name + "' generated no emmy_kernel (its source: " +
-                out.source.substr(0, 200) + ")");
+    throw Error("template plugin '" + plugin.name() +
+                "' generated no emmy_kernel (its source: " + out.source.substr(0, 200) + ")");
   return KernelSource{out.source, {}, out.compile_flags, out.link_flags};
+}
+
+// The built-in templates that take knobs.
+const backend_support::TemplateTable& builtin_templates() {
+  static const backend_support::TemplateTable table{
+      {"pointwise", generate_pointwise},
+      {"reduction", generate_reduction},
+      {"matmul", generate_matmul},
+      {"attention", generate_attention},
+  };
+  return table;
 }
 
 // Every template this backend could build now, for the message refusing another one.
@@ -137,10 +136,11 @@ KernelSource generate_kernel(const ir::Slice& slice, const PluginTemplates& plug
   // A template nobody here knows (a plugin not installed, another backend's) is refused, never
   // built as something else: its time would be recorded under a name that did not run.
   if (!templ.empty() && !is_builtin_template(templ))
-    throw KnobRefused("the cpu backend has no kernel template '" + templ + "' (it has " +
-                      known_templates(plugins) + "; a template plugin must be on the plugin path)");
+    backend_support::refuse_unknown_template(
+        "cpu", templ,
+        " (it has " + known_templates(plugins) + "; a template plugin must be on the plugin path)");
   std::string source;
-  if (templ == "pointwise" || templ == "reduction" || templ == "matmul" || templ == "attention") {
+  if (const backend_support::Generator* generate = builtin_templates().find(templ)) {
     KnobValues knobs = resolve_knobs(templ, given);
     if (templ == "matmul") {
       std::map<std::string, double> values(knobs.begin(), knobs.end());
@@ -148,10 +148,7 @@ KernelSource generate_kernel(const ir::Slice& slice, const PluginTemplates& plug
         throw KnobRefused("matmul: " + why);
     }
     try {
-      if (templ == "pointwise") source = generate_pointwise(g, knobs);
-      else if (templ == "reduction") source = generate_reduction(g, knobs);
-      else if (templ == "matmul") source = generate_matmul(g, knobs);
-      else source = generate_attention(g, knobs);
+      source = (*generate)(g, knobs);
     } catch (const Unsupported& why) {
       templ = "fallback";
       source = "// " + std::string(kFellBackNote) + ": " + std::string(why.what()) + "\n" +

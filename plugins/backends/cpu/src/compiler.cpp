@@ -23,18 +23,6 @@ namespace emmy::cpu {
 
 namespace fs = std::filesystem;
 
-std::string content_hash(const std::string& text) {
-  uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
-  for (unsigned char c : text) {
-    h1 = (h1 ^ c) * 0x100000001b3ull;
-    h2 = (h2 ^ (c + 0x9e)) * 0x100000001b3ull;
-  }
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h1),
-                static_cast<unsigned long long>(h2));
-  return buf;
-}
-
 int run_capture(const std::vector<std::string>& argv, std::string& output) {
   // The output goes to a private file (no pipe to drain while waiting; thread-safe). mkostemp
   // creates it with a name nobody can predict, exclusively (a link planted in the shared temp
@@ -82,36 +70,14 @@ int run_capture(const std::vector<std::string>& argv, std::string& output) {
 }
 
 Compiler::Compiler(std::string cache_dir, std::string compiler)
-    : cache_dir_(std::move(cache_dir)), compiler_(std::move(compiler)) {
-  if (compiler_.empty()) {
-    const char* cxx = std::getenv("CXX");
-    compiler_ = cxx && *cxx ? cxx : "c++";
-  }
-  std::error_code ec;
-  fs::create_directories(cache_dir_, ec);
-  if (ec) throw Error("cpu backend: cannot create cache directory " + cache_dir_ + ": " + ec.message());
-  remove_stale_temporaries(cache_dir_);
-}
-
-// A build writes <key>.<pid>-<thread>.cpp/.so and renames them into place; a process killed
-// meanwhile leaves them behind. Those of processes that no longer exist are removed (a live
-// process's are its builds in progress).
-void remove_stale_temporaries(const std::string& cache_dir) {
-  std::error_code ec;
-  for (fs::directory_iterator it(cache_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const std::string ext = it->path().extension().string();
-    if (ext != ".cpp" && ext != ".so") continue;
-    const size_t dot = name.find('.'), dash = name.find('-', dot == std::string::npos ? 0 : dot);
-    if (dot == std::string::npos || dash == std::string::npos || dash == dot + 1) continue;
-    const std::string pid_text = name.substr(dot + 1, dash - dot - 1);
-    if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
-      std::error_code rm;
-      fs::remove(it->path(), rm);
-    }
-  }
+    : cache_(std::move(cache_dir)), compiler_(std::move(compiler)) {
+  if (compiler_.empty()) compiler_ = "c++";
+  std::string error;
+  if (!cache_.create(error))
+    throw Error("cpu backend: cannot create cache directory " + cache_.dir() + ": " + error);
+  // A build writes <key>.<pid>-<thread>.cpp/.so and renames them into place; a process killed
+  // meanwhile leaves them behind.
+  cache_.remove_stale_temporaries();
 }
 
 std::vector<std::string> Compiler::flags(Regime regime) {
@@ -150,26 +116,24 @@ CompileResult Compiler::compile(const KernelSource& kernel, Regime regime) const
   for (const auto& f : kernel.link_flags) key_text += "link " + f + " ";
   key_text += "\n" + source;
   for (const auto& u : kernel.units) key_text += "\n// unit\n" + u;
-  const std::string key = content_hash(key_text);
-  const fs::path so = fs::path(cache_dir_) / (key + ".so");
+  const std::string key = backend_support::content_hash(key_text, backend_support::kCpuHash);
+  const fs::path so = cache_.entry(key, ".so");
   r.library = so.string();
   std::error_code ec;
-  if (fs::exists(so, ec)) {
+  if (cache_.has(key, ".so")) {
     r.ok = true;
     r.cached = true;
     return r;
   }
-  std::ostringstream tag;
-  tag << ::getpid() << "-" << std::this_thread::get_id();
-  const fs::path src = fs::path(cache_dir_) / (key + ".cpp");
-  const fs::path tmp_src = fs::path(cache_dir_) / (key + "." + tag.str() + ".cpp");
-  const fs::path tmp_so = fs::path(cache_dir_) / (key + "." + tag.str() + ".so");
+  const fs::path src = cache_.entry(key, ".cpp");
+  const fs::path tmp_src = cache_.temporary(key, ".cpp");
+  const fs::path tmp_so = cache_.temporary(key, ".so");
   // Further units beside the main one, under the same temporary tag (removed with it when stale).
   std::vector<fs::path> tmp_units, units;
   for (size_t i = 0; i < kernel.units.size(); ++i) {
     const std::string suffix = ".u" + std::to_string(i + 1) + ".cpp";
-    tmp_units.push_back(fs::path(cache_dir_) / (key + "." + tag.str() + suffix));
-    units.push_back(fs::path(cache_dir_) / (key + suffix));
+    tmp_units.push_back(cache_.temporary(key, suffix));
+    units.push_back(cache_.entry(key, suffix));
   }
   auto write = [](const fs::path& path, const std::string& text) {
     std::ofstream out(path);
@@ -201,8 +165,9 @@ CompileResult Compiler::compile(const KernelSource& kernel, Regime regime) const
     fs::remove(tmp_so, ec);
     fs::remove(tmp_src, ec);
     throw Error("cpu backend: the compiler " + compiler_ + " did not finish: " +
-                (no_space ? std::string("no space left on device in ") + cache_dir_
-                 : r.log.empty() ? std::string("killed by a signal") : r.log.substr(0, 2000)));
+                (no_space        ? std::string("no space left on device in ") + cache_.dir()
+                 : r.log.empty() ? std::string("killed by a signal")
+                                 : r.log.substr(0, 2000)));
   }
   if (rc != 0) {
     fs::remove(tmp_so, ec);

@@ -1,12 +1,14 @@
-// Builds generated C++ into a shared object with the system compiler ($CXX, else c++), in a
-// content-addressed cache directory: the same source, flags and compiler give the same file, so
-// a repeated build is a lookup. Safe to call from several threads at once (each build writes to
-// a private temporary name and renames it into place).
+// Builds generated C++ into a shared object with the system compiler (the backend's compiler
+// option, else $CXX from the plugin context, else c++), in the backend support library's compile
+// cache (backend_support/compile_cache.hpp): the same source, flags and compiler give the same
+// file, so a repeated build is a lookup. Safe to call from several threads at once (each build
+// writes to a private temporary name and renames it into place).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "backend_support/compile_cache.hpp"
 #include "emmy/backend.hpp"
 #include "templates.hpp"
 
@@ -21,7 +23,7 @@ struct CompileResult {
 
 class Compiler {
  public:
-  // `cache_dir` is created if missing. `compiler` empty: $CXX, else "c++".
+  // `cache_dir` is created if missing. `compiler` empty: "c++".
   explicit Compiler(std::string cache_dir, std::string compiler = "");
 
   CompileResult compile(const std::string& source, Regime regime) const;
@@ -31,23 +33,17 @@ class Compiler {
   // The flags used for a regime (rank: -O1; deploy: -O3 -march=native).
   static std::vector<std::string> flags(Regime regime);
   const std::string& compiler() const { return compiler_; }
-  const std::string& cache_dir() const { return cache_dir_; }
+  const std::string& cache_dir() const { return cache_.dir(); }
   // First line of `<compiler> --version`.
   std::string version_line() const;
 
  private:
-  std::string cache_dir_;
+  backend_support::CompileCache cache_;
   std::string compiler_;
 };
 
 // Runs argv (argv[0] looked up in PATH), output (stdout+stderr) into `output`; returns the exit
 // status (-1 when it could not start or was killed by a signal).
 int run_capture(const std::vector<std::string>& argv, std::string& output);
-// Removes the build temporaries (<key>.<pid>-<thread>.cpp/.so) of processes that no longer exist
-// from a compile cache (Compiler's constructor calls it).
-void remove_stale_temporaries(const std::string& cache_dir);
-
-// 128-bit FNV-1a based content hash, as 32 hex digits.
-std::string content_hash(const std::string& text);
 
 }  // namespace emmy::cpu

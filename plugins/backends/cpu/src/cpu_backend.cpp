@@ -18,11 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string default_cache_dir() {
-  const char* home = std::getenv("EMMY_HOME");
-  if (home && *home) return (fs::path(home) / "cache" / "cpu").string();
-  const char* user = std::getenv("HOME");
-  if (user && *user) return (fs::path(user) / ".emmy" / "cache" / "cpu").string();
+std::string default_cache_dir(const PluginContext& context) {
+  if (!context.cache_dir().empty()) return (fs::path(context.cache_dir()) / "cpu").string();
   return (fs::temp_directory_path() / "emmy-cache-cpu").string();
 }
 
@@ -38,11 +35,10 @@ fs::path own_location() {
   return fs::read_symlink("/proc/self/exe", ec);
 }
 
-std::string find_worker(const PluginOptions& options) {
+std::string find_worker(const PluginOptions& options, const PluginContext& context) {
   auto it = options.find("worker");
   if (it != options.end() && !it->second.empty()) return it->second;
-  const char* env = std::getenv("EMMY_CPU_WORKER");
-  if (env && *env) return env;
+  if (std::string env = context.env("EMMY_CPU_WORKER"); !env.empty()) return env;
   fs::path dir = own_location().parent_path();
   // <prefix>/lib/emmy/plugins/libemmy_cpu.so -> <prefix>/libexec/emmy; <prefix>/bin/x -> the same.
   for (const fs::path& candidate : {dir / "../../../libexec/emmy/emmy-cpu-worker", dir / "../libexec/emmy/emmy-cpu-worker"}) {
@@ -103,9 +99,10 @@ std::vector<int> allowed_cpus() {
 
 }  // namespace
 
-CpuBackend::CpuBackend(const PluginOptions& options)
-    : compiler_(option_or(options, "cache_dir", default_cache_dir()), option_or(options, "compiler", "")),
-      worker_path_(find_worker(options)) {
+CpuBackend::CpuBackend(const PluginOptions& options, const PluginContext& context)
+    : compiler_(option_or(options, "cache_dir", default_cache_dir(context)),
+                option_or(options, "compiler", context.env("CXX"))),
+      worker_path_(find_worker(options, context)) {
   const std::string export_mode = option_or(options, "export", "0");
   if (export_mode != "0" && export_mode != "1")
     throw Error("cpu backend: export '" + export_mode + "' is not 0 or 1");

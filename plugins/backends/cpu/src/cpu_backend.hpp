@@ -1,7 +1,8 @@
 // emmy::Backend for the host CPU: generated C++ (templates.hpp) built by the system compiler
 // (compiler.hpp) and measured in an emmy-cpu-worker process (worker_process.hpp).
 //
-// Plugin options: cache_dir=PATH (default $EMMY_HOME/cache/cpu, EMMY_HOME defaulting to ~/.emmy),
+// Plugin options: cache_dir=PATH (default <the context's cache folder>/cpu, i.e.
+// $EMMY_HOME/cache/cpu, EMMY_HOME defaulting to ~/.emmy; a temporary folder without one),
 // worker=PATH (default $EMMY_CPU_WORKER, else <plugin dir>/../../../libexec/emmy/emmy-cpu-worker,
 // else <executable dir>/../libexec/emmy/emmy-cpu-worker), compiler=PATH (default $CXX, else c++),
 // workers=N (default 1): N worker processes measuring side by side, worker i pinned to its own
@@ -21,6 +22,7 @@
 
 #include "compiler.hpp"
 #include "emmy/backend.hpp"
+#include "emmy/plugin_context.hpp"
 #include "templates.hpp"
 #include "worker_process.hpp"
 
@@ -31,7 +33,9 @@ using PluginOptions = std::map<std::string, std::string>;
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(const PluginOptions& options = {});
+  // The environment variables above are `context`'s (the host's: emmy/plugin_context.hpp); the
+  // backend reads none of its own. An empty context: no cache folder, no environment.
+  explicit CpuBackend(const PluginOptions& options = {}, const PluginContext& context = {});
   ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }

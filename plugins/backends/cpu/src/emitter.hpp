@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_support/template_dispatch.hpp"
 #include "emmy/ir.hpp"
 #include "emmy/templates.hpp"
 
@@ -20,20 +21,14 @@ namespace emmy::cpu {
 
 using Idx = std::vector<std::string>;
 
-// Thrown by a template's generator when the kernel falls outside what that template handles;
-// the backend then generates the kernel with the fallback template instead.
-class Unsupported : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// The template cannot take these knob values whatever the kernel (a declared constraint,
-// BackendCaps::constraints), the kernel names a template this backend does not have, or a
-// template plugin refuses the kernel: build() reports FailureKind::refused, nothing is compiled.
-class KnobRefused : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Unsupported: thrown by a template's generator when the kernel falls outside what that
+// template handles; the backend then generates the kernel with the fallback template instead.
+// KnobRefused: the template cannot take these knob values whatever the kernel (a declared
+// constraint, BackendCaps::constraints), the kernel names a template this backend does not have,
+// or a template plugin refuses the kernel: build() reports FailureKind::refused, nothing is
+// compiled. Both backends' (backend_support/template_dispatch.hpp).
+using backend_support::KnobRefused;
+using backend_support::Unsupported;
 
 // A block of generated statements with the values already computed in it. Lookups see the
 // enclosing scopes too (their variables are visible in nested loops).

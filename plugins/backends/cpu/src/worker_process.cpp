@@ -2,10 +2,6 @@
 
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,65 +11,27 @@
 #include "emmy/status.hpp"
 #include "protocol.hpp"
 
-extern char** environ;
-
 namespace emmy::cpu {
 
 namespace proto = protocol;
 
-std::string signal_description(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  std::string s = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-  const char* what = strsignal(sig);
-  if (what) s += std::string(" (") + what + ")";
-  return s;
-}
-
 void WorkerProcess::spawn() {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw Error(std::string("cpu backend: socketpair failed: ") + std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, sv[1], 0);
-  posix_spawn_file_actions_adddup2(&actions, sv[1], 1);
-  char* argv[] = {const_cast<char*>(executable_.c_str()), nullptr};
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, executable_.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(sv[1]);
-  if (rc != 0) {
-    ::close(sv[0]);
-    throw Error("cpu backend: cannot start the measurement worker " + executable_ + ": " + std::strerror(rc) +
-                " (set EMMY_CPU_WORKER or the backend option worker=PATH)");
-  }
-  pid_ = pid;
-  fd_ = sv[0];
+  if (const int rc = process_.spawn("cpu backend"); rc != 0)
+    throw Error("cpu backend: cannot start the measurement worker " + process_.executable() + ": " +
+                std::strerror(rc) + " (set EMMY_CPU_WORKER or the backend option worker=PATH)");
   // Pinned before the first request: the worker loads a kernel (and its OpenMP threads, which
   // inherit the mask) only when asked to run one.
   if (!cpus_.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int c : cpus_) CPU_SET(c, &set);
-    if (::sched_setaffinity(pid, sizeof set, &set) != 0) {
+    if (::sched_setaffinity(process_.pid(), sizeof set, &set) != 0) {
       const int err = errno;
       stop();
       throw Error("cpu backend: cannot pin the measurement worker to its cores: " +
                   std::string(std::strerror(err)));
     }
   }
-}
-
-void WorkerProcess::stop() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  pid_ = -1;
 }
 
 void WorkerProcess::run(const std::string& library, const MeasureRequest& request,
@@ -92,8 +50,8 @@ void WorkerProcess::run(const std::string& library, const MeasureRequest& reques
 
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(std::max(0.001, request.timeout_s) * 1000));
-  proto::Reader r{fd_, &deadline};
-  bool sent = proto::write_all(fd_, w.bytes.data(), w.bytes.size(), /*socket=*/true);
+  proto::Reader r{process_.fd(), &deadline};
+  bool sent = w.send(process_.fd());
   uint32_t tag = sent ? r.get<uint32_t>() : 0;
   if (sent && r.ok && tag == proto::kReplyOk) {
     uint32_t n = r.get<uint32_t>();
@@ -101,7 +59,7 @@ void WorkerProcess::run(const std::string& library, const MeasureRequest& reques
     for (uint32_t i = 0; i < n && r.ok; ++i) result.samples_us.push_back(r.get<double>());
     uint32_t n_out = r.get<uint32_t>();
     result.outputs.tensors.assign(n_out, {});
-    for (uint32_t i = 0; i < n_out && r.ok; ++i) r.get_bytes(result.outputs.tensors[i]);
+    for (uint32_t i = 0; i < n_out && r.ok; ++i) result.outputs.tensors[i] = r.get_bytes();
     if (r.ok) {
       std::vector<double> s = result.samples_us;
       std::sort(s.begin(), s.end());
@@ -126,30 +84,22 @@ void WorkerProcess::run(const std::string& library, const MeasureRequest& reques
     stop();
     return;
   }
-  ::close(fd_);
-  fd_ = -1;
-  int status = 0;
-  pid_t got = 0;
   // The worker closed its end: it is exiting; give it a moment, then make sure.
-  for (int i = 0; i < 200 && (got = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i) ::usleep(10000);
-  if (got == 0) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
-  }
-  pid_ = -1;
+  const backend_support::WorkerExit exit = process_.reap(std::chrono::milliseconds(2000));
+  const bool known = exit.reaped && !exit.killed_after_grace;
   // Only a signal the kernel raises itself is the kernel's failure. The worker exiting with a
   // status (it could not start, or the protocol broke), or a signal sent from outside (kill -9,
   // Ctrl-C to the process group, the OOM killer), says nothing about the candidate.
-  if (got > 0 && WIFSIGNALED(status) && kernel_raised(WTERMSIG(status))) {
+  if (known && exit.signaled && kernel_raised(exit.signal)) {
     result.failure = FailureKind::runtime_fault;
-    result.message = "kernel crashed: " + signal_description(WTERMSIG(status));
+    result.message = "kernel crashed: " + signal_description(exit.signal);
     return;
   }
-  std::string why = "the measurement worker " + executable_ + " ";
-  if (got > 0 && WIFSIGNALED(status))
-    why += "was killed by " + signal_description(WTERMSIG(status)) + " from outside";
-  else if (got > 0 && WIFEXITED(status))
-    why += "exited with status " + std::to_string(WEXITSTATUS(status)) + " without answering";
+  std::string why = "the measurement worker " + process_.executable() + " ";
+  if (known && exit.signaled)
+    why += "was killed by " + signal_description(exit.signal) + " from outside";
+  else if (known && exit.exited)
+    why += "exited with status " + std::to_string(exit.status) + " without answering";
   else
     why += "stopped answering";
   throw MachineryError("cpu backend: " + why);

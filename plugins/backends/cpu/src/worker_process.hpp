@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_support/worker_process.hpp"
 #include "emmy/backend.hpp"
 #include "emmy/status.hpp"
 
@@ -21,8 +22,7 @@ class WorkerProcess {
  public:
   // `cpus`: the cores the worker (and the threads its kernels start) may run on; empty: any.
   explicit WorkerProcess(std::string executable, std::vector<int> cpus = {})
-      : executable_(std::move(executable)), cpus_(std::move(cpus)) {}
-  ~WorkerProcess() { stop(); }
+      : process_(std::move(executable)), cpus_(std::move(cpus)) {}
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
@@ -32,17 +32,15 @@ class WorkerProcess {
   void run(const std::string& library, const MeasureRequest& request, const std::vector<uint64_t>& output_bytes,
            MeasureResult& result);
 
-  pid_t pid() const { return pid_; }
-  bool running() const { return pid_ > 0; }
-  void stop();  // kills and reaps the worker if running
+  pid_t pid() const { return process_.pid(); }
+  bool running() const { return process_.running(); }
+  void stop() { process_.stop(); }  // kills and reaps the worker if running
 
  private:
   void spawn();
 
-  std::string executable_;
+  backend_support::WorkerProcess process_;
   std::vector<int> cpus_;
-  pid_t pid_ = -1;
-  int fd_ = -1;  // our end of the socketpair
 };
 
 // A failure of the measuring machinery, not of the candidate (never stored as a failure row).
@@ -51,7 +49,7 @@ class MachineryError : public Error {
 };
 
 // "SIGSEGV (Segmentation fault)"
-std::string signal_description(int sig);
+using backend_support::signal_description;
 // Whether a worker killed by `sig` was killed by the code it ran (a fault, an abort), as opposed
 // to from outside (SIGKILL, SIGINT, SIGTERM, ...).
 bool kernel_raised(int sig);

@@ -1,6 +1,7 @@
 // emmy-cpu-worker: runs generated kernels for the cpu backend in a process of their own, so a
 // kernel that crashes or hangs costs a respawn, not the tuning run. Reads requests on stdin,
-// writes replies on stdout (protocol.hpp); loaded libraries stay loaded for the next request.
+// writes replies on stdout (protocol.hpp, in the backend support library's framing); loaded
+// libraries stay loaded for the next request.
 //
 // Every warmup and timed call starts cold: the kernel's inputs and outputs are evicted from the
 // caches first (evict.hpp, not timed), as CUDA flushes L2 before each kernel. A library that
@@ -93,8 +94,7 @@ int main() {
     uint32_t n_in = r.get<uint32_t>();
     std::vector<Aligned> inputs;
     for (uint32_t i = 0; i < n_in && r.ok; ++i) {
-      std::vector<unsigned char> b;
-      r.get_bytes(b);
+      const std::vector<unsigned char> b = r.get_bytes();
       inputs.emplace_back(b.size());
       if (!b.empty()) std::memcpy(inputs.back().data, b.data(), b.size());
     }

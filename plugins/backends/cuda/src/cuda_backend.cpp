@@ -23,9 +23,8 @@ std::string option(const PluginOptions& o, const std::string& key, const std::st
   return it != o.end() && !it->second.empty() ? it->second : fallback;
 }
 
-std::string default_cache_dir() {
-  if (const char* h = std::getenv("EMMY_HOME"); h && *h) return (fs::path(h) / "cache" / "cuda").string();
-  if (const char* h = std::getenv("HOME"); h && *h) return (fs::path(h) / ".emmy" / "cache" / "cuda").string();
+std::string default_cache_dir(const PluginContext& context) {
+  if (!context.cache_dir().empty()) return (fs::path(context.cache_dir()) / "cuda").string();
   return (fs::temp_directory_path() / "emmy-cache-cuda").string();
 }
 
@@ -40,10 +39,10 @@ fs::path own_dir() {
   return fs::read_symlink("/proc/self/exe", ec).parent_path();
 }
 
-std::string find_worker(const PluginOptions& o) {
+std::string find_worker(const PluginOptions& o, const PluginContext& context) {
   std::string w = option(o, "worker", "");
   if (!w.empty()) return w;
-  if (const char* e = std::getenv("EMMY_CUDA_WORKER"); e && *e) return e;
+  if (std::string e = context.env("EMMY_CUDA_WORKER"); !e.empty()) return e;
   fs::path dir = own_dir();
   for (const fs::path& c : {dir / "../../../libexec/emmy/emmy-cuda-worker", dir / "../libexec/emmy/emmy-cuda-worker"}) {
     std::error_code ec;
@@ -89,14 +88,14 @@ int parse_kernels_per_device(const PluginOptions& o) {
 }
 }  // namespace
 
-CudaBackend::CudaBackend(const PluginOptions& options)
-    : worker_path_(find_worker(options)),
+CudaBackend::CudaBackend(const PluginOptions& options, const PluginContext& context)
+    : worker_path_(find_worker(options, context)),
       device_ids_(parse_devices(options)),
       use_graph_(option(options, "graph", "1") != "0"),
       kernels_per_device_(parse_kernels_per_device(options)),
       arch_option_(option(options, "arch", "")),
       cublaslt_option_(option(options, "cublaslt", "1")),
-      compiler_(option(options, "cache_dir", default_cache_dir()), "sm_90a") {
+      compiler_(option(options, "cache_dir", default_cache_dir(context)), "sm_90a") {
   if (cublaslt_option_ != "0" && cublaslt_option_ != "1")
     throw Error("cuda backend: cublaslt '" + cublaslt_option_ + "' is neither 1 (offer the cuBLASLt template) nor 0");
   for (size_t i = 0; i < device_ids_.size(); ++i) {

@@ -1,7 +1,8 @@
 // emmy::Backend for NVIDIA GPUs: generated CUDA C++ (templates.hpp) compiled by NVRTC to a cubin
 // (nvrtc_compiler.hpp), measured in one emmy-cuda-worker process per device (device_worker.hpp).
 //
-// Plugin options: cache_dir=PATH (default $EMMY_HOME/cache/cuda, EMMY_HOME defaulting to ~/.emmy);
+// Plugin options: cache_dir=PATH (default <the context's cache folder>/cuda, i.e.
+// $EMMY_HOME/cache/cuda, EMMY_HOME defaulting to ~/.emmy; a temporary folder without one);
 // worker=PATH (default $EMMY_CUDA_WORKER, else <plugin dir>/../../../libexec/emmy/emmy-cuda-worker);
 // arch=sm_XX[a] (default: asked of device 0, sm_90a when there is none); devices=0,2 or gpus=N
 // (default device 0); graph=0 measures plain launches instead of a captured CUDA graph;
@@ -22,6 +23,7 @@
 
 #include "device_worker.hpp"
 #include "emmy/backend.hpp"
+#include "emmy/plugin_context.hpp"
 #include "nvrtc_compiler.hpp"
 #include "templates.hpp"
 
@@ -31,7 +33,9 @@ using PluginOptions = std::map<std::string, std::string>;
 
 class CudaBackend : public Backend {
  public:
-  explicit CudaBackend(const PluginOptions& options = {});
+  // The environment variables above are `context`'s (the host's: emmy/plugin_context.hpp); the
+  // backend reads none of its own. An empty context: no cache folder, no environment.
+  explicit CudaBackend(const PluginOptions& options = {}, const PluginContext& context = {});
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }

@@ -1,106 +1,55 @@
 #include "device_worker.hpp"
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "emmy/status.hpp"
 #include "wire.hpp"
 
-extern char** environ;
-
 namespace emmy::cuda {
 
+// The worker sees only its device (CUDA_VISIBLE_DEVICES=<device>) and talks over its
+// stdin/stdout.
 void DeviceWorker::spawn() {
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    throw Error(std::string("cuda backend: socketpair failed: ") + std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_strings.emplace_back(*e);
-  env_strings.push_back("CUDA_VISIBLE_DEVICES=" + device_);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string exe = executable_;
-  char* argv[] = {exe.data(), nullptr};
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    throw Error("cuda backend: cannot start the worker '" + executable_ + "': " + std::strerror(rc));
-  }
-  pid_ = pid;
-  fd_ = fds[0];
-}
-
-void DeviceWorker::stop() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  pid_ = -1;
+  if (const int rc = process_.spawn("cuda backend", {{"CUDA_VISIBLE_DEVICES", device_}}); rc != 0)
+    throw Error("cuda backend: cannot start the worker '" + process_.executable() +
+                "': " + std::strerror(rc));
 }
 
 std::string DeviceWorker::reap_reason(int* signal_out) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  std::string why = "the worker went away";
-  if (pid_ > 0) {
-    int status = 0;
-    // Give it a moment to exit by itself, then make sure.
-    for (int i = 0; i < 50; ++i) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }
-      ::usleep(20000);
-    }
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-      pid_ = -1;
-    }
-    if (signal_out && WIFSIGNALED(status)) *signal_out = WTERMSIG(status);
-    if (WIFSIGNALED(status)) why = "the worker died of signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-    else if (WIFEXITED(status)) why = "the worker exited with status " + std::to_string(WEXITSTATUS(status));
-  }
-  return why;
+  // Give it a moment to exit by itself, then make sure.
+  const backend_support::WorkerExit exit = process_.reap(std::chrono::milliseconds(1000));
+  if (!exit.reaped) return "the worker went away";
+  if (signal_out && exit.signaled) *signal_out = exit.signal;
+  if (exit.signaled)
+    return "the worker died of signal " + std::to_string(exit.signal) + " (" +
+           strsignal(exit.signal) + ")";
+  if (exit.exited) return "the worker exited with status " + std::to_string(exit.status);
+  return "the worker went away";
 }
 
 DeviceInfo DeviceWorker::hello(double timeout_s) {
-  if (pid_ <= 0) spawn();
-  wire::Out o;
+  if (!process_.running()) spawn();
+  wire::Writer o;
   o.put(wire::kHello);
   auto deadline = wire::Clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
-  wire::In in{fd_, &deadline};
-  uint32_t tag = o.send(fd_) ? in.get<uint32_t>() : 0;
+  wire::Reader in{process_.fd(), &deadline};
+  uint32_t tag = o.send(process_.fd()) ? in.get<uint32_t>() : 0;
   if (!in.ok) {
     std::string why = in.timed_out ? "no answer in time" : reap_reason();
     stop();
     throw Error("cuda backend: device " + device_ + ": " + why);
   }
   if (tag != wire::kOk) {
-    std::string msg = in.get_str();
+    std::string msg = in.get_string();
     reap_reason();
     throw Error("cuda backend: device " + device_ + ": " + msg);
   }
   DeviceInfo info;
-  info.name = in.get_str();
+  info.name = in.get_string();
   info.driver_version = in.get<int32_t>();
   info.cc_major = in.get<int32_t>();
   info.cc_minor = in.get<int32_t>();
@@ -110,10 +59,10 @@ DeviceInfo DeviceWorker::hello(double timeout_s) {
 }
 
 void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
-  if (pid_ <= 0) spawn();
-  wire::Out o;
+  if (!process_.running()) spawn();
+  wire::Writer o;
   o.put(wire::kRun);
-  o.put_str(spec.cubin_path);
+  o.put_string(spec.cubin_path);
   o.put(uint32_t(spec.plan.launches.size()));
   for (const Launch& l : spec.plan.launches) {
     if (l.is_library()) {
@@ -123,14 +72,14 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
       continue;
     }
     o.put(wire::kLaunchKernel);
-    o.put_str(l.kernel);
+    o.put_string(l.kernel);
     for (int64_t g : l.grid) o.put(g);
     o.put(l.block);
     o.put(l.shared_bytes);
     o.put(l.group);
   }
   o.put(uint32_t(spec.inputs->tensors.size()));
-  for (const auto& t : spec.inputs->tensors) o.put_str(t.data(), t.size());
+  for (const auto& t : spec.inputs->tensors) o.put_bytes(t.data(), t.size());
   o.put(uint32_t(spec.output_bytes.size()));
   for (uint64_t s : spec.output_bytes) o.put(s);
   o.put(uint32_t(spec.plan.scratch_bytes.size()));
@@ -151,8 +100,8 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   o.put(spec.flush_bytes);
   o.put(uint32_t(spec.end_to_end ? 1 : 0));
   auto deadline = wire::Clock::now() + std::chrono::milliseconds(int64_t(spec.timeout_s * 1000));
-  wire::In in{fd_, &deadline};
-  uint32_t tag = o.send(fd_) ? in.get<uint32_t>() : 0;
+  wire::Reader in{process_.fd(), &deadline};
+  uint32_t tag = o.send(process_.fd()) ? in.get<uint32_t>() : 0;
   if (in.ok && tag == wire::kOk) {
     uint32_t n = in.get<uint32_t>();
     for (uint32_t i = 0; i < n && in.ok; ++i) result.samples_us.push_back(in.get<double>());
@@ -169,7 +118,7 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   if (in.ok && tag == wire::kRefused) {
     // A library step's library has no such configuration for this product (its prepare said
     // EMMY_CUDA_STEP_REFUSED): the candidate is refused, nothing ran, and the worker stays up.
-    std::string msg = in.get_str();
+    std::string msg = in.get_string();
     if (in.ok) {
       result.failure = FailureKind::refused;
       result.message = "device " + device_ + ": " + msg;
@@ -177,7 +126,7 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     }
   }
   if (in.ok && tag == wire::kFail) {
-    std::string msg = in.get_str();
+    std::string msg = in.get_string();
     reap_reason();
     // The worker reports every CUDA error the same way; those of opening the device or reading
     // the cubin are the machinery's (emmy/backend.hpp), the rest (launch, illegal address,

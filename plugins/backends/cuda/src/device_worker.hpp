@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_support/worker_process.hpp"
 #include "emmy/backend.hpp"
 #include "module.hpp"
 
@@ -38,8 +39,8 @@ struct RunSpec {
 
 class DeviceWorker {
  public:
-  DeviceWorker(std::string executable, std::string device) : executable_(std::move(executable)), device_(std::move(device)) {}
-  ~DeviceWorker() { stop(); }
+  DeviceWorker(std::string executable, std::string device)
+      : process_(std::move(executable)), device_(std::move(device)) {}
   DeviceWorker(const DeviceWorker&) = delete;
   DeviceWorker& operator=(const DeviceWorker&) = delete;
 
@@ -48,9 +49,9 @@ class DeviceWorker {
   // Throws emmy::Error on a failure of the machinery (see above), never for the candidate's.
   void run(const RunSpec& spec, MeasureResult& result);
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   const std::string& device() const { return device_; }
-  void stop();
+  void stop() { process_.stop(); }
 
  private:
   void spawn();
@@ -58,9 +59,8 @@ class DeviceWorker {
   // it, if one did, goes to *signal_out.
   std::string reap_reason(int* signal_out = nullptr);
 
-  std::string executable_, device_;
-  pid_t pid_ = -1;
-  int fd_ = -1;
+  backend_support::WorkerProcess process_;
+  std::string device_;
 };
 
 }  // namespace emmy::cuda

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_support/template_dispatch.hpp"
 #include "emmy/ir.hpp"
 #include "emmy/templates.hpp"
 
@@ -22,19 +23,13 @@ namespace emmy::cuda {
 
 using Index = std::vector<std::string>;
 
-// Thrown when a template cannot handle a kernel; the generator then uses the fallback template.
-class Unsupported : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Thrown when a knob value cannot give a correct kernel for this slice (e.g. vec=8 on a row of
-// 1000): the build fails with this message (FailureKind::build_error) and the search drops the
-// value. Unlike Unsupported, it does not fall back to another template.
-class KnobRefused : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Unsupported: thrown when a template cannot handle a kernel; the generator then uses the
+// fallback template. KnobRefused: thrown when a knob value cannot give a correct kernel for this
+// slice (e.g. vec=8 on a row of 1000): nothing is built (FailureKind::refused) and the search drops
+// the value; unlike Unsupported, it does not fall back to another template. Both backends'
+// (backend_support/template_dispatch.hpp).
+using backend_support::KnobRefused;
+using backend_support::Unsupported;
 
 // A block of generated statements. Values computed in enclosing blocks are visible inside.
 class Body {

@@ -1,14 +1,8 @@
 #include "nvrtc_compiler.hpp"
 
 #include <nvrtc.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
 #include "emmy/status.hpp"
 
@@ -22,37 +16,8 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-std::string content_hash(const std::string& text) {
-  uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
-  for (unsigned char c : text) {
-    h1 = (h1 ^ c) * 0x100000001b3ull;
-    h2 = (h2 ^ (c + 0x5bu)) * 0x100000001b3ull;
-    h2 ^= h2 >> 29;
-  }
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h1), static_cast<unsigned long long>(h2));
-  return buf;
-}
-
-namespace {
-
-// Write to a private temporary name, then rename: concurrent builds of one key stay whole.
-void write_whole(const fs::path& path, const std::string& bytes) {
-  static std::atomic<unsigned> counter{0};
-  std::ostringstream tmp_name;
-  tmp_name << path.string() << ".tmp." << ::getpid() << "." << std::this_thread::get_id() << "." << counter++;
-  {
-    std::ofstream f(tmp_name.str(), std::ios::binary);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f) throw Error("cuda backend: cannot write " + tmp_name.str());
-  }
-  fs::rename(tmp_name.str(), path);
-}
-
-}  // namespace
-
 NvrtcCompiler::NvrtcCompiler(std::string cache_dir, std::string arch)
-    : cache_dir_(std::move(cache_dir)), arch_(std::move(arch)) {}
+    : cache_(std::move(cache_dir)), arch_(std::move(arch)) {}
 
 std::vector<std::string> NvrtcCompiler::options(Regime regime) const {
   return {"--gpu-architecture=" + arch_, "--std=c++17", "-default-device",
@@ -65,11 +30,11 @@ CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime) 
   std::string key_text = "nvrtc " + nvrtc_version() + "\n";
   for (const auto& o : opts) key_text += o + "\n";
   key_text += source;
-  fs::create_directories(cache_dir_);
-  fs::path cubin = fs::path(cache_dir_) / (content_hash(key_text) + ".cubin");
+  fs::create_directories(cache_.dir());
+  const std::string key = backend_support::content_hash(key_text, backend_support::kCudaHash);
+  const fs::path cubin = cache_.entry(key, ".cubin");
   out.cubin_path = cubin.string();
-  std::error_code ec;
-  if (fs::exists(cubin, ec) && fs::file_size(cubin, ec) > 0) {
+  if (cache_.has(key, ".cubin")) {
     out.ok = true;
     out.cached = true;
     return out;
@@ -103,8 +68,8 @@ CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime) 
   std::string traced = "// emmy nvrtc " + nvrtc_version();
   for (const auto& o : opts) traced += " " + o;
   traced += "\n" + source;
-  write_whole(fs::path(cubin).replace_extension(".cu"), traced);
-  write_whole(cubin, bytes);
+  backend_support::CompileCache::write_whole(cache_.entry(key, ".cu"), traced, "cuda backend");
+  backend_support::CompileCache::write_whole(cubin, bytes, "cuda backend");
   out.ok = true;
   return out;
 }

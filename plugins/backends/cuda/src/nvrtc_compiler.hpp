@@ -1,11 +1,13 @@
-// NVRTC: CUDA C++ source to a cubin for one architecture, with an on-disk cache keyed by a hash
-// of (source, options, NVRTC version). Thread-safe: each compile owns its nvrtcProgram, and
-// cache entries are written to a temporary file and renamed into place.
+// NVRTC: CUDA C++ source to a cubin for one architecture, in the backend support library's compile
+// cache (backend_support/compile_cache.hpp) keyed by a hash of (source, options, NVRTC version).
+// Thread-safe: each compile owns its nvrtcProgram, and cache entries are written to a temporary
+// file and renamed into place.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "backend_support/compile_cache.hpp"
 #include "emmy/backend.hpp"
 
 namespace emmy::cuda {
@@ -25,18 +27,16 @@ class NvrtcCompiler {
   std::vector<std::string> options(Regime regime) const;
   CompileOutcome compile(const std::string& source, Regime regime) const;
 
-  const std::string& cache_dir() const { return cache_dir_; }
+  const std::string& cache_dir() const { return cache_.dir(); }
   const std::string& arch() const { return arch_; }
   void set_arch(std::string arch) { arch_ = std::move(arch); }
 
  private:
-  std::string cache_dir_;
+  backend_support::CompileCache cache_;
   std::string arch_;
 };
 
 // "13.0"
 std::string nvrtc_version();
-// 32 hex digits: two independent 64-bit FNV-1a hashes of `text`.
-std::string content_hash(const std::string& text);
 
 }  // namespace emmy::cuda

@@ -10,7 +10,8 @@ namespace emmy::cuda {
 // driver loads, every device opens), so a run learns that it cannot before it searches.
 class ProbedCudaBackend : public CudaBackend {
  public:
-  explicit ProbedCudaBackend(const PluginOptions& options) : CudaBackend(options) {
+  ProbedCudaBackend(const PluginOptions& options, const PluginContext& context)
+      : CudaBackend(options, context) {
     require_devices();
     // A machine without libcublasLt still tunes, with the generated templates alone: say so
     // once, since the reports then never show the cublaslt template (plugin).

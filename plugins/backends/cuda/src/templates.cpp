@@ -160,11 +160,8 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
 
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given) {
   static const BackendCaps caps = cuda_capabilities();
-  auto it = caps.templates.find(templ);
-  if (it == caps.templates.end())
-    throw Error("cuda backend: unknown kernel template '" + templ + "'");
   KnobValues out;
-  for (const KnobSpec& spec : it->second) {
+  for (const KnobSpec& spec : backend_support::declared_knobs(caps, templ, "cuda backend")) {
     double v = spec.values.at(0);
     auto g = given.find(spec.name);
     if (g != given.end()) v = g->second;
@@ -382,24 +379,8 @@ namespace {
 std::string generate_plugin_module(KernelTemplate& plugin, const ir::Graph& g,
                                    const std::map<std::string, double>& given) {
   const std::string name = plugin.name();
-  std::map<std::string, double> knobs;
-  for (const KnobSpec& spec : plugin.knobs()) {
-    auto it = given.find(spec.name);
-    const double v = it != given.end() ? it->second : spec.values.at(0);
-    bool declared = false;
-    for (double x : spec.values) declared = declared || x == v;
-    if (!declared)
-      throw Error("cuda backend: knob " + name + "." + spec.name + " = " + std::to_string(v) +
-                  " is not one of the declared values");
-    knobs[spec.name] = v;
-  }
-  if (const KnobConstraint* c = contradicted(plugin.constraints(), knobs))
-    throw KnobRefused(name + ": " + c->reason);
-  GeneratedKernel out;
-  std::string refusal;
-  Status s = plugin.generate(g, knobs, out, refusal);
-  if (!s.ok()) throw Error("template plugin '" + name + "' failed to generate: " + s.message());
-  if (!refusal.empty()) throw KnobRefused(name + ": " + refusal);
+  GeneratedKernel out = backend_support::generate_with_plugin(
+      plugin, g, given, /*check_declared=*/true, "cuda backend");
   // A cuda module carries its plan: one the backend cannot read is the plugin's bug, said now
   // rather than at measure time.
   try {
@@ -412,6 +393,17 @@ std::string generate_plugin_module(KernelTemplate& plugin, const ir::Graph& g,
     throw Error("template plugin '" + name +
                 "' asks for compile or link flags, which the cuda backend does not take");
   return out.source;
+}
+
+// The built-in templates that take knobs.
+const backend_support::TemplateTable& builtin_templates() {
+  static const backend_support::TemplateTable table{
+      {"pointwise", generate_pointwise},
+      {"reduction", generate_reduction},
+      {"matmul", generate_matmul},
+      {"attention", generate_attention},
+  };
+  return table;
 }
 
 }  // namespace
@@ -429,18 +421,10 @@ std::string generate_source(const ir::Slice& slice, std::string* used,
   std::string source;
   if (auto plugin = plugins.find(templ); plugin != plugins.end()) {
     source = generate_plugin_module(*plugin->second, g, given);
-  } else if (templ == "pointwise" || templ == "reduction" || templ == "matmul" ||
-             templ == "attention") {
+  } else if (const backend_support::Generator* generate = builtin_templates().find(templ)) {
     KnobValues knobs = resolve_knobs(templ, given);
     try {
-      if (templ == "pointwise")
-        source = generate_pointwise(g, knobs);
-      else if (templ == "reduction")
-        source = generate_reduction(g, knobs);
-      else if (templ == "attention")
-        source = generate_attention(g, knobs);
-      else
-        source = generate_matmul(g, knobs);
+      source = (*generate)(g, knobs);
     } catch (const Unsupported& why) {
       templ = "fallback";
       source = generate_fallback(g) + "// " + std::string(kFellBackNote) + ": " + why.what() + "\n";
@@ -451,7 +435,7 @@ std::string generate_source(const ir::Slice& slice, std::string* used,
   } else {
     // A template nobody here knows (a plugin not installed, another backend's) is refused, never
     // built as the fallback: its time would be recorded under a name that did not run.
-    throw KnobRefused("the cuda backend has no kernel template '" + templ + "'");
+    backend_support::refuse_unknown_template("cuda", templ);
   }
   if (used) *used = templ;
   return source;

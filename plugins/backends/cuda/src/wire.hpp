@@ -1,6 +1,6 @@
-// The byte protocol between the cuda backend and emmy-cuda-worker (header-only; the worker
-// includes it alone). One socketpair on the worker's stdin/stdout; fixed-size integers and
-// length-prefixed strings in host byte order (both ends run on one machine).
+// The messages between the cuda backend and emmy-cuda-worker, in the framing of the backend
+// support library (plugins/backends/support/include/backend_support/wire.hpp: one socketpair on
+// the worker's stdin/stdout; fixed-size integers and length-prefixed strings in host byte order).
 //
 //   hello:  u32 kHello                        -> u32 kOk, str device name, i32 driver version,
 //                                                i32 cc major, i32 cc minor, i64 L2 bytes
@@ -17,16 +17,11 @@
 //   (its prepare() says EMMY_CUDA_STEP_REFUSED)   the worker stays up for the next request)
 #pragma once
 
-#include <poll.h>
-#include <unistd.h>
-
-#include <sys/socket.h>
-
-#include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "backend_support/wire.hpp"
 
 namespace emmy::cuda::wire {
 
@@ -45,86 +40,10 @@ inline constexpr uint32_t kLaunchKernel = 0, kLaunchStep = 2;
 // Tensor-map element types on the wire.
 inline constexpr uint32_t kTmapBf16 = 0, kTmapF16 = 1, kTmapF32 = 2;
 
-inline bool send_all(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ENOTSOCK) n = ::write(fd, p, size);
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-using Clock = std::chrono::steady_clock;
-
-// Reads exactly `size` bytes before `deadline` (if given); false on EOF, error or timeout.
-inline bool recv_all(int fd, void* data, size_t size, const Clock::time_point* deadline, bool* timed_out) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    if (deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      if (left <= 0) {
-        if (timed_out) *timed_out = true;
-        return false;
-      }
-      pollfd pfd{fd, POLLIN, 0};
-      int r = ::poll(&pfd, 1, static_cast<int>(left > 100000 ? 100000 : left));
-      if (r < 0 && errno != EINTR) return false;
-      if (r <= 0) continue;
-    }
-    ssize_t n = ::read(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-struct Out {
-  std::string bytes;
-  template <typename T>
-  void put(T v) {
-    bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  void put_str(const void* data, uint64_t n) {
-    put(n);
-    bytes.append(static_cast<const char*>(data), n);
-  }
-  void put_str(const std::string& s) { put_str(s.data(), s.size()); }
-  bool send(int fd) const { return send_all(fd, bytes.data(), bytes.size()); }
-};
-
-struct In {
-  int fd;
-  const Clock::time_point* deadline = nullptr;
-  bool ok = true;
-  bool timed_out = false;
-  template <typename T>
-  T get() {
-    T v{};
-    if (ok) ok = recv_all(fd, &v, sizeof v, deadline, &timed_out);
-    return v;
-  }
-  std::vector<unsigned char> get_bytes(uint64_t limit = (1ull << 40)) {
-    std::vector<unsigned char> out;
-    uint64_t n = get<uint64_t>();
-    if (!ok || n > limit) {
-      ok = false;
-      return out;
-    }
-    out.resize(n);
-    if (n) ok = recv_all(fd, out.data(), n, deadline, &timed_out);
-    return out;
-  }
-  std::string get_str() {
-    auto b = get_bytes(1ull << 30);
-    return std::string(b.begin(), b.end());
-  }
-};
+// The framing is the support library's.
+using backend_support::wire::Clock;
+using backend_support::wire::Reader;
+using backend_support::wire::Writer;
 
 // A library step of a module (emmy/cuda_step.h): the worker dlopens `library`, calls its functions
 // named `prefix`_prepare, _workspace_bytes, _run and _release with `plan`, on `buffers` (module
@@ -135,19 +54,19 @@ struct LibraryStep {
   std::vector<int64_t> buffers;
 };
 
-inline void put_step(Out& o, const LibraryStep& s) {
-  o.put_str(s.library);
-  o.put_str(s.prefix);
-  o.put_str(s.plan);
+inline void put_step(Writer& o, const LibraryStep& s) {
+  o.put_string(s.library);
+  o.put_string(s.prefix);
+  o.put_string(s.plan);
   o.put(uint32_t(s.buffers.size()));
   for (int64_t b : s.buffers) o.put(b);
 }
 
-inline LibraryStep get_step(In& in) {
+inline LibraryStep get_step(Reader& in) {
   LibraryStep s;
-  s.library = in.get_str();
-  s.prefix = in.get_str();
-  s.plan = in.get_str();
+  s.library = in.get_string();
+  s.prefix = in.get_string();
+  s.plan = in.get_string();
   const uint32_t n = in.get<uint32_t>();
   for (uint32_t i = 0; i < n && in.ok; ++i) s.buffers.push_back(in.get<int64_t>());
   return s;

@@ -65,9 +65,9 @@ void hello(int out_fd) {
   check(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g_device), "attribute");
   check(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g_device), "attribute");
   check(cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g_device), "attribute");
-  wire::Out o;
+  wire::Writer o;
   o.put(wire::kOk);
-  o.put_str(std::string(name));
+  o.put_string(std::string(name));
   o.put(int32_t(driver));
   o.put(int32_t(major));
   o.put(int32_t(minor));
@@ -107,8 +107,8 @@ struct LaunchSpec {
   size_t step = 0;  // the library step's handle in LibrarySteps
 };
 
-void run(wire::In& in, int out_fd) {
-  std::string cubin_path = in.get_str();
+void run(wire::Reader& in, int out_fd) {
+  std::string cubin_path = in.get_string();
   uint32_t n_launch = in.get<uint32_t>();
   std::vector<LaunchSpec> launches(n_launch);
   for (auto& l : launches) {
@@ -121,7 +121,7 @@ void run(wire::In& in, int out_fd) {
       l.group = in.get<int64_t>();
       continue;
     }
-    l.kernel = in.get_str();
+    l.kernel = in.get_string();
     for (auto& g : l.grid) g = in.get<int64_t>();
     l.block = in.get<int64_t>();
     l.smem = in.get<int64_t>();
@@ -178,9 +178,9 @@ void run(wire::In& in, int out_fd) {
     for (auto& l : launches)
       if (l.library) l.step = steps.prepare(l.lib.library, l.lib.prefix, l.lib.plan, l.lib.buffers);
   } catch (const StepRefused& e) {
-    wire::Out o;
+    wire::Writer o;
     o.put(wire::kRefused);
-    o.put_str(std::string(e.what()));
+    o.put_string(std::string(e.what()));
     o.send(out_fd);
     return;
   }
@@ -267,7 +267,7 @@ void run(wire::In& in, int out_fd) {
   // One plain run: its outputs are what the backend checks against the reference.
   launch_all();
   check(cuStreamSynchronize(stream), "kernel execution");
-  wire::Out reply;
+  wire::Writer reply;
   std::vector<std::string> outputs;
   for (uint32_t k = 0; k < n_out; ++k) {
     std::string host(out_sizes[k], '\0');
@@ -343,7 +343,7 @@ void run(wire::In& in, int out_fd) {
   reply.put(uint32_t(times.size()));
   for (double t : times) reply.put(t);
   reply.put(uint32_t(outputs.size()));
-  for (const auto& o : outputs) reply.put_str(o);
+  for (const auto& o : outputs) reply.put_string(o);
   cuEventDestroy(start);
   cuEventDestroy(stop);
   for (CUevent e : group_events) cuEventDestroy(e);
@@ -365,7 +365,7 @@ int main() {
   // Nothing but replies may reach fd 1.
   std::FILE* log = fdopen(dup(2), "w");
   (void)log;
-  wire::In in{in_fd};
+  wire::Reader in{in_fd};
   for (;;) {
     in.ok = true;
     uint32_t kind = in.get<uint32_t>();
@@ -375,9 +375,9 @@ int main() {
       else if (kind == wire::kRun) run(in, out_fd);
       else return 4;
     } catch (const std::exception& e) {
-      wire::Out o;
+      wire::Writer o;
       o.put(wire::kFail);
-      o.put_str(std::string(e.what()));
+      o.put_string(std::string(e.what()));
       o.send(out_fd);
       return 2;
     }
