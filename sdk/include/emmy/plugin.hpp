@@ -28,7 +28,8 @@
 // 4: BackendCaps::constraints (knob combinations a template refuses whatever the kernel).
 // 5: MeasureRequest::end_to_end (a program timed as one, one cache flush per sample).
 // 6: template plugins: EMMY_KIND_TEMPLATE, emmy::KernelTemplate, Backend::add_template.
-#define EMMY_SDK_ABI_VERSION 6u
+// 7: ForkSite::templ (the template a lowering fork decides knobs of, no longer parsed from its name).
+#define EMMY_SDK_ABI_VERSION 7u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
 extern "C" {
