@@ -3,7 +3,6 @@
 #include <cmath>
 #include <set>
 #include <string>
-#include <string_view>
 
 #include "search/pipeline.hpp"
 #include "search/search_loop.hpp"
