@@ -1,5 +1,5 @@
-// The one place a prior row is made (search/prior_row.hpp), and what the inner search knows of a
-// fork's template (ForkSite::templ, no longer read from the fork's name).
+// The one place a prior row is made (search/prior_row.hpp), and what the inner search teaches its
+// prior and knows of a fork's template (ForkSite::templ, no longer read from the fork's name).
 #include "search/prior_row.hpp"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,34 @@ class RecordingPrior final : public Prior {
   mutable std::vector<KnobAssignment> asked;
   std::vector<PriorRow> taught;
 };
+
+TEST(PriorRow, TheInnerSearchTeachesTheRowOfTheBuiltKernel) {
+  const Landscape l = Landscape::random(5, 2, 3, 0.0);
+  RecordingPrior prior;
+  KnobPass lower;
+  const ir::Program slice = chain_program({ir::Op::exp});
+  std::vector<std::pair<std::map<std::string, double>, double>> evaluated;
+  Evaluate eval = [&](const Candidate& c) {
+    Evaluation e = l.evaluator()(c);
+    evaluated.emplace_back(c.knobs, e.time_us);
+    return e;
+  };
+  InnerOptions o;
+  o.patience = 3;
+  inner_search(slice, {&lower}, l.caps(), &prior, test_features(), eval, o);
+  ASSERT_EQ(prior.taught.size(), evaluated.size());
+  for (size_t i = 0; i < evaluated.size(); ++i) {
+    ir::Kernel built = slice.grouping.kernels.front();
+    built.templ = "test";
+    const PriorRow want =
+        prior_row(slice.graph, built, evaluated[i].first, evaluated[i].second, Regime::rank);
+    EXPECT_EQ(prior.taught[i].features.op_class, "test");
+    EXPECT_EQ(prior.taught[i].features.flops, want.features.flops);
+    EXPECT_EQ(prior.taught[i].knobs, want.knobs);
+    EXPECT_DOUBLE_EQ(prior.taught[i].time_us, want.time_us);
+    EXPECT_EQ(prior.taught[i].regime, Regime::rank);
+  }
+}
 
 // KnobPass's forks without their template: named "test.<knob>" all the same.
 class UntemplatedKnobPass final : public Pass {
