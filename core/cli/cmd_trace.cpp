@@ -186,8 +186,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   const std::vector<std::string>& pass_names = pipeline.names;
   tune::ImportedGraph imported;
   try {
-    imported = tune::import_graph(request, frontend_name, host,
-                                  code.empty() ? source : "--code " + code);
+    imported =
+        tune::import_graph(request, frontend_name, host, code.empty() ? source : "--code " + code);
   } catch (const tune::BadInput& e) {
     std::cerr << "emmy trace: " << e.what() << "\n";
     return kExitUsage;

@@ -206,8 +206,8 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
                 : result.out_of_patience ? (result.found ? "patience" : "failures")
                 : result.exhausted       ? "exhausted"
                                          : "steps";
-  measurer.progress().kernel_finished(out.name, key, out.set_aside ? out.hopeless_us : out.best_deploy_us,
-                               out.evaluations);
+  measurer.progress().kernel_finished(
+      out.name, key, out.set_aside ? out.hopeless_us : out.best_deploy_us, out.evaluations);
   return out;
 }
 

@@ -88,8 +88,9 @@ std::string end_to_end_config_key(const ir::Program& program);
 // Runs the inner search for `kernel` of `graph` (optionally carrying its producer kernel). When
 // its first success is above `hopeless_above_us`, the search stops there (the kernel's grouping
 // is set aside by the outer search), with KernelOutcome::set_aside.
-KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph, const ir::Kernel& kernel,
-                          const ir::Kernel* producer, const std::string& key,
+KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph,
+                          const ir::Kernel& kernel, const ir::Kernel* producer,
+                          const std::string& key,
                           double hopeless_above_us = std::numeric_limits<double>::infinity());
 
 }  // namespace emmy::tune

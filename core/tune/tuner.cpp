@@ -81,8 +81,7 @@ std::vector<ChosenKernel> prepare_chosen(uint64_t run_seed,
     if (o.best_program.grouping.kernels.empty()) return {};
     ChosenKernel c;
     c.program = &o.best_program;
-    c.inputs =
-        ir::random_inputs(o.best_program.graph, search::kernel_seed(run_seed, key) ^ 0x15);
+    c.inputs = ir::random_inputs(o.best_program.graph, search::kernel_seed(run_seed, key) ^ 0x15);
     c.expected = ir::evaluate(o.best_program.graph, c.inputs);
     c.occurrences = per_key.at(key).occurrences;
     chosen.push_back(std::move(c));
@@ -340,8 +339,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     std::vector<double> times(jobs.size(), std::numeric_limits<double>::infinity());
     run_on_slots(jobs.size(), kernels_in_flight, [&](size_t i) {
       const search::KernelJob& j = jobs[i];
-      KernelOutcome o = tune_kernel(kernels, *j.graph, *j.kernel, j.producer, j.key,
-                                    j.hopeless_above_us);
+      KernelOutcome o =
+          tune_kernel(kernels, *j.graph, *j.kernel, j.producer, j.key, j.hopeless_above_us);
       if (o.ok) times[i] = o.best_deploy_us;
       // Stopped at its first measurements: their best tells the outer search to set it aside.
       if (o.set_aside) times[i] = o.hopeless_us;
@@ -532,14 +531,16 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
           std::vector<double> program_samples;
           for (int taken = 0; taken < wanted; taken += per_request, ++pass) {
             const int n = std::min(per_request, wanted - taken);
-            if (pass % 2 == 0 && isolated_ok) isolated_ok = measure_chosen_again(measurer, chosen, n, round);
+            if (pass % 2 == 0 && isolated_ok)
+              isolated_ok = measure_chosen_again(measurer, chosen, n, round);
             store::MeasurementRecord program = measurer.build_and_measure(
                 best, Regime::deploy, inputs, expected, /*whole_graph=*/true, /*timeout_s=*/0, n);
             rec = program;
             if (!program.ok()) break;  // the program's own failure: recorded as it is
             program_samples.insert(program_samples.end(), program.samples_us.begin(),
                                    program.samples_us.end());
-            if (pass % 2 == 1 && isolated_ok) isolated_ok = measure_chosen_again(measurer, chosen, n, round);
+            if (pass % 2 == 1 && isolated_ok)
+              isolated_ok = measure_chosen_again(measurer, chosen, n, round);
           }
           if (!rec->ok()) break;
           sides.add_assembled_round(program_samples);

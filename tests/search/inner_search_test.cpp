@@ -316,7 +316,10 @@ class DriftingPass final : public Pass {
       for (int i = 0; i < 2 + runs_ % 3; ++i) site.options.push_back(ForkOption{std::to_string(i), {{"d", i}}});
       const size_t a = ctx.resolver.choose(site);
       if (runs_ % 2 == 0) {  // sometimes a second fork appears, sometimes not
-        ForkSite more{"drift2", {ForkOption{"x", {{"e", 0}}}, ForkOption{"y", {{"e", 1}}}}, ForkKind::in_place, ""};
+        ForkSite more{"drift2",
+                      {ForkOption{"x", {{"e", 0}}}, ForkOption{"y", {{"e", 1}}}},
+                      ForkKind::in_place,
+                      ""};
         ctx.resolver.choose(more);
       }
       p.grouping.kernels[0].templ = "drift";

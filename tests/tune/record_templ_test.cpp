@@ -54,9 +54,9 @@ TEST(RecordTemplate, AFallbackBuiltForAnotherTemplateIsRecordedAsFallback) {
   emmy::tune::Progress progress(false, false);
   emmy::tune::Counters counters;
   emmy::tune::PriorRowSink rows;
-  emmy::tune::Measurer measurer({*store, *backend, backend->environment_fingerprint(), "test-run",
-                                 progress, rows, counters},
-                                emmy::tune::MeasureSettings::of(options));
+  emmy::tune::Measurer measurer(
+      {*store, *backend, backend->environment_fingerprint(), "test-run", progress, rows, counters},
+      emmy::tune::MeasureSettings::of(options));
 
   for (const std::string templ : {"pointwise", "reduction"}) {
     emmy::ir::Program p = softmax_lowered_to(templ);
