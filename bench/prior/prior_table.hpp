@@ -41,7 +41,7 @@ inline std::string to_json_line(const TableRow& t) {
   return s + "}}";
 }
 
-// The features the tuner gives the prior for a kernel (core/tune/kernel_tuning.cpp's
+// The features the tuner gives the prior for a kernel (core/search/prior_row.cpp's
 // kernel_features, repeated here so this header needs the SDK only): the template as op class,
 // FLOPs and boundary bytes, the first output's shape and dtype.
 inline KernelFeatures features_of(const ir::Graph& g, const ir::Kernel& k) {

@@ -13,9 +13,9 @@
 #include "cli/input_checks.hpp"
 #include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
-#include "plugin_host/pass_order.hpp"
 #include "emmy/templates.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "tune/run_setup.hpp"
 
 #ifndef EMMY_INSTALL_PLUGIN_DIR
 #define EMMY_INSTALL_PLUGIN_DIR ""
@@ -175,49 +175,28 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
       throw po::error(e.what());
     }
   }
-  std::vector<std::string> pass_names;
+  // 1. The run's setup, as emmy tune makes it (tune/run_setup.hpp): the pipeline, then the
+  // frontend (named, or the first that accepts the request) and its graph.
+  tune::PassPipeline pipeline;
   try {
-    pass_names = resolve_pass_spec(passes_spec, host);
-  } catch (const Error& e) {
-    throw po::error((passes_spec.empty() ? "the default pipeline: "
-                                         : "--passes '" + passes_spec + "': ") +
-                    e.what());
+    pipeline = tune::make_pipeline(passes_spec, host, pass_options);
+  } catch (const tune::BadInput& e) {
+    throw po::error(e.what());
   }
-
-  // 1. The frontend: named, or the first that accepts the request.
-  std::shared_ptr<Frontend> frontend;
-  if (!frontend_name.empty()) {
-    frontend = host.make_frontend(frontend_name);
-  } else {
-    std::vector<std::string> tried;
-    for (const PluginRecord* rec : host.of_kind("frontend")) {
-      auto f = host.make_frontend(rec->name);
-      tried.push_back(rec->name);
-      if (f->accepts(request)) {
-        frontend = f;
-        frontend_name = rec->name;
-        break;
-      }
-    }
-    if (!frontend) {
-      std::string list;
-      for (const auto& t : tried) list += (list.empty() ? "" : ", ") + t;
-      std::cerr << "emmy trace: no frontend accepts '" << (code.empty() ? source : "--code " + code)
-                << "' (tried: " << (list.empty() ? "none found; see emmy plugins" : list) << ")\n";
-      return kExitUsage;
-    }
-  }
-  ir::Graph graph;
-  Status st = frontend->load(request, graph);
-  if (!st.ok()) {
-    std::cerr << "emmy trace: frontend '" << frontend_name << "': " << st.message() << "\n";
+  const std::vector<std::string>& pass_names = pipeline.names;
+  tune::ImportedGraph imported;
+  try {
+    imported =
+        tune::import_graph(request, frontend_name, host, code.empty() ? source : "--code " + code);
+  } catch (const tune::BadInput& e) {
+    std::cerr << "emmy trace: " << e.what() << "\n";
     return kExitUsage;
-  }
-  if (std::string bad = ir::verify(graph); !bad.empty()) {
-    std::cerr << "emmy trace: frontend '" << frontend_name << "' produced an invalid graph: " << bad
-              << "\n";
+  } catch (const Error& e) {
+    std::cerr << "emmy trace: " << e.what() << "\n";
     return kExitFailure;
   }
+  frontend_name = imported.frontend;
+  const ir::Graph& graph = imported.graph;
 
   // 2. The backend's capabilities (templates and knobs for lowering).
   BackendCaps caps = template_only_caps();
@@ -231,13 +210,7 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     }
   }
 
-  // 3. The pipeline, every fork at option 0.
-  std::vector<std::shared_ptr<Pass>> passes;
-  for (const auto& name : pass_names) {
-    auto given = pass_options.find(name);
-    passes.push_back(host.make_pass(name, given == pass_options.end() ? PluginOptions{} : given->second));
-  }
-  ir::Program program{graph, ir::singleton_grouping(graph)};
+  // 3. The pipeline, every fork at option 0 (or as --fork says), with the checks emmy tune runs.
   std::vector<std::pair<std::string, std::string>> overrides;
   if (vm.count("fork"))
     for (const auto& f : vm["fork"].as<std::vector<std::string>>()) {
@@ -247,20 +220,12 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
       overrides.emplace_back(f.substr(0, eq), f.substr(eq + 1));
     }
   RecordingResolver resolver(overrides);
-  PassContext ctx{resolver, caps};
-  for (const auto& pass : passes) {
-    Status s = pass->run(program, ctx);
-    if (!s.ok()) {
-      std::cerr << "emmy trace: pass '" << pass->name() << "' failed: " << s.message() << "\n";
-      return kExitFailure;
-    }
-    std::string bad = ir::verify(program.graph);
-    if (bad.empty()) bad = ir::verify_grouping(program.graph, program.grouping);
-    if (!bad.empty()) {
-      std::cerr << "emmy trace: pass '" << pass->name() << "' left an invalid program: " << bad
-                << "\n";
-      return kExitFailure;
-    }
+  ir::Program program;
+  try {
+    program = tune::run_pipeline_once(graph, pipeline, resolver, caps);
+  } catch (const Error& e) {
+    std::cerr << "emmy trace: " << e.what() << "\n";
+    return kExitFailure;
   }
 
   if (!resolver.error.empty()) {

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <set>
 #include <string>
-#include <string_view>
 
 #include "search/pipeline.hpp"
+#include "search/prior_row.hpp"
 #include "search/search_loop.hpp"
 
 namespace emmy::search {
@@ -19,18 +19,12 @@ class KnobUniverse {
   void learn(const ForkSite& site) {
     for (const ForkOption& o : site.options)
       for (const auto& kv : o.knobs) names_.insert(kv.first);
-    // Fork names follow "<templ>.<knob>" (or "<backend>.<templ>.<knob>"): any component naming
-    // a template brings that template's knobs, so the first fork already knows the later ones.
-    std::string_view rest = site.name;
-    while (!rest.empty()) {
-      const size_t dot = rest.find('.');
-      const std::string part(rest.substr(0, dot));
-      auto it = caps_.templates.find(part);
-      if (it != caps_.templates.end())
-        for (const KnobSpec& spec : it->second) names_.insert(spec.name);
-      if (dot == std::string_view::npos) break;
-      rest.remove_prefix(dot + 1);
-    }
+    // A lowering fork names the template it decides knobs of: that template brings all its
+    // knobs, so the first fork already knows the later ones.
+    if (site.templ.empty()) return;
+    auto it = caps_.templates.find(site.templ);
+    if (it != caps_.templates.end())
+      for (const KnobSpec& spec : it->second) names_.insert(spec.name);
   }
 
   KnobAssignment assignment(std::map<std::string, double> values) const {
@@ -92,8 +86,11 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
     };
     if (options.learn)
       hooks.observed = [&](const Candidate& c, const Evaluation& e) {
-        if (!e.ok) return;
-        PriorRow row{features, c.knobs, e.time_us, Regime::rank};
+        if (!e.ok || c.program.grouping.kernels.empty()) return;
+        // The row the run keeps for the checkpoint too (search/prior_row.hpp): the built kernel
+        // with its template, not the features the predictions use before any template is chosen.
+        const PriorRow row = prior_row(c.program.graph, c.program.grouping.kernels.back(), c.knobs,
+                                       e.time_us, Regime::rank);
         Status s = prior->observe({row});
         if (!s.ok() && prior_error.empty()) prior_error = s.message();
       };

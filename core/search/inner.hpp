@@ -13,9 +13,10 @@
 namespace emmy::search {
 
 struct InnerOptions : SearchOptions {
-  // Teach `prior` every successful measurement (PriorRow at Regime::rank) as it arrives, so the
-  // rest of this search is steered by it. Give each kernel its own copy of the run's snapshot
-  // (PriorSnapshot) so that kernels do not see each other's rows.
+  // Teach `prior` every successful measurement as it arrives (search::prior_row of the built
+  // kernel at Regime::rank, the row the run keeps), so the rest of this search is steered by it.
+  // Give each kernel its own copy of the run's snapshot (PriorSnapshot) so that kernels do not see
+  // each other's rows.
   bool learn = true;
 };
 
@@ -26,7 +27,7 @@ using InnerResult = SearchResult;
 // evaluates each new endpoint once with `evaluate`. Untried children are valued by
 // `prior->predict(features, {decided knobs + the option's knobs, missing knobs})`; `prior` may be
 // null (flat prior). `missing` lists the knobs seen so far in this search, plus those the
-// backend declares for any template named in the fork's name ("<templ>.<knob>"), not yet decided.
+// backend declares for the template a fork decides knobs of (ForkSite::templ), not yet decided.
 // With options.also_searched set (a slice carrying an attention producer), every pass runs and the
 // structural forks of that family are answered from the tree too, so the fused option is built.
 // Throws emmy::Error when a pass fails or an in-place pass changes the program's structure.

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "emmy/knob_constraints.hpp"
 #include "emmy/templates.hpp"
 #include "search/inner.hpp"
+#include "search/prior_row.hpp"
 #include "search/prior_snapshot.hpp"
 #include "store/keys.hpp"
 #include "tune/interrupt.hpp"
@@ -21,88 +23,17 @@ namespace {
 // Rank and deploy; the user's run description, "Finishing at the deployable setting").
 constexpr double kDeployBand = 1.15;
 
-// What a measurement costs besides running the kernel (the worker's round trip, loading the
-// artifact, copying inputs and outputs, respawning a worker): the floor of a relative limit, so
-// that only the candidate's own slowness is cut.
-constexpr double kLimitFloorS = 2.0;
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-// A non-ok Status from build() or measure() is the machinery's failure, not the candidate's
-// (emmy/backend.hpp): it is never stored. The call is made once more (the backend starts a fresh
-// worker); a second failure stops the run. An interrupt (Ctrl-C reaches the worker too) wins.
-template <typename Call>
-void with_one_retry(RunContext& run, const char* what, Call&& call) {
-  Status st = call();
-  if (st.ok()) return;
-  check_interrupt();
-  run.progress.message("warning: backend '" + run.backend.name() + "' could not " + what + ": " +
-                       first_line(st.message()) +
-                       " (not the candidate's failure; nothing stored; trying once more)");
-  st = call();
-  if (st.ok()) return;
-  check_interrupt();
-  throw MachineryFailure("backend '" + run.backend.name() + "' could not " + what + " twice: " +
-                         st.message() +
-                         ". This is not the candidate's failure and nothing was stored for it; "
-                         "everything measured before is kept. Fix the cause and run again.");
-}
 
 }  // namespace
 
-double whole_graph_error_limit(ir::DType precision) {
-  switch (precision) {
-    case ir::DType::bf16: return 5e-2;
-    case ir::DType::f16: return 1e-2;
-    case ir::DType::f32: return 1e-3;
-    default: return 1e-6;
-  }
-}
-
-double measurement_limit_s(const TuneOptions& options, double best_us, bool* relative) {
-  double limit = options.timeout_s;
-  bool rel = false;
-  if (options.hopeless_factor > 0 && std::isfinite(best_us) && best_us > 0) {
-    const double runs = std::max(1, options.warmup + options.samples);
-    const double r = kLimitFloorS + options.hopeless_factor * best_us * 1e-6 * runs;
-    if (r < limit) {
-      limit = r;
-      rel = true;
-    }
-  }
-  if (relative) *relative = rel;
-  return limit;
-}
-
-KernelFeatures kernel_features(const ir::Graph& graph, const ir::Kernel& kernel,
-                               const std::string& templ) {
-  KernelFeatures f;
-  f.op_class = templ.empty() ? best_template(graph, kernel) : templ;
-  ir::KernelStats stats = ir::kernel_stats(graph, kernel);
-  f.flops = stats.flops;
-  f.bytes = stats.bytes;
-  ir::KernelBoundary b = ir::boundary(graph, kernel);
-  if (!b.outputs.empty()) {
-    const ir::TensorType& t = graph.type(b.outputs.front());
-    f.shape = t.shape;
-    f.dtype = std::string(ir::to_string(t.dtype));
-  }
-  return f;
-}
-
-std::string program_config_key(const ir::Program& program) {
-  std::string key;
-  for (const ir::Kernel& k : program.grouping.kernels) {
-    if (!key.empty()) key += " + ";
-    key += store::config_key(k.templ.empty() ? "untemplated" : k.templ, k.knobs);
-  }
-  return key;
+KernelSearchSettings KernelSearchSettings::of(const TuneOptions& options) {
+  KernelSearchSettings s;
+  s.patience = options.patience;
+  s.budget = options.budget;
+  s.selection = options.search == "random" ? search::Selection::random : search::Selection::mcts;
+  s.seed = options.seed;
+  return s;
 }
 
 std::string assembled_config_key(const ir::Program& program) {
@@ -114,134 +45,41 @@ std::string end_to_end_config_key(const ir::Program& program) {
   return "end_to_end(" + program_config_key(program) + ")";
 }
 
-Buffers to_buffers(const std::vector<ir::HostTensor>& tensors) {
-  Buffers b;
-  b.tensors.reserve(tensors.size());
-  for (const auto& t : tensors) b.tensors.push_back(t.data);
-  return b;
-}
-
-store::MeasurementRecord build_and_measure(RunContext& run, const ir::Program& program,
-                                           Regime regime, const std::vector<ir::HostTensor>& inputs,
-                                           const std::vector<ir::HostTensor>& expected,
-                                           bool whole_graph, double timeout_s, int samples,
-                                           bool end_to_end) {
-  store::MeasurementRecord rec;
-  rec.regime = regime;
-  rec.env = run.env;
-  rec.run_id = run.run_id;
-  rec.unix_time = unix_now();
-
-  ir::Slice slice;
-  slice.graph = program.graph;
-  slice.grouping = program.grouping;
-  Artifact artifact;
-  MeasureResult built;
-  with_one_retry(run, "build", [&] {
-    return run.backend.build(slice, regime, artifact, built);
-  });
-  if (built.failure != FailureKind::refused) ++run.counters.built;  // a refusal built nothing
-  if (built.failure != FailureKind::none) {
-    rec.failure = built.failure;
-    rec.message = built.message;
-    return rec;
-  }
-  // The backend built its fallback kernel instead of the template asked for: record what ran.
-  if (program.grouping.kernels.size() == 1 && artifact.source.find(kFellBackNote) != std::string::npos)
-    rec.templ = std::string(kTemplateFallback);
-
-  MeasureRequest request;
-  request.inputs = to_buffers(inputs);
-  request.warmup = run.options.warmup;
-  request.samples = samples > 0 ? samples : run.options.samples;
-  request.timeout_s = timeout_s > 0 ? timeout_s : run.options.timeout_s;
-  request.end_to_end = end_to_end;
-  MeasureResult result;
-  with_one_retry(run, "measure", [&] {
-    ++run.counters.launches;
-    return run.backend.measure(slice, artifact, request, result);
-  });
-  if (result.failure != FailureKind::none) {
-    rec.failure = result.failure;
-    rec.message = result.message;
-    // The limit it hung under: a later run allowing longer measures it again.
-    if (rec.failure == FailureKind::timeout) rec.timeout_s = request.timeout_s;
-    return rec;
-  }
-  // Every candidate is checked against the reference before its time counts.
-  if (result.outputs.tensors.size() != expected.size()) {
-    rec.failure = FailureKind::wrong_result;
-    rec.message = "returned " + std::to_string(result.outputs.tensors.size()) +
-                  " outputs, the reference has " + std::to_string(expected.size());
-    return rec;
-  }
-  const ir::DType precision = ir::lowest_precision(program.graph);
-  for (size_t i = 0; i < expected.size(); ++i) {
-    ir::HostTensor actual{expected[i].type, result.outputs.tensors[i]};
-    std::string diff;
-    if (actual.data.size() != expected[i].data.size()) {
-      diff = "size " + std::to_string(actual.data.size()) + " bytes, expected " +
-             std::to_string(expected[i].data.size());
-    } else if (whole_graph) {
-      double err = ir::relative_rms_error(expected[i], actual);
-      double limit = whole_graph_error_limit(precision);
-      if (!(err <= limit))
-        diff = "relative RMS error " + std::to_string(err) + " above " + std::to_string(limit);
-    } else {
-      diff = ir::compare(expected[i], actual, precision);
-    }
-    if (!diff.empty()) {
-      rec.failure = FailureKind::wrong_result;
-      rec.message = "output " + std::to_string(i) + ": " + diff;
-      return rec;
-    }
-  }
-  rec.median_us = result.median_us;
-  rec.samples_us = result.samples_us;
-  return rec;
-}
-
-KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Kernel& kernel,
-                          const ir::Kernel* producer, const std::string& key,
-                          double hopeless_above_us) {
+KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph,
+                          const ir::Kernel& kernel, const ir::Kernel* producer,
+                          const std::string& key, double hopeless_above_us) {
+  Measurer& measurer = run.measurer;
+  const MeasureSettings& measuring = measurer.settings();
   KernelOutcome out;
   out.key = key;
   out.name = ir::kernel_name(graph, kernel);
 
   ir::Slice slice = ir::make_slice(graph, kernel, producer);
   ir::Program program{slice.graph, slice.grouping};
-  if (!run.store.kernel(key)) run.store.put_kernel({key, out.name, ir::print(slice.graph)});
-  run.progress.kernel_started(out.name, key);
+  if (!measurer.store().kernel(key))
+    measurer.store().put_kernel({key, out.name, ir::print(slice.graph)});
+  measurer.progress().kernel_started(out.name, key);
 
   std::shared_ptr<Prior> prior = run.fresh_prior ? run.fresh_prior() : nullptr;
-  KernelFeatures features = kernel_features(graph, kernel, "");
+  KernelFeatures features = search::kernel_features(graph, kernel, "");
   if (producer != nullptr) {  // the slice computes both kernels
     ir::Kernel both = kernel;
     both.nodes.insert(both.nodes.end(), producer->nodes.begin(), producer->nodes.end());
     std::sort(both.nodes.begin(), both.nodes.end());
-    features = kernel_features(graph, both, "");
+    features = search::kernel_features(graph, both, "");
   }
 
   // The reference is computed only when something has to be measured: a fully cached re-run
   // never runs the interpreter.
-  std::optional<std::pair<std::vector<ir::HostTensor>, std::vector<ir::HostTensor>>> reference;
-  auto ensure_reference = [&]() -> const auto& {
+  std::optional<Reference> reference;
+  auto ensure_reference = [&]() -> const Reference& {
     if (!reference) {
-      auto inputs = ir::random_inputs(program.graph, search::kernel_seed(run.options.seed, key));
-      auto expected = ir::evaluate(program.graph, inputs);
-      reference.emplace(std::move(inputs), std::move(expected));
+      Reference r;
+      r.inputs = ir::random_inputs(program.graph, search::kernel_seed(run.settings.seed, key));
+      r.expected = ir::evaluate(program.graph, r.inputs);
+      reference.emplace(std::move(r));
     }
     return *reference;
-  };
-
-  auto add_row = [&](const store::MeasurementRecord& rec, const ir::Kernel& k) {
-    PriorRow row;
-    row.features = kernel_features(program.graph, k, k.templ);
-    row.knobs = rec.knobs;
-    row.time_us = rec.median_us;
-    row.regime = rec.regime;
-    std::lock_guard<std::mutex> lock(run.rows_mutex);
-    run.new_rows.push_back(std::move(row));
   };
 
   double best_rank = 0;
@@ -255,52 +93,18 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
     return key.substr(0, carried);
   };
   auto measured = [&](const search::Candidate& c, Regime regime, bool& cached) {
-    const ir::Kernel& k = c.program.grouping.kernels.back();
-    std::string config = program_config_key(c.program);
-    const std::string rkey = row_key(c.program);
+    CandidateMeasurement m;
+    m.program = &c.program;
+    m.row_key = row_key(c.program);
+    m.kernel_name = out.name;
+    m.regime = regime;
     // The limit: relative to the best time known for this kernel (before its first success, to
     // the time that makes its grouping hopeless), else --timeout. It depends only on what this
     // search measured, so a re-run computes the same limits and finds the same rows.
-    const double known_us =
+    m.known_us =
         best_rank > 0 ? best_rank : (std::isfinite(hopeless_above_us) ? hopeless_above_us : 0);
-    bool relative = false;
-    const double limit = measurement_limit_s(run.options, known_us, &relative);
-    auto hit = run.store.lookup(run.env, rkey, config, regime);
-    // A timeout row measured under a shorter limit (or an unknown one) says nothing about this
-    // limit: measured again (and the row replaced by what that finds).
-    if (hit && hit->failure == FailureKind::timeout && !(hit->timeout_s >= limit)) hit.reset();
-    if (hit) {
-      cached = true;
-      ++run.counters.cache_hits;
-      return *hit;
-    }
-    cached = false;
-    const auto& ref = ensure_reference();
-    store::MeasurementRecord rec =
-        build_and_measure(run, c.program, regime, ref.first, ref.second, false, limit);
-    if (rec.failure == FailureKind::timeout && relative) {
-      // Cut short, not measured: a timeout row that names its relative limit, so a run allowing
-      // longer measures it again and no time is ever recorded for it.
-      ++run.counters.cut;
-      char why[256];
-      std::snprintf(why, sizeof why,
-                    "cut short after %.3g s, the limit relative to the best known time of this "
-                    "kernel, %.4g us (%g times, %d runs, plus %.3g s; --timeout %g s): ",
-                    limit, known_us, run.options.hopeless_factor,
-                    run.options.warmup + run.options.samples, kLimitFloorS, run.options.timeout_s);
-      rec.message = why + rec.message;
-    }
-    rec.structural_key = rkey;
-    rec.kernel_name = out.name;
-    if (rec.templ.empty()) rec.templ = k.templ;  // else what the backend built instead
-    rec.config_key = config;
-    rec.knobs = k.knobs;
-    run.store.put_measurement(rec);
-    if (regime == Regime::rank) ++run.counters.measured;
-    if (regime == Regime::deploy) ++run.counters.deploy;
-    if (!rec.ok()) ++run.counters.failures;
-    if (rec.ok()) add_row(rec, k);
-    return rec;
+    m.limit_s = measurement_limit_s(measuring, m.known_us, &m.relative);
+    return measurer.measure(m, ensure_reference, cached);
   };
 
   double step_deploy_us = 0;  // the deploy time of the candidate being evaluated (0: none)
@@ -333,9 +137,9 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
       // more than F times what makes the grouping hopeless, so the grouping is (else a kernel
       // whose candidates are all that slow would spend its failures budget on cuts).
       if (best_rank == 0 && std::isfinite(hopeless_above_us) &&
-          rank.failure == FailureKind::timeout && rank.timeout_s < run.options.timeout_s) {
+          rank.failure == FailureKind::timeout && rank.timeout_s < measuring.timeout_s) {
         out.set_aside = true;
-        out.hopeless_us = std::max(run.options.hopeless_factor * hopeless_above_us,
+        out.hopeless_us = std::max(measuring.hopeless_factor * hopeless_above_us,
                                    std::nextafter(hopeless_above_us, INFINITY));
         e.end_search = true;
         e.message += " (before any success: its search stops here, the grouping is set aside)";
@@ -386,14 +190,13 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
   };
 
   search::InnerOptions options;
-  options.patience = run.options.patience;
-  options.budget = run.options.budget;
-  options.selection =
-      run.options.search == "random" ? search::Selection::random : search::Selection::mcts;
-  options.seed = search::kernel_seed(run.options.seed, key);
+  options.patience = run.settings.patience;
+  options.budget = run.settings.budget;
+  options.selection = run.settings.selection;
+  options.seed = search::kernel_seed(run.settings.seed, key);
   if (producer != nullptr) options.also_searched = std::string(kAttentionFork);
   auto on_step = [&](const search::StepInfo& info) {
-    run.progress.step(out.name, info, info.evaluation.cached ? "cached" : "measured");
+    measurer.progress().step(out.name, info, info.evaluation.cached ? "cached" : "measured");
   };
   search::InnerResult result = search::inner_search(program, run.passes, run.caps, prior.get(),
                                                     features, recorded, options, on_step);
@@ -403,8 +206,8 @@ KernelOutcome tune_kernel(RunContext& run, const ir::Graph& graph, const ir::Ker
                 : result.out_of_patience ? (result.found ? "patience" : "failures")
                 : result.exhausted       ? "exhausted"
                                          : "steps";
-  run.progress.kernel_finished(out.name, key, out.set_aside ? out.hopeless_us : out.best_deploy_us,
-                               out.evaluations);
+  measurer.progress().kernel_finished(
+      out.name, key, out.set_aside ? out.hopeless_us : out.best_deploy_us, out.evaluations);
   return out;
 }
 

@@ -28,6 +28,7 @@
 #include "tune/knob_check.hpp"
 #include "tune/parallel.hpp"
 #include "tune/rerun.hpp"
+#include "tune/run_setup.hpp"
 #include "tune/validation.hpp"
 
 namespace emmy::tune {
@@ -45,10 +46,6 @@ std::string make_run_id() {
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "-%04x", rd() & 0xffff);
   return std::string(stamp) + suffix;
-}
-
-std::string describe_source(const TuneOptions& o) {
-  return o.code.empty() ? o.source : "--code " + o.code;
 }
 
 // The distinct kernels of the grouping the structural passes make with every fork at option 0:
@@ -74,7 +71,7 @@ struct ChosenKernel {
 };
 
 // Every kernel of the best grouping's distinct keys; empty when one has no program to measure.
-std::vector<ChosenKernel> prepare_chosen(RunContext& run,
+std::vector<ChosenKernel> prepare_chosen(uint64_t run_seed,
                                          const std::map<std::string, KernelReport>& per_key,
                                          const std::map<std::string, KernelOutcome>& outcomes,
                                          const std::vector<std::string>& order) {
@@ -84,8 +81,7 @@ std::vector<ChosenKernel> prepare_chosen(RunContext& run,
     if (o.best_program.grouping.kernels.empty()) return {};
     ChosenKernel c;
     c.program = &o.best_program;
-    c.inputs =
-        ir::random_inputs(o.best_program.graph, search::kernel_seed(run.options.seed, key) ^ 0x15);
+    c.inputs = ir::random_inputs(o.best_program.graph, search::kernel_seed(run_seed, key) ^ 0x15);
     c.expected = ir::evaluate(o.best_program.graph, c.inputs);
     c.occurrences = per_key.at(key).occurrences;
     chosen.push_back(std::move(c));
@@ -96,14 +92,14 @@ std::vector<ChosenKernel> prepare_chosen(RunContext& run,
 // One pass of the isolated side: each chosen kernel measured again, `samples` samples, appended
 // to its round's samples; false (nothing usable) when one of them does not measure. Not stored:
 // the tuned rows stay what the search measured.
-bool measure_chosen_again(RunContext& run, const std::vector<ChosenKernel>& chosen, int samples,
+bool measure_chosen_again(Measurer& measurer, const std::vector<ChosenKernel>& chosen, int samples,
                           std::vector<IsolatedKernel>& round) {
   round.resize(chosen.size());
   for (size_t i = 0; i < chosen.size(); ++i) {
     const ChosenKernel& c = chosen[i];
     store::MeasurementRecord again =
-        build_and_measure(run, *c.program, Regime::deploy, c.inputs, c.expected,
-                          /*whole_graph=*/false, /*timeout_s=*/0, samples);
+        measurer.build_and_measure(*c.program, Regime::deploy, c.inputs, c.expected,
+                                   /*whole_graph=*/false, /*timeout_s=*/0, samples);
     if (!again.ok() || again.samples_us.empty()) return false;
     round[i].samples_us.insert(round[i].samples_us.end(), again.samples_us.begin(),
                                again.samples_us.end());
@@ -151,18 +147,8 @@ std::string graph_key(const ir::Graph& g) {
 }
 
 std::string pick_frontend(const TuneOptions& options, PluginHost& host) {
-  if (!options.frontend.empty()) return options.frontend;
   FrontendRequest request{options.source, options.code, options.frontend_options};
-  std::vector<std::string> tried;
-  for (const PluginRecord* rec : host.of_kind("frontend")) {
-    auto frontend = host.make_frontend(rec->name);
-    if (frontend->accepts(request)) return rec->name;
-    tried.push_back(rec->name);
-  }
-  std::string list;
-  for (const auto& t : tried) list += (list.empty() ? "" : ", ") + t;
-  throw BadInput("no frontend accepts '" + describe_source(options) + "' (tried: " +
-              (list.empty() ? "none found; see emmy plugins" : list) + ")");
+  return tune::pick_frontend(request, options.frontend, host, describe_source(options));
 }
 
 PluginOptions plugin_options_of(const TuneOptions& options, const std::string& plugin) {
@@ -217,51 +203,29 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   report.backend_note = chosen.note;
   if (!chosen.note.empty()) progress.message(chosen.note);
 
-  // Then the source: a model the frontend refuses (a size over its bound, a .pt with load-time
-  // code, an unknown op) is bad input, refused before the database is created or opened.
-  std::string frontend_name;
-  std::shared_ptr<Frontend> frontend;
+  // Then the run's setup (tune/run_setup.hpp): a model the frontend refuses (a size over its
+  // bound, a .pt with load-time code, an unknown op) or a pass that cannot run is bad input,
+  // refused before the database is created or opened. The pipeline's order comes from the
+  // passes' manifests (plugin_host/pass_order.hpp).
+  FrontendRequest request{options.source, options.code, options.frontend_options};
+  const ImportedGraph imported =
+      import_graph(request, options.frontend, host, describe_source(options));
+  const ir::Graph& graph = imported.graph;
+  PassPipeline pipeline;
   try {
-    frontend_name = pick_frontend(options, host);
-    frontend = host.make_frontend(frontend_name);
+    pipeline = make_pipeline(options.passes, host, options.plugin_options);
   } catch (const BadInput&) {
     throw;
   } catch (const Error& e) {
-    throw BadInput(e.what());
+    throw BadInput(std::string(e.what()) + " (in --passes)");
   }
-  FrontendRequest request{options.source, options.code, options.frontend_options};
-  ir::Graph graph;
-  Status st = frontend->load(request, graph);
-  if (!st.ok()) throw BadInput("frontend '" + frontend_name + "': " + st.message());
-  if (std::string bad = ir::verify(graph); !bad.empty())
-    throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
-
-  // 1. Plugins (the frontend and the graph are above), before the database, so that a pass
-  // that cannot run is refused with nothing written. The pipeline's order comes from the
-  // passes' manifests (plugin_host/pass_order.hpp).
-  std::vector<std::string> pass_names;
-  try {
-    pass_names = resolve_pass_spec(options.passes, host);
-  } catch (const Error& e) {
-    throw BadInput((options.passes.empty() ? "the default pipeline: "
-                                           : "--passes '" + options.passes + "': ") +
-                   e.what());
-  }
-  std::vector<std::shared_ptr<Pass>> pass_objects;
-  std::vector<Pass*> passes;
-  for (const auto& name : pass_names) {
-    try {
-      pass_objects.push_back(host.make_pass(name, plugin_options_of(options, name)));
-    } catch (const Error& e) {
-      throw BadInput(std::string(e.what()) + " (in --passes)");
-    }
-    passes.push_back(pass_objects.back().get());
-  }
+  const std::vector<std::string>& pass_names = pipeline.names;
+  const std::vector<Pass*>& passes = pipeline.passes;
+  const BackendCaps caps = backend->capabilities();
   {
     std::vector<const PluginRecord*> records;
     for (const auto& name : pass_names) records.push_back(&host.record(name, "pass"));
-    if (std::string bad = unread_knob_problem(records, backend->capabilities()); !bad.empty())
-      throw BadInput(bad);
+    if (std::string bad = unread_knob_problem(records, caps); !bad.empty()) throw BadInput(bad);
   }
 
   // Then the database: a second tune on it fails before the search.
@@ -341,26 +305,28 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   }
   const search::PriorSnapshot snapshot(prior_name, start.state);
 
+  // The run's services and running totals: one measurer for every configuration of the run
+  // (tune/measurer.hpp), and what each kernel's search shares.
+  Counters counters;
+  PriorRowSink new_rows;  // rows measured (launched) in this run, for the checkpoint
+  Measurer measurer({*store, *backend, env, report.run_id, progress, new_rows, counters},
+                    MeasureSettings::of(options));
   std::mutex prior_mutex;  // kernels tuned side by side each ask for a fresh prior
-  RunContext run{options, *store, *backend, backend->capabilities(),
-                 env, report.run_id, passes,
-                 [&]() -> std::shared_ptr<Prior> {
-                   if (flat) return nullptr;
-                   std::lock_guard<std::mutex> lock(prior_mutex);
-                   auto fresh = host.make_prior(prior_name, prior_options);
-                   snapshot.restore(*fresh);
-                   return fresh;
-                 },
-                 progress,
-                 {},
-                 {},
-                 {}};
-  report.env = run.env;
-  report.devices = std::max(1, run.caps.devices);
-  const int kernels_in_flight = report.devices * std::max(1, run.caps.kernels_per_device);
+  const KernelSearchContext kernels{measurer, passes, caps,
+                                    [&]() -> std::shared_ptr<Prior> {
+                                      if (flat) return nullptr;
+                                      std::lock_guard<std::mutex> lock(prior_mutex);
+                                      auto fresh = host.make_prior(prior_name, prior_options);
+                                      snapshot.restore(*fresh);
+                                      return fresh;
+                                    },
+                                    KernelSearchSettings::of(options)};
+  report.env = env;
+  report.devices = std::max(1, caps.devices);
+  const int kernels_in_flight = report.devices * std::max(1, caps.kernels_per_device);
 
   ir::Program program{graph, ir::singleton_grouping(graph)};
-  progress.set_total(estimate_distinct(program, passes, run.caps));
+  progress.set_total(estimate_distinct(program, passes, caps));
 
   // 3-5. Outer search over groupings; each new kernel tuned once by the inner search. A
   // grouping's new kernels are tuned side by side, kernels_per_device per device (a device
@@ -373,8 +339,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     std::vector<double> times(jobs.size(), std::numeric_limits<double>::infinity());
     run_on_slots(jobs.size(), kernels_in_flight, [&](size_t i) {
       const search::KernelJob& j = jobs[i];
-      KernelOutcome o = tune_kernel(run, *j.graph, *j.kernel, j.producer, j.key,
-                                    j.hopeless_above_us);
+      KernelOutcome o =
+          tune_kernel(kernels, *j.graph, *j.kernel, j.producer, j.key, j.hopeless_above_us);
       if (o.ok) times[i] = o.best_deploy_us;
       // Stopped at its first measurements: their best tells the outer search to set it aside.
       if (o.set_aside) times[i] = o.hopeless_us;
@@ -402,20 +368,21 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
 
   auto finish = [&](const std::string& status) {
     report.status = status;
-    report.candidates_built = run.counters.built;
-    report.candidates_measured = run.counters.measured;
-    report.cache_hits = run.counters.cache_hits;
-    report.launches = run.counters.launches;
-    report.deploy_measurements = run.counters.deploy;
-    report.failures = run.counters.failures;
-    report.candidates_cut = run.counters.cut;
+    report.candidates_built = counters.built;
+    report.candidates_measured = counters.measured;
+    report.cache_hits = counters.cache_hits;
+    report.launches = counters.launches;
+    report.deploy_measurements = counters.deploy;
+    report.failures = counters.failures;
+    report.candidates_cut = counters.cut;
     // The run's rows into the prior and its checkpoint (everything measured is kept).
-    if (prior && !run.new_rows.empty()) {
-      if (Status s = prior->observe(run.new_rows); !s.ok())
+    const std::vector<PriorRow> rows = new_rows.rows();
+    if (prior && !rows.empty()) {
+      if (Status s = prior->observe(rows); !s.ok())
         progress.message("warning: prior '" + prior_name + "' could not learn: " + s.message());
       Reservoir<PriorRow> reservoir(kReservoirCapacity, reservoir_rows.size() + 1);
       for (auto& row : reservoir_rows) reservoir.offer(std::move(row));
-      for (const auto& row : run.new_rows) reservoir.offer(row);
+      for (const auto& row : rows) reservoir.offer(row);
       std::string state;
       if (Status s = prior->save(state); s.ok()) {
         store::write_checkpoint(checkpoint_path, state, reservoir.items());
@@ -457,7 +424,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
 
   search::OuterResult result;
   try {
-    result = search::outer_search(program, passes, run.caps, tune, outer_options, on_grouping);
+    result = search::outer_search(program, passes, caps, tune, outer_options, on_grouping);
   } catch (const Interrupted&) {
     progress.finish();
     finish("interrupted");
@@ -541,17 +508,15 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
       }
     };
     std::string config = assembled_config_key(best);
-    auto rec = store->lookup(run.env, gkey, config, Regime::deploy);
-    if (rec) {
-      ++run.counters.cache_hits;
-    } else {
+    auto rec = measurer.look_up(gkey, config, Regime::deploy);
+    if (!rec) {
       reference();
       try {
         // The chosen kernels again, in isolation, and the assembled graph, in alternating rounds
         // (tune/validation.hpp), so the gap compares fresh measurements taken the same way (not
         // the tuned minimum, which the selection among many noisy medians biases low) and at the
         // same times, each side summarized by the same statistic of its pooled samples.
-        std::vector<ChosenKernel> chosen = prepare_chosen(run, per_key, outcomes, order);
+        std::vector<ChosenKernel> chosen = prepare_chosen(options.seed, per_key, outcomes, order);
         bool isolated_ok = !chosen.empty();
         ValidationSides sides;
         // A round takes its samples in passes, each measuring every chosen kernel and the
@@ -566,15 +531,16 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
           std::vector<double> program_samples;
           for (int taken = 0; taken < wanted; taken += per_request, ++pass) {
             const int n = std::min(per_request, wanted - taken);
-            if (pass % 2 == 0 && isolated_ok) isolated_ok = measure_chosen_again(run, chosen, n, round);
-            store::MeasurementRecord program = build_and_measure(
-                run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true,
-                /*timeout_s=*/0, n);
+            if (pass % 2 == 0 && isolated_ok)
+              isolated_ok = measure_chosen_again(measurer, chosen, n, round);
+            store::MeasurementRecord program = measurer.build_and_measure(
+                best, Regime::deploy, inputs, expected, /*whole_graph=*/true, /*timeout_s=*/0, n);
             rec = program;
             if (!program.ok()) break;  // the program's own failure: recorded as it is
             program_samples.insert(program_samples.end(), program.samples_us.begin(),
                                    program.samples_us.end());
-            if (pass % 2 == 1 && isolated_ok) isolated_ok = measure_chosen_again(run, chosen, n, round);
+            if (pass % 2 == 1 && isolated_ok)
+              isolated_ok = measure_chosen_again(measurer, chosen, n, round);
           }
           if (!rec->ok()) break;
           sides.add_assembled_round(program_samples);
@@ -611,14 +577,13 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     // comparison with PyTorch's whole-graph time takes; a row of its own, cached like any other.
     if (rec && rec->ok() && best.grouping.kernels.size() > 1) {
       const std::string e2e_config = end_to_end_config_key(best);
-      auto e2e = store->lookup(run.env, gkey, e2e_config, Regime::deploy);
-      if (e2e) {
-        ++run.counters.cache_hits;
-      } else {
+      auto e2e = measurer.look_up(gkey, e2e_config, Regime::deploy);
+      if (!e2e) {
         try {
           reference();
-          e2e = build_and_measure(run, best, Regime::deploy, inputs, expected, /*whole_graph=*/true,
-                                  /*timeout_s=*/0, options.samples, /*end_to_end=*/true);
+          e2e = measurer.build_and_measure(best, Regime::deploy, inputs, expected,
+                                           /*whole_graph=*/true, /*timeout_s=*/0, options.samples,
+                                           /*end_to_end=*/true);
           e2e->structural_key = gkey;
           e2e->kernel_name = "end_to_end:" + (graph.name.empty() ? std::string("graph") : graph.name);
           e2e->templ = "assembled";
@@ -660,7 +625,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
 
   // The best plan per graph.
   store::PlanRecord plan;
-  plan.env = run.env;
+  plan.env = env;
   plan.graph_key = graph_key(graph);  // the plan is found by the graph the user gave
   plan.run_id = report.run_id;
   plan.unix_time = std::chrono::duration_cast<std::chrono::seconds>(

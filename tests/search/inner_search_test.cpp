@@ -64,7 +64,7 @@ class RemappingPass final : public Pass {
       for (ir::Kernel& k : p.grouping.kernels) {
         k.templ = "test";
         for (const KnobSpec& spec : specs) {
-          ForkSite site{"test." + spec.name, {}, ForkKind::in_place};
+          ForkSite site{"test." + spec.name, {}, ForkKind::in_place, "test"};
           for (size_t i = 0; i < spec.values.size(); ++i)
             site.options.push_back(ForkOption{std::to_string(i), {{"choice." + spec.name, double(i)}}});
           k.knobs[spec.name] = spec.values.at(ctx.resolver.choose(site));
@@ -312,11 +312,14 @@ class DriftingPass final : public Pass {
   Status run(ir::Program& p, PassContext& ctx) noexcept override {
     return guard([&] {
       ++runs_;
-      ForkSite site{"drift", {}, ForkKind::in_place};
+      ForkSite site{"drift", {}, ForkKind::in_place, "drift"};
       for (int i = 0; i < 2 + runs_ % 3; ++i) site.options.push_back(ForkOption{std::to_string(i), {{"d", i}}});
       const size_t a = ctx.resolver.choose(site);
       if (runs_ % 2 == 0) {  // sometimes a second fork appears, sometimes not
-        ForkSite more{"drift2", {ForkOption{"x", {{"e", 0}}}, ForkOption{"y", {{"e", 1}}}}, ForkKind::in_place};
+        ForkSite more{"drift2",
+                      {ForkOption{"x", {{"e", 0}}}, ForkOption{"y", {{"e", 1}}}},
+                      ForkKind::in_place,
+                      ""};
         ctx.resolver.choose(more);
       }
       p.grouping.kernels[0].templ = "drift";

@@ -156,7 +156,7 @@ class KnobPass final : public Pass {
       for (ir::Kernel& k : p.grouping.kernels) {
         k.templ = "test";
         for (const KnobSpec& spec : it->second) {
-          ForkSite site{"test." + spec.name, {}, ForkKind::in_place};
+          ForkSite site{"test." + spec.name, {}, ForkKind::in_place, "test"};
           for (double v : spec.values) {
             std::ostringstream label;
             label << spec.name << "=" << v;
@@ -185,7 +185,8 @@ class ChainFusionPass final : public Pass {
         }
         ForkSite site{"fuse@%" + std::to_string(k.nodes.front()),
                       {ForkOption{"split", {}}, ForkOption{"fuse", {}}},
-                      ForkKind::structural};
+                      ForkKind::structural,
+                      ""};
         if (ctx.resolver.choose(site) == 1)
           out.back().nodes.insert(out.back().nodes.end(), k.nodes.begin(), k.nodes.end());
         else

@@ -10,7 +10,7 @@
 #include "emmy/plugin.hpp"
 #include "emmy/templates.hpp"
 #include "ir/interpreter.hpp"
-#include "tune/kernel_tuning.hpp"
+#include "tune/measurer.hpp"
 
 namespace {
 
@@ -52,18 +52,11 @@ TEST(RecordTemplate, AFallbackBuiltForAnotherTemplateIsRecordedAsFallback) {
   options.samples = 3;
   options.warmup = 1;
   emmy::tune::Progress progress(false, false);
-  emmy::tune::RunContext run{options,
-                             *store,
-                             *backend,
-                             backend->capabilities(),
-                             backend->environment_fingerprint(),
-                             "test-run",
-                             {},
-                             {},
-                             progress,
-                             {},
-                             {},
-                             {}};
+  emmy::tune::Counters counters;
+  emmy::tune::PriorRowSink rows;
+  emmy::tune::Measurer measurer(
+      {*store, *backend, backend->environment_fingerprint(), "test-run", progress, rows, counters},
+      emmy::tune::MeasureSettings::of(options));
 
   for (const std::string templ : {"pointwise", "reduction"}) {
     emmy::ir::Program p = softmax_lowered_to(templ);
@@ -71,7 +64,7 @@ TEST(RecordTemplate, AFallbackBuiltForAnotherTemplateIsRecordedAsFallback) {
     auto inputs = emmy::ir::random_inputs(p.graph, 7);
     auto expected = emmy::ir::evaluate(p.graph, inputs);
     emmy::store::MeasurementRecord rec =
-        emmy::tune::build_and_measure(run, p, emmy::Regime::rank, inputs, expected);
+        measurer.build_and_measure(p, emmy::Regime::rank, inputs, expected);
     ASSERT_TRUE(rec.ok()) << templ << ": " << rec.message;
     if (templ == "pointwise")
       EXPECT_EQ(rec.templ, "fallback") << "the pointwise template cannot compute a softmax";

@@ -18,6 +18,7 @@ std::vector<ForkSite> knob_forks(const BackendCaps& caps, const std::string& tem
     ForkSite site;
     site.name = templ + "." + knob.name;
     site.kind = ForkKind::in_place;
+    site.templ = templ;
     for (double v : knob.values)
       site.options.push_back(ForkOption{knob.name + "=" + format_knob_value(v), {{knob.name, v}}});
     sites.push_back(std::move(site));
@@ -31,6 +32,7 @@ std::optional<ForkSite> template_fork(const BackendCaps& caps, const std::string
   ForkSite site;
   site.name = templ + ".template";
   site.kind = ForkKind::in_place;
+  site.templ = templ;
   // No knobs: the configuration records the template by name (a generated kernel's knobs and
   // configuration key stay what they were before alternatives existed).
   site.options.push_back(ForkOption{std::string(kTemplateLabel) + templ, {}});

@@ -24,6 +24,10 @@ struct ForkSite {
   std::string name;  // stable name, e.g. "cpu.matmul.tile_m" or "fusion.epilogue@k3"
   std::vector<ForkOption> options;
   ForkKind kind = ForkKind::in_place;
+  // The kernel template whose knobs this fork decides ("" when none): the search values a
+  // partial configuration knowing every knob of that template, the later forks' too. A field,
+  // not a part of `name`, which stays what the database keys were built from.
+  std::string templ;
 };
 
 // Answers forks. The search implements it; so do tests and the "default" resolver that always

@@ -37,7 +37,8 @@
 // 5: MeasureRequest::end_to_end (a program timed as one, one cache flush per sample).
 // 6: template plugins: EMMY_KIND_TEMPLATE, emmy::KernelTemplate, Backend::add_template.
 // 7: EmmyPluginInfo::next (one library, several plugins: EMMY_PLUGIN_LIBRARY); create() takes
-//    the plugin context (home, cache folder, environment: emmy/plugin_context.hpp).
+//    the plugin context (home, cache folder, environment: emmy/plugin_context.hpp);
+//    ForkSite::templ (the template a lowering fork decides knobs of, no longer parsed from its name).
 #define EMMY_SDK_ABI_VERSION 7u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 

@@ -1,0 +1,123 @@
+// The one place a prior row is made (search/prior_row.hpp), and what the inner search teaches its
+// prior and knows of a fork's template (ForkSite::templ, no longer read from the fork's name).
+#include "search/prior_row.hpp"
+
+#include <gtest/gtest.h>
+
+#include "emmy/templates.hpp"
+#include "search/inner.hpp"
+#include "search_fixtures.hpp"
+
+namespace emmy::search {
+namespace {
+
+using testing::chain_program;
+using testing::KnobPass;
+using testing::Landscape;
+using testing::test_features;
+
+TEST(PriorRow, TheKernelsOwnTemplateIsTheOpClass) {
+  ir::Program p = chain_program({ir::Op::exp});
+  ir::Kernel k = p.grouping.kernels.front();
+  k.templ = "reduction";  // not what an exp fits best: the row says what was built
+  const PriorRow row = prior_row(p.graph, k, {{"threads", 64}}, 7.5, Regime::deploy);
+  EXPECT_EQ(row.features.op_class, "reduction");
+  EXPECT_EQ(row.knobs, (std::map<std::string, double>{{"threads", 64}}));
+  EXPECT_DOUBLE_EQ(row.time_us, 7.5);
+  EXPECT_EQ(row.regime, Regime::deploy);
+  const KernelFeatures untemplated = kernel_features(p.graph, k, "");
+  EXPECT_EQ(untemplated.op_class, best_template(p.graph, k));
+  EXPECT_EQ(row.features.flops, untemplated.flops);
+  EXPECT_EQ(row.features.bytes, untemplated.bytes);
+  EXPECT_EQ(row.features.shape, (ir::Shape{64, 64}));
+  EXPECT_EQ(row.features.dtype, "f32");
+}
+
+// Keeps what it is taught and what it is asked.
+class RecordingPrior final : public Prior {
+ public:
+  std::string name() const override { return "recording"; }
+  Estimate predict(const KernelFeatures&, const KnobAssignment& k) const noexcept override {
+    asked.push_back(k);
+    return Estimate{100, 1};
+  }
+  Status observe(const std::vector<PriorRow>& rows) noexcept override {
+    taught.insert(taught.end(), rows.begin(), rows.end());
+    return Status::Ok();
+  }
+  Status save(std::string&) const noexcept override { return Status::Ok(); }
+  Status load(const std::string&) noexcept override { return Status::Ok(); }
+  mutable std::vector<KnobAssignment> asked;
+  std::vector<PriorRow> taught;
+};
+
+TEST(PriorRow, TheInnerSearchTeachesTheRowOfTheBuiltKernel) {
+  const Landscape l = Landscape::random(5, 2, 3, 0.0);
+  RecordingPrior prior;
+  KnobPass lower;
+  const ir::Program slice = chain_program({ir::Op::exp});
+  std::vector<std::pair<std::map<std::string, double>, double>> evaluated;
+  Evaluate eval = [&](const Candidate& c) {
+    Evaluation e = l.evaluator()(c);
+    evaluated.emplace_back(c.knobs, e.time_us);
+    return e;
+  };
+  InnerOptions o;
+  o.patience = 3;
+  inner_search(slice, {&lower}, l.caps(), &prior, test_features(), eval, o);
+  ASSERT_EQ(prior.taught.size(), evaluated.size());
+  for (size_t i = 0; i < evaluated.size(); ++i) {
+    ir::Kernel built = slice.grouping.kernels.front();
+    built.templ = "test";
+    const PriorRow want =
+        prior_row(slice.graph, built, evaluated[i].first, evaluated[i].second, Regime::rank);
+    EXPECT_EQ(prior.taught[i].features.op_class, "test");
+    EXPECT_EQ(prior.taught[i].features.flops, want.features.flops);
+    EXPECT_EQ(prior.taught[i].knobs, want.knobs);
+    EXPECT_DOUBLE_EQ(prior.taught[i].time_us, want.time_us);
+    EXPECT_EQ(prior.taught[i].regime, Regime::rank);
+  }
+}
+
+// KnobPass's forks without their template: named "test.<knob>" all the same.
+class UntemplatedKnobPass final : public Pass {
+ public:
+  std::string name() const override { return "test.untemplated"; }
+  bool in_place() const override { return true; }
+  Status run(ir::Program& p, PassContext& ctx) noexcept override {
+    return guard([&] {
+      const auto& specs = ctx.caps.templates.at("test");
+      for (ir::Kernel& k : p.grouping.kernels) {
+        k.templ = "test";
+        for (const KnobSpec& spec : specs) {
+          ForkSite site{"test." + spec.name, {}, ForkKind::in_place, ""};
+          for (double v : spec.values) site.options.push_back(ForkOption{"v", {{spec.name, v}}});
+          k.knobs[spec.name] = spec.values.at(ctx.resolver.choose(site));
+        }
+      }
+    });
+  }
+};
+
+TEST(PriorRow, OnlyAForksTemplateFieldNamesTheKnobsStillMissing) {
+  const Landscape l = Landscape::random(2, 3, 4, 0.0);
+  InnerOptions o;
+  o.patience = 0;
+  o.defaults_first = false;
+  RecordingPrior with_templ;
+  KnobPass lower;
+  inner_search(chain_program({ir::Op::exp}), {&lower}, l.caps(), &with_templ, test_features(),
+               l.evaluator(), o);
+  ASSERT_FALSE(with_templ.asked.empty());
+  EXPECT_EQ(with_templ.asked[0].missing, (std::vector<std::string>{"b", "c"}));
+
+  RecordingPrior without;
+  UntemplatedKnobPass untemplated;
+  inner_search(chain_program({ir::Op::exp}), {&untemplated}, l.caps(), &without, test_features(),
+               l.evaluator(), o);
+  ASSERT_FALSE(without.asked.empty());
+  EXPECT_TRUE(without.asked[0].missing.empty()) << "the fork's name is not parsed for a template";
+}
+
+}  // namespace
+}  // namespace emmy::search
