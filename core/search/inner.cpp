@@ -86,12 +86,8 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
     };
     if (options.learn)
       hooks.observed = [&](const Candidate& c, const Evaluation& e) {
-        if (!e.ok || c.program.grouping.kernels.empty()) return;
-        // The row the run keeps for the checkpoint too (search/prior_row.hpp): the built kernel
-        // with its template, not the features the predictions use before any template is chosen.
-        const PriorRow row = prior_row(c.program.graph, c.program.grouping.kernels.back(), c.knobs,
-                                       e.time_us, Regime::rank);
-        Status s = prior->observe({row});
+        if (!e.ok) return;
+        Status s = prior->observe({prior_row(features, c.knobs, e.time_us, Regime::rank)});
         if (!s.ok() && prior_error.empty()) prior_error = s.message();
       };
   }

@@ -13,10 +13,10 @@
 namespace emmy::search {
 
 struct InnerOptions : SearchOptions {
-  // Teach `prior` every successful measurement as it arrives (search::prior_row of the built
-  // kernel at Regime::rank, the row the run keeps), so the rest of this search is steered by it.
-  // Give each kernel its own copy of the run's snapshot (PriorSnapshot) so that kernels do not see
-  // each other's rows.
+  // Teach `prior` every successful measurement as it arrives (search::prior_row of the features
+  // its predictions use, at Regime::rank), so the rest of this search is steered by it. Give each
+  // kernel its own copy of the run's snapshot (PriorSnapshot) so that kernels do not see each
+  // other's rows.
   bool learn = true;
 };
 

@@ -20,14 +20,19 @@ KernelFeatures kernel_features(const ir::Graph& graph, const ir::Kernel& kernel,
   return f;
 }
 
-PriorRow prior_row(const ir::Graph& graph, const ir::Kernel& kernel,
-                   const std::map<std::string, double>& knobs, double time_us, Regime regime) {
+PriorRow prior_row(const KernelFeatures& features, const std::map<std::string, double>& knobs,
+                   double time_us, Regime regime) {
   PriorRow row;
-  row.features = kernel_features(graph, kernel, kernel.templ);
+  row.features = features;
   row.knobs = knobs;
   row.time_us = time_us;
   row.regime = regime;
   return row;
+}
+
+PriorRow prior_row(const ir::Graph& graph, const ir::Kernel& kernel,
+                   const std::map<std::string, double>& knobs, double time_us, Regime regime) {
+  return prior_row(kernel_features(graph, kernel, kernel.templ), knobs, time_us, regime);
 }
 
 }  // namespace emmy::search
