@@ -9,11 +9,11 @@
 #include "emmy/fork.hpp"
 #include "export/plan_builder.hpp"
 #include "ir/serialize.hpp"
-#include "plugin_host/pass_order.hpp"
 #include "search/pipeline.hpp"
 #include "store/keys.hpp"
 #include "store/tuning_store.hpp"
 #include "tune/backend_choice.hpp"
+#include "tune/run_setup.hpp"
 #include "tune/tuner.hpp"
 
 namespace emmy::exporter {
@@ -23,10 +23,6 @@ namespace fs = std::filesystem;
 
 // The file name of the cpu backend's library inside the export folder.
 constexpr const char* kCpuLibrary = "kernels.so";
-
-std::string describe_source(const tune::TuneOptions& o) {
-  return o.code.empty() ? o.source : "--code " + o.code;
-}
 
 std::string short_key(const std::string& key) {
   return key.substr(0, 8);
@@ -49,14 +45,6 @@ std::shared_ptr<Backend> export_backend(const tune::TuneOptions& options, Plugin
   for_export.backend = name;
   for_export.backend_options["export"] = "1";
   return tune::choose_backend(for_export, host).backend;
-}
-
-// The passes of the run, as tune resolves them (for the untuned kernels' names).
-std::vector<std::shared_ptr<Pass>> make_passes(const tune::TuneOptions& options, PluginHost& host) {
-  std::vector<std::shared_ptr<Pass>> passes;
-  for (const std::string& name : resolve_pass_spec(options.passes, host))
-    passes.push_back(host.make_pass(name, tune::plugin_options_of(options, name)));
-  return passes;
 }
 
 // Whether the plan's kernel has its successful deploy measurement in `env`, where the tune
@@ -91,13 +79,13 @@ bool has_deploy_row(const store::TuningStore& store, const std::string& env,
 std::string no_plan_reason(const tune::TuneOptions& options, PluginHost& host, Backend& backend,
                            const store::TuningStore& store, const ir::Graph& graph,
                            const std::string& env, const std::string& gkey) {
-  std::string why = "no tuned plan for this graph (" + describe_source(options) + ", key " +
+  std::string why = "no tuned plan for this graph (" + tune::describe_source(options) + ", key " +
                     short_key(gkey) + ") on " + env;
   std::vector<std::string> untuned;
   try {
-    auto owned = make_passes(options, host);
-    std::vector<Pass*> passes;
-    for (auto& p : owned) passes.push_back(p.get());
+    // The passes of the run, as tune makes them (tune/run_setup.hpp).
+    const tune::PassPipeline pipeline = tune::make_pipeline(options.passes, host, options.plugin_options);
+    const std::vector<Pass*>& passes = pipeline.passes;
     ir::Program p{graph, ir::singleton_grouping(graph)};
     DefaultResolver resolver;
     search::PipelineOptions po;
@@ -175,23 +163,11 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   ExportReport report;
   std::shared_ptr<Backend> backend = export_backend(o, host, report.backend);
 
-  // The graph, as the tune loaded it: its key finds the plan.
-  std::string frontend_name;
-  std::shared_ptr<Frontend> frontend;
-  try {
-    frontend_name = tune::pick_frontend(o, host);
-    frontend = host.make_frontend(frontend_name);
-  } catch (const tune::BadInput&) {
-    throw;
-  } catch (const Error& e) {
-    throw tune::BadInput(e.what());
-  }
-  FrontendRequest request{o.source, o.code, o.frontend_options};
-  ir::Graph graph;
-  if (Status st = frontend->load(request, graph); !st.ok())
-    throw tune::BadInput("frontend '" + frontend_name + "': " + st.message());
-  if (std::string bad = ir::verify(graph); !bad.empty())
-    throw Error("frontend '" + frontend_name + "' produced an invalid graph: " + bad);
+  // The graph, as the tune loads it (tune/run_setup.hpp): its key finds the plan.
+  const ir::Graph graph =
+      tune::import_graph({o.source, o.code, o.frontend_options}, o.frontend, host,
+                         tune::describe_source(o))
+          .graph;
   const std::string gkey = tune::graph_key(graph);
   report.env = backend->environment_fingerprint();
 
@@ -265,7 +241,7 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   data.backend = report.backend;
   data.environment = report.env;
   data.emmy_version = EMMY_VERSION;
-  data.source = describe_source(o);
+  data.source = tune::describe_source(o);
   data.graph_key = gkey;
   data.run_id = plan->run_id;
   data.created_unix = std::chrono::duration_cast<std::chrono::seconds>(

@@ -28,14 +28,14 @@
 #include "tune/knob_check.hpp"
 #include "tune/parallel.hpp"
 #include "tune/rerun.hpp"
+#include "tune/run_prior.hpp"
 #include "tune/run_setup.hpp"
+#include "tune/validate_run.hpp"
+#include "tune/best_grouping.hpp"
 #include "tune/validation.hpp"
 
 namespace emmy::tune {
 namespace {
-
-// Rows the prior's checkpoint keeps (a uniform sample of everything measured).
-constexpr size_t kReservoirCapacity = 20000;
 
 std::string make_run_id() {
   auto now = std::chrono::system_clock::now();
@@ -62,76 +62,48 @@ int estimate_distinct(const ir::Program& program, const std::vector<Pass*>& pass
   return static_cast<int>(keys.size());
 }
 
-// A chosen kernel ready to be measured again in isolation at deploy: its lowered slice with the
-// chosen configuration, inputs and reference (the same in every round), and its occurrences.
-struct ChosenKernel {
-  const ir::Program* program = nullptr;
-  std::vector<ir::HostTensor> inputs, expected;
-  int occurrences = 1;
-};
-
-// Every kernel of the best grouping's distinct keys; empty when one has no program to measure.
-std::vector<ChosenKernel> prepare_chosen(uint64_t run_seed,
-                                         const std::map<std::string, KernelReport>& per_key,
-                                         const std::map<std::string, KernelOutcome>& outcomes,
-                                         const std::vector<std::string>& order) {
-  std::vector<ChosenKernel> chosen;
-  for (const std::string& key : order) {
-    const KernelOutcome& o = outcomes.at(key);
-    if (o.best_program.grouping.kernels.empty()) return {};
-    ChosenKernel c;
-    c.program = &o.best_program;
-    c.inputs = ir::random_inputs(o.best_program.graph, search::kernel_seed(run_seed, key) ^ 0x15);
-    c.expected = ir::evaluate(o.best_program.graph, c.inputs);
-    c.occurrences = per_key.at(key).occurrences;
-    chosen.push_back(std::move(c));
-  }
-  return chosen;
+// The verbose line of one grouping the outer search scored: its kernels and structural answers.
+std::string grouping_line(const search::StepInfo& info) {
+  std::ostringstream line;
+  line << "grouping " << info.step << ": " << info.candidate.program.grouping.kernels.size()
+       << " kernels";
+  for (size_t i = 0; i < info.candidate.labels.size(); ++i)
+    line << (i ? ", " : " (") << info.candidate.forks[i] << "=" << info.candidate.labels[i]
+         << (i + 1 == info.candidate.labels.size() ? ")" : "");
+  if (info.evaluation.ok) line << "  total " << info.evaluation.time_us << " us";
+  else if (!info.evaluation.message.empty()) line << "  " << info.evaluation.message;
+  return line.str();
 }
 
-// One pass of the isolated side: each chosen kernel measured again, `samples` samples, appended
-// to its round's samples; false (nothing usable) when one of them does not measure. Not stored:
-// the tuned rows stay what the search measured.
-bool measure_chosen_again(Measurer& measurer, const std::vector<ChosenKernel>& chosen, int samples,
-                          std::vector<IsolatedKernel>& round) {
-  round.resize(chosen.size());
-  for (size_t i = 0; i < chosen.size(); ++i) {
-    const ChosenKernel& c = chosen[i];
-    store::MeasurementRecord again =
-        measurer.build_and_measure(*c.program, Regime::deploy, c.inputs, c.expected,
-                                   /*whole_graph=*/false, /*timeout_s=*/0, samples);
-    if (!again.ok() || again.samples_us.empty()) return false;
-    round[i].samples_us.insert(round[i].samples_us.end(), again.samples_us.begin(),
-                               again.samples_us.end());
-    round[i].occurrences = c.occurrences;
-  }
-  return true;
+// The run's row of the runs table, from its report.
+store::RunRecord run_record(const TuneReport& report, const std::string& status) {
+  store::RunRecord rr;
+  rr.run_id = report.run_id;
+  rr.unix_time = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  rr.source = report.source;
+  rr.backend = report.backend;
+  rr.env = report.env;
+  rr.kernels = report.kernels_total;
+  rr.distinct_kernels = report.kernels_distinct;
+  rr.best_total_us = report.best_total_us;
+  rr.assembled_us = report.assembled_us;
+  rr.validation_gap_pct = report.validation_gap_pct;
+  rr.validation_note = report.validation_note;
+  rr.status = status;
+  for (const auto& g : report.set_aside) rr.set_aside.push_back(g.grouping + ": " + g.reason);
+  return rr;
 }
 
-// No checkpoint in $EMMY_HOME: the prior starts from the pretrained state shipped beside its
-// plugin for this backend and architecture, if there is one (store/pretrained_prior.hpp); the
-// home's checkpoint, written at the end of the run, then refines it. -v says what was taken
-// and why the others were not.
-void start_from_shipped_prior(const PluginHost& host, const std::string& prior_name,
-                              const std::string& backend, const std::string& fingerprint,
-                              bool verbose, Prior& prior, Progress& progress) {
-  const PluginRecord* rec = host.find(prior_name, "prior");
-  if (rec == nullptr || rec->manifest_path.empty()) return;
-  const std::string dir = std::filesystem::path(rec->manifest_path).parent_path().string();
-  const store::PretrainedChoice choice =
-      store::find_pretrained_prior(dir, prior_name, backend, fingerprint);
-  if (verbose)
-    for (const auto& note : choice.notes) progress.message(note);
-  if (!choice.chosen) return;
-  if (Status s = prior.load(choice.chosen->state); !s.ok()) {
-    progress.message("warning: prior '" + prior_name + "' could not load its pretrained state " +
-                     choice.path + " (" + s.message() + "); starting untrained");
-    return;
-  }
-  if (verbose)
-    progress.message("prior " + prior_name + " starts from its pretrained state " + choice.path +
-                     " (" + choice.chosen->backend + ", " + choice.chosen->arch + ", " +
-                     std::to_string(choice.chosen->rows) + " rows)");
+void take_counters(const Counters& counters, TuneReport& report) {
+  report.candidates_built = counters.built;
+  report.candidates_measured = counters.measured;
+  report.cache_hits = counters.cache_hits;
+  report.launches = counters.launches;
+  report.deploy_measurements = counters.deploy;
+  report.failures = counters.failures;
+  report.candidates_cut = counters.cut;
 }
 
 }  // namespace
@@ -232,78 +204,16 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   auto store = store::TuningStore::open_writer(options.db);
   store->set_warning_sink([&progress](const std::string& w) { progress.message("warning: " + w); });
 
-  std::string prior_warning;
-  std::string prior_name = pick_prior(options, host, &prior_warning);
-  if (!prior_warning.empty()) progress.message(prior_warning);
-  report.prior = prior_name;
+  // The prior (tune/run_prior.hpp): loaded from its checkpoint, and the state the searches start
+  // from, an identical re-run's when this run repeats the last one.
+  const std::string env = backend->environment_fingerprint();
   report.search = options.search;
   report.patience = options.patience;
   report.budget = options.budget;
-  // --prior flat (kFlatPrior): no prior at all, so nothing is loaded, learned or saved, and
-  // every search values untried children alike (the baseline bench/search compares with).
-  const bool flat = prior_name == kFlatPrior;
-  const PluginOptions prior_options = plugin_options_of(options, prior_name);
-  std::shared_ptr<Prior> prior;
-  try {
-    if (!flat) prior = host.make_prior(prior_name, prior_options);
-  } catch (const Error& e) {
-    // A prior the user named that is not there is their input (exit 2), as for --backend.
-    if (!options.prior.empty()) throw BadInput(std::string(e.what()) + " (in --prior)");
-    throw;
-  }
-  const std::string checkpoint_path = options.home + "/priors/" + prior_name + ".ckpt";
-  const std::string rerun_path = options.home + "/priors/" + prior_name + ".rerun";
-  std::vector<PriorRow> reservoir_rows;
-  std::string checkpoint_digest;  // of the checkpoint the run found ("" = none)
-  if (!flat) {
-    std::string warning;
-    auto ckpt = store::load_checkpoint_or_set_aside(checkpoint_path, &warning);
-    if (!warning.empty()) progress.message("warning: " + warning);
-    if (ckpt) {
-      Status st = prior->load(ckpt->prior_state);
-      if (!st.ok()) {
-        // E.g. a checkpoint of an older format: relearn from its rows rather than lose them.
-        progress.message("warning: prior '" + prior_name + "' could not load " + checkpoint_path +
-                         " (" + st.message() + "); relearning from its " +
-                         std::to_string(ckpt->reservoir.size()) + " rows");
-        if (Status s = prior->observe(ckpt->reservoir); !s.ok())
-          progress.message("warning: prior '" + prior_name + "' could not learn: " + s.message());
-      }
-      checkpoint_digest = store::checkpoint_digest(ckpt->prior_state, ckpt->reservoir);
-      reservoir_rows = std::move(ckpt->reservoir);
-    } else {
-      start_from_shipped_prior(host, prior_name, report.backend, backend->environment_fingerprint(),
-                               options.verbose, *prior, progress);
-    }
-  }
-
-  // The prior the search starts from: the checkpoint's, unless this run repeats the last one
-  // with nothing learned elsewhere since (store/rerun_record.hpp). `prior` itself stays the
-  // checkpoint's: it learns this run's rows whatever the search started from.
-  const std::string env = backend->environment_fingerprint();
-  const std::string identity = run_identity(options, graph_key(graph), env, prior_name, pass_names);
-  std::string rerun_warning;
-  PriorStart start;
-  if (!flat)
-    start = choose_prior_start(rerun_path, identity, checkpoint_digest, *prior, report.run_id,
-                               &rerun_warning);
-  if (!rerun_warning.empty()) progress.message("warning: " + rerun_warning);
-  if (!start.replayed_run.empty()) {
-    // Loaded once here, so that a start this prior cannot read falls back to the checkpoint
-    // with a warning rather than failing every kernel's search.
-    if (Status s = host.make_prior(prior_name, prior_options)->load(start.state); !s.ok()) {
-      progress.message("warning: prior '" + prior_name + "' could not load the start of run " +
-                       start.replayed_run + " (" + s.message() + "); starting from its checkpoint");
-      start = start_from_checkpoint(*prior, report.run_id);
-    } else {
-      report.prior_replays = start.replayed_run;
-      progress.message("identical re-run of run " + start.replayed_run +
-                       ", and the prior has learned nothing from other runs since: the search "
-                       "starts from the prior that run started from, so it walks the same path "
-                       "from the database");
-    }
-  }
-  const search::PriorSnapshot snapshot(prior_name, start.state);
+  RunPrior run_prior =
+      open_run_prior(options, host, graph_key(graph), pass_names, report.backend, env, progress,
+                     report);
+  const search::PriorSnapshot snapshot(run_prior.name, run_prior.start.state);
 
   // The run's services and running totals: one measurer for every configuration of the run
   // (tune/measurer.hpp), and what each kernel's search shares.
@@ -314,9 +224,10 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   std::mutex prior_mutex;  // kernels tuned side by side each ask for a fresh prior
   const KernelSearchContext kernels{measurer, passes, caps,
                                     [&]() -> std::shared_ptr<Prior> {
-                                      if (flat) return nullptr;
+                                      if (run_prior.flat) return nullptr;
                                       std::lock_guard<std::mutex> lock(prior_mutex);
-                                      auto fresh = host.make_prior(prior_name, prior_options);
+                                      auto fresh = host.make_prior(run_prior.name,
+                                                                   run_prior.options);
                                       snapshot.restore(*fresh);
                                       return fresh;
                                     },
@@ -354,72 +265,18 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   outer_options.seed = options.seed;
   outer_options.set_aside_factor = options.hopeless_factor;
   auto on_grouping = [&](const search::StepInfo& info) {
-    if (!options.verbose) return;
-    std::ostringstream line;
-    line << "grouping " << info.step << ": " << info.candidate.program.grouping.kernels.size()
-         << " kernels";
-    for (size_t i = 0; i < info.candidate.labels.size(); ++i)
-      line << (i ? ", " : " (") << info.candidate.forks[i] << "=" << info.candidate.labels[i]
-           << (i + 1 == info.candidate.labels.size() ? ")" : "");
-    if (info.evaluation.ok) line << "  total " << info.evaluation.time_us << " us";
-    else if (!info.evaluation.message.empty()) line << "  " << info.evaluation.message;
-    progress.message(line.str());
+    if (options.verbose) progress.message(grouping_line(info));
   };
 
+  // However the run ends, what it measured is kept: its counters, its rows in the prior and its
+  // checkpoint, and its record in the runs table.
   auto finish = [&](const std::string& status) {
     report.status = status;
-    report.candidates_built = counters.built;
-    report.candidates_measured = counters.measured;
-    report.cache_hits = counters.cache_hits;
-    report.launches = counters.launches;
-    report.deploy_measurements = counters.deploy;
-    report.failures = counters.failures;
-    report.candidates_cut = counters.cut;
-    // The run's rows into the prior and its checkpoint (everything measured is kept).
-    const std::vector<PriorRow> rows = new_rows.rows();
-    if (prior && !rows.empty()) {
-      if (Status s = prior->observe(rows); !s.ok())
-        progress.message("warning: prior '" + prior_name + "' could not learn: " + s.message());
-      Reservoir<PriorRow> reservoir(kReservoirCapacity, reservoir_rows.size() + 1);
-      for (auto& row : reservoir_rows) reservoir.offer(std::move(row));
-      for (const auto& row : rows) reservoir.offer(row);
-      std::string state;
-      if (Status s = prior->save(state); s.ok()) {
-        store::write_checkpoint(checkpoint_path, state, reservoir.items());
-        checkpoint_digest = store::checkpoint_digest(state, reservoir.items());
-      } else {
-        progress.message("warning: prior '" + prior_name + "' could not save: " + s.message());
-      }
-    }
-    // Where this run started and the checkpoint it leaves: the next run with the same identity
-    // starts there too while the checkpoint stays this one.
-    try {
-      if (prior)
-        store::write_rerun_record(rerun_path,
-                                  {identity, checkpoint_digest, start.state, start.first_run});
-    } catch (const Error& e) {
-      progress.message(std::string("warning: ") + e.what() +
-                       " (an identical re-run will start from the checkpoint instead)");
-    }
+    take_counters(counters, report);
+    save_run_prior(run_prior, new_rows.rows(), progress);
     report.wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    store::RunRecord rr;
-    rr.run_id = report.run_id;
-    rr.unix_time = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-    rr.source = report.source;
-    rr.backend = report.backend;
-    rr.env = report.env;
-    rr.kernels = report.kernels_total;
-    rr.distinct_kernels = report.kernels_distinct;
-    rr.best_total_us = report.best_total_us;
-    rr.assembled_us = report.assembled_us;
-    rr.validation_gap_pct = report.validation_gap_pct;
-    rr.validation_note = report.validation_note;
-    rr.status = status;
-    for (const auto& g : report.set_aside) rr.set_aside.push_back(g.grouping + ": " + g.reason);
-    store->put_run(rr);
+    store->put_run(run_record(report, status));
   };
 
   search::OuterResult result;
@@ -446,214 +303,22 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     throw Error(why + " (see emmy eval failures)");
   }
 
-  // The best grouping, every kernel at its best deploy configuration.
-  ir::Program best = result.search.best.program;
-  std::map<std::string, KernelReport> per_key;
-  std::vector<std::string> order;
-  std::vector<ir::Kernel> deployed;  // the best grouping's kernels as they deploy
-  for (size_t i = 0; i < best.grouping.kernels.size(); ++i) {
-    const std::string& key = result.best_kernel_keys.at(i);
-    if (key.empty()) continue;  // a producer carried by another kernel: deployed with it
-    const KernelOutcome& o = outcomes.at(key);
-    ir::Kernel& k = best.grouping.kernels[i];
-    k.templ = o.templ;
-    k.knobs = o.knobs;
-    const int p = result.best_producers.at(i);
-    if (p >= 0) {
-      auto both = search::deployed_with_producer(
-          best.grouping.kernels[static_cast<size_t>(p)], k, o.slice_kernels);
-      deployed.insert(deployed.end(), both.begin(), both.end());
-    } else {
-      deployed.push_back(k);
-    }
-    auto [it, inserted] = per_key.try_emplace(key);
-    KernelReport& kr = it->second;
-    if (inserted) {
-      order.push_back(key);
-      kr.key = key;
-      kr.name = o.name;
-      kr.templ = o.templ;
-      kr.config = format_knobs(o.knobs);
-      kr.best_rank_us = o.best_rank_us;
-      kr.best_deploy_us = o.best_deploy_us;
-      kr.evaluations = o.evaluations;
-      kr.failures = o.failures;
-    }
-    ++kr.occurrences;
-    report.best_total_us += o.best_deploy_us;
-  }
-  best.grouping.kernels = std::move(deployed);
-  report.kernels_total = static_cast<int>(best.grouping.kernels.size());
-  report.kernels_distinct = static_cast<int>(per_key.size());
-  for (const auto& key : order) report.kernels.push_back(per_key[key]);
-  for (const std::string& key : result.tuned_keys) {
-    auto o = outcomes.find(key);
-    if (o == outcomes.end()) continue;
-    report.searches.push_back(
-        {key, o->second.name, per_key.count(key) > 0, o->second.stopped, o->second.trajectory});
-  }
-
-  // Validation: the assembled graph measured once (cached like any measurement).
-  const std::string gkey = graph_key(best.graph);
+  // The best grouping, every kernel at its best deploy configuration (tune/best_grouping.hpp),
+  // then its validation (tune/validate_run.hpp) and its plan.
+  const BestGrouping best = assemble_best(result, outcomes, report);
   if (options.validate) {
-    // The best grouping's graph, not the frontend's: structural passes may have rewritten it
-    // (packed weights of a horizontal fusion are inputs of their own). Its reference is computed
-    // once, when the first uncached measurement below needs it (the whole graph in the
-    // interpreter is the expensive part).
-    std::vector<ir::HostTensor> inputs, expected;
-    auto reference = [&] {
-      if (inputs.empty()) {
-        inputs = ir::random_inputs(best.graph, options.seed ^ 0x5eed);
-        expected = ir::evaluate(best.graph, inputs);
-      }
-    };
-    std::string config = assembled_config_key(best);
-    auto rec = measurer.look_up(gkey, config, Regime::deploy);
-    if (!rec) {
-      reference();
-      try {
-        // The chosen kernels again, in isolation, and the assembled graph, in alternating rounds
-        // (tune/validation.hpp), so the gap compares fresh measurements taken the same way (not
-        // the tuned minimum, which the selection among many noisy medians biases low) and at the
-        // same times, each side summarized by the same statistic of its pooled samples.
-        std::vector<ChosenKernel> chosen = prepare_chosen(options.seed, per_key, outcomes, order);
-        bool isolated_ok = !chosen.empty();
-        ValidationSides sides;
-        // A round takes its samples in passes, each measuring every chosen kernel and the
-        // program with the same number of samples, the side going first alternating (ABBA), so
-        // both sides are spread alike over the round (tune/validation.hpp says why).
-        const int wanted = validation_samples(options.samples);
-        int per_request = isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
-        int pass = 0;
-        for (int r = 0; r < kValidationRounds; ++r) {
-          const auto round_start = std::chrono::steady_clock::now();
-          std::vector<IsolatedKernel> round;
-          std::vector<double> program_samples;
-          for (int taken = 0; taken < wanted; taken += per_request, ++pass) {
-            const int n = std::min(per_request, wanted - taken);
-            if (pass % 2 == 0 && isolated_ok)
-              isolated_ok = measure_chosen_again(measurer, chosen, n, round);
-            store::MeasurementRecord program = measurer.build_and_measure(
-                best, Regime::deploy, inputs, expected, /*whole_graph=*/true, /*timeout_s=*/0, n);
-            rec = program;
-            if (!program.ok()) break;  // the program's own failure: recorded as it is
-            program_samples.insert(program_samples.end(), program.samples_us.begin(),
-                                   program.samples_us.end());
-            if (pass % 2 == 1 && isolated_ok)
-              isolated_ok = measure_chosen_again(measurer, chosen, n, round);
-          }
-          if (!rec->ok()) break;
-          sides.add_assembled_round(program_samples);
-          if (isolated_ok) sides.add_isolated_round(round);
-          per_request = samples_per_request_within_budget(
-              per_request, wanted,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
-        }
-        if (rec && rec->ok()) {
-          rec->samples_us = sides.assembled_samples();
-          rec->median_us = quantile(rec->samples_us, 0.5);
-          // A round whose kernels did not all measure again leaves the gap unmeasured.
-          rec->isolated_us = isolated_ok ? sides.isolated_us() : 0;
-        }
-      } catch (const MachineryFailure& e) {
-        // Not the program's failure: nothing is stored, and the run (its kernels are tuned and
-        // stored) still ends with its record and prior rows; the gap is reported unmeasured.
-        report.validation_note = e.what();
-      } catch (const Interrupted&) {
-        progress.finish();
-        finish("interrupted");
-        throw;
-      }
-      if (rec) {
-        rec->structural_key = gkey;
-        rec->kernel_name = "assembled:" + (graph.name.empty() ? std::string("graph") : graph.name);
-        rec->templ = "assembled";
-        rec->config_key = config;
-        store->put_measurement(*rec);
-      }
-    }
-    // The program as a framework runs it: one cache flush per sample, the kernels back to back
-    // (the validation above flushes before each kernel, to compare with them alone). What a
-    // comparison with PyTorch's whole-graph time takes; a row of its own, cached like any other.
-    if (rec && rec->ok() && best.grouping.kernels.size() > 1) {
-      const std::string e2e_config = end_to_end_config_key(best);
-      auto e2e = measurer.look_up(gkey, e2e_config, Regime::deploy);
-      if (!e2e) {
-        try {
-          reference();
-          e2e = measurer.build_and_measure(best, Regime::deploy, inputs, expected,
-                                           /*whole_graph=*/true, /*timeout_s=*/0, options.samples,
-                                           /*end_to_end=*/true);
-          e2e->structural_key = gkey;
-          e2e->kernel_name = "end_to_end:" + (graph.name.empty() ? std::string("graph") : graph.name);
-          e2e->templ = "assembled";
-          e2e->config_key = e2e_config;
-          store->put_measurement(*e2e);
-        } catch (const MachineryFailure& e) {
-          report.validation_note = std::string("end to end: ") + e.what();
-        } catch (const Interrupted&) {
-          progress.finish();
-          finish("interrupted");
-          throw;
-        }
-      }
-      if (e2e && e2e->ok()) report.end_to_end_us = e2e->median_us;
-    }
-    if (!rec) {
-      // validation_note says why (a machinery failure above).
-    } else if (rec->ok() && rec->isolated_us > 0) {
-      // The assembled side's statistic, from the row's pooled samples (a cached row's too: its
-      // key names the statistic, so its isolated_us was summarized the same way).
-      report.assembled_us = quantile(rec->samples_us, kValidationQuantile);
-      report.assembled_median_us = rec->median_us;
-      report.isolated_us = rec->isolated_us;
-      report.validation_gap_pct =
-          100.0 * (report.assembled_us - report.isolated_us) / report.isolated_us;
-    } else if (rec->ok()) {
-      // No fresh isolated sum to compare with (a row from before it was recorded, or a kernel
-      // that failed its second measurement): the gap stays unmeasured (NaN), never a made-up 0.
-      report.assembled_us = quantile(rec->samples_us, kValidationQuantile);
-      report.assembled_median_us = rec->median_us;
-      report.validation_note = "the kernels were not measured again in isolation beside it";
-    } else {
-      report.validation_note = std::string(to_string(rec->failure)) + ": " +
-                               rec->message.substr(0, rec->message.find('\n'));
+    try {
+      validate_best(best, outcomes, graph.name, options, measurer, *store, report);
+    } catch (const Interrupted&) {
+      progress.finish();
+      finish("interrupted");
+      throw;
     }
   } else {
     report.validation_note = "disabled (--no-validate)";
   }
-
-  // The best plan per graph.
-  store::PlanRecord plan;
-  plan.env = env;
-  plan.graph_key = graph_key(graph);  // the plan is found by the graph the user gave
-  plan.run_id = report.run_id;
-  plan.unix_time = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-  plan.total_us = report.best_total_us;
-  for (const auto& key : order) {
-    const KernelOutcome& o = outcomes.at(key);
-    store::PlanKernel pk;
-    pk.structural_key = key;
-    pk.kernel_name = o.name;
-    pk.templ = o.templ;
-    pk.config_key = store::config_key(o.templ, o.knobs);
-    pk.knobs = o.knobs;
-    pk.count = per_key[key].occurrences;
-    pk.time_us = o.best_deploy_us;
-    plan.kernels.push_back(pk);
-  }
-  {
-    std::ostringstream answers;
-    for (size_t i = 0; i < result.search.best.forks.size(); ++i)
-      answers << (i ? ";" : "") << result.search.best.forks[i] << "="
-              << result.search.best.labels[i];
-    plan.grouping = answers.str();
-  }
-  plan.program_graph = ir::print(best.graph);
-  plan.program_kernels = best.grouping.kernels;
-  store->put_plan(plan);
+  // The plan is found by the graph the user gave.
+  store->put_plan(plan_record(best, result, outcomes, env, graph_key(graph), report));
   progress.finish();
   finish("ok");
 }

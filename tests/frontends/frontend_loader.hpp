@@ -15,7 +15,8 @@ namespace emmy::testing {
 
 class LoadedFrontend {
  public:
-  explicit LoadedFrontend(const std::string& name) {
+  // `context`: what the host would hand the plugin (null: the empty context, no environment).
+  explicit LoadedFrontend(const std::string& name, const EmmyPluginContext* context = nullptr) {
     std::string path = std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/libemmy_" + name + ".so";
     // Libraries are never unloaded in a process (docs/DESIGN.md, Plugins): the handle stays open.
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -26,7 +27,7 @@ class LoadedFrontend {
     if (info_->abi_version != EMMY_SDK_ABI_VERSION) throw std::runtime_error(path + ": ABI mismatch");
     if (info_->kind != EMMY_KIND_FRONTEND) throw std::runtime_error(path + " is not a frontend");
     char error[512] = {0};
-    void* object = info_->create("", nullptr, error, sizeof error);
+    void* object = info_->create("", context, error, sizeof error);
     if (!object) throw std::runtime_error(std::string("create failed: ") + error);
     frontend_ = static_cast<Frontend*>(object);
   }

@@ -30,17 +30,16 @@ FrontendRequest request(const std::string& source, std::map<std::string, std::st
 class HfFrontendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // The user's own cache must not change what these tests see.
-    for (const char* v : {"HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) unsetenv(v);
+    // The user's own cache does not change what these tests see: the shared frontend has the
+    // empty context (no environment), and the cache test gives each frontend its own.
     home_ = fs::temp_directory_path() / ("emmy_hf_test_" + std::to_string(::getpid()));
     fs::create_directories(home_);
-    setenv("HOME", home_.c_str(), 1);
   }
   void TearDown() override { fs::remove_all(home_); }
 
-  emmy::ir::Graph load(const FrontendRequest& r) {
+  emmy::ir::Graph load(const FrontendRequest& r, emmy::Frontend* frontend = nullptr) {
     emmy::ir::Graph g;
-    emmy::Status s = hf->load(r, g);
+    emmy::Status s = (frontend ? frontend : hf)->load(r, g);
     EXPECT_TRUE(s.ok()) << s.message();
     return g;
   }
@@ -56,6 +55,21 @@ class HfFrontendTest : public ::testing::Test {
     std::ofstream(p) << text;
     return p.string();
   }
+
+  // A plugin context whose environment is `variables` ("NAME=VALUE"), as the host hands it.
+  struct Context {
+    std::vector<std::string> variables;
+    std::vector<const char*> pointers;
+    EmmyPluginContext c{"", "", nullptr};
+    const EmmyPluginContext* get() {
+      pointers.clear();
+      for (const auto& v : variables) pointers.push_back(v.c_str());
+      pointers.push_back(nullptr);
+      c.environment = pointers.data();
+      return &c;
+    }
+  };
+  static Context context(std::vector<std::string> variables) { return Context{std::move(variables), {}, {}}; }
 
   static LoadedFrontend& plugin() {
     static LoadedFrontend loaded("hf");
@@ -160,16 +174,23 @@ TEST_F(HfFrontendTest, ConfigOptionAndHuggingFaceCache) {
   fs::path snapshot = home_ / "hub" / "models--Tiny--Qwen3" / "snapshots" / "0123abcd";
   fs::create_directories(snapshot);
   fs::copy_file(tiny, snapshot / "config.json");
+  // The environment comes from the plugin context, never the process's: HF_HOME set in the
+  // process is not seen, HF_HOME in the context is.
   setenv("HF_HOME", home_.c_str(), 1);
-  auto cached = load(request("Tiny/Qwen3", {{"layer", "0"}, {"seq", "8"}}));
+  EXPECT_NE(load_error(request("Tiny/Qwen3", {{"layer", "0"}, {"seq", "8"}})).find("no config.json"),
+            std::string::npos);
+  unsetenv("HF_HOME");
+  LoadedFrontend with_hf_home("hf", context({"HF_HOME=" + home_.string()}).get());
+  auto cached = load(request("Tiny/Qwen3", {{"layer", "0"}, {"seq", "8"}}), &*with_hf_home);
   EXPECT_EQ(emmy::ir::to_string(input_named(cached, "hidden_states")->type), "bf16[1,8,256]");
 
   // ~/.cache/huggingface/hub is the default location.
-  unsetenv("HF_HOME");
   fs::path default_hub = home_ / ".cache" / "huggingface" / "hub";
   fs::create_directories(default_hub);
   fs::rename(home_ / "hub" / "models--Tiny--Qwen3", default_hub / "models--Tiny--Qwen3");
-  EXPECT_EQ(load(request("Tiny/Qwen3", {{"layer", "0"}, {"seq", "8"}})).nodes.size(), cached.nodes.size());
+  LoadedFrontend with_home("hf", context({"HOME=" + home_.string()}).get());
+  EXPECT_EQ(load(request("Tiny/Qwen3", {{"layer", "0"}, {"seq", "8"}}), &*with_home).nodes.size(),
+            cached.nodes.size());
 }
 
 TEST_F(HfFrontendTest, UnknownModelTypeListsSupportedOnes) {

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -27,12 +26,15 @@ bool is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-std::vector<fs::path> hub_caches() {
+// The Hugging Face caches the environment names (the host's, through the plugin context).
+std::vector<fs::path> hub_caches(const PluginContext& context) {
   std::vector<fs::path> out;
-  if (const char* v = std::getenv("HF_HUB_CACHE"); v && *v) out.emplace_back(v);
-  if (const char* v = std::getenv("HF_HOME"); v && *v) out.push_back(fs::path(v) / "hub");
-  if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v) out.push_back(fs::path(v) / "huggingface" / "hub");
-  if (const char* v = std::getenv("HOME"); v && *v) out.push_back(fs::path(v) / ".cache" / "huggingface" / "hub");
+  if (std::string v = context.env("HF_HUB_CACHE"); !v.empty()) out.emplace_back(v);
+  if (std::string v = context.env("HF_HOME"); !v.empty()) out.push_back(fs::path(v) / "hub");
+  if (std::string v = context.env("XDG_CACHE_HOME"); !v.empty())
+    out.push_back(fs::path(v) / "huggingface" / "hub");
+  if (std::string v = context.env("HOME"); !v.empty())
+    out.push_back(fs::path(v) / ".cache" / "huggingface" / "hub");
   return out;
 }
 
@@ -73,7 +75,8 @@ std::vector<std::string> shipped_config_dirs() {
 }
 
 std::string locate_config(const std::string& source, const std::string& config_file,
-                          const std::vector<std::string>& shipped_dirs) {
+                          const std::vector<std::string>& shipped_dirs,
+                          const PluginContext& context) {
   if (!config_file.empty()) {
     std::error_code ec;
     if (fs::exists(config_file, ec) && !is_file(config_file))
@@ -87,7 +90,7 @@ std::string locate_config(const std::string& source, const std::string& config_f
   if (is_file(fs::path(source) / "config.json")) return (fs::path(source) / "config.json").string();
 
   std::vector<std::string> looked;
-  for (const auto& hub : hub_caches()) {
+  for (const auto& hub : hub_caches(context)) {
     if (auto found = find_in_cache(hub, source); !found.empty()) return found;
     looked.push_back(hub.string());
   }

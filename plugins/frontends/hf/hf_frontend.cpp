@@ -85,7 +85,8 @@ bool has_extension(const std::string& s, std::initializer_list<const char*> exts
 
 class HfFrontend final : public Frontend {
  public:
-  explicit HfFrontend(const PluginOptions&) {}
+  // The context's environment says where the Hugging Face cache is (never getenv).
+  HfFrontend(const PluginOptions&, const PluginContext& context) : context_(context) {}
 
   std::string name() const override { return "hf"; }
 
@@ -111,7 +112,7 @@ class HfFrontend final : public Frontend {
     return guard([&] {
       frontends::refuse_request_options(r, {"input-shape", "trust"},
                                         "a model id (it is for .pt and .pt2 files)");
-      std::string path = locate_config(r.source, option(r, "config"), shipped_config_dirs());
+      std::string path = locate_config(r.source, option(r, "config"), shipped_config_dirs(), context_);
       DecoderConfig config = parse_decoder_config(read_file(path), path);
       DecoderShape shape;
       shape.batch = int_option(r, "batch", 1);
@@ -127,6 +128,9 @@ class HfFrontend final : public Frontend {
       graph = std::move(built);  // only a complete graph reaches the caller
     });
   }
+
+ private:
+  PluginContext context_;
 };
 
 }  // namespace emmy::hf
