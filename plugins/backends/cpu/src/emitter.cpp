@@ -10,28 +10,6 @@ namespace emmy::cpu {
 using ir::DType;
 using ir::Op;
 
-// ---- Scope -------------------------------------------------------------------------------------
-
-void Scope::line(const std::string& text) {
-  code_.append(static_cast<size_t>(indent_) * 2, ' ');
-  code_ += text;
-  code_ += '\n';
-}
-
-void Scope::block(const std::string& head, const Scope& inner) {
-  line(head + " {");
-  code_ += inner.code();
-  line("}");
-}
-
-const std::string* Scope::find(const std::string& key) const {
-  for (const Scope* s = this; s; s = s->parent_) {
-    auto it = s->memo_.find(key);
-    if (it != s->memo_.end()) return &it->second;
-  }
-  return nullptr;
-}
-
 // ---- dtypes ------------------------------------------------------------------------------------
 
 std::string storage_type(DType t) {
@@ -99,27 +77,10 @@ std::string double_literal(double v) {
   if (std::isnan(v)) return "__builtin_nan(\"\")";
   if (std::isinf(v)) return v > 0 ? "__builtin_inf()"
                                    : "(-__builtin_inf())";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return "(" + s + ")";
+  return "(" + backend_support::finite_literal(v) + ")";
 }
 
 // ---- index arithmetic --------------------------------------------------------------------------
-
-int64_t wrap(int64_t dim, int64_t rank) {
-  int64_t r = rank == 0 ? 1 : rank;
-  if (dim < 0) dim += r;
-  if (dim < 0 || dim >= r) throw Error("cpu backend: dimension " + std::to_string(dim) + " out of range");
-  return dim;
-}
-
-std::vector<int64_t> strides_of(const ir::Shape& shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
-  return st;
-}
 
 std::string flat_expr(const Idx& idx, const ir::Shape& shape) {
   auto st = strides_of(shape);
@@ -145,14 +106,6 @@ Idx decompose(const std::string& flat, const ir::Shape& shape) {
     idx[d] = first ? q : "(" + q + " % " + std::to_string(shape[d]) + ")";
     first = false;
   }
-  return idx;
-}
-
-Idx broadcast_idx(const Idx& out, const ir::Shape& operand) {
-  Idx idx(operand.size());
-  size_t off = out.size() - operand.size();
-  if (operand.size() > out.size()) throw Error("cpu backend: operand of higher rank than its use");
-  for (size_t d = 0; d < operand.size(); ++d) idx[d] = operand[d] == 1 ? "0" : out[d + off];
   return idx;
 }
 
@@ -183,24 +136,24 @@ GemmOperands gemm_operand_idx(const ir::Graph& g, ir::ValueId v, const Idx& out,
   if (ra == 1) {  // [K] @ [..., K, N] -> [..., N]
     Idx batch(out.begin(), out.end() - 1);
     r.a = {k};
-    r.b = broadcast_idx(batch, ir::Shape(bs.begin(), bs.end() - 2));
+    r.b = broadcast_index(batch, ir::Shape(bs.begin(), bs.end() - 2));
     r.b.push_back(k);
     r.b.push_back(bs.back() == 1 ? "0" : out.back());
     return r;
   }
   if (rb == 1) {  // [..., M, K] @ [K] -> [..., M]
     Idx batch(out.begin(), out.end() - 1);
-    r.a = broadcast_idx(batch, ir::Shape(as.begin(), as.end() - 2));
+    r.a = broadcast_index(batch, ir::Shape(as.begin(), as.end() - 2));
     r.a.push_back(as[ra - 2] == 1 ? "0" : out.back());
     r.a.push_back(k);
     r.b = {k};
     return r;
   }
   Idx batch(out.begin(), out.end() - 2);
-  r.a = broadcast_idx(batch, ir::Shape(as.begin(), as.end() - 2));
+  r.a = broadcast_index(batch, ir::Shape(as.begin(), as.end() - 2));
   r.a.push_back(as[ra - 2] == 1 ? "0" : out[out.size() - 2]);
   r.a.push_back(k);
-  r.b = broadcast_idx(batch, ir::Shape(bs.begin(), bs.end() - 2));
+  r.b = broadcast_index(batch, ir::Shape(bs.begin(), bs.end() - 2));
   r.b.push_back(k);
   r.b.push_back(bs.back() == 1 ? "0" : out.back());
   return r;
@@ -225,19 +178,13 @@ void Emitter::materialize_buffer(ir::ValueId v, const std::string& name) {
   });
 }
 
-static std::string key_of(ir::ValueId v, const Idx& idx) {
-  std::string k = std::to_string(v) + "@";
-  for (const auto& i : idx) k += i + ",";
-  return k;
-}
-
 std::string Emitter::read(ir::ValueId v, const Idx& idx, Scope& s) {
   const auto& n = g_.node(v);
   if (n.op == Op::constant) {
     return convert_expr(double_literal(n.attr_double("value", 0.0)), DType::f64, n.type.dtype);
   }
-  std::string key = key_of(v, idx);
-  if (const std::string* known = s.find(key)) return *known;
+  std::string key = backend_support::memo_key(v, idx);
+  if (const std::string* known = s.recall(key)) return *known;
   std::string value;
   auto it = readers_.find(v);
   if (it != readers_.end()) {
@@ -247,9 +194,7 @@ std::string Emitter::read(ir::ValueId v, const Idx& idx, Scope& s) {
   }
   // Name it once so every later use in this scope reuses the value.
   std::string var = fresh("t");
-  s.line("const " + compute_type(n.type.dtype) + " " + var + " = " + value + ";");
-  s.remember(key, var);
-  return var;
+  return s.keep(key, compute_type(n.type.dtype), var, value);
 }
 
 std::string Emitter::compute(ir::ValueId v, const Idx& idx, Scope& s) {
@@ -268,7 +213,7 @@ std::string Emitter::elementwise(const ir::Node& n, const Idx& idx, Scope& s) {
   auto operand = [&](size_t i, DType as) {
     ir::ValueId in = n.inputs[i];
     const auto& t = g_.type(in);
-    std::string v = read(in, broadcast_idx(idx, t.shape), s);
+    std::string v = read(in, broadcast_index(idx, t.shape), s);
     return convert_expr(v, t.dtype, as);
   };
   auto arg = [&](size_t i) { return operand(i, out); };
@@ -306,7 +251,7 @@ std::string Emitter::elementwise(const ir::Node& n, const Idx& idx, Scope& s) {
       break;
     case Op::cast: {
       const auto& t = g_.type(n.inputs[0]);
-      return convert_expr(read(n.inputs[0], broadcast_idx(idx, t.shape), s), t.dtype, out);
+      return convert_expr(read(n.inputs[0], broadcast_index(idx, t.shape), s), t.dtype, out);
     }
     case Op::where: {
       std::string c = operand(0, DType::boolean);
@@ -350,21 +295,25 @@ std::string Emitter::remap(const ir::Node& n, const Idx& idx, Scope& s) {
       }
       break;
     }
-    case Op::expand: src = broadcast_idx(idx, is); break;
+    case Op::expand:
+      src = broadcast_index(idx, is);
+      break;
     case Op::transpose: {
       src = idx;
-      int64_t d0 = wrap(n.attr_int("dim0", 0), rank), d1 = wrap(n.attr_int("dim1", 1), rank);
+      int64_t d0 = wrap_dim(n.attr_int("dim0", 0), rank),
+              d1 = wrap_dim(n.attr_int("dim1", 1), rank);
       if (rank > 0) std::swap(src[static_cast<size_t>(d0)], src[static_cast<size_t>(d1)]);
       break;
     }
     case Op::permute: {
       auto dims = n.attr_ints("dims");
       src.assign(is.size(), "0");
-      for (size_t j = 0; j < dims.size(); ++j) src[static_cast<size_t>(wrap(dims[j], rank))] = idx[j];
+      for (size_t j = 0; j < dims.size(); ++j)
+        src[static_cast<size_t>(wrap_dim(dims[j], rank))] = idx[j];
       break;
     }
     case Op::slice: {
-      int64_t dim = wrap(n.attr_int("dim", 0), rank);
+      int64_t dim = wrap_dim(n.attr_int("dim", 0), rank);
       int64_t size = is[static_cast<size_t>(dim)];
       int64_t start = n.attr_int("start", 0), step = n.attr_int("step", 1);
       if (start < 0) start += size;

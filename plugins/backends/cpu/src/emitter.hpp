@@ -13,13 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "backend_support/expr_emitter.hpp"
 #include "backend_support/template_dispatch.hpp"
 #include "emmy/ir.hpp"
 #include "emmy/templates.hpp"
 
 namespace emmy::cpu {
 
-using Idx = std::vector<std::string>;
+using Idx = backend_support::Index;
 
 // Unsupported: thrown by a template's generator when the kernel falls outside what that
 // template handles; the backend then generates the kernel with the fallback template instead.
@@ -30,27 +31,12 @@ using Idx = std::vector<std::string>;
 using backend_support::KnobRefused;
 using backend_support::Unsupported;
 
-// A block of generated statements with the values already computed in it. Lookups see the
-// enclosing scopes too (their variables are visible in nested loops).
-class Scope {
- public:
-  explicit Scope(int indent) : indent_(indent) {}
-  Scope(Scope& parent) : parent_(&parent), indent_(parent.indent_ + 1) {}
-
-  void line(const std::string& text);
-  const std::string& code() const { return code_; }
-  // Appends a nested scope's statements wrapped in `head { ... }`.
-  void block(const std::string& head, const Scope& inner);
-  const std::string* find(const std::string& key) const;
-  void remember(const std::string& key, const std::string& var) { memo_[key] = var; }
-  int indent() const { return indent_; }
-
- private:
-  Scope* parent_ = nullptr;
-  int indent_ = 0;
-  std::string code_;
-  std::map<std::string, std::string> memo_;
-};
+// The block of generated statements with its memoized values, and the index arithmetic both
+// backends share (backend_support/expr_emitter.hpp).
+using backend_support::broadcast_index;
+using backend_support::Scope;
+using backend_support::strides_of;
+using backend_support::wrap_dim;
 
 // C++ spellings of dtypes: storage in memory, and the type arithmetic is done in.
 std::string storage_type(ir::DType t);
@@ -63,14 +49,10 @@ std::string convert_expr(const std::string& value, ir::DType from, ir::DType to)
 // A C++ literal for a double (handles infinities and NaN).
 std::string double_literal(double v);
 
-// Row-major strides of a shape.
-std::vector<int64_t> strides_of(const ir::Shape& shape);
 // Flat offset expression of an index into a contiguous tensor of `shape`.
 std::string flat_expr(const Idx& idx, const ir::Shape& shape);
 // Index of flat offset `flat` in `shape`.
 Idx decompose(const std::string& flat, const ir::Shape& shape);
-// Index into an operand of shape `operand` broadcast to an output indexed by `out` (right-aligned).
-Idx broadcast_idx(const Idx& out, const ir::Shape& operand);
 // Index components for loop variables named prefix0, prefix1, ...
 Idx loop_vars(const std::string& prefix, size_t rank);
 
@@ -129,7 +111,5 @@ std::vector<ir::ValueId> compute_nodes(const ir::Graph& g);
 // the innermost scope; `innermost_pragma` (if any) is placed before the innermost loop.
 void emit_loops(Scope& parent, const ir::Shape& shape, const Idx& vars,
                 const std::function<void(Scope&)>& body, const std::string& innermost_pragma = "");
-// Normalizes a dimension attribute (negative counts from the back).
-int64_t wrap(int64_t dim, int64_t rank);
 
 }  // namespace emmy::cpu

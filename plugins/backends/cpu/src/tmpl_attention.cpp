@@ -48,7 +48,8 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     for (ir::ValueId in : g.node(v).inputs)
       if (g.type(in).rank() < 2) throw Unsupported("attention: 1-D matmul operand");
   const auto& sn = g.node(S);
-  if (wrap(sn.attr_int("dim", -1), g.type(S).rank()) != g.type(S).rank() - 1) throw Unsupported("attention: softmax dim");
+  if (wrap_dim(sn.attr_int("dim", -1), g.type(S).rank()) != g.type(S).rank() - 1)
+    throw Unsupported("attention: softmax dim");
   if (!depends_on(g, S, M1) || !depends_on(g, g.node(M2).inputs[0], S) || depends_on(g, g.node(M2).inputs[1], S))
     throw Unsupported("attention: not scores -> softmax -> values");
   if (g.type(S).shape != s1) throw Unsupported("attention: softmax not over the scores' shape");

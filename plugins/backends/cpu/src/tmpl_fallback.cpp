@@ -26,7 +26,7 @@ void emit_reduction(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf)
   if (dims.empty())
     reduced.assign(reduced.size(), true);
   else
-    for (auto d : dims) reduced[static_cast<size_t>(wrap(d, rank))] = true;
+    for (auto d : dims) reduced[static_cast<size_t>(wrap_dim(d, rank))] = true;
   const bool keep = n.attr_int("keepdim", 0) != 0;
   ir::Shape red_shape;
   int64_t count = 1;
@@ -79,7 +79,7 @@ void emit_softmax(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
     s.line(buf + "[0] = " + store_expr(n.type.dtype, convert_expr("1.0", DType::f64, n.type.dtype)) + ";");
     return;
   }
-  const size_t dim = static_cast<size_t>(wrap(n.attr_int("dim", -1), rank));
+  const size_t dim = static_cast<size_t>(wrap_dim(n.attr_int("dim", -1), rank));
   ir::Shape outer = in.shape;
   outer.erase(outer.begin() + static_cast<long>(dim));
   Idx ov = loop_vars("o", outer.size());
@@ -122,7 +122,10 @@ void emit_gemm(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
     std::string r = "acc";
     if (n.op == Op::linear && n.inputs.size() > 2) {
       const auto& bt = g.type(n.inputs[2]);
-      r = "(acc + " + convert_expr(e.read(n.inputs[2], broadcast_idx({ov.back()}, bt.shape), body), bt.dtype, acc_t) + ")";
+      r = "(acc + " +
+          convert_expr(e.read(n.inputs[2], broadcast_index({ov.back()}, bt.shape), body), bt.dtype,
+                       acc_t) +
+          ")";
     }
     body.line(buf + "[" + flat_expr(ov, n.type.shape) + "] = " +
               store_expr(n.type.dtype, convert_expr(r, acc_t, n.type.dtype)) + ";");
@@ -132,7 +135,7 @@ void emit_gemm(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
 void emit_cat(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
   const auto& g = e.graph();
   const auto& n = g.node(v);
-  const size_t dim = static_cast<size_t>(wrap(n.attr_int("dim", 0), n.type.rank()));
+  const size_t dim = static_cast<size_t>(wrap_dim(n.attr_int("dim", 0), n.type.rank()));
   int64_t offset = 0;
   for (ir::ValueId in : n.inputs) {
     const auto& t = g.type(in);

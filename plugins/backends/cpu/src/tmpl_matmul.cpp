@@ -241,7 +241,7 @@ void bind_product(Emitter& e, const Match& mt) {
     if (bias) {
       const auto& bt = ep->graph().type(bias_v);
       c = "(" + c + " + " +
-          convert_expr(ep->read(bias_v, broadcast_idx({idx.back()}, bt.shape), s), bt.dtype,
+          convert_expr(ep->read(bias_v, broadcast_index({idx.back()}, bt.shape), s), bt.dtype,
                        DType::f32) +
           ")";
     }

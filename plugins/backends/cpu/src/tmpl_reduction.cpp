@@ -18,9 +18,9 @@ namespace {
 bool reduces_last_dim(const ir::Graph& g, const ir::Node& n) {
   const int64_t rank = g.type(n.inputs[0]).rank();
   if (rank == 0) return false;
-  if (n.op == Op::softmax) return wrap(n.attr_int("dim", -1), rank) == rank - 1;
+  if (n.op == Op::softmax) return wrap_dim(n.attr_int("dim", -1), rank) == rank - 1;
   auto dims = n.attr_ints("dims");
-  if (dims.size() == 1) return wrap(dims[0], rank) == rank - 1;
+  if (dims.size() == 1) return wrap_dim(dims[0], rank) == rank - 1;
   return dims.empty() && rank == 1;
 }
 

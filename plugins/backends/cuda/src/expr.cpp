@@ -16,20 +16,6 @@ namespace emmy::cuda {
 using ir::DType;
 using ir::Op;
 
-void Body::block(const std::string& head, const Body& inner) {
-  line(head + " {");
-  code_ += inner.code();
-  line("}");
-}
-
-const std::string* Body::recall(const std::string& key) const {
-  for (const Body* b = this; b; b = b->parent_) {
-    auto it = b->memo_.find(key);
-    if (it != b->memo_.end()) return &it->second;
-  }
-  return nullptr;
-}
-
 std::string storage_type(DType t) {
   switch (t) {
     case DType::f32: return "float";
@@ -77,20 +63,8 @@ std::string store_element(DType t, const std::string& v) {
 std::string literal(double v) {
   if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
   if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return s;
+  return backend_support::finite_literal(v);
 }
-
-int64_t numel_of(const ir::Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-int64_t wrap_dim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
 
 std::string flat_offset(const Index& idx, const ir::Shape& shape) {
   std::string out;
@@ -137,26 +111,19 @@ void ExprGen::bind_buffer(ir::ValueId v, const std::string& ptr) {
   bind(v, [t, ptr](const Index& idx, Body&) { return load_element(t.dtype, ptr + "[" + flat_offset(idx, t.shape) + "]"); });
 }
 
-static std::string key_of(ir::ValueId v, const Index& idx) {
-  std::string k = std::to_string(v) + "@";
-  for (const auto& i : idx) k += i + ",";
-  return k;
-}
+using backend_support::memo_key;
 
 std::string ExprGen::value(ir::ValueId v, const Index& idx, Body& b) {
   auto it = bound_.find(v);
   if (it == bound_.end()) return compute(v, idx, b);
-  std::string key = key_of(v, idx) + "#bound";
+  std::string key = memo_key(v, idx) + "#bound";
   if (const std::string* hit = b.recall(key)) return *hit;
   std::string expr = it->second(idx, b);
-  std::string var = fresh("v");
-  b.line("const " + compute_type(g_.type(v).dtype) + " " + var + " = " + expr + ";");
-  b.remember(key, var);
-  return var;
+  return b.keep(key, compute_type(g_.type(v).dtype), fresh("v"), expr);
 }
 
 std::string ExprGen::compute(ir::ValueId v, const Index& idx, Body& b) {
-  std::string key = key_of(v, idx);
+  std::string key = memo_key(v, idx);
   if (const std::string* hit = b.recall(key)) return *hit;
   const ir::Node& n = g_.node(v);
   std::string expr;
@@ -171,20 +138,13 @@ std::string ExprGen::compute(ir::ValueId v, const Index& idx, Body& b) {
   else if (n.op == Op::softmax) expr = softmax(v, idx, b);
   else if (n.op == Op::linear || n.op == Op::matmul || n.op == Op::bmm) expr = gemm(v, idx, b);
   else throw Unsupported("cuda codegen: op " + std::string(ir::to_string(n.op)) + " is not supported");
-  std::string var = fresh("v");
-  b.line("const " + compute_type(n.type.dtype) + " " + var + " = " + expr + ";");
-  b.remember(key, var);
-  return var;
+  return b.keep(key, compute_type(n.type.dtype), fresh("v"), expr);
 }
 
 // Operand i of v read at the broadcast of idx, converted to the compute type of `to`.
 std::string ExprGen::operand(ir::ValueId v, size_t i, const Index& idx, DType to, Body& b) {
   ir::ValueId x = g_.node(v).inputs.at(i);
-  const ir::Shape& s = g_.type(x).shape;
-  Index sub(s.size());
-  size_t off = idx.size() - s.size();
-  for (size_t d = 0; d < s.size(); ++d) sub[d] = s[d] == 1 ? "0" : idx[off + d];
-  std::string e = value(x, sub, b);
+  std::string e = value(x, backend_support::broadcast_index(idx, g_.type(x).shape), b);
   DType from = g_.type(x).dtype;
   if (compute_type(from) == compute_type(to)) return e;
   return "((" + compute_type(to) + ")(" + e + "))";
@@ -360,12 +320,8 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
       for (size_t i = 0; i < dims.size(); ++i) sub[size_t(wrap_dim(dims[i], rank))] = idx[i];
       return value(x, sub, b);
     }
-    case Op::expand: {
-      Index sub(in.size());
-      size_t off = out.size() - in.size();
-      for (size_t d = 0; d < in.size(); ++d) sub[d] = in[d] == 1 ? "0" : idx[off + d];
-      return value(x, sub, b);
-    }
+    case Op::expand:
+      return value(x, backend_support::broadcast_index(idx, in), b);
     case Op::slice: {
       int64_t dim = wrap_dim(n.attr_int("dim", 0), rank);
       int64_t size = in[size_t(dim)];
@@ -412,7 +368,7 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
       };
       std::string key;
       if (group > 0) {
-        key = "catgroup:" + key_of(v, element(0));
+        key = "catgroup:" + memo_key(v, element(0));
         if (const std::string* hit = b.recall(key)) return *hit + "[" + std::to_string(u) + "]";
       }
       const int64_t count = group > 0 ? group : 1;

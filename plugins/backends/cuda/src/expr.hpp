@@ -15,13 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "backend_support/expr_emitter.hpp"
 #include "backend_support/template_dispatch.hpp"
 #include "emmy/ir.hpp"
 #include "emmy/templates.hpp"
 
 namespace emmy::cuda {
 
-using Index = std::vector<std::string>;
+using Index = backend_support::Index;
 
 // Unsupported: thrown when a template cannot handle a kernel; the generator then uses the
 // fallback template. KnobRefused: thrown when a knob value cannot give a correct kernel for this
@@ -31,24 +32,11 @@ using Index = std::vector<std::string>;
 using backend_support::KnobRefused;
 using backend_support::Unsupported;
 
-// A block of generated statements. Values computed in enclosing blocks are visible inside.
-class Body {
- public:
-  explicit Body(int indent = 1) : indent_(indent) {}
-  explicit Body(Body& parent) : parent_(&parent), indent_(parent.indent_ + 1) {}
-  void line(const std::string& text) { code_ += std::string(size_t(indent_) * 2, ' ') + text + "\n"; }
-  // Appends `head { inner }`.
-  void block(const std::string& head, const Body& inner);
-  const std::string& code() const { return code_; }
-  const std::string* recall(const std::string& key) const;
-  void remember(const std::string& key, const std::string& var) { memo_[key] = var; }
-
- private:
-  Body* parent_ = nullptr;
-  int indent_;
-  std::string code_;
-  std::map<std::string, std::string> memo_;
-};
+// The block of generated statements with its memoized values, and the index arithmetic both
+// backends share (backend_support/expr_emitter.hpp).
+using Body = backend_support::Scope;
+using backend_support::numel_of;
+using backend_support::wrap_dim;
 
 // CUDA spellings: element type in memory, and the type arithmetic is done in.
 std::string storage_type(ir::DType t);
@@ -79,8 +67,6 @@ std::string literal(double v);
 std::string flat_offset(const Index& idx, const ir::Shape& shape);
 // `suffix`: of the divisors' literals ("LL"; "u" keeps an unsigned 32-bit `flat` in 32 bits).
 Index unflatten(const std::string& flat, const ir::Shape& shape, const std::string& suffix = "LL");
-int64_t wrap_dim(int64_t dim, int64_t rank);
-int64_t numel_of(const ir::Shape& s);
 
 class ExprGen {
  public:

@@ -11,10 +11,15 @@
 
 #include "emmy/ir.hpp"
 
+namespace emmy::backend_support {
+class Scope;
+}  // namespace emmy::backend_support
+
 namespace emmy::cuda {
 
-class Body;
 class ModuleBuilder;
+// The generated statements block (backend_support/expr_emitter.hpp, expr.hpp).
+using Body = backend_support::Scope;
 
 // An operand as TMA sees it: `rows` x K (K contiguous) per batch, over kernel buffer `pointer`.
 struct TmaOperand {

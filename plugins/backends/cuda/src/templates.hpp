@@ -11,6 +11,10 @@
 #include "emmy/ir.hpp"
 #include "emmy/kernel_template.hpp"
 
+namespace emmy::backend_support {
+class Scope;
+}  // namespace emmy::backend_support
+
 namespace emmy::cuda {
 
 using KnobValues = std::map<std::string, int64_t>;
@@ -41,7 +45,8 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs);  //
 // flat index `i` (each guarded by its numel); add a kernel with one thread per `items` elements.
 class ExprGen;
 class ModuleBuilder;
-class Body;
+// The generated statements block (backend_support/expr_emitter.hpp, expr.hpp).
+using Body = backend_support::Scope;
 void bind_inputs(ExprGen& e, const ModuleBuilder& m);
 void emit_outputs_at(ExprGen& e, const ModuleBuilder& m, const std::string& i, Body& b);
 // "unsigned" where every buffer of g has fewer than 2^31 elements (cheap index arithmetic), else "long long".
