@@ -3,7 +3,7 @@
 # run as root (or with sudo). Skips apt entirely when everything is already installed.
 set -euo pipefail
 packages=(
-  build-essential g++ cmake ninja-build pkg-config git
+  build-essential g++ cmake ninja-build pkg-config git clang-format
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   librocksdb-dev libflatbuffers-dev flatbuffers-compiler
   nlohmann-json3-dev libgtest-dev libgmock-dev
