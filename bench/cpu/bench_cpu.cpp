@@ -1,9 +1,10 @@
 // emmy-bench-cpu: the cpu backend against LibTorch's CPU kernels, side by side in one run.
 //
-// Tunes (every configuration when there are at most 64, else coordinate descent over the knobs; each candidate built at the deploy regime
-// and timed in the worker, objective: the fastest of its samples) a 512x512x512 f32 matmul and a 512x1024 f32 RMSNorm
-// (x * rsqrt(mean(x^2, -1) + eps) * w), checks the winners against the reference interpreter,
-// then times torch::matmul and the same RMSNorm expression in LibTorch and prints the ratios.
+// Tunes (every configuration when there are at most 64, else coordinate descent over the knobs;
+// each candidate built at the deploy regime and timed in the worker, objective: the fastest of its
+// samples) a 512x512x512 f32 matmul and a 512x1024 f32 RMSNorm (x * rsqrt(mean(x^2, -1) + eps) *
+// w), checks the winners against the reference interpreter, then times torch::matmul and the same
+// RMSNorm expression in LibTorch and prints the ratios.
 //
 //   emmy-bench-cpu [--rounds N] [--samples N] [--duel-rounds N] [--torch-threads N] [--cache DIR]
 //
@@ -60,12 +61,14 @@ struct Tuned {
   std::string check;  // "" when the winner matches the interpreter
 };
 
-ir::Slice as_slice(const ir::Graph& g, const std::string& templ, const std::map<std::string, double>& knobs) {
+ir::Slice as_slice(const ir::Graph& g, const std::string& templ,
+                   const std::map<std::string, double>& knobs) {
   ir::Slice s;
   s.graph = g;
   ir::Kernel k;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].op != ir::Op::input && g.nodes[i].op != ir::Op::constant) k.nodes.push_back(static_cast<ir::ValueId>(i));
+    if (g.nodes[i].op != ir::Op::input && g.nodes[i].op != ir::Op::constant)
+      k.nodes.push_back(static_cast<ir::ValueId>(i));
   k.templ = templ;
   k.knobs = knobs;
   s.grouping.kernels.push_back(k);
@@ -74,7 +77,8 @@ ir::Slice as_slice(const ir::Graph& g, const std::string& templ, const std::map<
 
 std::string knobs_text(const std::map<std::string, double>& knobs) {
   std::string s;
-  for (const auto& [k, v] : knobs) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(static_cast<long>(v));
+  for (const auto& [k, v] : knobs)
+    s += (s.empty() ? "" : " ") + k + "=" + std::to_string(static_cast<long>(v));
   return s;
 }
 
@@ -104,7 +108,8 @@ double time_candidate(cpu::CpuBackend& backend, const ir::Graph& g, const std::s
   return *std::min_element(result.samples_us.begin(), result.samples_us.end());
 }
 
-Tuned tune(cpu::CpuBackend& backend, const ir::Graph& g, const std::string& templ, const Options& opt) {
+Tuned tune(cpu::CpuBackend& backend, const ir::Graph& g, const std::string& templ,
+           const Options& opt) {
   std::vector<ir::HostTensor> inputs = ir::random_inputs(g, 1);
   MeasureRequest request;
   for (const auto& t : inputs) request.inputs.tensors.push_back(t.data);
@@ -117,7 +122,8 @@ Tuned tune(cpu::CpuBackend& backend, const ir::Graph& g, const std::string& temp
   for (const auto& s : specs) t.knobs[s.name] = s.values.at(0);
   t.best_us = t.default_us = time_candidate(backend, g, templ, t.knobs, request);
   t.candidates = 1;
-  std::printf("  %-9s default  %10.1f us  (%s)\n", templ.c_str(), t.default_us, knobs_text(t.knobs).c_str());
+  std::printf("  %-9s default  %10.1f us  (%s)\n", templ.c_str(), t.default_us,
+              knobs_text(t.knobs).c_str());
   size_t space = 1;
   for (const auto& s : specs) space *= s.values.size();
   auto consider = [&](const std::map<std::string, double>& cand) {
@@ -182,22 +188,31 @@ int main(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) opt.rounds = std::atoi(argv[++i]);
-    else if (a == "--samples" && i + 1 < argc) opt.samples = std::atoi(argv[++i]);
-    else if (a == "--cache" && i + 1 < argc) opt.cache = argv[++i];
-    else if (a == "--duel-rounds" && i + 1 < argc) opt.duel_rounds = std::atoi(argv[++i]);
-    else if (a == "--torch-threads" && i + 1 < argc) opt.torch_threads = std::atoi(argv[++i]);
+    if (a == "--rounds" && i + 1 < argc)
+      opt.rounds = std::atoi(argv[++i]);
+    else if (a == "--samples" && i + 1 < argc)
+      opt.samples = std::atoi(argv[++i]);
+    else if (a == "--cache" && i + 1 < argc)
+      opt.cache = argv[++i];
+    else if (a == "--duel-rounds" && i + 1 < argc)
+      opt.duel_rounds = std::atoi(argv[++i]);
+    else if (a == "--torch-threads" && i + 1 < argc)
+      opt.torch_threads = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr,
-                   "usage: emmy-bench-cpu [--rounds N] [--samples N] [--duel-rounds N] [--torch-threads N] "
-                   "[--cache DIR]\n");
+      std::fprintf(
+          stderr,
+          "usage: emmy-bench-cpu [--rounds N] [--samples N] [--duel-rounds N] [--torch-threads N] "
+          "[--cache DIR]\n");
       return 2;
     }
   }
   if (opt.cache.empty())
-    opt.cache = (std::filesystem::temp_directory_path() / ("emmy-bench-cpu-" + std::to_string(::getpid()))).string();
+    opt.cache =
+        (std::filesystem::temp_directory_path() / ("emmy-bench-cpu-" + std::to_string(::getpid())))
+            .string();
   cpu::PluginOptions po{{"cache_dir", opt.cache}};
-  if (!std::getenv("EMMY_CPU_WORKER")) po["worker"] = std::string(EMMY_BUILD_DIR) + "/libexec/emmy/emmy-cpu-worker";
+  if (!std::getenv("EMMY_CPU_WORKER"))
+    po["worker"] = std::string(EMMY_BUILD_DIR) + "/libexec/emmy/emmy-cpu-worker";
   cpu::CpuBackend backend(po);
   std::printf("environment: %s\n", backend.environment_fingerprint().c_str());
 
@@ -224,17 +239,19 @@ int main(int argc, char** argv) {
 
   const double mm_flops = 2.0 * M * N * K;
   const double rms_bytes = (2.0 * ROWS * LEN + LEN) * 4;  // read x and w, write y
-  std::printf("candidates: matmul %d (%d failed), rmsnorm %d (%d failed)\n", tm.candidates, tm.failures, tr.candidates,
-              tr.failures);
-  std::printf("winners vs interpreter: matmul %s, rmsnorm %s\n", tm.check.empty() ? "ok" : tm.check.c_str(),
+  std::printf("candidates: matmul %d (%d failed), rmsnorm %d (%d failed)\n", tm.candidates,
+              tm.failures, tr.candidates, tr.failures);
+  std::printf("winners vs interpreter: matmul %s, rmsnorm %s\n",
+              tm.check.empty() ? "ok" : tm.check.c_str(),
               tr.check.empty() ? "ok" : tr.check.c_str());
-  std::printf("tuned matmul:  %s (default %.1f us, tuned %.1f us while tuning)\n", knobs_text(tm.knobs).c_str(),
-              tm.default_us, tm.best_us);
-  std::printf("tuned rmsnorm: %s (default %.1f us, tuned %.1f us while tuning)\n", knobs_text(tr.knobs).c_str(),
-              tr.default_us, tr.best_us);
+  std::printf("tuned matmul:  %s (default %.1f us, tuned %.1f us while tuning)\n",
+              knobs_text(tm.knobs).c_str(), tm.default_us, tm.best_us);
+  std::printf("tuned rmsnorm: %s (default %.1f us, tuned %.1f us while tuning)\n",
+              knobs_text(tr.knobs).c_str(), tr.default_us, tr.best_us);
 
   // Side by side: alternate emmy and LibTorch, round by round.
-  auto emmy_side = [&](const ir::Graph& g, const std::string& templ, const std::map<std::string, double>& knobs) {
+  auto emmy_side = [&](const ir::Graph& g, const std::string& templ,
+                       const std::map<std::string, double>& knobs) {
     ir::Slice slice = as_slice(g, templ, knobs);
     Artifact artifact;
     MeasureResult failure;
@@ -252,7 +269,9 @@ int main(int argc, char** argv) {
   auto emmy_mm = emmy_side(mm, "matmul", tm.knobs);
   auto emmy_rms = emmy_side(rms, "reduction", tr.knobs);
   std::vector<double> e_mm, e_rms, t_mm, t_rms;
-  auto append = [](std::vector<double>& to, const std::vector<double>& from) { to.insert(to.end(), from.begin(), from.end()); };
+  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
 #ifdef EMMY_BENCH_WITH_TORCH
   bench::TorchReference torch(M, N, K, ROWS, LEN, opt.torch_threads);
 #endif
@@ -272,27 +291,31 @@ int main(int argc, char** argv) {
 #endif
   }
   Stats em = stats_of(e_mm), er = stats_of(e_rms);
-  std::printf("\n%-30s %10s %10s %14s %14s\n", "side by side", "min us", "median us", "rate @min", "rate @median");
-  std::printf("%-30s %10.1f %10.1f %9.1f GF/s %9.1f GF/s\n", "emmy matmul (tuned)", em.min, em.median,
-              mm_flops / em.min / 1e3, mm_flops / em.median / 1e3);
-  std::printf("%-30s %10.1f %10.1f %9.1f GB/s %9.1f GB/s\n", "emmy rmsnorm (tuned)", er.min, er.median,
-              rms_bytes / er.min / 1e3, rms_bytes / er.median / 1e3);
+  std::printf("\n%-30s %10s %10s %14s %14s\n", "side by side", "min us", "median us", "rate @min",
+              "rate @median");
+  std::printf("%-30s %10.1f %10.1f %9.1f GF/s %9.1f GF/s\n", "emmy matmul (tuned)", em.min,
+              em.median, mm_flops / em.min / 1e3, mm_flops / em.median / 1e3);
+  std::printf("%-30s %10.1f %10.1f %9.1f GB/s %9.1f GB/s\n", "emmy rmsnorm (tuned)", er.min,
+              er.median, rms_bytes / er.min / 1e3, rms_bytes / er.median / 1e3);
 #ifdef EMMY_BENCH_WITH_TORCH
   Stats tmm = stats_of(t_mm), trm = stats_of(t_rms);
-  std::printf("%-30s %10.1f %10.1f %9.1f GF/s %9.1f GF/s\n", "libtorch torch::matmul", tmm.min, tmm.median,
-              mm_flops / tmm.min / 1e3, mm_flops / tmm.median / 1e3);
-  std::printf("%-30s %10.1f %10.1f %9.1f GB/s %9.1f GB/s\n", "libtorch rmsnorm (unfused)", trm.min, trm.median,
-              rms_bytes / trm.min / 1e3, rms_bytes / trm.median / 1e3);
+  std::printf("%-30s %10.1f %10.1f %9.1f GF/s %9.1f GF/s\n", "libtorch torch::matmul", tmm.min,
+              tmm.median, mm_flops / tmm.min / 1e3, mm_flops / tmm.median / 1e3);
+  std::printf("%-30s %10.1f %10.1f %9.1f GB/s %9.1f GB/s\n", "libtorch rmsnorm (unfused)", trm.min,
+              trm.median, rms_bytes / trm.min / 1e3, rms_bytes / trm.median / 1e3);
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("libtorch: %d threads, OPENBLAS_CORETYPE=%s\n%s", torch.threads(), coretype ? coretype : "(unset)",
-              torch.blas_config().c_str());
+  std::printf("libtorch: %d threads, OPENBLAS_CORETYPE=%s\n%s", torch.threads(),
+              coretype ? coretype : "(unset)", torch.blas_config().c_str());
   std::printf("\nratio libtorch time / emmy time (> 1: emmy faster)   at min   at median\n");
-  std::printf("  matmul 512x512x512 f32                         %6.2f   %6.2f\n", tmm.min / em.min, tmm.median / em.median);
-  std::printf("  rmsnorm 512x1024 f32                           %6.2f   %6.2f\n", trm.min / er.min, trm.median / er.median);
+  std::printf("  matmul 512x512x512 f32                         %6.2f   %6.2f\n", tmm.min / em.min,
+              tmm.median / em.median);
+  std::printf("  rmsnorm 512x1024 f32                           %6.2f   %6.2f\n", trm.min / er.min,
+              trm.median / er.median);
 #else
   std::printf("(built without LibTorch: no side-by-side)\n");
 #endif
   std::error_code ec;
-  if (std::string(opt.cache).find("emmy-bench-cpu-") != std::string::npos) std::filesystem::remove_all(opt.cache, ec);
+  if (std::string(opt.cache).find("emmy-bench-cpu-") != std::string::npos)
+    std::filesystem::remove_all(opt.cache, ec);
   return tm.check.empty() && tr.check.empty() ? 0 : 1;
 }

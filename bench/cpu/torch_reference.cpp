@@ -23,7 +23,8 @@ void evict(const std::vector<const torch::Tensor*>& tensors) {
 }
 
 template <typename F>
-std::vector<double> sample(F&& f, const std::vector<const torch::Tensor*>& tensors, int warmup, int samples) {
+std::vector<double> sample(F&& f, const std::vector<const torch::Tensor*>& tensors, int warmup,
+                           int samples) {
   for (int i = 0; i < warmup; ++i) {
     evict(tensors);
     f();
@@ -41,7 +42,8 @@ std::vector<double> sample(F&& f, const std::vector<const torch::Tensor*>& tenso
 
 }  // namespace
 
-TorchReference::TorchReference(int m, int n, int k, int rows, int len, int threads) : impl_(std::make_unique<Impl>()) {
+TorchReference::TorchReference(int m, int n, int k, int rows, int len, int threads)
+    : impl_(std::make_unique<Impl>()) {
   if (threads > 0) torch::set_num_threads(threads);
   impl_->a = torch::randn({m, k});
   impl_->b = torch::randn({k, n});
@@ -54,8 +56,8 @@ TorchReference::~TorchReference() = default;
 std::vector<double> TorchReference::matmul(int warmup, int samples) {
   torch::NoGradGuard no_grad;
   // c: the previous result, whose memory the allocator hands to the next one.
-  return sample([&] { impl_->c = torch::matmul(impl_->a, impl_->b); }, {&impl_->a, &impl_->b, &impl_->c}, warmup,
-                samples);
+  return sample([&] { impl_->c = torch::matmul(impl_->a, impl_->b); },
+                {&impl_->a, &impl_->b, &impl_->c}, warmup, samples);
 }
 
 std::vector<double> TorchReference::rmsnorm(int warmup, int samples) {
@@ -65,14 +67,17 @@ std::vector<double> TorchReference::rmsnorm(int warmup, int samples) {
                 {&impl_->x, &impl_->w, &impl_->y}, warmup, samples);
 }
 
-int TorchReference::threads() const { return torch::get_num_threads(); }
+int TorchReference::threads() const {
+  return torch::get_num_threads();
+}
 
 std::string TorchReference::blas_config() const {
   std::string out;
   std::istringstream cfg(torch::show_config());
   for (std::string line; std::getline(cfg, line);) {
     auto at = line.find("BLAS_INFO=");
-    if (at != std::string::npos) out += "  torch " + line.substr(at, line.find(',', at) - at) + "\n";
+    if (at != std::string::npos)
+      out += "  torch " + line.substr(at, line.find(',', at) - at) + "\n";
   }
   return out;
 }

@@ -44,7 +44,8 @@ struct KernelCase {
 
 KernelCase matmul_case(int64_t m, int64_t n, int64_t k) {
   KernelCase c{"matmul_" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k),
-               "matmul", {}};
+               "matmul",
+               {}};
   ir::Builder b(c.graph);
   auto x = b.input("a", {DType::f32, {m, k}});
   auto w = b.input("b", {DType::f32, {k, n}}, "weight");
@@ -74,18 +75,36 @@ KernelCase rmsnorm_case(int64_t rows, int64_t cols) {
 
 std::vector<KernelCase> kernel_cases() {
   std::vector<KernelCase> out;
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {64, 64, 64}, {128, 128, 128}, {256, 256, 256}, {512, 512, 512}, {128, 512, 256},
-           {512, 128, 64}, {256, 1024, 64}, {64, 256, 512}, {384, 384, 384}, {192, 768, 128},
-           {1024, 256, 128}, {96, 96, 1024}})
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{64, 64, 64},
+                                                            {128, 128, 128},
+                                                            {256, 256, 256},
+                                                            {512, 512, 512},
+                                                            {128, 512, 256},
+                                                            {512, 128, 64},
+                                                            {256, 1024, 64},
+                                                            {64, 256, 512},
+                                                            {384, 384, 384},
+                                                            {192, 768, 128},
+                                                            {1024, 256, 128},
+                                                            {96, 96, 1024}})
     out.push_back(matmul_case(m, n, k));
-  for (auto [r, c] : std::vector<std::array<int64_t, 2>>{
-           {64, 1024}, {512, 4096}, {8, 768}, {2048, 768}, {128, 3000}, {1024, 1024}, {4096, 256},
-           {32, 32768}})
+  for (auto [r, c] : std::vector<std::array<int64_t, 2>>{{64, 1024},
+                                                         {512, 4096},
+                                                         {8, 768},
+                                                         {2048, 768},
+                                                         {128, 3000},
+                                                         {1024, 1024},
+                                                         {4096, 256},
+                                                         {32, 32768}})
     out.push_back(pointwise_case(r, c));
-  for (auto [r, c] : std::vector<std::array<int64_t, 2>>{
-           {64, 1024}, {512, 4096}, {8, 768}, {2048, 768}, {128, 3000}, {1024, 1024}, {4096, 256},
-           {32, 32768}})
+  for (auto [r, c] : std::vector<std::array<int64_t, 2>>{{64, 1024},
+                                                         {512, 4096},
+                                                         {8, 768},
+                                                         {2048, 768},
+                                                         {128, 3000},
+                                                         {1024, 1024},
+                                                         {4096, 256},
+                                                         {32, 32768}})
     out.push_back(rmsnorm_case(r, c));
   return out;
 }
@@ -155,10 +174,14 @@ int main(int argc, char** argv) {
   Regime regime = Regime::rank;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--per-kernel") per_kernel = std::stoul(v);
-    else if (a == "--jobs") jobs = static_cast<unsigned>(std::stoul(v));
-    else if (a == "--seed") seed = std::stoull(v);
-    else if (a == "--worker") worker = v;
+    if (a == "--per-kernel")
+      per_kernel = std::stoul(v);
+    else if (a == "--jobs")
+      jobs = static_cast<unsigned>(std::stoul(v));
+    else if (a == "--seed")
+      seed = std::stoull(v);
+    else if (a == "--worker")
+      worker = v;
     else if (a == "--regime" && (v == "rank" || v == "deploy"))
       regime = v == "rank" ? Regime::rank : Regime::deploy;
     else {
@@ -166,8 +189,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::string cache = (std::filesystem::temp_directory_path() /
-                             ("emmy-prior-measure-" + std::to_string(seed))).string();
+  const std::string cache =
+      (std::filesystem::temp_directory_path() / ("emmy-prior-measure-" + std::to_string(seed)))
+          .string();
   cpu::PluginOptions options{{"cache_dir", cache}};
   if (!worker.empty()) options["worker"] = worker;
   cpu::CpuBackend backend(options);

@@ -63,7 +63,8 @@ std::vector<prior_bench::TableRow> read_table(const std::string& path) {
 
 // Benchmarks until a configuration within `within` of the best is measured, taking configurations
 // in order of the prior's prediction (re-predicted after every measurement when learning).
-int guided_search(Prior* prior, const std::vector<PriorRow>& configs, double target_us, bool learn) {
+int guided_search(Prior* prior, const std::vector<PriorRow>& configs, double target_us,
+                  bool learn) {
   std::vector<bool> tried(configs.size(), false);
   for (int step = 1; step <= static_cast<int>(configs.size()); ++step) {
     size_t pick = configs.size();
@@ -108,11 +109,16 @@ int main(int argc, char** argv) {
     bool learn = true, json = false;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--folds" && i + 1 < argc) folds = std::stoi(argv[++i]);
-      else if (a == "--within" && i + 1 < argc) within = std::stod(argv[++i]);
-      else if (a == "--no-learn") learn = false;
-      else if (a == "--json") json = true;
-      else throw Error("unknown option " + a);
+      if (a == "--folds" && i + 1 < argc)
+        folds = std::stoi(argv[++i]);
+      else if (a == "--within" && i + 1 < argc)
+        within = std::stod(argv[++i]);
+      else if (a == "--no-learn")
+        learn = false;
+      else if (a == "--json")
+        json = true;
+      else
+        throw Error("unknown option " + a);
     }
     if (folds < 2) throw Error("--folds must be at least 2");
 
@@ -135,8 +141,10 @@ int main(int argc, char** argv) {
       std::vector<PriorRow> train;
       std::vector<std::string> test;
       for (size_t i = 0; i < kernels.size(); ++i) {
-        if (static_cast<int>(i % folds) == fold) test.push_back(kernels[i]);
-        else for (const auto& r : by_kernel[kernels[i]]) train.push_back(r);
+        if (static_cast<int>(i % folds) == fold)
+          test.push_back(kernels[i]);
+        else
+          for (const auto& r : by_kernel[kernels[i]]) train.push_back(r);
       }
       auto trained = host.make_prior("mlp");
       if (Status s = trained->observe(train); !s.ok()) throw Error("mlp: " + s.message());
@@ -186,8 +194,12 @@ int main(int argc, char** argv) {
       j["within_percent"] = within;
       j["mlp_learns_during_search"] = learn;
       for (const auto& r : results)
-        j["kernels"].push_back({{"kernel", r.kernel}, {"configs", r.configs}, {"within", r.good},
-                                {"flat", r.flat}, {"roofline", r.roofline}, {"mlp", r.mlp},
+        j["kernels"].push_back({{"kernel", r.kernel},
+                                {"configs", r.configs},
+                                {"within", r.good},
+                                {"flat", r.flat},
+                                {"roofline", r.roofline},
+                                {"mlp", r.mlp},
                                 {"spearman_roofline", r.rho_roofline},
                                 {"spearman_mlp", r.rho_mlp}});
       j["mean"] = {{"flat", mean_of(flat)}, {"roofline", mean_of(roof)}, {"mlp", mean_of(mlp)}};
@@ -200,14 +212,14 @@ int main(int argc, char** argv) {
               << "training; " << folds << " folds)\n\n"
               << std::left << std::setw(24) << "kernel" << std::right << std::setw(8) << "configs"
               << std::setw(8) << "within" << std::setw(8) << "flat" << std::setw(10) << "roofline"
-              << std::setw(8) << "mlp" << "\n";
+              << std::setw(8) << "mlp"
+              << "\n";
     for (const auto& r : results)
-      std::cout << std::left << std::setw(24) << r.kernel << std::right << std::setw(8)
-                << r.configs << std::setw(8) << r.good << std::setw(8) << std::fixed
-                << std::setprecision(1) << r.flat << std::setw(10) << r.roofline << std::setw(8)
-                << r.mlp << "\n";
-    std::cout << std::left << std::setw(40) << "mean" << std::right << std::setw(8)
-              << mean_of(flat) << std::setw(10) << mean_of(roof) << std::setw(8) << mean_of(mlp)
+      std::cout << std::left << std::setw(24) << r.kernel << std::right << std::setw(8) << r.configs
+                << std::setw(8) << r.good << std::setw(8) << std::fixed << std::setprecision(1)
+                << r.flat << std::setw(10) << r.roofline << std::setw(8) << r.mlp << "\n";
+    std::cout << std::left << std::setw(40) << "mean" << std::right << std::setw(8) << mean_of(flat)
+              << std::setw(10) << mean_of(roof) << std::setw(8) << mean_of(mlp)
               << "\n\nSpearman within kernel (before any search step): roofline "
               << std::setprecision(3) << nan_free_mean(rho_roof) << ", mlp "
               << nan_free_mean(rho_mlp) << "\n";

@@ -42,7 +42,8 @@ int eval_variants(const GlobalOptions& g, const std::vector<std::string>& args) 
   po::options_description desc("emmy eval variants options");
   desc.add_options()("help,h", "this text")(
       "kernel,k", po::value<std::string>(),
-      "kernel name as emmy trace/tune print it (\"input_layernorm\", \"self_attn.q_proj+k_proj+v_proj\" "
+      "kernel name as emmy trace/tune print it (\"input_layernorm\", "
+      "\"self_attn.q_proj+k_proj+v_proj\" "
       "or \"q_proj+k_proj+v_proj\", \"matmul\"), a prefix of one, or a prefix of a structural key")(
       "limit,n", po::value<size_t>()->default_value(20), "rows per kernel (0: all)")(
       "json", po::bool_switch(), "print JSON")("csv", po::bool_switch(), "print CSV");
@@ -61,8 +62,7 @@ int eval_variants(const GlobalOptions& g, const std::vector<std::string>& args) 
     throw po::error("--json and --csv exclude each other");
   std::string kernel = vm["kernel"].as<std::string>();
   auto db = open_db(g);
-  auto groups =
-      eval::group_variants(db->variants(kernel), db->kernels(), vm["limit"].as<size_t>());
+  auto groups = eval::group_variants(db->variants(kernel), db->kernels(), vm["limit"].as<size_t>());
   if (vm["json"].as<bool>()) {
     std::cout << eval::variants_json(groups) << "\n";
   } else if (vm["csv"].as<bool>()) {
@@ -117,9 +117,9 @@ int forget_failures(const GlobalOptions& g, const std::string& kernel, const std
 
 int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) {
   po::options_description desc("emmy eval failures options");
-  desc.add_options()("help,h", "this text")(
-      "kernel,k", po::value<std::string>()->default_value(""),
-      "only this kernel (a name as trace/tune print it, a prefix of one, or a structural-key prefix)")(
+  desc.add_options()("help,h", "this text")("kernel,k", po::value<std::string>()->default_value(""),
+                                            "only this kernel (a name as trace/tune print it, a "
+                                            "prefix of one, or a structural-key prefix)")(
       "kind", po::value<std::string>()->default_value(""),
       "only this kind: build_error, runtime_fault, timeout, wrong_result, refused")(
       "json", po::bool_switch(), "print JSON")(
@@ -128,13 +128,14 @@ int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) 
       "next tune measures those configurations again; successes are kept");
   auto vm = parse_layered(g, "eval.failures", desc, {}, args);
   if (vm.count("help")) {
-    print_help("emmy eval failures [--kernel NAME] [--kind KIND] [--json] [--forget]", desc,
-               "Groups: build_error, runtime_fault, timeout, wrong_result, refused (knob values the\n"
-               "template cannot take for that kernel); each with its count, "
-               "a sample\nmessage and the knob values that every failing row of the group has.\n"
-               "--forget is for failure rows written before emmy told a candidate's own failures\n"
-               "from the machinery's (a missing or killed worker, an interrupt); it needs the\n"
-               "database for itself (exit 3 while an emmy tune runs on it).");
+    print_help(
+        "emmy eval failures [--kernel NAME] [--kind KIND] [--json] [--forget]", desc,
+        "Groups: build_error, runtime_fault, timeout, wrong_result, refused (knob values the\n"
+        "template cannot take for that kernel); each with its count, "
+        "a sample\nmessage and the knob values that every failing row of the group has.\n"
+        "--forget is for failure rows written before emmy told a candidate's own failures\n"
+        "from the machinery's (a missing or killed worker, an interrupt); it needs the\n"
+        "database for itself (exit 3 while an emmy tune runs on it).");
     return kExitOk;
   }
   const std::string kernel = vm["kernel"].as<std::string>();
@@ -147,9 +148,9 @@ int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) 
   auto db = open_db(g);
   auto rows = db->failures(kernel);
   if (only)
-    rows.erase(std::remove_if(rows.begin(), rows.end(),
-                              [&](const auto& r) { return r.failure != *only; }),
-               rows.end());
+    rows.erase(
+        std::remove_if(rows.begin(), rows.end(), [&](const auto& r) { return r.failure != *only; }),
+        rows.end());
   auto groups = eval::group_failures(rows);
   if (vm["json"].as<bool>())
     std::cout << eval::failures_json(groups) << "\n";
@@ -163,9 +164,9 @@ int eval_failures(const GlobalOptions& g, const std::vector<std::string>& args) 
 
 int eval_runs(const GlobalOptions& g, const std::vector<std::string>& args) {
   po::options_description desc("emmy eval runs options");
-  desc.add_options()("help,h", "this text")(
-      "limit,n", po::value<size_t>()->default_value(0), "newest N runs (0: all)")(
-      "json", po::bool_switch(), "print JSON");
+  desc.add_options()("help,h", "this text")("limit,n", po::value<size_t>()->default_value(0),
+                                            "newest N runs (0: all)")("json", po::bool_switch(),
+                                                                      "print JSON");
   auto vm = parse_layered(g, "eval.runs", desc, {}, args);
   if (vm.count("help")) {
     print_help("emmy eval runs [--limit N] [--json]", desc,

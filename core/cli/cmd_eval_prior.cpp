@@ -225,8 +225,8 @@ int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args)
   if (holdout < 1 || holdout > 99) throw po::error("--holdout must be a percent in 1..99");
   const std::string split = vm["split"].as<std::string>();
   if (split != "rows" && split != "kernels") throw po::error("--split must be rows or kernels");
-  std::vector<size_t> ks = vm.count("top-k") ? vm["top-k"].as<std::vector<size_t>>()
-                                             : std::vector<size_t>{1, 3, 5};
+  std::vector<size_t> ks =
+      vm.count("top-k") ? vm["top-k"].as<std::vector<size_t>>() : std::vector<size_t>{1, 3, 5};
   for (size_t k : ks)
     if (k == 0) throw po::error("--top-k values must be at least 1");
   const std::string dir = g.home + "/priors";
@@ -257,7 +257,8 @@ int run_eval_prior(const GlobalOptions& g, const std::vector<std::string>& args)
   }
   auto options_of = [&options](const std::string& prior) {
     auto it = options.find(prior);
-    return it == options.end() ? PluginOptions{} : PluginOptions(it->second.begin(), it->second.end());
+    return it == options.end() ? PluginOptions{}
+                               : PluginOptions(it->second.begin(), it->second.end());
   };
   if (vm.count("data")) {
     const int folds = vm["folds"].as<int>();

@@ -38,12 +38,14 @@ std::string knobs_text(const PluginRecord& r) {
   return items.empty() ? "-" : join(items, ", ");
 }
 
-std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
+std::string or_dash(const std::string& s) {
+  return s.empty() ? "-" : s;
+}
 
 void print_table(const PluginHost& host, const std::vector<const PluginRecord*>& shown) {
   std::cout << "Search path:\n";
   for (const auto& d : host.search_dirs()) {
-    std::string note = !d.exists ? "not found"
+    std::string note = !d.exists    ? "not found"
                        : d.repeated ? "same folder as above, skipped"
                                     : std::to_string(d.manifests) + " manifest(s)";
     std::cout << "  " << d.path << "  (" << note << ")\n";
@@ -53,11 +55,12 @@ void print_table(const PluginHost& host, const std::vector<const PluginRecord*>&
     std::cout << "No plugins found.\n";
     return;
   }
-  const std::vector<std::string> head = {"NAME", "KIND", "VERSION", "STATUS", "FORKS", "KNOBS", "PATH"};
+  const std::vector<std::string> head = {"NAME",  "KIND",  "VERSION", "STATUS",
+                                         "FORKS", "KNOBS", "PATH"};
   std::vector<std::vector<std::string>> rows;
   for (const auto* r : shown)
-    rows.push_back({or_dash(r->name), or_dash(r->kind), or_dash(r->version), r->ok ? "ok" : "refused",
-                    forks_text(*r), knobs_text(*r), r->manifest_path});
+    rows.push_back({or_dash(r->name), or_dash(r->kind), or_dash(r->version),
+                    r->ok ? "ok" : "refused", forks_text(*r), knobs_text(*r), r->manifest_path});
   std::vector<size_t> width(head.size());
   for (size_t c = 0; c < head.size(); ++c) {
     width[c] = head[c].size();
@@ -74,15 +77,18 @@ void print_table(const PluginHost& host, const std::vector<const PluginRecord*>&
   print_row(head);
   for (size_t i = 0; i < rows.size(); ++i) {
     print_row(rows[i]);
-    if (!shown[i]->ok) std::cout << "    refused: " << shown[i]->reason << "\n";
-    else if (!shown[i]->extends.empty()) std::cout << "    extends the " << shown[i]->extends << " backend\n";
+    if (!shown[i]->ok)
+      std::cout << "    refused: " << shown[i]->reason << "\n";
+    else if (!shown[i]->extends.empty())
+      std::cout << "    extends the " << shown[i]->extends << " backend\n";
   }
 }
 
 nlohmann::json to_json(const PluginRecord& r) {
   nlohmann::json forks = nlohmann::json::array(), knobs = nlohmann::json::array(),
                  options = nlohmann::json::array();
-  for (const auto& f : r.forks) forks.push_back({{"name", f.name}, {"kind", f.kind}, {"knobs", f.knobs}});
+  for (const auto& f : r.forks)
+    forks.push_back({{"name", f.name}, {"kind", f.kind}, {"knobs", f.knobs}});
   for (const auto& k : r.knobs) knobs.push_back({{"name", k.name}, {"values", k.values}});
   for (const auto& o : r.options)
     options.push_back({{"name", o.name}, {"default", o.default_value}, {"help", o.help}});
@@ -108,8 +114,11 @@ nlohmann::json to_json(const PluginRecord& r) {
 void print_json(const PluginHost& host, const std::vector<const PluginRecord*>& shown) {
   nlohmann::json dirs = nlohmann::json::array(), plugins = nlohmann::json::array();
   for (const auto& d : host.search_dirs())
-    dirs.push_back({{"path", d.path}, {"real_path", d.real_path}, {"exists", d.exists},
-                    {"repeated", d.repeated}, {"manifests", d.manifests}});
+    dirs.push_back({{"path", d.path},
+                    {"real_path", d.real_path},
+                    {"exists", d.exists},
+                    {"repeated", d.repeated},
+                    {"manifests", d.manifests}});
   for (const auto* r : shown) plugins.push_back(to_json(*r));
   nlohmann::json out = {{"search_path", dirs}, {"plugins", plugins}};
   // Manifest text is not guaranteed UTF-8: replace what is not, never throw.
@@ -125,10 +134,14 @@ int check(PluginHost& host, const std::string& name, const PluginOptions& option
     return kExitFailure;
   }
   try {
-    if (r->kind == "frontend") host.make_frontend(name, options).reset();
-    else if (r->kind == "pass") host.make_pass(name, options).reset();
-    else if (r->kind == "backend") host.make_backend(name, options).reset();
-    else if (r->kind == "prior") host.make_prior(name, options).reset();
+    if (r->kind == "frontend")
+      host.make_frontend(name, options).reset();
+    else if (r->kind == "pass")
+      host.make_pass(name, options).reset();
+    else if (r->kind == "backend")
+      host.make_backend(name, options).reset();
+    else if (r->kind == "prior")
+      host.make_prior(name, options).reset();
     else if (r->kind == "template" && r->ok) {
       // The conformance checks of a template, its backend taking it included.
       TemplateCheck t = check_template(host, *r, options);
@@ -136,7 +149,8 @@ int check(PluginHost& host, const std::string& name, const PluginOptions& option
       std::cout << name << ": ok (template " << r->version << ", loaded " << r->library_path
                 << ", created and destroyed; " << t.note << ")\n";
       return kExitOk;
-    } else host.load(name, r->kind);  // refused with an unknown kind: load() says why
+    } else
+      host.load(name, r->kind);  // refused with an unknown kind: load() says why
   } catch (const Error& e) {
     std::cerr << "emmy plugins: " << name << ": " << e.what() << "\n";
     return kExitFailure;
@@ -151,7 +165,8 @@ int check(PluginHost& host, const std::string& name, const PluginOptions& option
 int run_plugins(const GlobalOptions& g, const std::vector<std::string>& args) {
   po::options_description desc("emmy plugins options");
   desc.add_options()("help,h", "this text")("json", "print JSON instead of a table")(
-      "kind", po::value<std::string>(), "list only plugins of this kind (frontend, pass, backend, prior, template)")(
+      "kind", po::value<std::string>(),
+      "list only plugins of this kind (frontend, pass, backend, prior, template)")(
       "check", po::value<std::string>(),
       "load plugin NAME, create its object and destroy it; prints ok or the error (exit 1)")(
       "option", po::value<std::vector<std::string>>()->composing(),
@@ -159,12 +174,14 @@ int run_plugins(const GlobalOptions& g, const std::vector<std::string>& args) {
   po::positional_options_description pos;
   po::variables_map vm = parse_layered(g, "plugins", desc, pos, args);
   if (vm.count("help")) {
-    print_help("emmy [--plugin-path DIR]... plugins [--json] [--kind KIND] [--check NAME [--option K=V]...]",
-               desc,
-               "Lists every plugin manifest found in the search path (the build tree's or install\n"
-               "prefix's lib/emmy/plugins beside the binary, " EMMY_INSTALL_PLUGIN_DIR
-               ",\n--plugin-path folders, EMMY_PLUGIN_PATH) with its status; a refused plugin shows why.\n"
-               "Nothing is loaded except with --check.");
+    print_help(
+        "emmy [--plugin-path DIR]... plugins [--json] [--kind KIND] [--check NAME [--option "
+        "K=V]...]",
+        desc,
+        "Lists every plugin manifest found in the search path (the build tree's or install\n"
+        "prefix's lib/emmy/plugins beside the binary, " EMMY_INSTALL_PLUGIN_DIR
+        ",\n--plugin-path folders, EMMY_PLUGIN_PATH) with its status; a refused plugin shows why.\n"
+        "Nothing is loaded except with --check.");
     return kExitOk;
   }
 

@@ -140,8 +140,9 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (source.empty() == code.empty()) {
-    std::cerr << "emmy trace: give either a SOURCE (model id, .pt or .pt2 file) or --code EXPR (see emmy "
-                 "trace --help)\n";
+    std::cerr
+        << "emmy trace: give either a SOURCE (model id, .pt or .pt2 file) or --code EXPR (see emmy "
+           "trace --help)\n";
     return kExitUsage;
   }
   if (!code.empty())
@@ -157,8 +158,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   if (g.config_file.size() <= 5 || g.config_file.substr(g.config_file.size() - 5) != ".json")
     pass_options = read_plugin_sections(g.config_file);
   if (vm.count("pass-option"))
-    add_option_flags(pass_options, "--pass-option", vm["pass-option"].as<std::vector<std::string>>(),
-                     true);
+    add_option_flags(pass_options, "--pass-option",
+                     vm["pass-option"].as<std::vector<std::string>>(), true);
 
   PluginHost host;
   host.discover(default_plugin_paths(g.argv0, EMMY_INSTALL_PLUGIN_DIR, g.plugin_paths));
@@ -170,7 +171,8 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
       throw po::error("options for '" + name + "': no plugin named '" + name +
                       "' was found (emmy plugins lists them)");
     try {
-      if (r->kind == "pass") host.options_for(name, "pass", PluginOptions(given.begin(), given.end()));
+      if (r->kind == "pass")
+        host.options_for(name, "pass", PluginOptions(given.begin(), given.end()));
     } catch (const Error& e) {
       throw po::error(e.what());
     }

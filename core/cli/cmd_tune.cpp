@@ -23,7 +23,8 @@
 namespace emmy::cli {
 namespace {
 
-constexpr const char* kEpilogue = R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B), a TorchScript file (.pt), a
+constexpr const char* kEpilogue =
+    R"TXT(SOURCE is a Hugging Face model id (Qwen/Qwen3-Embedding-0.6B), a TorchScript file (.pt), a
 torch.export archive (.pt2, torch.export.save of PyTorch up to 2.11), or nothing with --code EXPR
 (an inline PyTorch expression whose torch.randn/rand/zeros/ones/empty calls with constant sizes
 become the graph's inputs).
@@ -164,7 +165,8 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (o.source.empty() && o.code.empty()) {
-    std::cerr << "emmy tune: give a SOURCE (model id, .pt or .pt2 file) or --code EXPR (see emmy tune --help)\n";
+    std::cerr << "emmy tune: give a SOURCE (model id, .pt or .pt2 file) or --code EXPR (see emmy "
+                 "tune --help)\n";
     return kExitUsage;
   }
   if (!o.source.empty() && !o.code.empty()) {
@@ -197,8 +199,9 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   // A timeout row is stored as the candidate's failure: a limit no kernel can meet (0.001, nan)
   // or none at all (inf, 1e99) would record the machinery's setting as the kernel's fault.
   if (!(o.timeout_s >= kMinTimeout && o.timeout_s <= kMaxTimeout)) {
-    std::cerr << "emmy tune: --timeout " << vm["timeout"].as<double>() << " is not a number of seconds from "
-              << kMinTimeout << " to " << kMaxTimeout << "\n";
+    std::cerr << "emmy tune: --timeout " << vm["timeout"].as<double>()
+              << " is not a number of seconds from " << kMinTimeout << " to " << kMaxTimeout
+              << "\n";
     return kExitUsage;
   }
   if (!(o.hopeless_factor >= 0 && std::isfinite(o.hopeless_factor))) {
@@ -249,7 +252,8 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
       o.backend = "cpu";
     } else if (code_asks_for_cuda(o.code)) {
       o.backend = "cuda";
-      o.backend_reason = "the --code expression asks for device 'cuda'; --backend cpu runs it on the CPU";
+      o.backend_reason =
+          "the --code expression asks for device 'cuda'; --backend cpu runs it on the CPU";
     }
   }
   if (o.backend == "cpu" && (vm.count("gpus") || vm.count("devices"))) {
@@ -326,9 +330,9 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     if (!report.backend_note.empty()) std::cout << report.backend_note << "\n";
     std::cout << "run " << report.run_id << " (" << report.backend << " on " << report.devices
               << (report.devices == 1 ? " device" : " devices") << ", prior " << report.prior
-              << (report.prior_replays.empty() ? "" : " as run " + report.prior_replays + " started")
-              << ", " << report.groupings_tried << " groupings tried, " << report.wall_s
-              << " s)\n"
+              << (report.prior_replays.empty() ? ""
+                                               : " as run " + report.prior_replays + " started")
+              << ", " << report.groupings_tried << " groupings tried, " << report.wall_s << " s)\n"
               << report.table();
   }
   if (!o.json_path.empty()) {

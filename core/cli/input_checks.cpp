@@ -39,7 +39,8 @@ std::string code_option_problem(const boost::program_options::variables_map& vm)
          env_name(opt) + " or in the config file)";
 }
 
-std::map<std::string, std::string> frontend_options(const boost::program_options::variables_map& vm) {
+std::map<std::string, std::string> frontend_options(
+    const boost::program_options::variables_map& vm) {
   std::map<std::string, std::string> options;
   for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
     if (vm.count(key)) options[key] = vm[key].as<std::string>();

@@ -15,7 +15,8 @@ std::string code_option_problem(const boost::program_options::variables_map& vm)
 
 // The frontend request's options from the command line (--layer, --batch, --seq, --dtype,
 // --input-shape as given, --model-config as "config", --trust as "trust=1").
-std::map<std::string, std::string> frontend_options(const boost::program_options::variables_map& vm);
+std::map<std::string, std::string> frontend_options(
+    const boost::program_options::variables_map& vm);
 
 // What is wrong with --db PATH as a tuning database to write, or "" when nothing: it may be
 // missing (created), an empty folder, or a RocksDB database, whole or damaged (the store reports

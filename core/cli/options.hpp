@@ -13,8 +13,9 @@ namespace emmy::cli {
 namespace po = boost::program_options;
 
 // Parses a subcommand's arguments. `section` names its INI section ("tune", "eval.runs", ...;
-// keys of [eval] apply to every eval subcommand); keys outside any section apply to all. Environment variables EMMY_<OPTION> (upper case, '-' -> '_')
-// fill options not given on the command line. Throws po::error on bad usage.
+// keys of [eval] apply to every eval subcommand); keys outside any section apply to all.
+// Environment variables EMMY_<OPTION> (upper case, '-' -> '_') fill options not given on the
+// command line. Throws po::error on bad usage.
 po::variables_map parse_layered(const GlobalOptions& g, const std::string& section,
                                 const po::options_description& desc,
                                 const po::positional_options_description& pos,

@@ -43,7 +43,8 @@ OptionsByPlugin read_plugin_sections(const std::string& file) {
       const std::string section = t.substr(1, t.size() - 2);
       plugin = plugin_section_name(section);
       if (section.rfind("plugin", 0) == 0 && !is_plugin_name(plugin))
-        throw po::error(where + "[" + section + "] does not name a plugin: write [plugin NAME], "
+        throw po::error(where + "[" + section +
+                        "] does not name a plugin: write [plugin NAME], "
                         "NAME as emmy plugins lists it");
       if (plugin.empty()) continue;
       out[plugin];  // an empty section still names a plugin that must exist

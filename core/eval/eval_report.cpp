@@ -16,9 +16,13 @@ namespace {
 
 using nlohmann::json;
 
-std::string dump(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(2, ' ', false, json::error_handler_t::replace);
+}
 
-json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json number(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 
 json knobs_json(const std::map<std::string, double>& knobs) {
   json j = json::object();
@@ -56,7 +60,9 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-int kind_order(emmy::FailureKind k) { return static_cast<int>(k); }
+int kind_order(emmy::FailureKind k) {
+  return static_cast<int>(k);
+}
 
 }  // namespace
 
@@ -98,7 +104,8 @@ std::string terminal_safe(const std::string& text) {
     } else if (c < 0x20 || c == 0x7f) {
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
-    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
                static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
       std::snprintf(buf, sizeof buf, "\\u00%02x", static_cast<unsigned char>(text[++i]));
       out += buf;
@@ -172,8 +179,8 @@ std::string summarize_description(const std::string& description, size_t max_cha
   };
   std::vector<std::string> out_types;
   for (const auto& id : outputs) out_types.push_back(type_of.count(id) ? type_of[id] : id);
-  std::string line = "in " + join(inputs, ", ") + " -> " + join(ops, "+") + " -> out " +
-                     join(out_types, ", ");
+  std::string line =
+      "in " + join(inputs, ", ") + " -> " + join(ops, "+") + " -> out " + join(out_types, ", ");
   return line.size() > max_chars ? line.substr(0, max_chars) + "..." : line;
 }
 
@@ -194,8 +201,7 @@ bool better_variant(const MeasurementRecord& a, const MeasurementRecord& b) {
 }
 
 std::vector<VariantGroup> group_variants(std::vector<MeasurementRecord> rows,
-                                         const std::vector<KernelRecord>& kernels,
-                                         size_t limit) {
+                                         const std::vector<KernelRecord>& kernels, size_t limit) {
   std::map<std::pair<std::string, std::string>, VariantGroup> by_kernel;
   for (auto& r : rows) {
     auto& g = by_kernel[{r.env, r.structural_key}];
@@ -412,11 +418,11 @@ void print_runs_text(std::ostream& out, const std::vector<RunRecord>& runs) {
     char gap[32] = "-";
     if (std::isfinite(r.validation_gap_pct) && r.assembled_us > 0)
       std::snprintf(gap, sizeof gap, "%+.2f", r.validation_gap_pct);
-    table.push_back({r.run_id, format_utc(r.unix_time), r.backend,
-                     std::to_string(r.kernels) + " (" + std::to_string(r.distinct_kernels) +
-                         " distinct)",
-                     format_us(r.best_total_us), format_us(r.assembled_us), gap,
-                     r.status.empty() ? "-" : r.status, first_line(r.source, 60)});
+    table.push_back(
+        {r.run_id, format_utc(r.unix_time), r.backend,
+         std::to_string(r.kernels) + " (" + std::to_string(r.distinct_kernels) + " distinct)",
+         format_us(r.best_total_us), format_us(r.assembled_us), gap,
+         r.status.empty() ? "-" : r.status, first_line(r.source, 60)});
   }
   print_table(out, table, "");
   // Groupings a run set aside as hopeless, and why: what its search did not spend time on.

@@ -37,8 +37,7 @@ struct VariantGroup {
 // Groups by (env, structural key), sorts each best first, keeps `limit` rows per group
 // (0: all). Groups are ordered by their best time (groups with no success last).
 std::vector<VariantGroup> group_variants(std::vector<MeasurementRecord> rows,
-                                         const std::vector<KernelRecord>& kernels,
-                                         size_t limit);
+                                         const std::vector<KernelRecord>& kernels, size_t limit);
 
 void print_variants_text(std::ostream& out, const std::vector<VariantGroup>& groups);
 void print_variants_csv(std::ostream& out, const std::vector<VariantGroup>& groups);
@@ -49,11 +48,11 @@ std::string variants_json(const std::vector<VariantGroup>& groups);
 struct FailureGroup {
   emmy::FailureKind kind = emmy::FailureKind::none;
   size_t count = 0;
-  std::string sample_message;                 // the most frequent first line of a message
+  std::string sample_message;                  // the most frequent first line of a message
   std::map<std::string, double> common_knobs;  // knob=value pairs every row in the group has
-  std::string common_template;                // the template all rows share, else empty
-  std::map<std::string, size_t> kernels;      // kernel name -> failing rows
-  std::map<std::string, size_t> regimes;      // "rank"/"deploy" -> failing rows
+  std::string common_template;                 // the template all rows share, else empty
+  std::map<std::string, size_t> kernels;       // kernel name -> failing rows
+  std::map<std::string, size_t> regimes;       // "rank"/"deploy" -> failing rows
 };
 
 // Groups failing rows (rows that succeeded are ignored) by kind, in the order build_error,

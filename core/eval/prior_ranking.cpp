@@ -26,7 +26,9 @@ double pearson(const std::vector<double>& a, const std::vector<double>& b) {
   return sab / std::sqrt(saa * sbb);
 }
 
-int sign(double x) { return (x > 0) - (x < 0); }
+int sign(double x) {
+  return (x > 0) - (x < 0);
+}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -38,7 +40,8 @@ uint64_t fnv1a(const std::string& s) {
 }
 
 double mean_of(const std::vector<double>& v) {
-  return v.empty() ? kNaN : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return v.empty() ? kNaN
+                   : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
 }  // namespace
@@ -82,8 +85,8 @@ double kendall_tau_b(const std::vector<double>& a, const std::vector<double>& b)
 bool best_in_top_k(const std::vector<double>& predicted, const std::vector<double>& measured,
                    size_t k) {
   if (measured.empty() || predicted.size() != measured.size()) return false;
-  const size_t best = static_cast<size_t>(
-      std::min_element(measured.begin(), measured.end()) - measured.begin());
+  const size_t best =
+      static_cast<size_t>(std::min_element(measured.begin(), measured.end()) - measured.begin());
   std::vector<size_t> order(predicted.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -127,8 +130,8 @@ RankingQuality score_prior(const Prior& prior, const std::vector<PriorRow>& rows
   return score_ranking(predicted, rows, ks);
 }
 
-RankingQuality score_ranking(const std::vector<double>& predicted, const std::vector<PriorRow>& rows,
-                             const std::vector<size_t>& ks) {
+RankingQuality score_ranking(const std::vector<double>& predicted,
+                             const std::vector<PriorRow>& rows, const std::vector<size_t>& ks) {
   if (predicted.size() != rows.size())
     throw Error("score_ranking: " + std::to_string(predicted.size()) + " predictions for " +
                 std::to_string(rows.size()) + " rows");

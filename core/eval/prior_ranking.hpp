@@ -41,10 +41,10 @@ bool is_held_out_kernel(const PriorRow& row, int percent = 20);
 
 struct RankingQuality {
   size_t rows = 0;
-  size_t groups = 0;            // kernel groups with at least 3 rows (the ones scored within)
-  double spearman_all = 0;      // over all rows together (problem size dominates: easy)
+  size_t groups = 0;        // kernel groups with at least 3 rows (the ones scored within)
+  double spearman_all = 0;  // over all rows together (problem size dominates: easy)
   double kendall_all = 0;
-  double spearman_within = 0;   // mean over groups: ranking configurations of one kernel
+  double spearman_within = 0;  // mean over groups: ranking configurations of one kernel
   double kendall_within = 0;
   std::map<size_t, double> top_k_recall;  // k -> share of groups with more than k rows whose
                                           // measured best is in the predicted best k
@@ -52,7 +52,8 @@ struct RankingQuality {
 };
 
 // Scores predicted times (predicted[i] for rows[i]) against the rows' measured times.
-RankingQuality score_ranking(const std::vector<double>& predicted, const std::vector<PriorRow>& rows,
+RankingQuality score_ranking(const std::vector<double>& predicted,
+                             const std::vector<PriorRow>& rows,
                              const std::vector<size_t>& ks = {1, 3, 5});
 
 // Predicts every row (full knob assignments) with `prior` and scores that (score_ranking).

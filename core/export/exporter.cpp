@@ -84,7 +84,8 @@ std::string no_plan_reason(const tune::TuneOptions& options, PluginHost& host, B
   std::vector<std::string> untuned;
   try {
     // The passes of the run, as tune makes them (tune/run_setup.hpp).
-    const tune::PassPipeline pipeline = tune::make_pipeline(options.passes, host, options.plugin_options);
+    const tune::PassPipeline pipeline =
+        tune::make_pipeline(options.passes, host, options.plugin_options);
     const std::vector<Pass*>& passes = pipeline.passes;
     ir::Program p{graph, ir::singleton_grouping(graph)};
     DefaultResolver resolver;
@@ -164,10 +165,9 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   std::shared_ptr<Backend> backend = export_backend(o, host, report.backend);
 
   // The graph, as the tune loads it (tune/run_setup.hpp): its key finds the plan.
-  const ir::Graph graph =
-      tune::import_graph({o.source, o.code, o.frontend_options}, o.frontend, host,
-                         tune::describe_source(o))
-          .graph;
+  const ir::Graph graph = tune::import_graph({o.source, o.code, o.frontend_options}, o.frontend,
+                                             host, tune::describe_source(o))
+                              .graph;
   const std::string gkey = tune::graph_key(graph);
   report.env = backend->environment_fingerprint();
 

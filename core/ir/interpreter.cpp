@@ -60,7 +60,8 @@ std::vector<int64_t> broadcast_map(const Shape& in, const Shape& out) {
 void parallel_rows(int64_t n, double cost, const std::function<void(int64_t, int64_t)>& body) {
   constexpr double kSerialWork = 4e6;
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const int64_t threads = std::min<int64_t>({cores, n, static_cast<int64_t>(n * cost / kSerialWork) + 1});
+  const int64_t threads =
+      std::min<int64_t>({cores, n, static_cast<int64_t>(n * cost / kSerialWork) + 1});
   if (threads <= 1) {
     body(0, n);
     return;
@@ -84,8 +85,9 @@ class BroadcastIndex {
     size_t first = 0;
     while (first < in.size() && in[first] == 1) ++first;
     const size_t kept = in.size() - first;
-    if (n <= 1 || (kept <= out.size() && std::equal(in.begin() + static_cast<std::ptrdiff_t>(first), in.end(),
-                                                   out.end() - static_cast<std::ptrdiff_t>(kept))))
+    if (n <= 1 ||
+        (kept <= out.size() && std::equal(in.begin() + static_cast<std::ptrdiff_t>(first), in.end(),
+                                          out.end() - static_cast<std::ptrdiff_t>(kept))))
       modulus_ = static_cast<size_t>(std::max<int64_t>(n, 1));
     else
       map_ = broadcast_map(in, out);
@@ -197,7 +199,8 @@ class Interpreter {
   // Drops values no later node or output needs, so long graphs stay small in memory.
   void release_dead(size_t i) {
     for (ValueId v : g_.nodes[i].inputs)
-      if (last_use_[static_cast<size_t>(v)] == i) std::vector<double>().swap(values_[static_cast<size_t>(v)].v);
+      if (last_use_[static_cast<size_t>(v)] == i)
+        std::vector<double>().swap(values_[static_cast<size_t>(v)].v);
   }
 
   // The buffer of input k of the node being evaluated when nothing reads it afterwards, it is
@@ -211,7 +214,8 @@ class Interpreter {
         std::count(n.inputs.begin(), n.inputs.end(), v) != 1)
       return {};
     Value& x = values_[static_cast<size_t>(v)];
-    if (x.v.size() != static_cast<size_t>(n.type.numel()) || (same_shape && x.type.shape != n.type.shape))
+    if (x.v.size() != static_cast<size_t>(n.type.numel()) ||
+        (same_shape && x.type.shape != n.type.shape))
       return {};
     return std::move(x.v);
   }
@@ -259,7 +263,8 @@ class Interpreter {
   }
 
   Value same_data(const Node& n) {
-    if (auto taken = take_input(n, 0, false); !taken.empty()) return Value{n.type, std::move(taken)};
+    if (auto taken = take_input(n, 0, false); !taken.empty())
+      return Value{n.type, std::move(taken)};
     return Value{n.type, in(n, 0).v};
   }
 
@@ -326,7 +331,7 @@ class Interpreter {
       double v = x.v[e];
       if (n.op == Op::amax)
         a = (std::isnan(v) || std::isnan(a)) ? std::numeric_limits<double>::quiet_NaN()
-                                            : std::max(a, v);
+                                             : std::max(a, v);
       else
         a += v;
       for (size_t d = s.size(); d-- > 0;) {
@@ -424,11 +429,15 @@ class Interpreter {
     const DType t = n.type.dtype;
     const bool integral_out = !is_floating(t);
     switch (n.op) {
-      case Op::input: break;
-      case Op::constant: return Value{n.type, {n.attr_double("value", 0.0)}};
-      case Op::linear: return linear(n);
+      case Op::input:
+        break;
+      case Op::constant:
+        return Value{n.type, {n.attr_double("value", 0.0)}};
+      case Op::linear:
+        return linear(n);
       case Op::matmul:
-      case Op::bmm: return matmul(n, in(n, 0), in(n, 1));
+      case Op::bmm:
+        return matmul(n, in(n, 0), in(n, 1));
       case Op::add: {
         double alpha = n.attr_double("alpha", 1.0);
         return binary(n, [&](double a, double b) { return a + alpha * b; });
@@ -437,7 +446,8 @@ class Interpreter {
         double alpha = n.attr_double("alpha", 1.0);
         return binary(n, [&](double a, double b) { return a - alpha * b; });
       }
-      case Op::mul: return binary(n, [](double a, double b) { return a * b; });
+      case Op::mul:
+        return binary(n, [](double a, double b) { return a * b; });
       case Op::div: {
         std::string mode = n.attr_string("rounding_mode", "none");
         return binary(n, [&](double a, double b) {
@@ -454,27 +464,37 @@ class Interpreter {
             throw Error("integers to negative integer powers are not allowed");
           return std::pow(a, b);
         });
-      case Op::neg: return unary(n, [](double x) { return -x; });
-      case Op::exp: return unary(n, [](double x) { return std::exp(x); });
-      case Op::rsqrt: return unary(n, [](double x) { return 1.0 / std::sqrt(x); });
-      case Op::sqrt: return unary(n, [](double x) { return std::sqrt(x); });
-      case Op::tanh: return unary(n, [](double x) { return std::tanh(x); });
-      case Op::silu: return unary(n, [](double x) { return x / (1.0 + std::exp(-x)); });
-      case Op::sigmoid: return unary(n, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+      case Op::neg:
+        return unary(n, [](double x) { return -x; });
+      case Op::exp:
+        return unary(n, [](double x) { return std::exp(x); });
+      case Op::rsqrt:
+        return unary(n, [](double x) { return 1.0 / std::sqrt(x); });
+      case Op::sqrt:
+        return unary(n, [](double x) { return std::sqrt(x); });
+      case Op::tanh:
+        return unary(n, [](double x) { return std::tanh(x); });
+      case Op::silu:
+        return unary(n, [](double x) { return x / (1.0 + std::exp(-x)); });
+      case Op::sigmoid:
+        return unary(n, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
       case Op::gelu: {
         bool approx = n.attr_string("approximate", "none") == "tanh";
         return unary(n, [&](double x) { return gelu(x, approx); });
       }
       case Op::mean:
       case Op::sum:
-      case Op::amax: return reduce(n);
-      case Op::softmax: return softmax(n);
+      case Op::amax:
+        return reduce(n);
+      case Op::softmax:
+        return softmax(n);
       case Op::cast:
       case Op::view:
       case Op::reshape:
       case Op::contiguous:
       case Op::unsqueeze:
-      case Op::squeeze: return same_data(n);  // cast: the rounding after eval converts
+      case Op::squeeze:
+        return same_data(n);  // cast: the rounding after eval converts
       case Op::transpose: {
         const Value& x = in(n, 0);
         size_t r = x.type.shape.size();
@@ -490,7 +510,8 @@ class Interpreter {
         const Value& x = in(n, 0);
         auto r = static_cast<int64_t>(x.type.shape.size());
         std::vector<size_t> perm;
-        for (int64_t d : n.attr_ints("dims")) perm.push_back(static_cast<size_t>(d < 0 ? d + r : d));
+        for (int64_t d : n.attr_ints("dims"))
+          perm.push_back(static_cast<size_t>(d < 0 ? d + r : d));
         return gather(n.type, x, permute_map(x.type.shape, perm));
       }
       case Op::expand: {
@@ -594,18 +615,25 @@ uint64_t splitmix64(uint64_t& state) {
 }
 
 // Uniform in [0, 1) from the top 53 bits.
-double unit(uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
+double unit(uint64_t& state) {
+  return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+}
 
 struct Tolerance {
   double atol, rtol;
 };
 Tolerance tolerance(DType t) {
   switch (t) {
-    case DType::f32: return {1e-4, 1e-4};
-    case DType::f16: return {5e-3, 5e-3};
-    case DType::bf16: return {2e-2, 2e-2};
-    case DType::f64: return {1e-9, 1e-9};
-    default: return {0, 0};
+    case DType::f32:
+      return {1e-4, 1e-4};
+    case DType::f16:
+      return {5e-3, 5e-3};
+    case DType::bf16:
+      return {2e-2, 2e-2};
+    case DType::f64:
+      return {1e-9, 1e-9};
+    default:
+      return {0, 0};
   }
 }
 
@@ -639,14 +667,21 @@ float round_to_odd_f32(double x) {
 
 double round_to(DType dtype, double x) {
   switch (dtype) {
-    case DType::f32: return static_cast<double>(static_cast<float>(x));
-    case DType::f16: return static_cast<double>(round_to_f16(round_to_odd_f32(x)));
-    case DType::bf16: return static_cast<double>(round_to_bf16(round_to_odd_f32(x)));
-    case DType::f64: return x;
-    case DType::i32: return static_cast<double>(static_cast<int32_t>(
-        static_cast<uint32_t>(static_cast<uint64_t>(to_int64(x)))));  // wraps like C++/aten
-    case DType::i64: return static_cast<double>(to_int64(x));
-    case DType::boolean: return x != 0 ? 1.0 : 0.0;
+    case DType::f32:
+      return static_cast<double>(static_cast<float>(x));
+    case DType::f16:
+      return static_cast<double>(round_to_f16(round_to_odd_f32(x)));
+    case DType::bf16:
+      return static_cast<double>(round_to_bf16(round_to_odd_f32(x)));
+    case DType::f64:
+      return x;
+    case DType::i32:
+      return static_cast<double>(static_cast<int32_t>(
+          static_cast<uint32_t>(static_cast<uint64_t>(to_int64(x)))));  // wraps like C++/aten
+    case DType::i64:
+      return static_cast<double>(to_int64(x));
+    case DType::boolean:
+      return x != 0 ? 1.0 : 0.0;
   }
   return x;
 }
@@ -661,13 +696,45 @@ std::vector<double> to_doubles(const HostTensor& t) {
   const unsigned char* p = t.data.data();
   for (size_t i = 0; i < n; ++i) {
     switch (t.type.dtype) {
-      case DType::f32: { float f; std::memcpy(&f, p + 4 * i, 4); v[i] = f; break; }
-      case DType::f64: { double d; std::memcpy(&d, p + 8 * i, 8); v[i] = d; break; }
-      case DType::f16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); v[i] = f16_bits_to_f32(h); break; }
-      case DType::bf16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); v[i] = bf16_bits_to_f32(h); break; }
-      case DType::i32: { int32_t x; std::memcpy(&x, p + 4 * i, 4); v[i] = x; break; }
-      case DType::i64: { int64_t x; std::memcpy(&x, p + 8 * i, 8); v[i] = static_cast<double>(x); break; }
-      case DType::boolean: v[i] = p[i] != 0 ? 1.0 : 0.0; break;
+      case DType::f32: {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        v[i] = f;
+        break;
+      }
+      case DType::f64: {
+        double d;
+        std::memcpy(&d, p + 8 * i, 8);
+        v[i] = d;
+        break;
+      }
+      case DType::f16: {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        v[i] = f16_bits_to_f32(h);
+        break;
+      }
+      case DType::bf16: {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        v[i] = bf16_bits_to_f32(h);
+        break;
+      }
+      case DType::i32: {
+        int32_t x;
+        std::memcpy(&x, p + 4 * i, 4);
+        v[i] = x;
+        break;
+      }
+      case DType::i64: {
+        int64_t x;
+        std::memcpy(&x, p + 8 * i, 8);
+        v[i] = static_cast<double>(x);
+        break;
+      }
+      case DType::boolean:
+        v[i] = p[i] != 0 ? 1.0 : 0.0;
+        break;
     }
   }
   return v;
@@ -683,13 +750,37 @@ HostTensor from_doubles(const TensorType& type, const std::vector<double>& value
   for (size_t i = 0; i < n; ++i) {
     double x = values[i];
     switch (type.dtype) {
-      case DType::f32: { float f = static_cast<float>(x); std::memcpy(p + 4 * i, &f, 4); break; }
-      case DType::f64: std::memcpy(p + 8 * i, &x, 8); break;
-      case DType::f16: { uint16_t h = f32_to_f16_bits(round_to_odd_f32(x)); std::memcpy(p + 2 * i, &h, 2); break; }
-      case DType::bf16: { uint16_t h = f32_to_bf16_bits(round_to_odd_f32(x)); std::memcpy(p + 2 * i, &h, 2); break; }
-      case DType::i32: { auto v = static_cast<int32_t>(round_to(DType::i32, x)); std::memcpy(p + 4 * i, &v, 4); break; }
-      case DType::i64: { int64_t v = to_int64(x); std::memcpy(p + 8 * i, &v, 8); break; }
-      case DType::boolean: p[i] = x != 0 ? 1 : 0; break;
+      case DType::f32: {
+        float f = static_cast<float>(x);
+        std::memcpy(p + 4 * i, &f, 4);
+        break;
+      }
+      case DType::f64:
+        std::memcpy(p + 8 * i, &x, 8);
+        break;
+      case DType::f16: {
+        uint16_t h = f32_to_f16_bits(round_to_odd_f32(x));
+        std::memcpy(p + 2 * i, &h, 2);
+        break;
+      }
+      case DType::bf16: {
+        uint16_t h = f32_to_bf16_bits(round_to_odd_f32(x));
+        std::memcpy(p + 2 * i, &h, 2);
+        break;
+      }
+      case DType::i32: {
+        auto v = static_cast<int32_t>(round_to(DType::i32, x));
+        std::memcpy(p + 4 * i, &v, 4);
+        break;
+      }
+      case DType::i64: {
+        int64_t v = to_int64(x);
+        std::memcpy(p + 8 * i, &v, 8);
+        break;
+      }
+      case DType::boolean:
+        p[i] = x != 0 ? 1 : 0;
+        break;
     }
   }
   return t;
@@ -800,10 +891,11 @@ std::string compare(const HostTensor& expected, const HostTensor& actual, DType 
   if (bad == 0) return "";
   return std::to_string(bad) + " of " + std::to_string(e.size()) + " elements of " +
          to_string(expected.type) + " differ beyond tolerance (atol " + number(tol.atol) +
-         ", rtol " + number(tol.rtol) + (widened ? " of " + std::string(to_string(precision)) +
-         ", tensor scale " + number(scale) : std::string()) + "); worst at " +
-         index_string(expected.type.shape, static_cast<int64_t>(worst)) + ": expected " +
-         number(e[worst]) + ", got " + number(a[worst]);
+         ", rtol " + number(tol.rtol) +
+         (widened ? " of " + std::string(to_string(precision)) + ", tensor scale " + number(scale)
+                  : std::string()) +
+         "); worst at " + index_string(expected.type.shape, static_cast<int64_t>(worst)) +
+         ": expected " + number(e[worst]) + ", got " + number(a[worst]);
 }
 
 double relative_rms_error(const HostTensor& expected, const HostTensor& actual) {
@@ -823,10 +915,14 @@ DType lowest_precision(const Graph& g) {
   // Fewer mantissa bits first: bf16 (8) < f16 (11) < f32 (24) < f64 (53).
   auto bits = [](DType t) {
     switch (t) {
-      case DType::bf16: return 8;
-      case DType::f16: return 11;
-      case DType::f32: return 24;
-      default: return 53;
+      case DType::bf16:
+        return 8;
+      case DType::f16:
+        return 11;
+      case DType::f32:
+        return 24;
+      default:
+        return 53;
     }
   };
   DType lowest = DType::f64;

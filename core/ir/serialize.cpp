@@ -78,8 +78,9 @@ Graph deserialize(std::string_view bytes) {
     bytes = aligned;
   }
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  if (bytes.size() < 8) throw Error("graph bytes: too short (" + std::to_string(bytes.size()) +
-                                    " bytes) to be a FlatBuffers graph");
+  if (bytes.size() < 8)
+    throw Error("graph bytes: too short (" + std::to_string(bytes.size()) +
+                " bytes) to be a FlatBuffers graph");
   if (!flatbuffers::BufferHasIdentifier(data, fb::GraphIdentifier()))
     throw Error("graph bytes: wrong file identifier (expected \"EMYG\")");
   // Graphs are shallow (depth 4) but may be large: bound depth tightly, tables generously.
@@ -110,8 +111,12 @@ Graph deserialize(std::string_view bytes) {
           std::string key = a->key()->str();
           if (n.attrs.count(key)) throw Error(where + ": attribute '" + key + "' given twice");
           switch (a->kind()) {
-            case fb::AttrKind::Int: n.attrs[key] = a->int_value(); break;
-            case fb::AttrKind::Real: n.attrs[key] = a->real_value(); break;
+            case fb::AttrKind::Int:
+              n.attrs[key] = a->int_value();
+              break;
+            case fb::AttrKind::Real:
+              n.attrs[key] = a->real_value();
+              break;
             case fb::AttrKind::Text:
               n.attrs[key] = a->text_value() ? a->text_value()->str() : std::string();
               break;

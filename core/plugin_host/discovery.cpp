@@ -26,12 +26,14 @@ fs::path running_binary(const std::string& argv0) {
 
 }  // namespace
 
-std::vector<std::string> default_plugin_paths(const std::string& argv0, const std::string& install_dir,
+std::vector<std::string> default_plugin_paths(const std::string& argv0,
+                                              const std::string& install_dir,
                                               const std::vector<std::string>& extra) {
   std::vector<std::string> out;
   fs::path exe = running_binary(argv0);
   if (!exe.empty())
-    out.push_back((exe.parent_path() / ".." / "lib" / "emmy" / "plugins").lexically_normal().string());
+    out.push_back(
+        (exe.parent_path() / ".." / "lib" / "emmy" / "plugins").lexically_normal().string());
   if (!install_dir.empty()) out.push_back(install_dir);
   out.insert(out.end(), extra.begin(), extra.end());
   return out;

@@ -12,16 +12,18 @@ namespace emmy {
 // (<exe_dir>/../lib/emmy/plugins: the build tree's, or an install prefix's), the compile-time
 // install folder `install_dir` (may be ""), then `extra` (--plugin-path, then EMMY_PLUGIN_PATH).
 // `argv0` is the binary's argv[0]; without a '/' in it, /proc/self/exe is used.
-std::vector<std::string> default_plugin_paths(const std::string& argv0, const std::string& install_dir,
+std::vector<std::string> default_plugin_paths(const std::string& argv0,
+                                              const std::string& install_dir,
                                               const std::vector<std::string>& extra);
 
 // One folder of the search path, as discovery saw it.
 struct SearchDir {
-  std::string path;        // as given
-  std::string real_path;   // canonical ("" when missing)
+  std::string path;       // as given
+  std::string real_path;  // canonical ("" when missing)
   bool exists = false;
-  bool repeated = false;   // same folder as an earlier one (real path, or spelling if missing): skipped
-  size_t manifests = 0;    // manifests read from it
+  bool repeated =
+      false;  // same folder as an earlier one (real path, or spelling if missing): skipped
+  size_t manifests = 0;  // manifests read from it
 };
 
 struct Discovery {

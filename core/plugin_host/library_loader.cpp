@@ -31,10 +31,13 @@ std::string load_failure(const std::string& what) {
   if (start == std::string::npos) return what;
   start += marker.size();
   auto end = what.rfind(')');
-  return what.substr(start, end == std::string::npos || end < start ? std::string::npos : end - start);
+  return what.substr(start,
+                     end == std::string::npos || end < start ? std::string::npos : end - start);
 }
 
-std::string quoted(const char* s) { return s ? "'" + std::string(s) + "'" : "(null)"; }
+std::string quoted(const char* s) {
+  return s ? "'" + std::string(s) + "'" : "(null)";
+}
 
 // More entries than any library means: a chain that loops or runs into garbage.
 constexpr size_t kMaxEntries = 256;
@@ -62,7 +65,8 @@ const EmmyPluginInfo* entry_named(const EmmyPluginInfo* first, const std::string
                   " entries (a loop?); define it with EMMY_PLUGIN_LIBRARY(...)");
     if (e->abi_version != EMMY_SDK_ABI_VERSION || !e->name)
       throw Error(who + ": entry " + std::to_string(n) + " of the library (" + quoted(e->name) +
-                  ") has ABI " + std::to_string(e->abi_version) + " or no name; rebuild the "
+                  ") has ABI " + std::to_string(e->abi_version) +
+                  " or no name; rebuild the "
                   "plugin against this emmy's SDK, with EMMY_PLUGIN_LIBRARY(...)");
     if (!seen.insert(e->name).second)
       throw Error(who + ": the library provides '" + std::string(e->name) +
@@ -110,14 +114,16 @@ const EmmyPluginInfo& load_plugin_entry(const PluginRecord& record) {
     throw Error(who + " was built for SDK ABI " + std::to_string(first->abi_version) +
                 ", this emmy speaks " + std::to_string(EMMY_SDK_ABI_VERSION) +
                 ": rebuild the plugin against this emmy's SDK");
-  const std::string stale = ": the manifest is stale or belongs to another library; rebuild the "
-                            "plugin so both come from the same emmy_add_plugin()";
+  const std::string stale =
+      ": the manifest is stale or belongs to another library; rebuild the "
+      "plugin so both come from the same emmy_add_plugin()";
   const EmmyPluginInfo* info = entry_named(first, record.name, who);
   if (!info) {
     const std::string provided = provided_names(first);
     throw Error(who + ": the library " +
-                (first->next ? "provides " + provided + ", not '" + record.name + "' its manifest names"
-                             : "calls itself " + provided + ", its manifest '" + record.name + "'") +
+                (first->next
+                     ? "provides " + provided + ", not '" + record.name + "' its manifest names"
+                     : "calls itself " + provided + ", its manifest '" + record.name + "'") +
                 stale);
   }
   if (kind_name(info->kind) != record.kind) {
@@ -127,11 +133,12 @@ const EmmyPluginInfo& load_plugin_entry(const PluginRecord& record) {
                 record.kind + stale);
   }
   if (!info->version || record.version != info->version)
-    throw Error(who + ": the library is version " + quoted(info->version) + ", its manifest says '" +
-                record.version + "'" + stale);
+    throw Error(who + ": the library is version " + quoted(info->version) +
+                ", its manifest says '" + record.version + "'" + stale);
   if (!info->create || !info->destroy)
-    throw Error(who + ": the entry struct has no create or destroy function; define the entry with "
-                      "EMMY_PLUGIN(YourClass)");
+    throw Error(who +
+                ": the entry struct has no create or destroy function; define the entry with "
+                "EMMY_PLUGIN(YourClass)");
   return *info;
 }
 

@@ -47,7 +47,8 @@ bool is_plain_file_name(const std::string& s) {
          s.find('\0') == std::string::npos;
 }
 
-std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+std::vector<std::string> strings(
+    const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
   std::vector<std::string> out;
   if (!v) return out;
   out.reserve(v->size());
@@ -83,7 +84,8 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
   r.manifest_path = manifest_path;
   if (size > kMaxManifestBytes)
     return refused(r, "manifest is " + std::to_string(size) + " bytes, over the " +
-                          std::to_string(kMaxManifestBytes) + "-byte limit: it is not an Emmy manifest");
+                          std::to_string(kMaxManifestBytes) +
+                          "-byte limit: it is not an Emmy manifest");
   if (size < 8)
     return refused(r, "corrupt manifest: " + std::to_string(size) +
                           " bytes is too short for a FlatBuffer; " + kRegenerate);
@@ -97,8 +99,10 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
   limits.max_tables = kMaxTables;
   flatbuffers::Verifier verifier(buffer.data(), buffer.size(), limits);
   if (!fb::VerifyManifestBuffer(verifier))
-    return refused(r, "corrupt manifest: the FlatBuffers verifier rejects it (truncated, "
-                      "damaged, or missing a required field); " + std::string(kRegenerate));
+    return refused(r,
+                   "corrupt manifest: the FlatBuffers verifier rejects it (truncated, "
+                   "damaged, or missing a required field); " +
+                       std::string(kRegenerate));
 
   // Verified: fields may be read now.
   const fb::Manifest* m = fb::GetManifest(buffer.data());
@@ -153,9 +157,10 @@ PluginRecord parse_manifest(const uint8_t* data, size_t size, const std::string&
                        ", the only entry point emmy calls (defined by EMMY_PLUGIN(YourClass)); " +
                        kRegenerate);
   if (!is_plain_file_name(r.library))
-    return refused(r, "library '" + r.library +
-                          "' is not a plain file name (the library must sit beside its manifest); " +
-                          kRegenerate);
+    return refused(r,
+                   "library '" + r.library +
+                       "' is not a plain file name (the library must sit beside its manifest); " +
+                       kRegenerate);
   // A template plugin is useless without its backend, and only templates extend one.
   if (r.kind == "template" && !is_plugin_name(r.extends))
     return refused(r, "template plugin names no backend it extends ('" + r.extends +

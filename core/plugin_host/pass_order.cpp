@@ -97,7 +97,8 @@ std::vector<std::string> order_passes(const std::vector<std::string>& in_play,
   }
   std::vector<std::string> out;
   while (!preds.empty()) {
-    auto ready = std::find_if(preds.begin(), preds.end(), [](const auto& p) { return p.second.empty(); });
+    auto ready =
+        std::find_if(preds.begin(), preds.end(), [](const auto& p) { return p.second.empty(); });
     if (ready == preds.end()) throw Error("pass order: no pass is free to run (a cycle)");
     const std::string name = ready->first;
     out.push_back(name);
@@ -107,7 +108,8 @@ std::vector<std::string> order_passes(const std::vector<std::string>& in_play,
   return out;
 }
 
-void check_pass_order(const std::vector<std::string>& list, const std::vector<PassConstraints>& all) {
+void check_pass_order(const std::vector<std::string>& list,
+                      const std::vector<PassConstraints>& all) {
   std::set<std::string> seen;
   for (const std::string& p : list)
     if (!seen.insert(p).second)
@@ -132,8 +134,10 @@ std::vector<std::string> resolve_pass_spec(const std::string& spec, const Plugin
   if (defaults.empty()) {
     std::string searched;
     for (const auto& d : host.search_dirs()) searched += (searched.empty() ? "" : ", ") + d.path;
-    throw Error("no pass of the default pipeline was found (no pass manifest declares "
-                "DEFAULT_PIPELINE; searched: " + (searched.empty() ? "nothing" : searched) + ")");
+    throw Error(
+        "no pass of the default pipeline was found (no pass manifest declares "
+        "DEFAULT_PIPELINE; searched: " +
+        (searched.empty() ? "nothing" : searched) + ")");
   }
   std::vector<std::string> items;
   {
@@ -171,8 +175,10 @@ std::vector<std::string> resolve_pass_spec(const std::string& spec, const Plugin
   std::vector<std::string> list;
   for (const std::string& i : items) {
     if (i[0] == '+' || i[0] == '-')
-      throw Error("'" + i + "' edits the default pipeline, but this is an explicit list (it "
-                  "names passes); write the list as it should run, or only edits: default,+NAME,-NAME");
+      throw Error(
+          "'" + i +
+          "' edits the default pipeline, but this is an explicit list (it "
+          "names passes); write the list as it should run, or only edits: default,+NAME,-NAME");
     if (i == "default") {
       const auto d = order_passes(defaults, all);
       list.insert(list.end(), d.begin(), d.end());

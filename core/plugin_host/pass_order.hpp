@@ -36,7 +36,8 @@ std::vector<std::string> order_passes(const std::vector<std::string>& in_play,
 // Throws emmy::Error when `list` (an explicit --passes list) runs a pass before one that must
 // precede it, naming both passes and the manifests' words that say so; or when a pass is listed
 // twice, or the constraints form a cycle.
-void check_pass_order(const std::vector<std::string>& list, const std::vector<PassConstraints>& all);
+void check_pass_order(const std::vector<std::string>& list,
+                      const std::vector<PassConstraints>& all);
 
 class PluginHost;
 

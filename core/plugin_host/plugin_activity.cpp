@@ -17,11 +17,16 @@ constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
 const char* signal_name(int sig) {
   switch (sig) {
-    case SIGSEGV: return "SIGSEGV, a bad memory access";
-    case SIGBUS: return "SIGBUS, a bad memory access";
-    case SIGFPE: return "SIGFPE, an arithmetic fault";
-    case SIGILL: return "SIGILL, an illegal instruction";
-    case SIGABRT: return "SIGABRT, an abort";
+    case SIGSEGV:
+      return "SIGSEGV, a bad memory access";
+    case SIGBUS:
+      return "SIGBUS, a bad memory access";
+    case SIGFPE:
+      return "SIGFPE, an arithmetic fault";
+    case SIGILL:
+      return "SIGILL, an illegal instruction";
+    case SIGABRT:
+      return "SIGABRT, an abort";
   }
   return "a fatal signal";
 }
@@ -72,7 +77,9 @@ ActivityScope::ActivityScope(const PluginActivity& activity) noexcept : previous
   t_current = &activity;
 }
 
-ActivityScope::~ActivityScope() { t_current = previous_; }
+ActivityScope::~ActivityScope() {
+  t_current = previous_;
+}
 
 void install_plugin_crash_handler() {
   static std::atomic<bool> installed{false};

@@ -66,13 +66,15 @@ class PluginHost {
   // or that the backend refuses stops with an error naming the template plugin.
   std::shared_ptr<Backend> make_backend(std::string_view name, const PluginOptions& options = {});
   std::shared_ptr<Prior> make_prior(std::string_view name, const PluginOptions& options = {});
-  std::shared_ptr<KernelTemplate> make_template(std::string_view name, const PluginOptions& options = {});
+  std::shared_ptr<KernelTemplate> make_template(std::string_view name,
+                                                const PluginOptions& options = {});
   // Accepted template plugins extending `backend`, in discovery order.
   std::vector<const PluginRecord*> templates_for(std::string_view backend) const;
 
  private:
   // The object create() returned (the interface pointer, as void*), destroyed by the plugin.
-  std::shared_ptr<void> make(std::string_view name, std::string_view kind, const PluginOptions& options);
+  std::shared_ptr<void> make(std::string_view name, std::string_view kind,
+                             const PluginOptions& options);
   const PluginRecord& select(std::string_view name, std::string_view kind) const;
 
   Discovery found_;

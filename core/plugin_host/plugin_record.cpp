@@ -15,12 +15,18 @@ uint32_t kind_code(std::string_view kind) {
 
 std::string_view kind_name(uint32_t code) {
   switch (code) {
-    case EMMY_KIND_FRONTEND: return "frontend";
-    case EMMY_KIND_PASS: return "pass";
-    case EMMY_KIND_BACKEND: return "backend";
-    case EMMY_KIND_PRIOR: return "prior";
-    case EMMY_KIND_TEMPLATE: return "template";
-    default: return "";
+    case EMMY_KIND_FRONTEND:
+      return "frontend";
+    case EMMY_KIND_PASS:
+      return "pass";
+    case EMMY_KIND_BACKEND:
+      return "backend";
+    case EMMY_KIND_PRIOR:
+      return "prior";
+    case EMMY_KIND_TEMPLATE:
+      return "template";
+    default:
+      return "";
   }
 }
 

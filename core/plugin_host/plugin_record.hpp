@@ -40,7 +40,7 @@ struct PluginRecord {
   std::vector<ManifestOption> options;
   std::vector<std::string> after;
   std::vector<std::string> before;
-  std::string extends;  // a template plugin's backend ("" for the other kinds)
+  std::string extends;            // a template plugin's backend ("" for the other kinds)
   bool default_pipeline = false;  // a pass of the default pipeline (docs/PLUGINS.md, Pass order)
 
   // Where it was found.

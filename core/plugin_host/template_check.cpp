@@ -22,7 +22,8 @@ TemplateCheck check_template(PluginHost& host, const PluginRecord& record,
   // of the plugin, reported as such rather than crossing into the host later.
   Status s = guard([&]() -> Status {
     if (t->name() != record.name)
-      return Status::Error("name() is '" + t->name() + "', its manifest says '" + record.name + "'");
+      return Status::Error("name() is '" + t->name() + "', its manifest says '" + record.name +
+                           "'");
     if (t->backend() != record.extends)
       return Status::Error("backend() is '" + t->backend() + "', its manifest EXTENDS '" +
                            record.extends + "'");
@@ -36,8 +37,8 @@ TemplateCheck check_template(PluginHost& host, const PluginRecord& record,
       defaults[k.name] = k.values.front();
     }
     if (const KnobConstraint* c = contradicted(t->constraints(), defaults))
-      return Status::Error("its untuned default (each knob's first value) breaks its own constraint: " +
-                           c->reason);
+      return Status::Error(
+          "its untuned default (each knob's first value) breaks its own constraint: " + c->reason);
     out.note = "extends " + record.extends + " as an alternative to " + alternative_to;
     return Status::Ok();
   });

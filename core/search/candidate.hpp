@@ -14,13 +14,13 @@ namespace emmy::search {
 
 // A fully decided configuration: the answers of one descent and the program they produced.
 struct Candidate {
-  std::vector<size_t> path;             // answers to the searched forks, in the order asked (the tree key)
-  std::vector<std::string> forks;       // those forks' names
-  std::vector<std::string> labels;      // the chosen options' labels
+  std::vector<size_t> path;  // answers to the searched forks, in the order asked (the tree key)
+  std::vector<std::string> forks;   // those forks' names
+  std::vector<std::string> labels;  // the chosen options' labels
   // The inner search: the tuned kernel's knobs after the pipeline, what the backend builds from
   // (LoopHooks::built_knobs); the outer search: the knobs of every answered fork.
   std::map<std::string, double> knobs;
-  ir::Program program;                  // the program after the pipeline
+  ir::Program program;  // the program after the pipeline
 };
 
 // The outcome of building and timing a candidate. ok = false (build error, fault, timeout, wrong
@@ -48,14 +48,14 @@ using Evaluate = std::function<Evaluation(const Candidate&)>;
 // was already evaluated in this search (possible only when passes answer differently on replay);
 // it was not evaluated again and `evaluation` is its earlier result.
 struct StepInfo {
-  int step = 0;              // 0-based descent index
+  int step = 0;  // 0-based descent index
   const Candidate& candidate;
   const Evaluation& evaluation;
   bool replayed = false;
   bool new_best = false;
-  double best_us = 0;        // best time so far (0 while nothing succeeded)
-  int since_best = 0;        // patience counter after this step
-  int evaluations = 0;       // candidates evaluated so far (cached ones included)
+  double best_us = 0;   // best time so far (0 while nothing succeeded)
+  int since_best = 0;   // patience counter after this step
+  int evaluations = 0;  // candidates evaluated so far (cached ones included)
 };
 using StepCallback = std::function<void(const StepInfo&)>;
 
@@ -71,8 +71,8 @@ struct SearchOptions {
   // best (cached and failed candidates count: a re-run must walk the same path), counted from
   // the first candidate that worked.
   int patience = 50;
-  uint64_t seed = 0;        // breaks ties between equally valued children
-  int max_steps = 100000;   // hard cap on descents
+  uint64_t seed = 0;       // breaks ties between equally valued children
+  int max_steps = 100000;  // hard cap on descents
   // Until something succeeds, failures do not use up the patience (a backend may refuse many
   // knob combinations of a kernel at once); the search gives up after this many failures in a
   // row with nothing working, or when the tree is exhausted.
@@ -83,15 +83,17 @@ struct SearchOptions {
   // Refused configurations cost nothing and do not count against patience; past this many in one
   // search, they do. A refusal builds nothing (microseconds), and some kernels refuse most of the
   // space: an f32 matmul on the cuda backend takes neither stages > 1 nor wgmma=1, 7 of 8
-  // combinations; at 256 the run description's example's search (patience 10) ended after 25 successes, as
-  // its refusals began to count (H200, 2026-11-29 19:15).
+  // combinations; at 256 the run description's example's search (patience 10) ended after 25
+  // successes, as its refusals began to count (H200, 2026-11-29 19:15).
   int max_free_refusals = 1024;
   // Forks of the other kind whose name is "<also_searched>@..." are searched too, not answered
   // with option 0: the inner search on a slice that carries an attention producer answers the
   // attention fusion's fork (docs/DESIGN.md, The attention-fusion exception). Empty: none.
   std::string also_searched;
-  double exploration = 0.25;  // weight of the "little tried" term against measured quality (0..1 scale)
-  double best_weight = 0.5;   // quality of a subtree: this much its best time, the rest its mean (log space)
+  double exploration =
+      0.25;  // weight of the "little tried" term against measured quality (0..1 scale)
+  double best_weight =
+      0.5;  // quality of a subtree: this much its best time, the rest its mean (log space)
   Selection selection = Selection::mcts;
   // > 0: the search ends after exactly this many evaluations (or when the tree is exhausted),
   // whatever the patience and the failures-before-success rule say, so that searches of
@@ -101,16 +103,16 @@ struct SearchOptions {
 
 // How a search ended.
 struct SearchResult {
-  bool found = false;       // some candidate succeeded
-  Candidate best;           // valid when found
+  bool found = false;  // some candidate succeeded
+  Candidate best;      // valid when found
   double best_us = 0;
-  int steps = 0;            // descents
-  int evaluations = 0;      // candidates evaluated (each path at most once)
-  int benchmarks = 0;       // evaluations that were not served from the database
-  int cached = 0;           // evaluations served from the database
-  int failures = 0;         // evaluations with ok = false
-  int replays = 0;          // descents that reached an already evaluated candidate
-  bool exhausted = false;   // every path of the tree was evaluated
+  int steps = 0;           // descents
+  int evaluations = 0;     // candidates evaluated (each path at most once)
+  int benchmarks = 0;      // evaluations that were not served from the database
+  int cached = 0;          // evaluations served from the database
+  int failures = 0;        // evaluations with ok = false
+  int replays = 0;         // descents that reached an already evaluated candidate
+  bool exhausted = false;  // every path of the tree was evaluated
   bool out_of_patience = false;
   bool out_of_budget = false;       // SearchOptions::budget evaluations were made
   bool ended_by_evaluator = false;  // an evaluation asked to end the search (end_search)

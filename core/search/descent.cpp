@@ -26,8 +26,7 @@ size_t TreeResolver::choose(const ForkSite& site) {
   }
   tree_.set_site(node_, site);
   SearchTree::Predict predict;
-  if (predictor_)
-    predict = [&](size_t option) { return predictor_(knobs_, site, option); };
+  if (predictor_) predict = [&](size_t option) { return predictor_(knobs_, site, option); };
   const auto& first = tree_.node(node_).children;
   const bool take_default =
       defaults_ && (first.empty() || first[0] < 0 || !tree_.node(first[0]).exhausted);

@@ -61,7 +61,8 @@ std::vector<ir::Kernel> deployed_with_producer(const ir::Kernel& producer, const
     for (size_t first : {size_t{0}, size_t{1}}) {
       const ir::Kernel& sp = slice_kernels[first];
       const ir::Kernel& sk = slice_kernels[1 - first];
-      if (sp.nodes.size() != producer.nodes.size() || sk.nodes.size() != kernel.nodes.size()) continue;
+      if (sp.nodes.size() != producer.nodes.size() || sk.nodes.size() != kernel.nodes.size())
+        continue;
       ir::Kernel p = producer, k = kernel;
       p.templ = sp.templ;
       p.knobs = sp.knobs;
@@ -71,7 +72,8 @@ std::vector<ir::Kernel> deployed_with_producer(const ir::Kernel& producer, const
     }
   }
   std::string sizes;
-  for (const ir::Kernel& s : slice_kernels) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s.nodes.size());
+  for (const ir::Kernel& s : slice_kernels)
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(s.nodes.size());
   throw Error("the slice of a kernel carrying its attention producer (" +
               std::to_string(producer.nodes.size()) + " + " + std::to_string(kernel.nodes.size()) +
               " nodes) was tuned as kernels of [" + sizes + "] nodes: neither fused nor split");
@@ -142,12 +144,13 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
     const double limit = hopeless_limit();
     double known = 0;
     for (const std::string& key : keys)
-      if (auto it = out.kernel_best_us.find(key); it != out.kernel_best_us.end()) known += it->second;
+      if (auto it = out.kernel_best_us.find(key); it != out.kernel_best_us.end())
+        known += it->second;
     auto set_aside = [&](double at_least_us, const std::string& because) {
       std::ostringstream why;
       why << "set aside: its total is at least " << at_least_us << " us, "
-          << at_least_us / best_total << " times the best total " << best_total
-          << " us (limit " << factor << " times): " << because;
+          << at_least_us / best_total << " times the best total " << best_total << " us (limit "
+          << factor << " times): " << because;
       e.ok = false;
       e.set_aside = true;
       e.message = why.str();
@@ -159,8 +162,7 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
     }
     if (!jobs.empty()) {
       // Each new kernel alone may take what the limit leaves after the kernels known.
-      for (KernelJob& j : jobs)
-        j.hopeless_above_us = (limit - known) / occurrences[j.key];
+      for (KernelJob& j : jobs) j.hopeless_above_us = (limit - known) / occurrences[j.key];
       std::vector<double> times = tune_kernels(jobs);
       if (times.size() != jobs.size())
         throw Error("outer search: " + std::to_string(jobs.size()) + " kernels tuned, " +
@@ -190,9 +192,9 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
         const double us = out.kernel_best_us.at(j.key);
         if (!(us > j.hopeless_above_us)) continue;
         because << (because.tellp() > 0 ? "; " : "") << "kernel "
-                << ir::kernel_name(*j.graph, *j.kernel) << " [" << j.key.substr(0, 8) << "] took at least "
-                << us << " us in its first measurements (more than the " << j.hopeless_above_us
-                << " us the limit leaves it)";
+                << ir::kernel_name(*j.graph, *j.kernel) << " [" << j.key.substr(0, 8)
+                << "] took at least " << us << " us in its first measurements (more than the "
+                << j.hopeless_above_us << " us the limit leaves it)";
       }
       if (because.tellp() == 0) because << "its kernels' best times add up to that";
       set_aside(total, because.str());

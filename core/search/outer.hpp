@@ -69,8 +69,8 @@ struct OuterResult {
   // Every key tuned -> best µs (+inf: failed); for a kernel whose tuner stopped at its first
   // measurements (KernelJob::hopeless_above_us) the best of those.
   std::map<std::string, double> kernel_best_us;
-  std::vector<std::string> tuned_keys;           // keys in the order tune_kernel was called
-  std::vector<SetAsideGrouping> set_aside;       // in the order they were set aside
+  std::vector<std::string> tuned_keys;      // keys in the order tune_kernel was called
+  std::vector<SetAsideGrouping> set_aside;  // in the order they were set aside
 };
 
 // "fork=label;fork=label": a grouping's structural answers, as plans and reports name it.
@@ -87,7 +87,8 @@ std::string grouping_answers(const Candidate& c);
 // The key of `kernel` sliced together with the `producer` it carries: the structural key of the
 // two as one kernel (what the slice computes) and of the producer (where the split lies), so that
 // identical keys still mean identical work, and never the key of a kernel without producer.
-std::string carried_key(const ir::Graph& graph, const ir::Kernel& kernel, const ir::Kernel& producer);
+std::string carried_key(const ir::Graph& graph, const ir::Kernel& kernel,
+                        const ir::Kernel& producer);
 
 // The kernels `kernel` and the `producer` it carries deploy as, given the kernels of the best
 // program of their slice (templ and knobs set; slice order): one kernel holding both (the fused

@@ -7,7 +7,9 @@
 namespace emmy::search {
 namespace {
 
-std::string node_ref(size_t i) { return "node %" + std::to_string(i); }
+std::string node_ref(size_t i) {
+  return "node %" + std::to_string(i);
+}
 
 std::string graph_difference(const ir::Graph& a, const ir::Graph& b) {
   if (a.name != b.name) return "graph name changed ('" + a.name + "' -> '" + b.name + "')";
@@ -59,13 +61,13 @@ std::string unread_knob(const std::string& pass, const ir::Program& before,
       if (templ != caps.templates.end())
         for (const KnobSpec& s : templ->second) reads += (reads.empty() ? "" : ", ") + s.name;
       return "pass '" + pass + "' set knob '" + knob + "' on kernel " + std::to_string(k) +
-             (now.templ.empty() ? " (no template yet)"
-                                : ", whose template '" + now.templ + "' of the " + caps.backend +
-                                      " backend " +
-                                      (templ == caps.templates.end()
-                                           ? "is not one it builds"
-                                           : "does not read it (it reads: " +
-                                                 (reads.empty() ? "no knobs" : reads) + ")")) +
+             (now.templ.empty()
+                  ? " (no template yet)"
+                  : ", whose template '" + now.templ + "' of the " + caps.backend + " backend " +
+                        (templ == caps.templates.end()
+                             ? "is not one it builds"
+                             : "does not read it (it reads: " +
+                                   (reads.empty() ? "no knobs" : reads) + ")")) +
              ": every value would build the same code; a knob must be one the kernel's template "
              "reads (docs/PLUGINS.md, Knobs)";
     }
@@ -75,9 +77,12 @@ std::string unread_knob(const std::string& pass, const ir::Program& before,
 
 bool selected(const Pass& pass, PassFilter filter) {
   switch (filter) {
-    case PassFilter::all: return true;
-    case PassFilter::structural_only: return !pass.in_place();
-    case PassFilter::in_place_only: return pass.in_place();
+    case PassFilter::all:
+      return true;
+    case PassFilter::structural_only:
+      return !pass.in_place();
+    case PassFilter::in_place_only:
+      return pass.in_place();
   }
   return true;
 }

@@ -37,8 +37,8 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
       tree.mark_exhausted(leaf);
       ++r.replays;
       if (hooks.on_step)
-        hooks.on_step(StepInfo{step, cand, results[leaf], true, false, r.best_us, since_best,
-                               r.evaluations});
+        hooks.on_step(
+            StepInfo{step, cand, results[leaf], true, false, r.best_us, since_best, r.evaluations});
       continue;
     }
 
@@ -50,7 +50,10 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     results[leaf] = e;
 
     ++r.evaluations;
-    if (e.cached) ++r.cached; else ++r.benchmarks;
+    if (e.cached)
+      ++r.cached;
+    else
+      ++r.benchmarks;
     if (!e.ok) ++r.failures;
     const bool new_best = e.ok && (!r.found || e.time_us < r.best_us);
     if (new_best) {
@@ -78,8 +81,9 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
       continue;
     }
     // Patience counts from the first success; before it, only a long run of failures stops.
-    if (r.found ? since_best > options.patience
-                : since_best >= std::max(options.max_failures_before_success, options.patience + 1)) {
+    if (r.found
+            ? since_best > options.patience
+            : since_best >= std::max(options.max_failures_before_success, options.patience + 1)) {
       r.out_of_patience = true;
       break;
     }

@@ -22,11 +22,16 @@ std::string format_step(const StepInfo& s) {
     line += microseconds(s.evaluation.time_us) +
             (s.evaluation.message.empty() ? std::string() : " (" + s.evaluation.message + ")");
   else
-    line += "FAILED" + (s.evaluation.message.empty() ? std::string() : " (" + s.evaluation.message + ")");
-  if (s.replayed) line += " (replayed)";
-  else if (s.evaluation.cached) line += " (cached)";
-  if (s.new_best) line += "  new best";
-  else if (s.best_us > 0) line += "  best " + microseconds(s.best_us);
+    line += "FAILED" +
+            (s.evaluation.message.empty() ? std::string() : " (" + s.evaluation.message + ")");
+  if (s.replayed)
+    line += " (replayed)";
+  else if (s.evaluation.cached)
+    line += " (cached)";
+  if (s.new_best)
+    line += "  new best";
+  else if (s.best_us > 0)
+    line += "  best " + microseconds(s.best_us);
   line += "  " + std::to_string(s.since_best) + " since best";
   return line;
 }

@@ -15,7 +15,9 @@ bool same_site(const SearchTree::Node& n, const ForkSite& site) {
   return true;
 }
 
-bool usable_time(double us) { return std::isfinite(us) && us > 0; }
+bool usable_time(double us) {
+  return std::isfinite(us) && us > 0;
+}
 
 // splitmix64: a fixed, portable mixing function, so tie-breaking never depends on the standard
 // library's random engines or on iteration order.
@@ -28,7 +30,9 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
-SearchTree::SearchTree(const TreeOptions& options) : opt_(options) { nodes_.emplace_back(); }
+SearchTree::SearchTree(const TreeOptions& options) : opt_(options) {
+  nodes_.emplace_back();
+}
 
 void SearchTree::set_site(int id, const ForkSite& site) {
   Node& n = nodes_.at(static_cast<size_t>(id));
@@ -109,7 +113,8 @@ size_t SearchTree::select(int id, const Predict& predict) const {
     cal_sum += subtree_log_estimate(node(c)) - std::log(*pred[i]);
     ++cal_n;
   }
-  const double cal = cal_n > 0 ? cal_sum / cal_n : (calib_count_ > 0 ? calib_sum_ / calib_count_ : 0);
+  const double cal =
+      cal_n > 0 ? cal_sum / cal_n : (calib_count_ > 0 ? calib_sum_ / calib_count_ : 0);
 
   double log_ref = 0;
   if (has_best()) {

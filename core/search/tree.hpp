@@ -25,19 +25,19 @@ class SearchTree {
  public:
   struct Node {
     int parent = -1;
-    size_t answer = 0;              // this node's option index at its parent
-    bool has_site = false;          // a fork was asked here (else: an endpoint so far)
+    size_t answer = 0;      // this node's option index at its parent
+    bool has_site = false;  // a fork was asked here (else: an endpoint so far)
     std::string site_name;
     ForkKind site_kind = ForkKind::in_place;
     std::vector<ForkOption> options;
-    std::vector<int> children;      // per option: node index, -1 while never descended
+    std::vector<int> children;  // per option: node index, -1 while never descended
     // Every evaluation whose path passes through this node.
     int visits = 0;
     int successes = 0;
-    double sum_log_us = 0;          // over successes
+    double sum_log_us = 0;  // over successes
     double best_us = std::numeric_limits<double>::infinity();
-    bool evaluated = false;         // an endpoint that was evaluated
-    bool exhausted = false;         // nothing below is left to evaluate
+    bool evaluated = false;  // an endpoint that was evaluated
+    bool exhausted = false;  // nothing below is left to evaluate
   };
 
   // Predicted time (µs) of the subtree under option i of the node being selected at, or nullopt

@@ -35,7 +35,9 @@ uint64_t get_le(const std::string& in, size_t at, int bytes) {
   return v;
 }
 
-json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json number(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 double get_number(const json& j) {
   return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
 }

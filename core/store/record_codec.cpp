@@ -85,7 +85,9 @@ bool read_fields(F&& fill, std::string& why) {
 }
 
 // JSON has no NaN or infinity: they are stored as null and read back as NaN.
-json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json number(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 double get_number(const json& j) {
   return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
 }
@@ -109,9 +111,9 @@ emmy::Regime get_regime(const json& j) {
 
 emmy::FailureKind get_failure(const json& j) {
   std::string s = j.get<std::string>();
-  for (auto k : {emmy::FailureKind::none, emmy::FailureKind::build_error,
-                 emmy::FailureKind::runtime_fault, emmy::FailureKind::timeout,
-                 emmy::FailureKind::wrong_result, emmy::FailureKind::refused})
+  for (auto k :
+       {emmy::FailureKind::none, emmy::FailureKind::build_error, emmy::FailureKind::runtime_fault,
+        emmy::FailureKind::timeout, emmy::FailureKind::wrong_result, emmy::FailureKind::refused})
     if (s == emmy::to_string(k)) return k;
   throw std::runtime_error("unknown failure kind '" + s + "'");
 }
@@ -124,18 +126,18 @@ std::string encode_record(const MeasurementRecord& r) {
   json samples = json::array();
   for (double s : r.samples_us) samples.push_back(number(s));
   json fields = {{"env", r.env},
-               {"structural_key", r.structural_key},
-               {"kernel_name", r.kernel_name},
-               {"templ", r.templ},
-               {"config_key", r.config_key},
-               {"knobs", knobs_json(r.knobs)},
-               {"regime", emmy::to_string(r.regime)},
-               {"failure", emmy::to_string(r.failure)},
-               {"message", r.message},
-               {"median_us", number(r.median_us)},
-               {"samples_us", samples},
-               {"run_id", r.run_id},
-               {"unix_time", r.unix_time}};
+                 {"structural_key", r.structural_key},
+                 {"kernel_name", r.kernel_name},
+                 {"templ", r.templ},
+                 {"config_key", r.config_key},
+                 {"knobs", knobs_json(r.knobs)},
+                 {"regime", emmy::to_string(r.regime)},
+                 {"failure", emmy::to_string(r.failure)},
+                 {"message", r.message},
+                 {"median_us", number(r.median_us)},
+                 {"samples_us", samples},
+                 {"run_id", r.run_id},
+                 {"unix_time", r.unix_time}};
   // Optional (absent in rows written before it existed), so no record version bump.
   if (r.timeout_s > 0) fields["timeout_s"] = number(r.timeout_s);
   if (r.isolated_us > 0) fields["isolated_us"] = number(r.isolated_us);
@@ -222,7 +224,7 @@ bool decode_record(std::string_view stored, RunRecord& r, std::string& why) {
         r.validation_gap_pct = get_number(j.at("validation_gap_pct"));
         // Older records wrote 0 for a graph that was not measured: no assembled time, no gap.
         if (!(r.assembled_us > 0)) r.validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
-        r.validation_note = j.value("validation_note", std::string());  // absent in older records
+        r.validation_note = j.value("validation_note", std::string());   // absent in older records
         r.set_aside = j.value("set_aside", std::vector<std::string>());  // absent in older records
         r.status = j.at("status").get<std::string>();
       },
@@ -297,6 +299,5 @@ bool decode_record(std::string_view stored, PlanRecord& r, std::string& why) {
       },
       why);
 }
-
 
 }  // namespace emmy::store

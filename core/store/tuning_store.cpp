@@ -506,8 +506,8 @@ std::optional<MeasurementRecord> TuningStore::lookup(const std::string& env,
   std::string key = deploy ? deploy_key(env, structural_key, config_key)
                            : measurement_key(env, structural_key, config_key);
   auto r = get<MeasurementRecord>(cf, key);
-  if (r && (r->env != env || r->structural_key != structural_key ||
-            r->config_key != config_key || r->regime != regime)) {
+  if (r && (r->env != env || r->structural_key != structural_key || r->config_key != config_key ||
+            r->regime != regime)) {
     report_corrupt(cf, key, "record does not match its key");
     return std::nullopt;
   }

@@ -100,10 +100,8 @@ class TuningStore {
   // ---- the tuner's cache ----
 
   // The stored measurement (success or failure) of this configuration in this regime, if any.
-  std::optional<MeasurementRecord> lookup(const std::string& env,
-                                          const std::string& structural_key,
-                                          const std::string& config_key,
-                                          emmy::Regime regime) const;
+  std::optional<MeasurementRecord> lookup(const std::string& env, const std::string& structural_key,
+                                          const std::string& config_key, emmy::Regime regime) const;
   // Writes the record (rank -> measurements, deploy -> search_tree) and its kernel-name and
   // structural-key index entries in one synced batch. Fills in config_key from templ + knobs
   // when empty. Throws emmy::Error on an invalid record or a write failure (and on a reader).
@@ -157,8 +155,7 @@ class TuningStore {
                                      const std::string& prefix) const;
   void report_corrupt(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
                       const std::string& reason) const;
-  void write_one(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
-                 const std::string& value);
+  void write_one(rocksdb::ColumnFamilyHandle* cf, const std::string& key, const std::string& value);
   void write_batch(rocksdb::WriteBatch& batch, const char* what);
   // Throws the classified error for a failed RocksDB call (and latches it for writes).
   [[noreturn]] void fail(const std::string& what, const rocksdb::Status& s) const;

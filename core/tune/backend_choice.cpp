@@ -7,12 +7,15 @@ namespace {
 constexpr const char* kGpuBackend = "cuda";
 constexpr const char* kCpuBackend = "cpu";
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
 
 // The backend's [plugin NAME] section of the config file, overridden by --backend-option.
 PluginOptions backend_options_for(const TuneOptions& options, const std::string& name) {
   PluginOptions out;
-  if (auto it = options.plugin_options.find(name); it != options.plugin_options.end()) out = it->second;
+  if (auto it = options.plugin_options.find(name); it != options.plugin_options.end())
+    out = it->second;
   for (const auto& [k, v] : options.backend_options) out[k] = v;
   return out;
 }
@@ -39,7 +42,8 @@ BackendChoice choose_backend(const TuneOptions& options, PluginHost& host) {
     try {
       c.backend = host.make_backend(kGpuBackend, backend_options_for(options, kGpuBackend));
       c.name = kGpuBackend;
-      c.note = std::string("backend ") + kGpuBackend + ": a CUDA device is usable (--backend cpu for the CPU)";
+      c.note = std::string("backend ") + kGpuBackend +
+               ": a CUDA device is usable (--backend cpu for the CPU)";
       return c;
     } catch (const Error& e) {
       // The host's "could not be created" preamble says nothing here; what is missing does.

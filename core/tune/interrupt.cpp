@@ -20,7 +20,9 @@ void install_interrupt_handler() {
   std::signal(SIGTERM, on_signal);
 }
 
-bool interrupt_requested() { return g_interrupted.load(); }
+bool interrupt_requested() {
+  return g_interrupted.load();
+}
 
 void check_interrupt() {
   if (g_interrupted.load()) throw Interrupted();

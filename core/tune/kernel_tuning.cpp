@@ -23,7 +23,9 @@ namespace {
 // Rank and deploy; the user's run description, "Finishing at the deployable setting").
 constexpr double kDeployBand = 1.15;
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
 
 }  // namespace
 

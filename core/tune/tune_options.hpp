@@ -10,15 +10,15 @@
 namespace emmy::tune {
 
 struct TuneOptions {
-  std::string source;                                // model id or file (may be empty with code)
-  std::string code;                                  // --code EXPR
-  std::string frontend;                              // "" = the first frontend that accepts
+  std::string source;                                   // model id or file (may be empty with code)
+  std::string code;                                     // --code EXPR
+  std::string frontend;                                 // "" = the first frontend that accepts
   std::map<std::string, std::string> frontend_options;  // layer, batch, seq, dtype, config, ...
-  std::string backend;                               // "" = cuda when usable, else cpu
-  std::string backend_reason;                        // why `backend` was asked for, if not by --backend
+  std::string backend;                                  // "" = cuda when usable, else cpu
+  std::string backend_reason;  // why `backend` was asked for, if not by --backend
   std::map<std::string, std::string> backend_options;
-  std::string prior;                                 // "" = mlp if installed, else roofline (pick_prior)
-  std::string passes;                                // --passes as typed; "" = the default pipeline (plugin_host/pass_order.hpp)
+  std::string prior;   // "" = mlp if installed, else roofline (pick_prior)
+  std::string passes;  // --passes as typed; "" = the default pipeline (plugin_host/pass_order.hpp)
   // Options of passes, priors and backends by plugin name: the config file's [plugin NAME]
   // sections, overridden by --pass-option and --prior-option. A backend's --backend-option
   // (backend_options) wins over its section. Checked against the manifests when the run starts.
@@ -31,20 +31,20 @@ struct TuneOptions {
   // space has fewer), patience unused; 0 = patience decides. Groupings are searched as always.
   int budget = 0;
   uint64_t seed = 0;
-  int samples = 15;                                  // timed repetitions per measurement
+  int samples = 15;  // timed repetitions per measurement
   int warmup = 3;
-  double timeout_s = 20;                             // per measurement
+  double timeout_s = 20;  // per measurement
   // --hopeless F: a grouping whose kernels' time (those known, the first measurements of the
   // others) is beyond F times the best total is set aside, and a candidate running beyond F
   // times the best known time of its kernel is cut short (a timeout row with that limit). 0: never.
   double hopeless_factor = 10;
-  bool validate = true;                              // benchmark the assembled graph once at the end
-  std::string db;                                    // tuning database path
-  std::string home;                                  // EMMY_HOME (priors' checkpoints live here)
-  std::vector<std::string> plugin_paths;             // discovery path, complete
-  bool verbose = false;                              // one line per search step
-  bool progress_bar = true;                          // a live bar (only when stderr is a terminal)
-  std::string json_path;                             // --json FILE
+  bool validate = true;                   // benchmark the assembled graph once at the end
+  std::string db;                         // tuning database path
+  std::string home;                       // EMMY_HOME (priors' checkpoints live here)
+  std::vector<std::string> plugin_paths;  // discovery path, complete
+  bool verbose = false;                   // one line per search step
+  bool progress_bar = true;               // a live bar (only when stderr is a terminal)
+  std::string json_path;                  // --json FILE
 };
 
 }  // namespace emmy::tune

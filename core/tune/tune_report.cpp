@@ -20,7 +20,8 @@ nlohmann::json TuneReport::to_json() const {
   j["search"] = search;
   j["patience"] = patience;
   j["budget"] = budget > 0 ? nlohmann::json(budget) : nlohmann::json(nullptr);
-  j["prior_replays_run"] = prior_replays.empty() ? nlohmann::json(nullptr) : nlohmann::json(prior_replays);
+  j["prior_replays_run"] =
+      prior_replays.empty() ? nlohmann::json(nullptr) : nlohmann::json(prior_replays);
   j["devices"] = devices;
   j["kernels_total"] = kernels_total;
   j["kernels_distinct"] = kernels_distinct;
@@ -103,7 +104,8 @@ std::string TuneReport::table() const {
                 best_total_us, kernels_total, kernels_distinct, candidates_built,
                 candidates_measured, cache_hits, launches, deploy_measurements, failures);
   out << line;
-  if (candidates_cut > 0) out << candidates_cut << " candidates cut short (far slower than their kernel's best)\n";
+  if (candidates_cut > 0)
+    out << candidates_cut << " candidates cut short (far slower than their kernel's best)\n";
   for (const auto& g : set_aside) out << "grouping " << g.grouping << " " << g.reason << "\n";
   if (validated()) {
     std::snprintf(line, sizeof line,

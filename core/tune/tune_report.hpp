@@ -11,16 +11,16 @@
 namespace emmy::tune {
 
 struct KernelReport {
-  std::string key;            // structural key
-  std::string name;           // kernel name ("matmul", ...)
-  std::string templ;          // template of its best configuration
-  std::string config;         // best configuration's knob values, "tile_m=64 tile_n=128"
-  int occurrences = 0;        // in the best grouping
+  std::string key;      // structural key
+  std::string name;     // kernel name ("matmul", ...)
+  std::string templ;    // template of its best configuration
+  std::string config;   // best configuration's knob values, "tile_m=64 tile_n=128"
+  int occurrences = 0;  // in the best grouping
   // Times of the configuration on this row (the one chosen at deploy), 0 = none: the rank time
   // is that configuration's, not the best rank time of any configuration.
   double best_rank_us = 0;
   double best_deploy_us = 0;
-  int evaluations = 0;        // candidates the inner search evaluated
+  int evaluations = 0;  // candidates the inner search evaluated
   int failures = 0;
 };
 
@@ -52,7 +52,7 @@ struct TuneReport {
   std::string status = "ok";  // "ok", "interrupted", "failed: ..."
   std::string source;
   std::string backend;
-  std::string backend_note;   // how the backend was chosen when --backend did not name it
+  std::string backend_note;  // how the backend was chosen when --backend did not name it
   std::string env;
   std::string prior;
   std::string search = "mcts";  // TuneOptions::search
@@ -61,18 +61,18 @@ struct TuneReport {
   // The run this one repeats (an identical re-run, its search started from the prior that run
   // started from: store/rerun_record.hpp); "" when it started from the prior's checkpoint.
   std::string prior_replays;
-  int devices = 1;            // kernels tuned side by side (GPUs or CPU worker processes)
-  int kernels_total = 0;      // kernels of the best grouping, each occurrence counted
+  int devices = 1;        // kernels tuned side by side (GPUs or CPU worker processes)
+  int kernels_total = 0;  // kernels of the best grouping, each occurrence counted
   int kernels_distinct = 0;
   int groupings_tried = 0;
   long candidates_built = 0;
   long candidates_measured = 0;
   long cache_hits = 0;
-  long launches = 0;          // measurements run on the device (rank and deploy)
+  long launches = 0;  // measurements run on the device (rank and deploy)
   long deploy_measurements = 0;
   long failures = 0;
-  long candidates_cut = 0;    // cut short by the limit relative to their kernel's best time
-  double best_total_us = 0;   // Σ over the best grouping's kernels of their best deploy time
+  long candidates_cut = 0;   // cut short by the limit relative to their kernel's best time
+  double best_total_us = 0;  // Σ over the best grouping's kernels of their best deploy time
   // The assembled graph: the 20th percentile of its samples over the validation's alternating
   // rounds (tune/validation.hpp); 0 = not measured.
   double assembled_us = 0;

@@ -23,6 +23,7 @@
 #include "store/rerun_record.hpp"
 #include "store/tuning_store.hpp"
 #include "tune/backend_choice.hpp"
+#include "tune/best_grouping.hpp"
 #include "tune/interrupt.hpp"
 #include "tune/kernel_tuning.hpp"
 #include "tune/knob_check.hpp"
@@ -31,7 +32,6 @@
 #include "tune/run_prior.hpp"
 #include "tune/run_setup.hpp"
 #include "tune/validate_run.hpp"
-#include "tune/best_grouping.hpp"
 #include "tune/validation.hpp"
 
 namespace emmy::tune {
@@ -70,8 +70,10 @@ std::string grouping_line(const search::StepInfo& info) {
   for (size_t i = 0; i < info.candidate.labels.size(); ++i)
     line << (i ? ", " : " (") << info.candidate.forks[i] << "=" << info.candidate.labels[i]
          << (i + 1 == info.candidate.labels.size() ? ")" : "");
-  if (info.evaluation.ok) line << "  total " << info.evaluation.time_us << " us";
-  else if (!info.evaluation.message.empty()) line << "  " << info.evaluation.message;
+  if (info.evaluation.ok)
+    line << "  total " << info.evaluation.time_us << " us";
+  else if (!info.evaluation.message.empty())
+    line << "  " << info.evaluation.message;
   return line.str();
 }
 
@@ -138,7 +140,8 @@ void check_plugin_options(const TuneOptions& options, const PluginHost& host) {
                      (r ? "plugin '" + name + "' was refused: " + r->reason
                         : "no plugin named '" + name + "' was found (emmy plugins lists them)"));
     if (r->kind == "frontend")
-      throw BadInput(where + ": '" + name + "' is a frontend; its options are emmy tune's own "
+      throw BadInput(where + ": '" + name +
+                     "' is a frontend; its options are emmy tune's own "
                      "flags (--layer, --seq, --input-shape, ...)");
     try {
       host.options_for(name, r->kind, given);
@@ -210,9 +213,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   report.search = options.search;
   report.patience = options.patience;
   report.budget = options.budget;
-  RunPrior run_prior =
-      open_run_prior(options, host, graph_key(graph), pass_names, report.backend, env, progress,
-                     report);
+  RunPrior run_prior = open_run_prior(options, host, graph_key(graph), pass_names, report.backend,
+                                      env, progress, report);
   const search::PriorSnapshot snapshot(run_prior.name, run_prior.start.state);
 
   // The run's services and running totals: one measurer for every configuration of the run
@@ -226,8 +228,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
                                     [&]() -> std::shared_ptr<Prior> {
                                       if (run_prior.flat) return nullptr;
                                       std::lock_guard<std::mutex> lock(prior_mutex);
-                                      auto fresh = host.make_prior(run_prior.name,
-                                                                   run_prior.options);
+                                      auto fresh =
+                                          host.make_prior(run_prior.name, run_prior.options);
                                       snapshot.restore(*fresh);
                                       return fresh;
                                     },
@@ -298,7 +300,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     progress.finish();
     std::string why = "no grouping could be built and measured";
     for (const auto& [key, o] : outcomes)
-      if (!o.ok && !o.set_aside) why += "; kernel " + o.name + " [" + key.substr(0, 8) + "] had no working configuration";
+      if (!o.ok && !o.set_aside)
+        why += "; kernel " + o.name + " [" + key.substr(0, 8) + "] had no working configuration";
     finish("failed: " + why);
     throw Error(why + " (see emmy eval failures)");
   }

@@ -8,12 +8,11 @@
 // both sides, bmm [b, M, K] x [b, K, N], linear x[..., K] x w[N, K]^T (+ bias [N]); every operand
 // an input of the kernel, f32, nothing fused after the product. Refuses everything else (views
 // feeding the product, epilogues, other dtypes): the generated template keeps those kernels.
-#include <emmy/kernel_template.hpp>
-#include <emmy/plugin.hpp>
-
 #include <cblas.h>
 
 #include <algorithm>
+#include <emmy/kernel_template.hpp>
+#include <emmy/plugin.hpp>
 #include <string>
 #include <vector>
 
@@ -102,7 +101,9 @@ std::string match(const Graph& g, Product& p) {
   return "";
 }
 
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
 // The translation unit: the cpu backend's entry point around cblas_sgemm.
 std::string source(const Product& p, int64_t threads) {

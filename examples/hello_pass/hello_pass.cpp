@@ -7,9 +7,8 @@
 // is refused before the search (every answer would build the same code and be measured again);
 // `emmy trace --passes +hello_pass` shows its fork. A knob reaches code only when the kernel's
 // template reads it (docs/PLUGINS.md, Knobs).
-#include <emmy/plugin.hpp>
-
 #include <cstdlib>
+#include <emmy/plugin.hpp>
 #include <string>
 #include <vector>
 
@@ -53,8 +52,8 @@ class HelloPass final : public emmy::Pass {
         site.name = "hello.unroll_hint";
         site.kind = emmy::ForkKind::in_place;
         for (double f : factors_)
-          site.options.push_back({"hello_unroll=" + std::to_string(static_cast<long>(f)),
-                                  {{"hello_unroll", f}}});
+          site.options.push_back(
+              {"hello_unroll=" + std::to_string(static_cast<long>(f)), {{"hello_unroll", f}}});
         const size_t pick = ctx.resolver.choose(site);
         kernel.knobs["hello_unroll"] = factors_.at(pick);
       }

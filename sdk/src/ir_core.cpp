@@ -10,12 +10,11 @@ namespace emmy::ir {
 namespace {
 
 constexpr std::array<std::string_view, kOpCount> kOpNames = {
-    "input",  "constant",  "linear",  "matmul",    "bmm",        "add",     "sub",
-    "mul",    "div",       "pow",     "neg",       "exp",        "rsqrt",   "sqrt",
-    "tanh",   "silu",      "gelu",    "sigmoid",   "mean",       "sum",     "amax",
-    "softmax", "cast",     "view",    "reshape",   "transpose",  "permute", "contiguous",
-    "unsqueeze", "squeeze", "expand", "slice",     "cat",        "embedding", "where",
-    "masked_fill"};
+    "input",   "constant",  "linear",  "matmul",     "bmm",       "add",     "sub",    "mul",
+    "div",     "pow",       "neg",     "exp",        "rsqrt",     "sqrt",    "tanh",   "silu",
+    "gelu",    "sigmoid",   "mean",    "sum",        "amax",      "softmax", "cast",   "view",
+    "reshape", "transpose", "permute", "contiguous", "unsqueeze", "squeeze", "expand", "slice",
+    "cat",     "embedding", "where",   "masked_fill"};
 
 struct DTypeName {
   DType type;
@@ -53,13 +52,20 @@ std::optional<DType> parse_dtype(std::string_view s) {
 
 int64_t size_of(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::boolean: return 1;
-    case DType::f64: return 8;
+    case DType::f32:
+      return 4;
+    case DType::f16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::boolean:
+      return 1;
+    case DType::f64:
+      return 8;
   }
   return 0;
 }
@@ -99,10 +105,12 @@ std::optional<Op> parse_op(std::string_view s) {
 OpClass op_class(Op op) {
   switch (op) {
     case Op::input:
-    case Op::constant: return OpClass::source;
+    case Op::constant:
+      return OpClass::source;
     case Op::linear:
     case Op::matmul:
-    case Op::bmm: return OpClass::matmul;
+    case Op::bmm:
+      return OpClass::matmul;
     case Op::add:
     case Op::sub:
     case Op::mul:
@@ -118,11 +126,13 @@ OpClass op_class(Op op) {
     case Op::sigmoid:
     case Op::cast:
     case Op::where:
-    case Op::masked_fill: return OpClass::elementwise;
+    case Op::masked_fill:
+      return OpClass::elementwise;
     case Op::mean:
     case Op::sum:
     case Op::amax:
-    case Op::softmax: return OpClass::reduction;
+    case Op::softmax:
+      return OpClass::reduction;
     case Op::view:
     case Op::reshape:
     case Op::transpose:
@@ -132,21 +142,30 @@ OpClass op_class(Op op) {
     case Op::squeeze:
     case Op::expand:
     case Op::slice:
-    case Op::cat: return OpClass::layout;
-    case Op::embedding: return OpClass::gather;
+    case Op::cat:
+      return OpClass::layout;
+    case Op::embedding:
+      return OpClass::gather;
   }
   return OpClass::other;
 }
 
 std::string_view to_string(OpClass c) {
   switch (c) {
-    case OpClass::source: return "source";
-    case OpClass::elementwise: return "elementwise";
-    case OpClass::reduction: return "reduction";
-    case OpClass::matmul: return "matmul";
-    case OpClass::layout: return "layout";
-    case OpClass::gather: return "gather";
-    case OpClass::other: return "other";
+    case OpClass::source:
+      return "source";
+    case OpClass::elementwise:
+      return "elementwise";
+    case OpClass::reduction:
+      return "reduction";
+    case OpClass::matmul:
+      return "matmul";
+    case OpClass::layout:
+      return "layout";
+    case OpClass::gather:
+      return "gather";
+    case OpClass::other:
+      return "other";
   }
   return "?";
 }
@@ -224,36 +243,55 @@ const std::vector<AttrSpec>& attr_specs(Op op) {
   static const std::vector<AttrSpec> cat = {{"dim", K::integer, false}};
   static const std::vector<AttrSpec> masked_fill = {{"value", K::real, true}};
   switch (op) {
-    case Op::input: return input;
-    case Op::constant: return constant;
+    case Op::input:
+      return input;
+    case Op::constant:
+      return constant;
     case Op::add:
-    case Op::sub: return alpha;
-    case Op::div: return div;
-    case Op::gelu: return gelu;
+    case Op::sub:
+      return alpha;
+    case Op::div:
+      return div;
+    case Op::gelu:
+      return gelu;
     case Op::mean:
     case Op::sum:
-    case Op::amax: return reduce;
-    case Op::softmax: return softmax;
-    case Op::cast: return cast;
+    case Op::amax:
+      return reduce;
+    case Op::softmax:
+      return softmax;
+    case Op::cast:
+      return cast;
     case Op::view:
     case Op::reshape:
-    case Op::expand: return shape;
-    case Op::transpose: return transpose;
-    case Op::permute: return permute;
-    case Op::unsqueeze: return unsqueeze;
-    case Op::squeeze: return squeeze;
-    case Op::slice: return slice;
-    case Op::cat: return cat;
-    case Op::masked_fill: return masked_fill;
-    default: return none;
+    case Op::expand:
+      return shape;
+    case Op::transpose:
+      return transpose;
+    case Op::permute:
+      return permute;
+    case Op::unsqueeze:
+      return unsqueeze;
+    case Op::squeeze:
+      return squeeze;
+    case Op::slice:
+      return slice;
+    case Op::cat:
+      return cat;
+    case Op::masked_fill:
+      return masked_fill;
+    default:
+      return none;
   }
 }
 
 Arity arity(Op op) {
   switch (op) {
     case Op::input:
-    case Op::constant: return {0, 0};
-    case Op::linear: return {2, 3};
+    case Op::constant:
+      return {0, 0};
+    case Op::linear:
+      return {2, 3};
     case Op::matmul:
     case Op::bmm:
     case Op::add:
@@ -262,19 +300,27 @@ Arity arity(Op op) {
     case Op::div:
     case Op::pow:
     case Op::embedding:
-    case Op::masked_fill: return {2, 2};
-    case Op::where: return {3, 3};
-    case Op::cat: return {1, -1};
-    default: return {1, 1};
+    case Op::masked_fill:
+      return {2, 2};
+    case Op::where:
+      return {3, 3};
+    case Op::cat:
+      return {1, -1};
+    default:
+      return {1, 1};
   }
 }
 
 static const char* kind_name(AttrKind k) {
   switch (k) {
-    case AttrKind::integer: return "an integer";
-    case AttrKind::real: return "a number";
-    case AttrKind::text: return "a string";
-    case AttrKind::ints: return "a list of integers";
+    case AttrKind::integer:
+      return "an integer";
+    case AttrKind::real:
+      return "a number";
+    case AttrKind::text:
+      return "a string";
+    case AttrKind::ints:
+      return "a list of integers";
   }
   return "?";
 }
@@ -282,18 +328,24 @@ static const char* kind_name(AttrKind k) {
 std::string check_attrs(Op op, const Attrs& attrs) {
   const auto& specs = attr_specs(op);
   for (const auto& [key, value] : attrs) {
-    auto spec = std::find_if(specs.begin(), specs.end(),
-                             [&](const AttrSpec& s) { return key == s.key; });
+    auto spec =
+        std::find_if(specs.begin(), specs.end(), [&](const AttrSpec& s) { return key == s.key; });
     if (spec == specs.end())
       return "unknown attribute '" + key + "' for " + std::string(to_string(op));
     bool ok = false;
     switch (spec->kind) {
-      case AttrKind::integer: ok = std::holds_alternative<int64_t>(value); break;
+      case AttrKind::integer:
+        ok = std::holds_alternative<int64_t>(value);
+        break;
       case AttrKind::real:
         ok = std::holds_alternative<double>(value) || std::holds_alternative<int64_t>(value);
         break;
-      case AttrKind::text: ok = std::holds_alternative<std::string>(value); break;
-      case AttrKind::ints: ok = std::holds_alternative<std::vector<int64_t>>(value); break;
+      case AttrKind::text:
+        ok = std::holds_alternative<std::string>(value);
+        break;
+      case AttrKind::ints:
+        ok = std::holds_alternative<std::vector<int64_t>>(value);
+        break;
     }
     if (!ok)
       return "attribute '" + key + "' of " + std::string(to_string(op)) + " must be " +
@@ -331,15 +383,17 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& what) 
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
       throw Error(what + ": shapes " + to_string(TensorType{DType::f32, a}).substr(3) + " and " +
-                  to_string(TensorType{DType::f32, b}).substr(3) +
-                  " do not broadcast (dimension " + std::to_string(i) + ": " +
-                  std::to_string(da) + " vs " + std::to_string(db) + ")");
+                  to_string(TensorType{DType::f32, b}).substr(3) + " do not broadcast (dimension " +
+                  std::to_string(i) + ": " + std::to_string(da) + " vs " + std::to_string(db) +
+                  ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
 }
 
-bool is_integral(DType t) { return t == DType::i32 || t == DType::i64; }
+bool is_integral(DType t) {
+  return t == DType::i32 || t == DType::i64;
+}
 
 int64_t checked_numel(const Shape& s) {
   int64_t n = 1;
@@ -408,12 +462,14 @@ double node_flops(const Graph& g, const Node& n) {
       if (n.op == Op::linear && n.inputs.size() == 3) f += numel;
       return f;
     }
-    case OpClass::elementwise: return n.op == Op::cast ? 0.0 : numel;
+    case OpClass::elementwise:
+      return n.op == Op::cast ? 0.0 : numel;
     case OpClass::reduction: {
       double in = static_cast<double>(g.type(n.inputs.at(0)).numel());
       return n.op == Op::softmax ? 5.0 * in : in;
     }
-    default: return 0.0;
+    default:
+      return 0.0;
   }
 }
 

@@ -55,7 +55,9 @@ DType result_type(const Graph& g, const std::vector<ValueId>& operands) {
   return r ? *r : DType::f32;
 }
 
-std::string op_name(Op op) { return std::string(to_string(op)); }
+std::string op_name(Op op) {
+  return std::string(to_string(op));
+}
 
 Shape reduce_shape(const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {
   Shape out;
@@ -173,7 +175,8 @@ TensorType infer_type(const Graph& g, Op op, const std::vector<ValueId>& inputs,
       out.back() = w.shape[0];
       return {x.dtype, out};
     }
-    case Op::matmul: return infer_matmul(what, in(0), in(1));
+    case Op::matmul:
+      return infer_matmul(what, in(0), in(1));
     case Op::bmm: {
       if (in(0).rank() != 3 || in(1).rank() != 3)
         throw Error("bmm: operands must be 3-D, got " + to_string(in(0)) + " and " +
@@ -254,10 +257,12 @@ TensorType infer_type(const Graph& g, Op op, const std::vector<ValueId>& inputs,
       wrap_dim(n.attr_int("dim", -1), in(0).rank(), what);
       return in(0);
     }
-    case Op::cast: return {dtype_attr(what, n, "dtype", DType::f32), in(0).shape};
+    case Op::cast:
+      return {dtype_attr(what, n, "dtype", DType::f32), in(0).shape};
 
     case Op::view:
-    case Op::reshape: return {in(0).dtype, reshape_target(what, in(0).shape, n.attr_ints("shape"))};
+    case Op::reshape:
+      return {in(0).dtype, reshape_target(what, in(0).shape, n.attr_ints("shape"))};
     case Op::transpose: {
       TensorType t = in(0);
       if (t.rank() == 0) {
@@ -280,14 +285,15 @@ TensorType infer_type(const Graph& g, Op op, const std::vector<ValueId>& inputs,
       Shape out;
       for (int64_t d : dims) {
         auto w = static_cast<size_t>(wrap_dim(d, x.rank(), what));
-        if (seen[w]) throw Error("permute: dims is not a permutation (repeats " +
-                                 std::to_string(w) + ")");
+        if (seen[w])
+          throw Error("permute: dims is not a permutation (repeats " + std::to_string(w) + ")");
         seen[w] = true;
         out.push_back(x.shape[w]);
       }
       return {x.dtype, out};
     }
-    case Op::contiguous: return in(0);
+    case Op::contiguous:
+      return in(0);
     case Op::unsqueeze: {
       TensorType t = in(0);
       auto d = wrap_dim(n.attr_int("dim", 0), t.rank() + 1, what);

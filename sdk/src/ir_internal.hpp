@@ -59,7 +59,9 @@ inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 34;
 std::string tensor_size_problem(const TensorType& t);
 
 // Compute nodes are everything except `input` and `constant`.
-inline bool is_compute(Op op) { return op != Op::input && op != Op::constant; }
+inline bool is_compute(Op op) {
+  return op != Op::input && op != Op::constant;
+}
 
 // Reduction dims of a node with Python semantics, sorted and unique; empty attr = all dims.
 std::vector<int64_t> reduction_dims(const Shape& in, const Node& n);

@@ -17,8 +17,8 @@ Slice make_slice(const Graph& g, const Kernel& k, const Kernel* producer) {
         throw Error(std::string("make_slice: the ") + what + " names %" + std::to_string(v) +
                     ", which does not exist");
       if (!detail::is_compute(g.node(v).op))
-        throw Error(std::string("make_slice: the ") + what + " contains " +
-                    detail::describe(g, v) + ", which is not a compute node");
+        throw Error(std::string("make_slice: the ") + what + " contains " + detail::describe(g, v) +
+                    ", which is not a compute node");
     }
   };
   check(k, "kernel");
@@ -30,8 +30,7 @@ Slice make_slice(const Graph& g, const Kernel& k, const Kernel* producer) {
         throw Error("make_slice: " + detail::describe(g, v) + " is in both kernel and producer");
     KernelBoundary kb = boundary(g, k);
     bool feeds = std::any_of(kb.inputs.begin(), kb.inputs.end(), [&](ValueId v) {
-      return std::find(producer->nodes.begin(), producer->nodes.end(), v) !=
-             producer->nodes.end();
+      return std::find(producer->nodes.begin(), producer->nodes.end(), v) != producer->nodes.end();
     });
     if (!feeds) throw Error("make_slice: the producer computes none of the kernel's inputs");
     members.insert(members.end(), producer->nodes.begin(), producer->nodes.end());

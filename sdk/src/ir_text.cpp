@@ -29,12 +29,23 @@ std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += c;
     }
   }
   return out + "\"";
@@ -44,10 +55,14 @@ std::string quote(const std::string& s) {
 std::string escape_name(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else
+      out += c;
   }
   return out;
 }
@@ -65,9 +80,12 @@ std::string format_attr(const Attr& a) {
   return std::visit(
       [](const auto& x) -> std::string {
         using X = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<X, int64_t>) return std::to_string(x);
-        else if constexpr (std::is_same_v<X, double>) return format_double(x);
-        else if constexpr (std::is_same_v<X, std::string>) return quote(x);
+        if constexpr (std::is_same_v<X, int64_t>)
+          return std::to_string(x);
+        else if constexpr (std::is_same_v<X, double>)
+          return format_double(x);
+        else if constexpr (std::is_same_v<X, std::string>)
+          return quote(x);
         else {
           std::string s = "[";
           for (size_t i = 0; i < x.size(); ++i) s += (i ? "," : "") + std::to_string(x[i]);
@@ -117,8 +135,7 @@ class Line {
   std::string word() {
     skip_ws();
     size_t b = p_;
-    while (p_ < t_.size() &&
-           (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_'))
+    while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_'))
       ++p_;
     if (b == p_) fail("expected a name");
     return std::string(t_.substr(b, p_ - b));
@@ -126,8 +143,8 @@ class Line {
   std::string token_until(std::string_view stops) {
     skip_ws();
     size_t b = p_;
-    while (p_ < t_.size() && stops.find(t_[p_]) == std::string_view::npos &&
-           t_[p_] != ' ' && t_[p_] != '\t')
+    while (p_ < t_.size() && stops.find(t_[p_]) == std::string_view::npos && t_[p_] != ' ' &&
+           t_[p_] != '\t')
       ++p_;
     return std::string(t_.substr(b, p_ - b));
   }

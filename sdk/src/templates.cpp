@@ -21,9 +21,22 @@ std::vector<std::string> template_names() {
 
 bool is_elementwise_op(Op op) {
   switch (op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::pow: case Op::neg:
-    case Op::exp: case Op::rsqrt: case Op::sqrt: case Op::tanh: case Op::silu: case Op::gelu:
-    case Op::sigmoid: case Op::cast: case Op::where: case Op::masked_fill:
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::pow:
+    case Op::neg:
+    case Op::exp:
+    case Op::rsqrt:
+    case Op::sqrt:
+    case Op::tanh:
+    case Op::silu:
+    case Op::gelu:
+    case Op::sigmoid:
+    case Op::cast:
+    case Op::where:
+    case Op::masked_fill:
       return true;
     default:
       return false;
@@ -32,8 +45,16 @@ bool is_elementwise_op(Op op) {
 
 bool is_index_op(Op op) {
   switch (op) {
-    case Op::view: case Op::reshape: case Op::transpose: case Op::permute: case Op::contiguous:
-    case Op::unsqueeze: case Op::squeeze: case Op::expand: case Op::slice: case Op::cat:
+    case Op::view:
+    case Op::reshape:
+    case Op::transpose:
+    case Op::permute:
+    case Op::contiguous:
+    case Op::unsqueeze:
+    case Op::squeeze:
+    case Op::expand:
+    case Op::slice:
+    case Op::cat:
       return true;
     default:
       return false;
@@ -44,11 +65,15 @@ bool is_row_reduction_op(Op op) {
   return op == Op::mean || op == Op::sum || op == Op::amax || op == Op::softmax;
 }
 
-bool is_matmul_op(Op op) { return op == Op::linear || op == Op::matmul || op == Op::bmm; }
+bool is_matmul_op(Op op) {
+  return op == Op::linear || op == Op::matmul || op == Op::bmm;
+}
 
 namespace {
 
-bool is_pointwise_op(Op op) { return is_elementwise_op(op) || is_index_op(op); }
+bool is_pointwise_op(Op op) {
+  return is_elementwise_op(op) || is_index_op(op);
+}
 
 // A kernel's nodes with local indices and in-kernel dataflow.
 class KernelView {

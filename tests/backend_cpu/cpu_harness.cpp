@@ -1,8 +1,7 @@
 #include "cpu_harness.hpp"
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -15,7 +14,9 @@ namespace emmy::cpu::testing {
 
 namespace fs = std::filesystem;
 
-std::string worker_executable() { return std::string(EMMY_BUILD_DIR) + "/libexec/emmy/emmy-cpu-worker"; }
+std::string worker_executable() {
+  return std::string(EMMY_BUILD_DIR) + "/libexec/emmy/emmy-cpu-worker";
+}
 
 namespace {
 
@@ -51,12 +52,14 @@ CpuBackend& shared_backend() {
   return backend;
 }
 
-ir::Slice whole_graph_slice(const ir::Graph& g, const std::string& templ, const std::map<std::string, double>& knobs) {
+ir::Slice whole_graph_slice(const ir::Graph& g, const std::string& templ,
+                            const std::map<std::string, double>& knobs) {
   ir::Slice s;
   s.graph = g;
   ir::Kernel k;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].op != ir::Op::input && g.nodes[i].op != ir::Op::constant) k.nodes.push_back(static_cast<ir::ValueId>(i));
+    if (g.nodes[i].op != ir::Op::input && g.nodes[i].op != ir::Op::constant)
+      k.nodes.push_back(static_cast<ir::ValueId>(i));
   k.templ = templ;
   k.knobs = knobs;
   s.grouping.kernels.push_back(k);
@@ -65,23 +68,26 @@ ir::Slice whole_graph_slice(const ir::Graph& g, const std::string& templ, const 
 }
 
 std::string check_against_reference(const ir::Graph& g, const std::string& templ,
-                                    const std::map<std::string, double>& knobs, Regime regime, uint64_t seed) {
+                                    const std::map<std::string, double>& knobs, Regime regime,
+                                    uint64_t seed) {
   if (std::string bad = ir::verify(g); !bad.empty()) return "invalid test graph: " + bad;
   ir::Slice slice = whole_graph_slice(g, templ, knobs);
   std::string used;
   generate_source(slice, &used);
-  if (used != (templ.empty() ? "fallback" : templ)) return "template " + templ + " fell back to " + used;
+  if (used != (templ.empty() ? "fallback" : templ))
+    return "template " + templ + " fell back to " + used;
 
   Artifact artifact;
   return build_and_check(shared_backend(), slice, regime, seed, artifact);
 }
 
-std::string build_and_check(CpuBackend& backend, const ir::Slice& slice, Regime regime, uint64_t seed,
-                            Artifact& artifact) {
+std::string build_and_check(CpuBackend& backend, const ir::Slice& slice, Regime regime,
+                            uint64_t seed, Artifact& artifact) {
   MeasureResult failure;
   Status st = backend.build(slice, regime, artifact, failure);
   if (!st.ok()) return "build: " + st.message();
-  if (failure.failure != FailureKind::none) return "build failed: " + failure.message + "\n" + artifact.source;
+  if (failure.failure != FailureKind::none)
+    return "build failed: " + failure.message + "\n" + artifact.source;
 
   std::vector<ir::HostTensor> inputs = ir::random_inputs(slice.graph, seed);
   std::vector<ir::HostTensor> expected = ir::evaluate(slice.graph, inputs);

@@ -19,18 +19,19 @@ std::string worker_executable();
 std::string fresh_cache_dir();
 
 // A slice holding all of g's compute nodes as one kernel lowered to `templ` with `knobs`.
-ir::Slice whole_graph_slice(const ir::Graph& g, const std::string& templ, const std::map<std::string, double>& knobs);
+ir::Slice whole_graph_slice(const ir::Graph& g, const std::string& templ,
+                            const std::map<std::string, double>& knobs);
 
 // Builds `slice` on `backend` and measures it on random inputs (`seed`); "" when every output
 // matches the interpreter, else what went wrong. `artifact` receives what was built.
-std::string build_and_check(CpuBackend& backend, const ir::Slice& slice, Regime regime, uint64_t seed,
-                            Artifact& artifact);
+std::string build_and_check(CpuBackend& backend, const ir::Slice& slice, Regime regime,
+                            uint64_t seed, Artifact& artifact);
 
 // Builds and measures g through `templ`; "" when the template was used (not the fallback,
 // unless `templ` is "fallback") and every output matches the interpreter on random inputs,
 // else what went wrong.
 std::string check_against_reference(const ir::Graph& g, const std::string& templ,
-                                    const std::map<std::string, double>& knobs, Regime regime = Regime::rank,
-                                    uint64_t seed = 7);
+                                    const std::map<std::string, double>& knobs,
+                                    Regime regime = Regime::rank, uint64_t seed = 7);
 
 }  // namespace emmy::cpu::testing

@@ -1,7 +1,6 @@
 // Broken candidates become failure rows of the right kind, and the next measurement works on a
 // fresh worker: a kernel that segfaults, one that never returns, one that does not compile.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <chrono>
@@ -102,7 +101,10 @@ TEST(CpuIsolation, CompileErrorIsABuildErrorWithTheCompilersMessage) {
   Fixture fx;
   Artifact a;
   MeasureResult f;
-  ASSERT_TRUE(fx.backend.build_source("extern \"C\" void emmy_kernel() { this is not C++; }", Regime::rank, a, f).ok());
+  ASSERT_TRUE(
+      fx.backend
+          .build_source("extern \"C\" void emmy_kernel() { this is not C++; }", Regime::rank, a, f)
+          .ok());
   EXPECT_EQ(f.failure, FailureKind::build_error);
   EXPECT_NE(f.message.find("error"), std::string::npos) << f.message;
   EXPECT_TRUE(a.handle.empty());
@@ -183,8 +185,9 @@ TEST(CpuBuild, PoolBuildsInParallelAndCachesBySource) {
   std::vector<std::future<BuildOutcome>> futures;
   for (double threads : {1.0, 2.0}) {
     for (double vec : {1.0, 8.0}) {
-      futures.push_back(pool.submit(whole_graph_slice(fx.graph, "pointwise", {{"threads", threads}, {"vec", vec}}),
-                                    Regime::rank));
+      futures.push_back(pool.submit(
+          whole_graph_slice(fx.graph, "pointwise", {{"threads", threads}, {"vec", vec}}),
+          Regime::rank));
     }
   }
   futures.push_back(pool.submit(fx.slice, Regime::rank));

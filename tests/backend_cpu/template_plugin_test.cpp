@@ -61,8 +61,10 @@ TEST(CpuTemplatePlugins, UnknownTemplateIsRefusedNamingItNeverBuiltAsTheFallback
   MeasureResult failure;
   ASSERT_TRUE(backend->build(s, Regime::rank, artifact, failure).ok());
   EXPECT_EQ(failure.failure, FailureKind::refused);
-  EXPECT_NE(failure.message.find("no kernel template 'acme_gemm'"), std::string::npos) << failure.message;
-  EXPECT_NE(failure.message.find("matmul"), std::string::npos) << "names the templates it has: " << failure.message;
+  EXPECT_NE(failure.message.find("no kernel template 'acme_gemm'"), std::string::npos)
+      << failure.message;
+  EXPECT_NE(failure.message.find("matmul"), std::string::npos)
+      << "names the templates it has: " << failure.message;
   EXPECT_TRUE(artifact.handle.empty()) << "nothing may be built for an unknown template";
   // Without a template (tests, hand-made slices) and with "fallback" the fallback still builds.
   EXPECT_EQ(check_against_reference(matmul_graph(8, 8, 8), "fallback", {}), "");
@@ -122,10 +124,13 @@ TEST(CpuTemplatePlugins, PluginRefusesWhatItCannotCompute) {
     ir::Graph g;
     std::string why;
   };
-  for (const Case& c : {Case{matmul_graph(8, 8, 8, DType::bf16), "not f32"}, Case{silu, "not a bare product"}}) {
+  for (const Case& c :
+       {Case{matmul_graph(8, 8, 8, DType::bf16), "not f32"}, Case{silu, "not a bare product"}}) {
     Artifact artifact;
     MeasureResult failure;
-    ASSERT_TRUE(backend->build(whole_graph_slice(c.g, "blas_sgemm", {}), Regime::rank, artifact, failure).ok());
+    ASSERT_TRUE(
+        backend->build(whole_graph_slice(c.g, "blas_sgemm", {}), Regime::rank, artifact, failure)
+            .ok());
     EXPECT_EQ(failure.failure, FailureKind::refused) << c.why;
     EXPECT_NE(failure.message.find("blas_sgemm: "), std::string::npos) << failure.message;
     EXPECT_NE(failure.message.find(c.why), std::string::npos) << failure.message;
@@ -154,7 +159,9 @@ TEST(CpuTemplatePlugins, AssembledProgramMixesPluginAndBuiltInKernels) {
   EXPECT_EQ(program.units[0].rfind("#define emmy_kernel emmy_tk", 0), 0u) << program.units[0];
   EXPECT_NE(program.source.find("emmy_timed_kernels = 2"), std::string::npos);
   EXPECT_EQ(program.source.find("cblas"), std::string::npos) << "no BLAS code in the main unit";
-  EXPECT_EQ(std::count(program.link_flags.begin(), program.link_flags.end(), std::string(BLAS_SGEMM_LIBRARY)), 1);
+  EXPECT_EQ(std::count(program.link_flags.begin(), program.link_flags.end(),
+                       std::string(BLAS_SGEMM_LIBRARY)),
+            1);
 
   auto backend = backend_with_blas();
   Artifact artifact;
@@ -186,16 +193,21 @@ TEST(CpuTemplatePlugins, BackendRefusesTemplatesItCannotTake) {
     std::shared_ptr<KernelTemplate> t;
     std::string why;
   };
-  for (const Case& c : {Case{std::make_shared<Declared>("gpu_gemm", "cuda", "matmul"), "for the cuda backend"},
-                        Case{std::make_shared<Declared>("matmul", "cpu", "matmul"), "already has a template named 'matmul'"},
-                        Case{std::make_shared<Declared>("blas_sgemm", "cpu", "matmul"), "already has a template named 'blas_sgemm'"},
-                        Case{std::make_shared<Declared>("odd", "cpu", "convolution"), "alternative to 'convolution'"},
-                        Case{std::make_shared<Declared>("odd", "cpu", "fallback"), "alternative to 'fallback'"}}) {
+  for (const Case& c :
+       {Case{std::make_shared<Declared>("gpu_gemm", "cuda", "matmul"), "for the cuda backend"},
+        Case{std::make_shared<Declared>("matmul", "cpu", "matmul"),
+             "already has a template named 'matmul'"},
+        Case{std::make_shared<Declared>("blas_sgemm", "cpu", "matmul"),
+             "already has a template named 'blas_sgemm'"},
+        Case{std::make_shared<Declared>("odd", "cpu", "convolution"),
+             "alternative to 'convolution'"},
+        Case{std::make_shared<Declared>("odd", "cpu", "fallback"), "alternative to 'fallback'"}}) {
     Status s = backend->add_template(c.t);
     EXPECT_FALSE(s.ok()) << c.why;
     EXPECT_NE(s.message().find(c.why), std::string::npos) << s.message();
   }
-  EXPECT_EQ(backend->capabilities().alternatives.at("matmul"), std::vector<std::string>{"blas_sgemm"});
+  EXPECT_EQ(backend->capabilities().alternatives.at("matmul"),
+            std::vector<std::string>{"blas_sgemm"});
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 // Every kernel template of the cpu backend against the reference interpreter, for several shapes
 // and knob values.
+#include "templates.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "cpu_harness.hpp"
-#include "templates.hpp"
 
 namespace emmy::cpu::testing {
 namespace {
@@ -29,7 +30,8 @@ Graph pointwise_chain() {
   auto d = b.cast(c, DType::bf16);
   auto e = b.unary(Op::gelu, d);
   auto f = b.sub(b.unary(Op::sigmoid, b.unary(Op::tanh, c)), b.constant(0.25));
-  auto h = b.div(b.unary(Op::exp, b.unary(Op::neg, f)), b.unary(Op::sqrt, b.add(b.mul(a, a), b.constant(1.0))));
+  auto h = b.div(b.unary(Op::exp, b.unary(Op::neg, f)),
+                 b.unary(Op::sqrt, b.add(b.mul(a, a), b.constant(1.0))));
   b.output(e);
   b.output(h);
   return g;
@@ -38,7 +40,8 @@ Graph pointwise_chain() {
 TEST(CpuPointwise, ChainWithBroadcastingAndBf16Casts) {
   Graph g = pointwise_chain();
   EXPECT_EQ(check_against_reference(g, "pointwise", {}), "");
-  EXPECT_EQ(check_against_reference(g, "pointwise", {{"threads", 2}, {"vec", 8}, {"unroll", 4}}), "");
+  EXPECT_EQ(check_against_reference(g, "pointwise", {{"threads", 2}, {"vec", 8}, {"unroll", 4}}),
+            "");
 }
 
 TEST(CpuPointwise, ExpandViewAndMaskedFill) {
@@ -72,7 +75,9 @@ Graph rmsnorm(DType dt, int64_t rows, int64_t len, bool mean_output) {
 TEST(CpuReduction, RmsNormBf16) {
   Graph g = rmsnorm(DType::bf16, 6, 64, false);
   EXPECT_EQ(check_against_reference(g, "reduction", {}), "");
-  EXPECT_EQ(check_against_reference(g, "reduction", {{"threads", 2}, {"rows_per_task", 4}, {"vec", 16}}), "");
+  EXPECT_EQ(
+      check_against_reference(g, "reduction", {{"threads", 2}, {"rows_per_task", 4}, {"vec", 16}}),
+      "");
 }
 
 TEST(CpuReduction, RmsNormF32WithPerRowOutput) {
@@ -89,7 +94,9 @@ TEST(CpuReduction, ScaledSoftmaxAndSum) {
   b.output(b.op(Op::sum, {x}, {{"dims", std::vector<int64_t>{2}}, {"keepdim", int64_t(0)}}));
   b.output(b.op(Op::amax, {x}, {{"dims", std::vector<int64_t>{-1}}, {"keepdim", int64_t(1)}}));
   EXPECT_EQ(check_against_reference(g, "reduction", {}), "");
-  EXPECT_EQ(check_against_reference(g, "reduction", {{"threads", 2}, {"vec", 8}, {"rows_per_task", 16}}), "");
+  EXPECT_EQ(
+      check_against_reference(g, "reduction", {{"threads", 2}, {"vec", 8}, {"rows_per_task", 16}}),
+      "");
 }
 
 Graph linear_bias_silu(int64_t m, int64_t n, int64_t k) {
@@ -106,10 +113,19 @@ Graph linear_bias_silu(int64_t m, int64_t n, int64_t k) {
 TEST(CpuMatmul, LinearBiasSiluEpilogueAcrossKnobs) {
   Graph g = linear_bias_silu(37, 53, 29);
   EXPECT_EQ(check_against_reference(g, "matmul", {}), "");
-  EXPECT_EQ(check_against_reference(g, "matmul", {{"tile_m", 32}, {"tile_n", 64}, {"tile_k", 64}, {"mr", 4},
-                                                  {"vec", 8}, {"nr_vecs", 1}, {"unroll", 2}, {"threads", 2}}),
+  EXPECT_EQ(check_against_reference(g, "matmul",
+                                    {{"tile_m", 32},
+                                     {"tile_n", 64},
+                                     {"tile_k", 64},
+                                     {"mr", 4},
+                                     {"vec", 8},
+                                     {"nr_vecs", 1},
+                                     {"unroll", 2},
+                                     {"threads", 2}}),
             "");
-  EXPECT_EQ(check_against_reference(g, "matmul", {{"tile_m", 128}, {"tile_k", 128}, {"mr", 8}, {"nr_vecs", 3}}), "");
+  EXPECT_EQ(check_against_reference(g, "matmul",
+                                    {{"tile_m", 128}, {"tile_k", 128}, {"mr", 8}, {"nr_vecs", 3}}),
+            "");
 }
 
 TEST(CpuMatmul, BiasAndSiluEpilogueDeployRegime) {
@@ -119,7 +135,8 @@ TEST(CpuMatmul, BiasAndSiluEpilogueDeployRegime) {
   auto w = b.input("w", {DType::f32, {96, 80}});
   auto bias = b.input("bias", {DType::f32, {80}});
   b.output(b.unary(Op::silu, b.add(b.matmul(a, w), bias)));
-  EXPECT_EQ(check_against_reference(g, "matmul", {{"tile_k", 64}, {"threads", 2}}, Regime::deploy), "");
+  EXPECT_EQ(check_against_reference(g, "matmul", {{"tile_k", 64}, {"threads", 2}}, Regime::deploy),
+            "");
 }
 
 TEST(CpuMatmul, BatchedWithTransposedOperandAndResidual) {
@@ -150,7 +167,9 @@ TEST(CpuAttention, CausalScaledSoftmaxValues) {
   auto v = b.input("v", {DType::f32, {2, 3, 10, 12}});
   b.output(ir::build_attention(b, q, k, v, -1, 0.0, true));
   EXPECT_EQ(check_against_reference(g, "attention", {}), "");
-  EXPECT_EQ(check_against_reference(g, "attention", {{"threads", 2}, {"vec", 8}, {"rows_per_task", 4}}), "");
+  EXPECT_EQ(
+      check_against_reference(g, "attention", {{"threads", 2}, {"vec", 8}, {"rows_per_task", 4}}),
+      "");
 }
 
 TEST(CpuAttention, AdditiveMaskBf16) {
@@ -175,7 +194,8 @@ TEST(CpuAttention, WritesItsResultInTheReadersOrder) {
   auto v = b.input("v", {DType::bf16, {2, 3, 6, 8}});
   auto o = ir::build_attention(b, q, k, v, -1, 0.25, false);
   // Qwen3's chain as traced: contiguous(reshape(contiguous(transpose(o, 1, 2)))).
-  b.output(b.op(ir::Op::contiguous, {b.reshape(b.op(ir::Op::contiguous, {b.transpose(o, 1, 2)}), {2, 5, 24})}));
+  b.output(b.op(ir::Op::contiguous,
+                {b.reshape(b.op(ir::Op::contiguous, {b.transpose(o, 1, 2)}), {2, 5, 24})}));
   EXPECT_EQ(check_against_reference(g, "attention", {}), "");
   EXPECT_EQ(check_against_reference(g, "attention", {{"threads", 2}, {"vec", 8}}), "");
 }
@@ -194,7 +214,8 @@ TEST(CpuTemplates, UnsupportedKernelFallsBackAndStaysCorrect) {
 TEST(CpuTemplates, CapabilitiesListDefaultsFirstAndBadKnobsAreRejected) {
   BackendCaps caps = shared_backend().capabilities();
   EXPECT_EQ(caps.backend, "cpu");
-  for (const char* t : {"fallback", "pointwise", "reduction", "matmul", "attention"}) EXPECT_TRUE(caps.templates.count(t)) << t;
+  for (const char* t : {"fallback", "pointwise", "reduction", "matmul", "attention"})
+    EXPECT_TRUE(caps.templates.count(t)) << t;
   for (const auto& [templ, knobs] : caps.templates)
     for (const auto& k : knobs) EXPECT_FALSE(k.values.empty()) << templ << "." << k.name;
   Graph g = linear_bias_silu(4, 4, 4);

@@ -35,7 +35,8 @@ std::set<int> allowed_cores(pid_t pid) {
       if (end == std::string::npos) end = list.size();
       std::string part = list.substr(pos, end - pos);
       size_t dash = part.find('-');
-      int lo = std::stoi(part), hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
+      int lo = std::stoi(part),
+          hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
       for (int c = lo; c <= hi; ++c) out.insert(c);
       pos = end + 1;
     }
@@ -45,7 +46,8 @@ std::set<int> allowed_cores(pid_t pid) {
 
 TEST(CpuWorkers, TwoWorkersMeasureSideBySideOnDisjointCores) {
   if (usable_cores() < 2) GTEST_SKIP() << "needs two cores";
-  CpuBackend backend{{{"cache_dir", fresh_cache_dir()}, {"worker", worker_executable()}, {"workers", "2"}}};
+  CpuBackend backend{
+      {{"cache_dir", fresh_cache_dir()}, {"worker", worker_executable()}, {"workers", "2"}}};
   EXPECT_EQ(backend.capabilities().devices, 2);
   ASSERT_EQ(backend.workers(), 2u);
 
@@ -99,7 +101,8 @@ TEST(CpuWorkers, BadWorkerCountsAreRefusedByName) {
     }
   }
   try {
-    CpuBackend backend{{{"cache_dir", fresh_cache_dir()}, {"workers", std::to_string(usable_cores() + 1)}}};
+    CpuBackend backend{
+        {{"cache_dir", fresh_cache_dir()}, {"workers", std::to_string(usable_cores() + 1)}}};
     ADD_FAILURE() << "more workers than cores was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cores"), std::string::npos) << e.what();
@@ -110,12 +113,14 @@ TEST(CpuWorkers, TheCoresOfAWorkerAreInTheFingerprintAndPinned) {
   if (usable_cores() < 2) GTEST_SKIP() << "needs two cores";
   CpuBackend narrow{{{"cache_dir", fresh_cache_dir()}, {"cores_per_worker", "1"}}};
   CpuBackend two{{{"cache_dir", fresh_cache_dir()}, {"workers", "2"}}};
-  CpuBackend wide{{{"cache_dir", fresh_cache_dir()}, {"cores_per_worker", std::to_string(usable_cores())}}};
+  CpuBackend wide{
+      {{"cache_dir", fresh_cache_dir()}, {"cores_per_worker", std::to_string(usable_cores())}}};
   EXPECT_EQ(narrow.worker_cpus(0).size(), 1u);
   EXPECT_EQ(narrow.environment_fingerprint(), two.environment_fingerprint());  // one core each
   EXPECT_NE(narrow.environment_fingerprint(), wide.environment_fingerprint());
   EXPECT_NE(narrow.environment_fingerprint().find("|1 core"), std::string::npos);
-  EXPECT_THROW((CpuBackend{{{"cache_dir", fresh_cache_dir()}, {"workers", "2"},
+  EXPECT_THROW((CpuBackend{{{"cache_dir", fresh_cache_dir()},
+                            {"workers", "2"},
                             {"cores_per_worker", std::to_string(usable_cores())}}}),
                Error);
 }

@@ -17,7 +17,8 @@ ir::ValueId repeat_kv(ir::Builder& b, ir::ValueId x, int64_t group) {
 }
 
 // The tail Qwen3 (HF eager) gives an attention: scale, where(mask, s, -inf), f32 softmax, bf16.
-ir::ValueId hf_attention(ir::Builder& b, ir::ValueId q, ir::ValueId k, ir::ValueId v, ir::ValueId mask, double scale) {
+ir::ValueId hf_attention(ir::Builder& b, ir::ValueId q, ir::ValueId k, ir::ValueId v,
+                         ir::ValueId mask, double scale) {
   auto s = b.matmul(q, b.transpose(k, 2, 3));
   s = b.mul(s, b.constant(scale));
   if (mask >= 0) s = b.where(mask, s, b.constant(-std::numeric_limits<double>::infinity()));
@@ -28,7 +29,10 @@ ir::ValueId hf_attention(ir::Builder& b, ir::ValueId q, ir::ValueId k, ir::Value
 }  // namespace
 
 Case qwen3_attention(int64_t seq, int64_t batch) {
-  Case c{"qwen3_s" + std::to_string(seq) + (batch > 1 ? "_b" + std::to_string(batch) : ""), "attention", {}, {}};
+  Case c{"qwen3_s" + std::to_string(seq) + (batch > 1 ? "_b" + std::to_string(batch) : ""),
+         "attention",
+         {},
+         {}};
   ir::Builder b(c.graph);
   auto qkv = b.input("qkv", {DType::bf16, {batch, seq, 4096}});
   auto q = b.input("q", {DType::bf16, {batch, 16, seq, 128}});
@@ -109,8 +113,14 @@ Case transposed_scores_bf16() {
 }
 
 std::vector<Case> attention_cases() {
-  return {qwen3_attention(128), qwen3_attention(200), qwen3_attention(256, 2), mha_hd64_f16(), causal_f32(),
-          padding_mask_bf16(), cat_keys_bf16(), transposed_output_bf16()};
+  return {qwen3_attention(128),
+          qwen3_attention(200),
+          qwen3_attention(256, 2),
+          mha_hd64_f16(),
+          causal_f32(),
+          padding_mask_bf16(),
+          cat_keys_bf16(),
+          transposed_output_bf16()};
 }
 
 }  // namespace emmy::cuda::test

@@ -14,13 +14,15 @@ namespace emmy::cuda::test {
 
 // Options for a backend that only builds: sm_90a, a cache under the temp folder named `tag`-<pid>.
 inline PluginOptions offline_test_options(const std::string& tag) {
-  const auto cache = std::filesystem::temp_directory_path() / (tag + "-" + std::to_string(::getpid()));
+  const auto cache =
+      std::filesystem::temp_directory_path() / (tag + "-" + std::to_string(::getpid()));
   return {{"arch", "sm_90a"}, {"cache_dir", cache.string()}, {"worker", "/nonexistent"}};
 }
 
 // Builds `s` in the rank regime; returns the failure (none when it compiled, and then its cubin
 // exists); `source` receives the module generated.
-inline MeasureResult build_offline(CudaBackend& backend, const ir::Slice& s, std::string* source = nullptr) {
+inline MeasureResult build_offline(CudaBackend& backend, const ir::Slice& s,
+                                   std::string* source = nullptr) {
   Artifact art;
   MeasureResult failure;
   Status st = backend.build(s, Regime::rank, art, failure);

@@ -18,13 +18,16 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_cache(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("emmy-cuda-test-" + name + "-" + std::to_string(::getpid()));
+  fs::path p =
+      fs::temp_directory_path() / ("emmy-cuda-test-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p.string();
 }
 
 // No worker is started: the architecture is given.
-PluginOptions offline(const std::string& cache) { return {{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}}; }
+PluginOptions offline(const std::string& cache) {
+  return {{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}};
+}
 
 class EveryTemplate : public ::testing::TestWithParam<int> {};
 
@@ -59,7 +62,8 @@ TEST(CudaCodegen, UnknownTemplateIsRefusedNeverBuiltAsTheFallback) {
     generate_source(slice_of(c));
     FAIL() << "a kernel of an unknown template was generated";
   } catch (const KnobRefused& e) {
-    EXPECT_NE(std::string(e.what()).find("no kernel template 'acme_gemm'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no kernel template 'acme_gemm'"), std::string::npos)
+        << e.what();
   }
   c.templ = "fallback";
   std::string used;
@@ -87,7 +91,8 @@ TEST(CudaCodegen, EveryMatmulKnobValueCompilesOrFallsBack) {
       } catch (const KnobRefused& e) {
         // With the default 128-row tile, a 256-wide f32 tile in one stage needs more static
         // shared memory than a block may have: refused by name, never miscompiled.
-        EXPECT_NE(std::string(e.what()).find("48 KiB"), std::string::npos) << spec.name << "=" << v << ": " << e.what();
+        EXPECT_NE(std::string(e.what()).find("48 KiB"), std::string::npos)
+            << spec.name << "=" << v << ": " << e.what();
         continue;
       }
       EXPECT_EQ(used, "matmul") << spec.name << "=" << v;
@@ -178,8 +183,10 @@ TEST(CudaCompiler, CompileErrorIsABuildErrorRow) {
   CudaBackend backend(offline(temp_cache("bad")));
   Artifact art;
   MeasureResult failure;
-  Status st = backend.build_source("//@emmy launch k 1 1 1 32 0\nextern \"C\" __global__ void k(void* const* b) { undeclared_thing(); }\n",
-                                   Regime::rank, art, failure);
+  Status st = backend.build_source(
+      "//@emmy launch k 1 1 1 32 0\nextern \"C\" __global__ void k(void* const* b) { "
+      "undeclared_thing(); }\n",
+      Regime::rank, art, failure);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(failure.failure, FailureKind::build_error);
   EXPECT_NE(failure.message.find("undeclared_thing"), std::string::npos) << failure.message;
@@ -229,7 +236,8 @@ TEST(CudaCompiler, ParallelBuildsShareTheCache) {
   }
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file() ? 1 : 0;
-  EXPECT_EQ(files, 2 * cases.size());  // a cubin and its source (.cu) per case; no stray temporaries
+  EXPECT_EQ(files,
+            2 * cases.size());  // a cubin and its source (.cu) per case; no stray temporaries
   fs::remove_all(dir);
 }
 

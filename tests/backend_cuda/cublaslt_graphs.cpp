@@ -249,10 +249,14 @@ Case cublaslt_refuses_cast() {
 }
 
 std::vector<Case> cublaslt_refused_cases() {
-  return {cublaslt_refuses_silu(),        cublaslt_refuses_f64(),
-          cublaslt_refuses_two_outputs(), cublaslt_refuses_transposed_out(),
-          cublaslt_refuses_arithmetic_operand(),  cublaslt_refuses_cast(),
-          cublaslt_refuses_gelu_erf(),    cublaslt_refuses_add_after_gelu()};
+  return {cublaslt_refuses_silu(),
+          cublaslt_refuses_f64(),
+          cublaslt_refuses_two_outputs(),
+          cublaslt_refuses_transposed_out(),
+          cublaslt_refuses_arithmetic_operand(),
+          cublaslt_refuses_cast(),
+          cublaslt_refuses_gelu_erf(),
+          cublaslt_refuses_add_after_gelu()};
 }
 
 ir::Slice cublaslt_with_pointwise_program() {

@@ -43,8 +43,8 @@ TEST(CublasLtLayer, EveryProductOfTheLayerIsTakenByCublasLt) {
        std::vector<std::pair<std::string, bool>>{{"default", false}, {"split", true}}) {
     emmy::test::ScriptedResolver r =
         split ? emmy::test::ScriptedResolver({{"matmul.template", "template=cublaslt"},
-                                        {"fuse_horizontal", "split"},
-                                        {"fuse_epilogue", "split"}})
+                                              {"fuse_horizontal", "split"},
+                                              {"fuse_epilogue", "split"}})
               : emmy::test::ScriptedResolver({{"matmul.template", "template=cublaslt"}});
     ir::Program p = emmy::test::run_default(g, r, caps_with_cublaslt());
     int products = 0, packed = 0;

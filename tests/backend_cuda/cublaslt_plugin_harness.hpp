@@ -22,7 +22,8 @@ namespace emmy::cuda::test {
 inline std::string cublaslt_plugin_library() {
   if (const char* env = std::getenv("EMMY_CUBLASLT_PLUGIN"); env && *env) return env;
   if (const char* worker = std::getenv("EMMY_CUDA_WORKER"); worker && *worker)
-    return (std::filesystem::path(worker).parent_path() / "../../lib/emmy/plugins/libemmy_cublaslt.so")
+    return (std::filesystem::path(worker).parent_path() /
+            "../../lib/emmy/plugins/libemmy_cublaslt.so")
         .lexically_normal()
         .string();
   return EMMY_BUILD_DIR "/lib/emmy/plugins/libemmy_cublaslt.so";
@@ -41,7 +42,8 @@ inline const TemplatePlugins& cublaslt_plugins() {
 // `backend` after taking the plugin (throws when it refuses: the tests then fail loudly).
 inline CudaBackend& with_cublaslt(CudaBackend& backend) {
   Status s = backend.add_template(cublaslt_template());
-  if (!s.ok()) throw std::runtime_error("the cuda backend refuses the cublaslt plugin: " + s.message());
+  if (!s.ok())
+    throw std::runtime_error("the cuda backend refuses the cublaslt plugin: " + s.message());
   return backend;
 }
 

@@ -55,7 +55,10 @@ Case matmul_f32(int64_t n) {
 }
 
 Case linear_bf16_bias_silu() {
-  Case c{"linear_bf16_bias_silu", "matmul", {{"tile_m", 32}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}}, {}};
+  Case c{"linear_bf16_bias_silu",
+         "matmul",
+         {{"tile_m", 32}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}},
+         {}};
   ir::Builder b(c.graph);
   auto x = b.input("x", {DType::bf16, {3, 50, 96}});
   auto w = b.input("w", {DType::bf16, {200, 96}}, "weight");
@@ -74,7 +77,10 @@ Case matmul_f16_broadcast() {
 }
 
 Case bmm_transposed_out() {
-  Case c{"bmm_transposed_out", "matmul", {{"tile_m", 32}, {"tile_n", 32}, {"tile_k", 8}, {"warps", 2}}, {}};
+  Case c{"bmm_transposed_out",
+         "matmul",
+         {{"tile_m", 32}, {"tile_n", 32}, {"tile_k", 8}, {"warps", 2}},
+         {}};
   ir::Builder b(c.graph);
   auto q = b.input("q", {DType::f32, {4, 33, 64}});
   auto k = b.input("k", {DType::f32, {4, 47, 64}});
@@ -97,8 +103,9 @@ Case mixed_fallback() {
 }
 
 std::vector<Case> all_cases() {
-  return {pointwise_bf16(), rotate_half_f32(), rmsnorm_bf16(), softmax_f32(), matmul_f32(),
-          linear_bf16_bias_silu(), matmul_f16_broadcast(), bmm_transposed_out(), mixed_fallback()};
+  return {pointwise_bf16(),       rotate_half_f32(),    rmsnorm_bf16(),
+          softmax_f32(),          matmul_f32(),         linear_bf16_bias_silu(),
+          matmul_f16_broadcast(), bmm_transposed_out(), mixed_fallback()};
 }
 
 ir::Slice two_kernel_program() {

@@ -53,7 +53,8 @@ TEST_P(OnGpu, MatchesTheReferenceInterpreter) {
       ir::HostTensor actual{expected[k].type, res.outputs.tensors[k]};
       EXPECT_EQ(ir::compare(expected[k], actual), "") << c.name << " output " << k;
     }
-    std::printf("[ cuda     ] %-24s %-6s median %9.2f us\n", c.name.c_str(), to_string(regime), res.median_us);
+    std::printf("[ cuda     ] %-24s %-6s median %9.2f us\n", c.name.c_str(), to_string(regime),
+                res.median_us);
   }
 }
 
@@ -73,7 +74,9 @@ TEST(CudaGpu, ProgramOfSeveralKernelsMatchesTheReference) {
   auto expected = ir::evaluate(s.graph, inputs);
   ASSERT_EQ(res.outputs.tensors.size(), expected.size());
   for (size_t k = 0; k < expected.size(); ++k)
-    EXPECT_EQ(ir::compare(expected[k], ir::HostTensor{expected[k].type, res.outputs.tensors[k]}), "") << "output " << k;
+    EXPECT_EQ(ir::compare(expected[k], ir::HostTensor{expected[k].type, res.outputs.tensors[k]}),
+              "")
+        << "output " << k;
   std::printf("[ cuda     ] two-kernel program median %.2f us\n", res.median_us);
 }
 
@@ -88,7 +91,10 @@ TEST(CudaGpu, FingerprintNamesTheDevice) {
 void expect_failure_then_recovery(const std::string& body, FailureKind want, double timeout_s) {
   Case c = pointwise_bf16();
   ir::Slice s = slice_of(c);
-  std::string src = "//@emmy launch emmy_broken 1 1 1 32 0\nextern \"C\" __global__ void emmy_broken(void* const* emmy_buf) {\n" + body + "\n}\n";
+  std::string src =
+      "//@emmy launch emmy_broken 1 1 1 32 0\nextern \"C\" __global__ void emmy_broken(void* "
+      "const* emmy_buf) {\n" +
+      body + "\n}\n";
   Artifact art;
   MeasureResult res;
   ASSERT_TRUE(backend().build_source(src, Regime::rank, art, res).ok());
@@ -120,12 +126,15 @@ void expect_failure_then_recovery(const std::string& body, FailureKind want, dou
 }
 
 TEST(CudaGpu, IllegalAddressIsAFailureRowAndTheNextRunWorks) {
-  expect_failure_then_recovery("  ((float*)emmy_buf[0])[threadIdx.x + (1ll << 40)] = 1.f;", FailureKind::runtime_fault, 60);
+  expect_failure_then_recovery("  ((float*)emmy_buf[0])[threadIdx.x + (1ll << 40)] = 1.f;",
+                               FailureKind::runtime_fault, 60);
 }
 
 TEST(CudaGpu, HangIsATimeoutRowAndTheNextRunWorks) {
   expect_failure_then_recovery(
-      "  volatile unsigned* p = (volatile unsigned*)emmy_buf[0];\n  while (p[0] != 0x7fc00001u) { }", FailureKind::timeout, 5);
+      "  volatile unsigned* p = (volatile unsigned*)emmy_buf[0];\n  while (p[0] != 0x7fc00001u) { "
+      "}",
+      FailureKind::timeout, 5);
 }
 
 // Two devices measuring at once (skipped with fewer than two): each gets its own worker, both
@@ -139,7 +148,8 @@ TEST(CudaGpu, TwoDevicesMeasureInParallel) {
   } catch (const std::exception& e) {
     // The round-trip script says how many GPUs nvidia-smi lists: with two, this is a failure.
     const char* expect = std::getenv("EMMY_EXPECT_GPUS");
-    if (expect && std::atoi(expect) >= 2) FAIL() << "the machine has " << expect << " GPUs, device 1 failed: " << e.what();
+    if (expect && std::atoi(expect) >= 2)
+      FAIL() << "the machine has " << expect << " GPUs, device 1 failed: " << e.what();
     GTEST_SKIP() << "no second device: " << e.what();
   }
   Case c = linear_bf16_bias_silu();
@@ -158,7 +168,8 @@ TEST(CudaGpu, TwoDevicesMeasureInParallel) {
   t1.join();
   for (auto& res : r) {
     ASSERT_EQ(res.failure, FailureKind::none) << res.message;
-    EXPECT_EQ(ir::compare(expected[0], ir::HostTensor{expected[0].type, res.outputs.tensors.at(0)}), "");
+    EXPECT_EQ(ir::compare(expected[0], ir::HostTensor{expected[0].type, res.outputs.tensors.at(0)}),
+              "");
   }
   EXPECT_GT(two.worker_pid(0), 0);
   EXPECT_GT(two.worker_pid(1), 0);

@@ -33,23 +33,30 @@ CudaBackend& offline_backend() {
   return b;
 }
 
-MeasureResult build(const ir::Slice& s) { return test::build_offline(offline_backend(), s); }
+MeasureResult build(const ir::Slice& s) {
+  return test::build_offline(offline_backend(), s);
+}
 
 // Generates (checking the source for `must` and against `must_not`) and compiles with NVRTC.
-void expect_compiles(const ir::Graph& g, const Knobs& k, const std::string& what, const std::vector<std::string>& must,
+void expect_compiles(const ir::Graph& g, const Knobs& k, const std::string& what,
+                     const std::vector<std::string>& must,
                      const std::vector<std::string>& must_not = {}) {
   ir::Slice s = one_kernel(g, "matmul", k);
   std::string used;
   std::string source = generate_source(s, &used);
   EXPECT_EQ(used, "matmul") << what;
-  for (const std::string& m : must) EXPECT_NE(source.find(m), std::string::npos) << what << " " << describe(k) << ": no '" << m << "'";
+  for (const std::string& m : must)
+    EXPECT_NE(source.find(m), std::string::npos)
+        << what << " " << describe(k) << ": no '" << m << "'";
   for (const std::string& m : must_not)
-    EXPECT_EQ(source.find(m), std::string::npos) << what << " " << describe(k) << ": unexpected '" << m << "'";
+    EXPECT_EQ(source.find(m), std::string::npos)
+        << what << " " << describe(k) << ": unexpected '" << m << "'";
   MeasureResult r = build(s);
   EXPECT_EQ(r.failure, FailureKind::none) << what << " " << describe(k) << ": " << r.message;
 }
 
-void expect_refused(const ir::Graph& g, const Knobs& k, const std::string& what, const std::string& reason) {
+void expect_refused(const ir::Graph& g, const Knobs& k, const std::string& what,
+                    const std::string& reason) {
   ir::Slice s = one_kernel(g, "matmul", k);
   EXPECT_THROW(generate_source(s), KnobRefused) << what;
   MeasureResult r = build(s);
@@ -62,7 +69,11 @@ const std::vector<Knobs>& pipelined() {
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}},
       {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}, {"stages", 4}},
       {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 4}, {"stages", 2}},
-      {{"tile_m", 64}, {"tile_n", 32}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}},  // odd NI per warp
+      {{"tile_m", 64},
+       {"tile_n", 32},
+       {"tile_k", 32},
+       {"warps", 8},
+       {"stages", 3}},  // odd NI per warp
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 64}, {"warps", 4}, {"stages", 4}},
   };
   return k;
@@ -142,9 +153,11 @@ TEST(CudaMatmulLayoutCodegen, StridedOffsetExpressionSpellsTheFactors) {
 
 TEST(CudaMatmulLayoutCodegen, RowMajorBUsesLdmatrixTrans) {
   for (const Knobs& k : pipelined()) {
-    expect_compiles(matmul_kn({}, {}, 1024, 1024, 1024), k, "matmul 1024^3", {kTrans, "cp.async.cg", "B:trans"});
+    expect_compiles(matmul_kn({}, {}, 1024, 1024, 1024), k, "matmul 1024^3",
+                    {kTrans, "cp.async.cg", "B:trans"});
     expect_compiles(matmul_kn({}, {}, 100, 200, 136), k, "matmul 100x200x136", {kTrans, "B:trans"});
-    expect_compiles(matmul_kn({3}, {3}, 70, 48, 40), k, "batched matmul 3x70x48x40", {kTrans, "B:trans"});
+    expect_compiles(matmul_kn({3}, {3}, 70, 48, 40), k, "batched matmul 3x70x48x40",
+                    {kTrans, "B:trans"});
     expect_compiles(bmm(3, 70, 48, 40), k, "bmm 3x70x48x40", {kTrans, "B:trans"});
     expect_compiles(matmul_kn({2, 3}, {}, 33, 64, 24), k, "matmul broadcast B", {kTrans});
     expect_compiles(matmul_kn({}, {4}, 33, 64, 24), k, "matmul broadcast A", {kTrans});
@@ -153,12 +166,14 @@ TEST(CudaMatmulLayoutCodegen, RowMajorBUsesLdmatrixTrans) {
 
 TEST(CudaMatmulLayoutCodegen, TransposedBIsCopiedAlongK) {
   for (const Knobs& k : pipelined())
-    expect_compiles(matmul_transposed_b(100, 64, 72), k, "a @ w.t()", {"cp.async.cg", "B:strided"}, {kTrans});
+    expect_compiles(matmul_transposed_b(100, 64, 72), k, "a @ w.t()", {"cp.async.cg", "B:strided"},
+                    {kTrans});
 }
 
 TEST(CudaMatmulLayoutCodegen, OProjCopiesRunsOfEachHead) {
   for (const Knobs& k : pipelined()) {
-    expect_compiles(o_proj(16, 128, 128, 1024), k, "o_proj S=128", {"cp.async.cg", "A:strided", "% 128LL"}, {kTrans});
+    expect_compiles(o_proj(16, 128, 128, 1024), k, "o_proj S=128",
+                    {"cp.async.cg", "A:strided", "% 128LL"}, {kTrans});
     expect_compiles(o_proj(4, 37, 24, 72), k, "o_proj odd", {"cp.async.cg", "A:strided"});
   }
 }
@@ -172,7 +187,8 @@ TEST(CudaMatmulLayoutCodegen, UnprovableLayoutsAreRefused) {
   // A slice: no strided view proven.
   expect_refused(o_proj_sliced(4, 32, 16, 64), k, "o_proj of a slice", "slice");
   // Batch dims broadcasting in both operands ([2, 1] against [1, 3]).
-  expect_refused(matmul_kn({2, 1}, {1, 3}, 32, 32, 32), k, "partial broadcast", "broadcast only partly");
+  expect_refused(matmul_kn({2, 1}, {1, 3}, 32, 32, 32), k, "partial broadcast",
+                 "broadcast only partly");
   // f32: no tensor-core path at all.
   ir::Graph g;
   ir::Builder b(g);
@@ -184,13 +200,16 @@ TEST(CudaMatmulLayoutCodegen, OneStageCopiesRunsOfViews) {
   Knobs k{{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 1}};
   // Unprovable layouts: the generic per-element path.
   expect_compiles(o_proj(16, 32, 4, 64), k, "o_proj d=4 one stage", {"mma.sync"}, {"strided16B"});
-  expect_compiles(o_proj_sliced(4, 32, 16, 64), k, "o_proj slice one stage", {"mma.sync"}, {"strided16B"});
-  expect_compiles(matmul_kn({}, {}, 64, 64, 60), k, "matmul N=60 one stage", {"mma.sync"}, {"strided16B"});
+  expect_compiles(o_proj_sliced(4, 32, 16, 64), k, "o_proj slice one stage", {"mma.sync"},
+                  {"strided16B"});
+  expect_compiles(matmul_kn({}, {}, 64, 64, 60), k, "matmul N=60 one stage", {"mma.sync"},
+                  {"strided16B"});
   // Views with 16-byte runs: one 16-byte load per run, its offset from the strided view.
   expect_compiles(o_proj(16, 128, 128, 1024), k, "o_proj one stage", {"A:strided16B", "% 128LL"});
   expect_compiles(o_proj(4, 37, 24, 72), k, "o_proj odd one stage", {"A:strided16B"});
   expect_compiles(matmul_transposed_b(100, 64, 72), k, "a @ w.t() one stage", {"B:strided16B"});
-  expect_compiles(matmul_kn({}, {}, 64, 64, 64), k, "plain matmul one stage", {"mma.sync"}, {"strided16B"});
+  expect_compiles(matmul_kn({}, {}, 64, 64, 64), k, "plain matmul one stage", {"mma.sync"},
+                  {"strided16B"});
 }
 
 }  // namespace

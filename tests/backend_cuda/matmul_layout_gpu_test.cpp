@@ -47,8 +47,8 @@ MeasureResult run(const ir::Slice& s, std::vector<ir::HostTensor>& inputs, int s
 // Runs g with knobs k and compares every output with the interpreter; returns the median µs
 // (or -1 when it failed). With `cache`, the reference is computed once per graph (the inputs
 // depend only on the graph and the seed) and reused: the big shapes take seconds on the CPU.
-double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::string& what, int samples = 3,
-                                std::vector<ir::HostTensor>* cache = nullptr) {
+double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::string& what,
+                                int samples = 3, std::vector<ir::HostTensor>* cache = nullptr) {
   ir::Slice s = one_kernel(g, "matmul", k);
   std::vector<ir::HostTensor> inputs;
   MeasureResult res = run(s, inputs, samples);
@@ -66,7 +66,8 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
     EXPECT_EQ(diff, "") << what << " " << describe(k) << " output " << i;
     ok = ok && diff.empty();
   }
-  std::printf("[ layout   ] %-4s %-30s %-56s %9.2f us\n", ok ? "ok" : "BAD", what.c_str(), describe(k).c_str(), res.median_us);
+  std::printf("[ layout   ] %-4s %-30s %-56s %9.2f us\n", ok ? "ok" : "BAD", what.c_str(),
+              describe(k).c_str(), res.median_us);
   return ok ? res.median_us : -1;
 }
 
@@ -75,10 +76,22 @@ const std::vector<Knobs>& configs() {
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}},
       {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}, {"stages", 4}},
       {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 4}, {"stages", 2}},
-      {{"tile_m", 64}, {"tile_n", 32}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}},  // odd NI per warp
+      {{"tile_m", 64},
+       {"tile_n", 32},
+       {"tile_k", 32},
+       {"warps", 8},
+       {"stages", 3}},  // odd NI per warp
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 64}, {"warps", 4}, {"stages", 4}},
-      {{"tile_m", 32}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 8}, {"stages", 2}},  // fewer chunks than threads
-      {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 1}},  // one stage: strided 16-byte loads
+      {{"tile_m", 32},
+       {"tile_n", 64},
+       {"tile_k", 16},
+       {"warps", 8},
+       {"stages", 2}},  // fewer chunks than threads
+      {{"tile_m", 64},
+       {"tile_n", 64},
+       {"tile_k", 32},
+       {"warps", 4},
+       {"stages", 1}},  // one stage: strided 16-byte loads
   };
   return k;
 }
@@ -119,7 +132,8 @@ TEST(CudaMatmulLayoutGpu, PrintsTheRealShapes) {
     }
     std::sort(times.begin(), times.end());
     for (size_t i = 0; i < times.size() && i < 3; ++i)
-      std::printf("[ best     ] %-30s %-56s %9.2f us\n", name.c_str(), times[i].second.c_str(), times[i].first);
+      std::printf("[ best     ] %-30s %-56s %9.2f us\n", name.c_str(), times[i].second.c_str(),
+                  times[i].first);
   };
   report("matmul bf16 1024^3", matmul_kn({}, {}, 1024, 1024, 1024));
   report("qwen3 o_proj S=128", o_proj(16, 128, 128, 1024));

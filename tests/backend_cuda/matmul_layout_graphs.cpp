@@ -21,7 +21,8 @@ ir::ValueId heads_to_rows(ir::Builder& b, ir::ValueId attn, int64_t heads, int64
 
 }  // namespace
 
-ir::Graph matmul_kn(const ir::Shape& a_batch, const ir::Shape& b_batch, int64_t m, int64_t k, int64_t n) {
+ir::Graph matmul_kn(const ir::Shape& a_batch, const ir::Shape& b_batch, int64_t m, int64_t k,
+                    int64_t n) {
   ir::Graph g;
   ir::Builder b(g);
   auto x = b.input("a", {DType::bf16, with(a_batch, m, k)});

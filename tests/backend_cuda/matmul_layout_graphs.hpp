@@ -9,7 +9,8 @@
 namespace emmy::cuda::layout {
 
 // bf16 a[a_batch..., m, k] @ b[b_batch..., k, n] (torch.matmul broadcasting).
-ir::Graph matmul_kn(const ir::Shape& a_batch, const ir::Shape& b_batch, int64_t m, int64_t k, int64_t n);
+ir::Graph matmul_kn(const ir::Shape& a_batch, const ir::Shape& b_batch, int64_t m, int64_t k,
+                    int64_t n);
 // torch.bmm of bf16 a[batch, m, k] and b[batch, k, n].
 ir::Graph bmm(int64_t batch, int64_t m, int64_t k, int64_t n);
 // bf16 a[m, k] @ w[n, k].transpose(0, 1): B is a view whose K is contiguous.

@@ -33,7 +33,9 @@ void expect_compiles(const ir::Slice& s, const std::string& what, const std::str
   std::string used;
   std::string source = generate_source(s, &used);
   EXPECT_EQ(used, s.grouping.kernels.back().templ) << what;
-  EXPECT_NE(source.find(must_contain), std::string::npos) << what << ": no '" << must_contain << "'\n" << source;
+  EXPECT_NE(source.find(must_contain), std::string::npos)
+      << what << ": no '" << must_contain << "'\n"
+      << source;
   MeasureResult r = build(s);
   EXPECT_EQ(r.failure, FailureKind::none) << what << ": " << r.message << "\n" << source;
 }
@@ -41,7 +43,8 @@ void expect_compiles(const ir::Slice& s, const std::string& what, const std::str
 void expect_refused(const ir::Slice& s, const std::string& what, const std::string& reason) {
   EXPECT_THROW(generate_source(s), KnobRefused) << what;
   MeasureResult r = build(s);
-  EXPECT_EQ(r.failure, FailureKind::refused) << what;  // nothing built: the search drops it for free
+  EXPECT_EQ(r.failure, FailureKind::refused)
+      << what;  // nothing built: the search drops it for free
   EXPECT_NE(r.message.find("refused"), std::string::npos) << what << ": " << r.message;
   EXPECT_NE(r.message.find(reason), std::string::npos) << what << ": " << r.message;
 }
@@ -70,12 +73,15 @@ TEST(CudaPerfCodegen, SquaresAndSixteenBitActivationsAreCheap) {
   source = generate_source(one_kernel(silu_bias(4, 64, DType::bf16), "pointwise", {}));
   EXPECT_NE(source.find("(emmy_sigmoid_fast(v"), std::string::npos);
   source = generate_source(one_kernel(silu_bias(4, 64, DType::f32), "pointwise", {}));
-  EXPECT_EQ(source.find("(emmy_sigmoid_fast(v"), std::string::npos);  // f32 keeps the exact functions
+  EXPECT_EQ(source.find("(emmy_sigmoid_fast(v"),
+            std::string::npos);  // f32 keeps the exact functions
 }
 
 TEST(CudaPerfCodegen, VectorizedPointwiseUsesSixteenByteAccesses) {
-  std::string source = generate_source(one_kernel(silu_bias(64, 1024, DType::bf16), "pointwise", {{"vec", 8}}));
-  EXPECT_NE(source.find("const uint4 ld"), std::string::npos) << source;  // x and bias, 8 bf16 at once
+  std::string source =
+      generate_source(one_kernel(silu_bias(64, 1024, DType::bf16), "pointwise", {{"vec", 8}}));
+  EXPECT_NE(source.find("const uint4 ld"), std::string::npos)
+      << source;  // x and bias, 8 bf16 at once
   EXPECT_NE(source.find("*(uint4*)&out0["), std::string::npos) << source;
   source = generate_source(one_kernel(silu_bias(64, 1024, DType::f32), "pointwise", {{"vec", 4}}));
   EXPECT_NE(source.find("const uint4 ld"), std::string::npos) << source;
@@ -89,16 +95,21 @@ TEST(CudaPerfCodegen, EveryPointwiseVecCompiles) {
     for (double vec : {1.0, 4.0, 8.0})
       for (double items : {1.0, 4.0}) {
         Knobs k{{"vec", vec}, {"items", items}, {"block", 256}};
-        expect_compiles(one_kernel(silu_bias(33, 1024, t), "pointwise", k), "silu_bias " + describe(k), "vec=");
+        expect_compiles(one_kernel(silu_bias(33, 1024, t), "pointwise", k),
+                        "silu_bias " + describe(k), "vec=");
         // slice + cat on the innermost dim: the reads that are not aligned groups stay scalar.
-        expect_compiles(one_kernel(rotate_half(5, 64, t), "pointwise", k), "rotate_half " + describe(k), "vec=");
+        expect_compiles(one_kernel(rotate_half(5, 64, t), "pointwise", k),
+                        "rotate_half " + describe(k), "vec=");
       }
 }
 
 TEST(CudaPerfCodegen, PointwiseVecNotDividingTheRowIsRefused) {
-  expect_refused(one_kernel(silu_bias(64, 1020, DType::bf16), "pointwise", {{"vec", 8}}), "1020 vec=8", "1020");
-  expect_compiles(one_kernel(silu_bias(64, 1020, DType::bf16), "pointwise", {{"vec", 4}}), "1020 vec=4", "vec=4");
-  expect_refused(one_kernel(silu_bias(64, 1022, DType::f32), "pointwise", {{"vec", 4}}), "1022 vec=4", "1022");
+  expect_refused(one_kernel(silu_bias(64, 1020, DType::bf16), "pointwise", {{"vec", 8}}),
+                 "1020 vec=8", "1020");
+  expect_compiles(one_kernel(silu_bias(64, 1020, DType::bf16), "pointwise", {{"vec", 4}}),
+                  "1020 vec=4", "vec=4");
+  expect_refused(one_kernel(silu_bias(64, 1022, DType::f32), "pointwise", {{"vec", 4}}),
+                 "1022 vec=4", "1022");
 }
 
 TEST(CudaPerfCodegen, EveryReductionKnobCompilesFused) {
@@ -110,7 +121,8 @@ TEST(CudaPerfCodegen, EveryReductionKnobCompilesFused) {
         // warp + vec=1: 32 lanes x 1 element, 32 per thread, the most kept in registers.
         expect_compiles(s, "rmsnorm " + describe(k), "fused");
         EXPECT_EQ(parse_plan(generate_source(s)).launches.size(), 1u) << describe(k);
-        expect_compiles(one_kernel(softmax(10, 200, DType::f32), "reduction", k), "softmax " + describe(k), "fused");
+        expect_compiles(one_kernel(softmax(10, 200, DType::f32), "reduction", k),
+                        "softmax " + describe(k), "fused");
       }
 }
 
@@ -133,7 +145,8 @@ TEST(CudaPerfCodegen, PerHeadNormWithRopeAndTransposeIsOneFusedKernel) {
   auto y = b.mul(xf, b.unary(ir::Op::rsqrt, b.mean(b.mul(xf, xf), {2}, true)));
   b.output(b.reshape(b.cast(y, DType::bf16), {4, 8, 64}));
   EXPECT_EQ(parse_plan(generate_source(one_kernel(g, "reduction", {}))).launches.size(), 2u);
-  expect_refused(one_kernel(g, "reduction", {{"row_warp", 1}}), "reshaped output, warp", "not shaped like the rows");
+  expect_refused(one_kernel(g, "reduction", {{"row_warp", 1}}), "reshaped output, warp",
+                 "not shaped like the rows");
 }
 
 // A row shorter than 32 x vec shares its warp with other rows (issue 19): every lane busy,
@@ -145,24 +158,29 @@ TEST(CudaPerfCodegen, ShortRowsShareAWarp) {
     expect_compiles(s, "rmsnorm 37x64 " + describe(k), "fused, row in registers");
     const std::string source = generate_source(s);
     const int64_t lanes = vec == 4 ? 16 : 8;  // 64 columns / vec
-    EXPECT_NE(source.find("threadIdx.x / " + std::to_string(lanes) + "u"), std::string::npos) << source;
+    EXPECT_NE(source.find("threadIdx.x / " + std::to_string(lanes) + "u"), std::string::npos)
+        << source;
     EXPECT_NE(source.find("o = " + std::to_string(lanes / 2) + ";"), std::string::npos) << source;
     EXPECT_EQ(parse_plan(source).launches.at(0).grid[0], ceil_div(37, 128 / lanes)) << source;
   }
   // 32 x vec or more: one row per warp, as before.
-  const std::string source = generate_source(one_kernel(rmsnorm(37, 1024), "reduction", {{"vec", 8}, {"row_warp", 1}}));
+  const std::string source =
+      generate_source(one_kernel(rmsnorm(37, 1024), "reduction", {{"vec", 8}, {"row_warp", 1}}));
   EXPECT_EQ(source.find("emmy_row_ok"), std::string::npos) << source;
 }
 
 TEST(CudaPerfCodegen, ReductionKnobsThatCannotWorkAreRefused) {
   // Rows of 77: no vector groups.
-  expect_refused(one_kernel(softmax(6, 77, DType::f32), "reduction", {{"vec", 4}}), "77 vec=4", "row length 77");
+  expect_refused(one_kernel(softmax(6, 77, DType::f32), "reduction", {{"vec", 4}}), "77 vec=4",
+                 "row length 77");
   // A warp per row of 4096 one element at a time: 128 per thread, too many for registers.
-  expect_refused(one_kernel(softmax(6, 4096, DType::f32), "reduction", {{"row_warp", 1}}), "4096 warp", "registers");
+  expect_refused(one_kernel(softmax(6, 4096, DType::f32), "reduction", {{"row_warp", 1}}),
+                 "4096 warp", "registers");
   // The defaults on such a row still build: the two-pass kernels.
   std::string source = generate_source(one_kernel(softmax(6, 16384, DType::f32), "reduction", {}));
   EXPECT_EQ(parse_plan(source).launches.size(), 2u);
-  expect_compiles(one_kernel(softmax(6, 16384, DType::f32), "reduction", {}), "16384 defaults", "block=256");
+  expect_compiles(one_kernel(softmax(6, 16384, DType::f32), "reduction", {}), "16384 defaults",
+                  "block=256");
 }
 
 TEST(CudaPerfCodegen, EveryMatmulStageCompilesWithCpAsyncAndLdmatrix) {
@@ -171,40 +189,55 @@ TEST(CudaPerfCodegen, EveryMatmulStageCompilesWithCpAsyncAndLdmatrix) {
       {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}},
       {{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 64}, {"warps", 8}},  // 4 stages: 216 KiB
       {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 4}},
-      {{"tile_m", 64}, {"tile_n", 32}, {"tile_k", 32}, {"warps", 8}},  // one n8 block per warp (odd)
+      {{"tile_m", 64},
+       {"tile_n", 32},
+       {"tile_k", 32},
+       {"warps", 8}},  // one n8 block per warp (odd)
   };
   for (Knobs k : tiles)
     for (double stages : {2.0, 3.0, 4.0}) {
       k["stages"] = stages;
       // Ragged M, N and K (K a multiple of 8, not of tile_k).
-      expect_compiles(one_kernel(linear(300, 200, 136, true), "matmul", k), "linear " + describe(k), "cp.async stages=");
-      expect_compiles(one_kernel(linear(100, 64, 75, true), "matmul", k), "odd N " + describe(k), "cp.async stages=");
+      expect_compiles(one_kernel(linear(300, 200, 136, true), "matmul", k), "linear " + describe(k),
+                      "cp.async stages=");
+      expect_compiles(one_kernel(linear(100, 64, 75, true), "matmul", k), "odd N " + describe(k),
+                      "cp.async stages=");
       std::string source = generate_source(one_kernel(linear(300, 200, 136, true), "matmul", k));
       EXPECT_NE(source.find("ldmatrix.sync.aligned.m8n8.x4"), std::string::npos);
-      EXPECT_NE(parse_plan(source).launches.at(0).shared_bytes, 0) << "the ring is dynamic shared memory";
+      EXPECT_NE(parse_plan(source).launches.at(0).shared_bytes, 0)
+          << "the ring is dynamic shared memory";
     }
   Knobs big{{"tile_m", 128}, {"tile_n", 256}, {"tile_k", 32}, {"warps", 8}, {"stages", 1}};
-  expect_compiles(one_kernel(linear(300, 200, 136, true), "matmul", big), "128x256 one stage", "mma.sync");
+  expect_compiles(one_kernel(linear(300, 200, 136, true), "matmul", big), "128x256 one stage",
+                  "mma.sync");
 }
 
 TEST(CudaPerfCodegen, TensorCoreEpilogueStoresColumnPairs) {
   Knobs k{{"tile_k", 32}, {"stages", 3}};
-  EXPECT_NE(generate_source(one_kernel(linear(64, 64, 136, true), "matmul", k)).find("*(unsigned*)&out0["), std::string::npos);
-  EXPECT_EQ(generate_source(one_kernel(linear(64, 64, 75, true), "matmul", k)).find("*(unsigned*)&out0["), std::string::npos);
+  EXPECT_NE(generate_source(one_kernel(linear(64, 64, 136, true), "matmul", k))
+                .find("*(unsigned*)&out0["),
+            std::string::npos);
+  EXPECT_EQ(
+      generate_source(one_kernel(linear(64, 64, 75, true), "matmul", k)).find("*(unsigned*)&out0["),
+      std::string::npos);
 }
 
 TEST(CudaPerfCodegen, MatmulStagesWithoutCopyableOperandsAreRefused) {
-  // B of a matmul is [K, 60]: no 16-byte runs along N (N = 64 is pipelined: matmul_layout_codegen_test).
-  expect_refused(one_kernel(matmul(64, 64, 60), "matmul", {{"stages", 3}}), "matmul stages=3", "B is not");
+  // B of a matmul is [K, 60]: no 16-byte runs along N (N = 64 is pipelined:
+  // matmul_layout_codegen_test).
+  expect_refused(one_kernel(matmul(64, 64, 60), "matmul", {{"stages", 3}}), "matmul stages=3",
+                 "B is not");
   // K not a multiple of 8: no 16-byte copies.
-  expect_refused(one_kernel(linear(64, 60, 64, false), "matmul", {{"stages", 2}}), "K=60", "stages=2");
+  expect_refused(one_kernel(linear(64, 60, 64, false), "matmul", {{"stages", 2}}), "K=60",
+                 "stages=2");
   // One stage of 128x256x64 needs 54 KiB of static shared memory.
-  expect_refused(one_kernel(linear(64, 64, 64, false), "matmul",
-                            {{"stages", 1}, {"tile_m", 128}, {"tile_n", 256}, {"tile_k", 64}, {"warps", 8}}),
-                 "128x256x64 one stage", "static shared memory");
+  expect_refused(
+      one_kernel(linear(64, 64, 64, false), "matmul",
+                 {{"stages", 1}, {"tile_m", 128}, {"tile_n", 256}, {"tile_k", 64}, {"warps", 8}}),
+      "128x256x64 one stage", "static shared memory");
   // tile_k 8 has no tensor-core path.
-  expect_refused(one_kernel(linear(64, 64, 64, false), "matmul", {{"stages", 2}, {"tile_k", 8}}), "tile_k=8",
-                 "tensor-core");
+  expect_refused(one_kernel(linear(64, 64, 64, false), "matmul", {{"stages", 2}, {"tile_k", 8}}),
+                 "tile_k=8", "tensor-core");
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ CudaBackend& backend() {
 }
 
 // Builds and runs the slice once on random inputs; returns the result (outputs, median time).
-MeasureResult run(const ir::Slice& s, std::vector<ir::HostTensor>& inputs, int samples, uint64_t seed) {
+MeasureResult run(const ir::Slice& s, std::vector<ir::HostTensor>& inputs, int samples,
+                  uint64_t seed) {
   Artifact art;
   MeasureResult res;
   Status st = backend().build(s, Regime::deploy, art, res);
@@ -40,7 +41,8 @@ MeasureResult run(const ir::Slice& s, std::vector<ir::HostTensor>& inputs, int s
   return res;
 }
 
-void expect_matches_reference(const ir::Graph& g, const std::string& templ, const Knobs& k, const std::string& what) {
+void expect_matches_reference(const ir::Graph& g, const std::string& templ, const Knobs& k,
+                              const std::string& what) {
   ir::Slice s = one_kernel(g, templ, k);
   std::vector<ir::HostTensor> inputs;
   MeasureResult res = run(s, inputs, 3, 11);
@@ -49,18 +51,24 @@ void expect_matches_reference(const ir::Graph& g, const std::string& templ, cons
   ASSERT_EQ(res.outputs.tensors.size(), expected.size()) << what;
   for (size_t i = 0; i < expected.size(); ++i) {
     ir::HostTensor actual{expected[i].type, res.outputs.tensors[i]};
-    EXPECT_EQ(ir::compare(expected[i], actual), "") << what << " " << describe(k) << " output " << i;
+    EXPECT_EQ(ir::compare(expected[i], actual), "")
+        << what << " " << describe(k) << " output " << i;
   }
-  std::printf("[ perf     ] ok %-26s %-44s %9.2f us\n", what.c_str(), describe(k).c_str(), res.median_us);
+  std::printf("[ perf     ] ok %-26s %-44s %9.2f us\n", what.c_str(), describe(k).c_str(),
+              res.median_us);
 }
 
 TEST(CudaPerfGpu, VectorizedPointwiseMatchesTheReference) {
   for (double items : {1.0, 2.0}) {
-    expect_matches_reference(silu_bias(67, 1024, DType::bf16), "pointwise", {{"vec", 8}, {"items", items}, {"block", 128}},
+    expect_matches_reference(silu_bias(67, 1024, DType::bf16), "pointwise",
+                             {{"vec", 8}, {"items", items}, {"block", 128}},
                              "silu_bias bf16 67x1024");
-    expect_matches_reference(silu_bias(33, 1000, DType::f32), "pointwise", {{"vec", 4}, {"items", items}}, "silu_bias f32 33x1000");
-    expect_matches_reference(silu_bias(33, 1000, DType::f32), "pointwise", {{"vec", 8}, {"items", items}}, "silu_bias f32 33x1000");
-    expect_matches_reference(rotate_half(7, 64, DType::bf16), "pointwise", {{"vec", 8}, {"items", items}}, "rotate_half bf16");
+    expect_matches_reference(silu_bias(33, 1000, DType::f32), "pointwise",
+                             {{"vec", 4}, {"items", items}}, "silu_bias f32 33x1000");
+    expect_matches_reference(silu_bias(33, 1000, DType::f32), "pointwise",
+                             {{"vec", 8}, {"items", items}}, "silu_bias f32 33x1000");
+    expect_matches_reference(rotate_half(7, 64, DType::bf16), "pointwise",
+                             {{"vec", 8}, {"items", items}}, "rotate_half bf16");
   }
 }
 
@@ -72,12 +80,14 @@ TEST(CudaPerfGpu, UnrolledAndSlicedPointwiseMatchesTheReference) {
     for (double block : {128.0, 256.0}) {
       const Knobs k{{"vec", 8}, {"items", items}, {"block", block}};
       expect_matches_reference(silu_mul(37, 1000), "pointwise", k, "silu*mul 37x1000");
-      expect_matches_reference(silu_mul_sliced(37, 1000), "pointwise", k, "silu*mul sliced 37x1000");
+      expect_matches_reference(silu_mul_sliced(37, 1000), "pointwise", k,
+                               "silu*mul sliced 37x1000");
       expect_matches_reference(silu_mul_sliced(29, 1000, 8), "pointwise", k, "silu*mul sliced +8");
       expect_matches_reference(silu_mul_sliced(29, 1000, 4), "pointwise", k, "silu*mul sliced +4");
       expect_matches_reference(residual_add(8192, 1024), "pointwise", k, "residual add 8192x1024");
     }
-  expect_matches_reference(silu_mul_sliced(33, 1000, 4), "pointwise", {{"vec", 4}, {"items", 2}}, "silu*mul sliced +4 vec4");
+  expect_matches_reference(silu_mul_sliced(33, 1000, 4), "pointwise", {{"vec", 4}, {"items", 2}},
+                           "silu*mul sliced +4 vec4");
 }
 
 TEST(CudaPerfGpu, FusedRowsMatchTheReference) {
@@ -92,7 +102,8 @@ TEST(CudaPerfGpu, FusedRowsMatchTheReference) {
       expect_matches_reference(softmax(50, 48, DType::f32), "reduction", k, "softmax f32 50x48");
       // 200 = 1.5 chunks of a warp's 128 at vec 4: a partial chunk with guards.
       expect_matches_reference(softmax(50, 200, DType::f32), "reduction", k, "softmax f32 50x200");
-      expect_matches_reference(softmax(21, 1000, DType::bf16), "reduction", k, "softmax bf16 21x1000");
+      expect_matches_reference(softmax(21, 1000, DType::bf16), "reduction", k,
+                               "softmax bf16 21x1000");
     }
 }
 
@@ -100,8 +111,10 @@ TEST(CudaPerfGpu, FusedPerHeadNormWithRopeMatchesTheReference) {
   for (double warp : {0.0, 1.0})
     for (double vec : {1.0, 4.0, 8.0}) {
       Knobs k{{"vec", vec}, {"row_warp", warp}, {"block", 128.0}};
-      expect_matches_reference(qk_norm_rope(37, 4, 128, 1536, 512), "reduction", k, "k_norm+rope 37x4x128");
-      expect_matches_reference(qk_norm_rope(512, 16, 128, 4096, 0), "reduction", k, "q_norm+rope 512x16x128");
+      expect_matches_reference(qk_norm_rope(37, 4, 128, 1536, 512), "reduction", k,
+                               "k_norm+rope 37x4x128");
+      expect_matches_reference(qk_norm_rope(512, 16, 128, 4096, 0), "reduction", k,
+                               "q_norm+rope 512x16x128");
     }
 }
 
@@ -114,10 +127,15 @@ TEST(CudaPerfGpu, PipelinedMatmulMatchesTheReference) {
       {{"tile_m", 64}, {"tile_n", 32}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}},
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 64}, {"warps", 4}, {"stages", 4}},
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 64}, {"warps", 8}, {"stages", 1}},
-      {{"tile_m", 32}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 8}, {"stages", 2}},  // fewer chunks than threads
+      {{"tile_m", 32},
+       {"tile_n", 64},
+       {"tile_k", 16},
+       {"warps", 8},
+       {"stages", 2}},  // fewer chunks than threads
   };
   for (const Knobs& k : configs) {
-    expect_matches_reference(linear(300, 200, 136, true), "matmul", k, "linear+bias+silu 300x200x136");
+    expect_matches_reference(linear(300, 200, 136, true), "matmul", k,
+                             "linear+bias+silu 300x200x136");
     expect_matches_reference(linear(256, 1024, 384, false), "matmul", k, "linear 256x1024x384");
     // Odd N: results stored one at a time, not in pairs.
     expect_matches_reference(linear(100, 64, 75, true), "matmul", k, "linear+bias+silu 100x64x75");
@@ -138,16 +156,17 @@ TEST(CudaPerfGpu, PrintsBandwidthAndThroughput) {
     double value = 0;
   };
   std::vector<Best> best;
-  auto sweep = [&](const std::string& name, const ir::Graph& g, const std::string& templ, const std::vector<Knobs>& configs,
-                   double flops) {
+  auto sweep = [&](const std::string& name, const ir::Graph& g, const std::string& templ,
+                   const std::vector<Knobs>& configs, double flops) {
     Best b{name, 0};
     for (const Knobs& k : configs) {
       std::vector<ir::HostTensor> inputs;
       MeasureResult res = run(one_kernel(g, templ, k), inputs, 20, 5);
       if (res.failure != FailureKind::none || res.median_us <= 0) continue;
-      double v = flops > 0 ? flops / (res.median_us * 1e-6) / 1e12 : bytes_of(g) / (res.median_us * 1e-6) / 1e12;
-      std::printf("[ bench    ] %-22s %-52s %9.2f us %8.2f %s\n", name.c_str(), describe(k).c_str(), res.median_us, v,
-                  flops > 0 ? "TFLOP/s" : "TB/s");
+      double v = flops > 0 ? flops / (res.median_us * 1e-6) / 1e12
+                           : bytes_of(g) / (res.median_us * 1e-6) / 1e12;
+      std::printf("[ bench    ] %-22s %-52s %9.2f us %8.2f %s\n", name.c_str(), describe(k).c_str(),
+                  res.median_us, v, flops > 0 ? "TFLOP/s" : "TB/s");
       if (v > b.value) b = {name + " " + describe(k), v};
     }
     best.push_back(b);
@@ -155,22 +174,26 @@ TEST(CudaPerfGpu, PrintsBandwidthAndThroughput) {
   std::vector<Knobs> pointwise;
   for (double vec : {1.0, 8.0})
     for (double items : {1.0, 2.0, 4.0})
-      for (double block : {128.0, 256.0, 512.0}) pointwise.push_back({{"vec", vec}, {"items", items}, {"block", block}});
+      for (double block : {128.0, 256.0, 512.0})
+        pointwise.push_back({{"vec", vec}, {"items", items}, {"block", block}});
   sweep("pointwise silu+bias", silu_bias(8192, 1024, DType::bf16), "pointwise", pointwise, 0);
   // A residual add: two reads and a write per element, almost no arithmetic; SiLU * mul the same
   // with an activation (issue 19's shape, 8192x1024 bf16).
   std::vector<Knobs> add_configs;
   for (double items : {1.0, 2.0, 4.0, 8.0})
-    for (double block : {128.0, 256.0, 512.0}) add_configs.push_back({{"vec", 8}, {"items", items}, {"block", block}});
+    for (double block : {128.0, 256.0, 512.0})
+      add_configs.push_back({{"vec", 8}, {"items", items}, {"block", block}});
   add_configs.push_back({{"vec", 1}, {"items", 1}, {"block", 256}});
   sweep("pointwise residual add", residual_add(8192, 1024), "pointwise", add_configs, 0);
   sweep("pointwise silu*mul", silu_mul(8192, 1024), "pointwise", add_configs, 0);
   sweep("silu*mul sliced", silu_mul_sliced(8192, 1024), "pointwise", add_configs, 0);
-  sweep("residual add 65536x1024", residual_add(65536, 1024), "pointwise", {{{"vec", 8}, {"items", 1}, {"block", 256}}}, 0);
+  sweep("residual add 65536x1024", residual_add(65536, 1024), "pointwise",
+        {{{"vec", 8}, {"items", 1}, {"block", 256}}}, 0);
   std::vector<Knobs> rows;
   for (double warp : {0.0, 1.0})
     for (double vec : {1.0, 4.0, 8.0})
-      for (double block : {128.0, 256.0, 512.0}) rows.push_back({{"vec", vec}, {"row_warp", warp}, {"block", block}});
+      for (double block : {128.0, 256.0, 512.0})
+        rows.push_back({{"vec", vec}, {"row_warp", warp}, {"block", block}});
   sweep("rmsnorm", rmsnorm(8192, 1024), "reduction", rows, 0);
   const double flops = 2.0 * 2048 * 1024 * 3072;
   std::vector<Knobs> mm = {

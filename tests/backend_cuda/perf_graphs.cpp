@@ -63,7 +63,8 @@ ir::Graph rmsnorm(int64_t rows, int64_t cols) {
   return g;
 }
 
-ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width, int64_t offset) {
+ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width,
+                       int64_t offset) {
   ir::Graph g;
   ir::Builder b(g);
   auto proj = b.input("qkv", {DType::bf16, {1, seq, width}});
@@ -112,10 +113,12 @@ ir::Graph matmul(int64_t m, int64_t k, int64_t n) {
   return g;
 }
 
-ir::Slice one_kernel(const ir::Graph& g, const std::string& templ, const std::map<std::string, double>& knobs) {
+ir::Slice one_kernel(const ir::Graph& g, const std::string& templ,
+                     const std::map<std::string, double>& knobs) {
   ir::Kernel k;
   for (size_t v = 0; v < g.nodes.size(); ++v)
-    if (g.nodes[v].op != ir::Op::input && g.nodes[v].op != ir::Op::constant) k.nodes.push_back(static_cast<ir::ValueId>(v));
+    if (g.nodes[v].op != ir::Op::input && g.nodes[v].op != ir::Op::constant)
+      k.nodes.push_back(static_cast<ir::ValueId>(v));
   k.templ = templ;
   k.knobs = knobs;
   return ir::make_slice(g, k);
@@ -123,7 +126,8 @@ ir::Slice one_kernel(const ir::Graph& g, const std::string& templ, const std::ma
 
 std::string describe(const std::map<std::string, double>& knobs) {
   std::string s;
-  for (const auto& [name, v] : knobs) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(int64_t(v));
+  for (const auto& [name, v] : knobs)
+    s += (s.empty() ? "" : " ") + name + "=" + std::to_string(int64_t(v));
   return s;
 }
 

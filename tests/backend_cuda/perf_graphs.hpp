@@ -35,7 +35,8 @@ ir::Graph linear(int64_t m, int64_t k, int64_t n, bool epilogue);
 ir::Graph matmul(int64_t m, int64_t k, int64_t n);
 
 // All compute nodes of g as one kernel of `templ` with `knobs`.
-ir::Slice one_kernel(const ir::Graph& g, const std::string& templ, const std::map<std::string, double>& knobs);
+ir::Slice one_kernel(const ir::Graph& g, const std::string& templ,
+                     const std::map<std::string, double>& knobs);
 
 // "block=128 vec=8" (for messages).
 std::string describe(const std::map<std::string, double>& knobs);

@@ -33,7 +33,9 @@ CudaBackend& offline_backend() {
   return b;
 }
 
-MeasureResult build(const ir::Slice& s) { return test::build_offline(offline_backend(), s); }
+MeasureResult build(const ir::Slice& s) {
+  return test::build_offline(offline_backend(), s);
+}
 
 TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
   BackendCaps caps = cuda_capabilities();
@@ -194,7 +196,8 @@ TEST(CudaWgmmaCodegen, AProgramWithMoreThan64TensorMapsStitchesAndCompiles) {
   EXPECT_EQ(plan.launches.size(), size_t(kKernels));
   // The worker flushes L2 before each kernel of a program and times them one by one: each
   // launch names its kernel (the plan's group), in execution order.
-  for (size_t i = 0; i < plan.launches.size(); ++i) EXPECT_EQ(plan.launches[i].group, int64_t(i)) << plan.launches[i].kernel;
+  for (size_t i = 0; i < plan.launches.size(); ++i)
+    EXPECT_EQ(plan.launches[i].group, int64_t(i)) << plan.launches[i].kernel;
   // The table follows 41 inputs, the output and 39 intermediates: index 81; the last module's
   // maps start (kKernels - 1) * 2 * 128 bytes in.
   EXPECT_NE(source.find("(unsigned long long)emmy_buf[81] + " +

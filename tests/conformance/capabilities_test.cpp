@@ -36,7 +36,8 @@ std::vector<std::string> knob_names(const PluginRecord& r) {
 // "matmul.<knob>" -> "matmul"; "" for a fork that is not one knob fork per template knob.
 std::string template_of_fork(const std::string& fork) {
   const std::string suffix = ".<knob>";
-  if (fork.size() <= suffix.size() || fork.compare(fork.size() - suffix.size(), suffix.size(), suffix))
+  if (fork.size() <= suffix.size() ||
+      fork.compare(fork.size() - suffix.size(), suffix.size(), suffix))
     return "";
   return fork.substr(0, fork.size() - suffix.size());
 }
@@ -85,11 +86,12 @@ TEST_P(PassCapabilities, ForksNameOnlyDeclaredKnobsAndEveryKnobIsAFork) {
   for (const auto& f : record_->forks)
     for (const auto& k : f.knobs) {
       used.insert(k);
-      EXPECT_TRUE(contains(declared, k))
-          << record_->name << ": fork '" << f.name << "' names knob '" << k << "', not in its KNOBS";
+      EXPECT_TRUE(contains(declared, k)) << record_->name << ": fork '" << f.name
+                                         << "' names knob '" << k << "', not in its KNOBS";
     }
   for (const auto& k : declared)
-    EXPECT_TRUE(used.count(k)) << record_->name << ": KNOBS declares '" << k << "', which no fork sets";
+    EXPECT_TRUE(used.count(k)) << record_->name << ": KNOBS declares '" << k
+                               << "', which no fork sets";
 }
 
 TEST_P(PassCapabilities, TemplateForksMatchTheBackends) {
@@ -136,14 +138,16 @@ TEST_P(Capabilities, OptionsAreDeclaredOnce) {
     EXPECT_TRUE(seen.insert(o.name).second) << record_->name << ": option '" << o.name << "' twice";
 }
 
-INSTANTIATE_TEST_SUITE_P(InTree, Capabilities, ::testing::ValuesIn(conformance::in_tree_manifests()),
+INSTANTIATE_TEST_SUITE_P(InTree, Capabilities,
+                         ::testing::ValuesIn(conformance::in_tree_manifests()),
                          conformance::test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Capabilities);
-INSTANTIATE_TEST_SUITE_P(InTree, PassCapabilities, ::testing::ValuesIn(in_tree_manifests_of("pass")),
-                         conformance::test_name);
+INSTANTIATE_TEST_SUITE_P(InTree, PassCapabilities,
+                         ::testing::ValuesIn(in_tree_manifests_of("pass")), conformance::test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PassCapabilities);
 INSTANTIATE_TEST_SUITE_P(InTree, BackendCapabilities,
-                         ::testing::ValuesIn(in_tree_manifests_of("backend")), conformance::test_name);
+                         ::testing::ValuesIn(in_tree_manifests_of("backend")),
+                         conformance::test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendCapabilities);
 
 // Answers option 0 and remembers which pass asked what.

@@ -15,11 +15,11 @@
 #include <cctype>
 #include <filesystem>
 
+#include "in_tree.hpp"
 #include "plugin_host/library_loader.hpp"
 #include "plugin_host/manifest_reader.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "plugin_host/template_check.hpp"
-#include "in_tree.hpp"
 
 namespace emmy {
 namespace {
@@ -123,8 +123,8 @@ TEST_P(Conformance, CreatesWithDefaultsAndDestroysTwice) {
     EXPECT_EQ(name, record_->name) << "name() of the created object";
     if (record_->kind == "pass" && in_place) {
       for (const auto& f : record_->forks)
-        EXPECT_EQ(f.kind, "in_place") << "in-place pass " << record_->name << " declares "
-                                      << f.kind << " fork '" << f.name << "'";
+        EXPECT_EQ(f.kind, "in_place") << "in-place pass " << record_->name << " declares " << f.kind
+                                      << " fork '" << f.name << "'";
     }
   }
 }
@@ -155,12 +155,13 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TemplateConformance);
 TEST(ConformanceSuite, FindsTheInTreePlugins) {
   auto manifests = in_tree_manifests();
   // The example pass is always built in-tree, so the suite can never silently test nothing.
-  EXPECT_TRUE(std::any_of(manifests.begin(), manifests.end(), [](const std::string& m) {
-    return fs::path(m).filename() == "hello_pass.emmy-manifest";
-  })) << "no hello_pass manifest in " << EMMY_PLUGIN_DIR;
+  EXPECT_TRUE(std::any_of(
+      manifests.begin(), manifests.end(),
+      [](const std::string& m) { return fs::path(m).filename() == "hello_pass.emmy-manifest"; }))
+      << "no hello_pass manifest in " << EMMY_PLUGIN_DIR;
   // The lowering passes are one library: the suite instantiates each of them.
-  for (const char* pass :
-       {"lower_attention", "lower_matmul", "lower_reduction", "lower_pointwise", "lower_fallback"}) {
+  for (const char* pass : {"lower_attention", "lower_matmul", "lower_reduction", "lower_pointwise",
+                           "lower_fallback"}) {
     const std::string manifest = std::string(EMMY_PLUGIN_DIR) + "/" + pass + ".emmy-manifest";
     EXPECT_NE(std::find(manifests.begin(), manifests.end(), manifest), manifests.end()) << manifest;
     EXPECT_EQ(read_manifest(manifest).library, "libemmy_lower.so") << pass;

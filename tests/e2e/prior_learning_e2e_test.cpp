@@ -120,9 +120,9 @@ TEST_F(PriorLearningE2E, IdenticalRerunWalksTheSamePathAndLaunchesNothing) {
     bytes[bytes.size() / 2] ^= 0x5a;
     std::ofstream(path("priors/mlp.rerun"), std::ios::binary | std::ios::trunc) << bytes;
   }
-  Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmulA, "--patience", "3", "--seed",
-                      "7", "--samples", "3", "--warmup", "1", "--no-progress", "--json",
-                      path("a4.json")});
+  Completed c =
+      emmy({"tune", "--backend", "cpu", "--code", kMatmulA, "--patience", "3", "--seed", "7",
+            "--samples", "3", "--warmup", "1", "--no-progress", "--json", path("a4.json")});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_NE((c.out + c.err).find("mlp.rerun"), std::string::npos) << c.out << c.err;
   const json a4 = json::parse(emmy::test::read_file(path("a4.json")));

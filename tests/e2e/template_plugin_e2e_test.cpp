@@ -23,8 +23,9 @@ constexpr const char* kProduct = "torch.matmul(torch.randn(37,100), torch.randn(
 class TemplatePluginE2E : public ::testing::Test, protected emmy::test::EmmyHome {
  protected:
   std::vector<std::string> tune(const std::string& report, bool with_plugin) const {
-    std::vector<std::string> args = {"tune", "--backend", "cpu", "--code", kProduct, "--patience", "6",
-                                     "--prior", "roofline", "--no-progress", "--json", path(report)};
+    std::vector<std::string> args = {"tune",     "--backend",     "cpu",    "--code",
+                                     kProduct,   "--patience",    "6",      "--prior",
+                                     "roofline", "--no-progress", "--json", path(report)};
     if (with_plugin) args.insert(args.begin(), {"--plugin-path", EMMY_EXAMPLE_PLUGIN_DIR});
     return args;
   }
@@ -37,8 +38,10 @@ class TemplatePluginE2E : public ::testing::Test, protected emmy::test::EmmyHome
     std::map<std::string, int> ok;
     for (const auto& group : json::parse(c.out))
       for (const auto& row : group.at("variants")) {
-        if (row.at("status") == "ok") ++ok[row.at("template").get<std::string>()];
-        else if (row.at("status") != "refused") ++*failed;
+        if (row.at("status") == "ok")
+          ++ok[row.at("template").get<std::string>()];
+        else if (row.at("status") != "refused")
+          ++*failed;
       }
     return ok;
   }
@@ -63,13 +66,15 @@ TEST_F(TemplatePluginE2E, TuneMeasuresThePluginBesideTheGeneratedKernelAndKeepsT
   ASSERT_EQ(r.at("kernels").size(), 1u) << r.dump(2);
   const json& kernel = r.at("kernels")[0];
   // The plugin's library is part of the environment its rows are stored under.
-  EXPECT_NE(r.at("env").get<std::string>().find("|blas_sgemm OpenBLAS"), std::string::npos) << r.at("env");
+  EXPECT_NE(r.at("env").get<std::string>().find("|blas_sgemm OpenBLAS"), std::string::npos)
+      << r.at("env");
   int failed = 0;
   std::map<std::string, int> ok = ok_rows_per_template(&failed);
   EXPECT_GE(ok["blas_sgemm"], 1) << with.out;
   EXPECT_EQ(failed, 0) << with.out;
   EXPECT_EQ(kernel.at("template"), "blas_sgemm") << with.out << "\n" << without.out;
-  EXPECT_LT(kernel.at("best_deploy_us").get<double>(), generated_us) << with.out << "\n" << without.out;
+  EXPECT_LT(kernel.at("best_deploy_us").get<double>(), generated_us) << with.out << "\n"
+                                                                     << without.out;
   EXPECT_NE(with.out.find("blas_sgemm"), std::string::npos) << with.out;
   // The assembled program (the plugin's kernel alone here) was built and measured too.
   EXPECT_GT(r.at("assembled_us").get<double>(), 0) << r.dump(2);

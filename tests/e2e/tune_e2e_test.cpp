@@ -22,9 +22,22 @@ const char* kMatmul = "torch.matmul(torch.randn(96,96), torch.randn(96,96))";
 class TuneE2E : public ::testing::Test, protected emmy::test::EmmyHome {
  protected:
   std::vector<std::string> tune_matmul(const std::string& report, int patience) const {
-    return {"tune",      "--backend", "cpu",  "--code",  kMatmul, "--patience",
-            std::to_string(patience), "--samples", "5", "--warmup", "1",
-            "--prior",   "roofline",  "--no-progress", "--json", path(report)};
+    return {"tune",
+            "--backend",
+            "cpu",
+            "--code",
+            kMatmul,
+            "--patience",
+            std::to_string(patience),
+            "--samples",
+            "5",
+            "--warmup",
+            "1",
+            "--prior",
+            "roofline",
+            "--no-progress",
+            "--json",
+            path(report)};
   }
 
   json report(const std::string& name) const {
@@ -50,9 +63,7 @@ class TuneE2E : public ::testing::Test, protected emmy::test::EmmyHome {
     return n;
   }
 
-  bool cuda_plugin_found() const {
-    return emmy({"plugins"}).out.find("cuda") != std::string::npos;
-  }
+  bool cuda_plugin_found() const { return emmy({"plugins"}).out.find("cuda") != std::string::npos; }
 
   // Waits (up to two minutes) until a tune has stored at least `n` measurements of `kernel`.
   bool wait_for_variants(const std::string& kernel, int n) const {
@@ -75,8 +86,8 @@ TEST_F(TuneE2E, MatmulTunesAndIdenticalRerunLaunchesNothing) {
   EXPECT_GE(r1["deploy_measurements"].get<int>(), 1);
   EXPECT_GT(r1["best_total_us"].get<double>(), 0);
   EXPECT_GT(r1["assembled_us"].get<double>(), 0) << r1.dump(2);
-  for (const char* field : {"kernels_total", "candidates_built", "cache_hits",
-                            "validation_gap_pct", "wall_s"})
+  for (const char* field :
+       {"kernels_total", "candidates_built", "cache_hits", "validation_gap_pct", "wall_s"})
     EXPECT_TRUE(r1.contains(field)) << field;
   EXPECT_NE(first.out.find("matmul"), std::string::npos) << first.out;
 
@@ -85,8 +96,8 @@ TEST_F(TuneE2E, MatmulTunesAndIdenticalRerunLaunchesNothing) {
   json r2 = report("second.json");
   EXPECT_EQ(r2["launches"], 0);
   EXPECT_EQ(r2["candidates_built"], 0);
-  EXPECT_EQ(r2["cache_hits"].get<int>(), r1["candidates_measured"].get<int>() +
-                                             r1["deploy_measurements"].get<int>() + 1);
+  EXPECT_EQ(r2["cache_hits"].get<int>(),
+            r1["candidates_measured"].get<int>() + r1["deploy_measurements"].get<int>() + 1);
   EXPECT_EQ(r2["best_total_us"], r1["best_total_us"]);
   EXPECT_EQ(r2["assembled_us"], r1["assembled_us"]);
 
@@ -171,9 +182,11 @@ TEST_F(TuneE2E, BadInputIsAClearErrorWithExitCode2) {
 // Options are checked before anything is loaded or written: no database appears.
 TEST_F(TuneE2E, TimeoutAndDeviceListsAreCheckedBeforeAnythingIsWritten) {
   for (const char* t : {"nan", "inf", "1e99", "0.001", "0", "-5"}) {
-    Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmul, std::string("--timeout=") + t});
+    Completed c =
+        emmy({"tune", "--backend", "cpu", "--code", kMatmul, std::string("--timeout=") + t});
     EXPECT_EQ(c.exit_code, 2) << t << ": " << c.err;
-    EXPECT_NE(c.err.find("is not a number of seconds from 0.1 to 3600"), std::string::npos) << c.err;
+    EXPECT_NE(c.err.find("is not a number of seconds from 0.1 to 3600"), std::string::npos)
+        << c.err;
   }
   struct Case {
     std::vector<std::string> flags;
@@ -200,25 +213,28 @@ TEST_F(TuneE2E, TimeoutAndDeviceListsAreCheckedBeforeAnythingIsWritten) {
 // --backend at all the run takes the cpu backend and says why.
 TEST_F(TuneE2E, CudaThatCannotMeasureStopsBeforeTheSearchAndTheDefaultFallsBackToCpu) {
   if (!cuda_plugin_found()) GTEST_SKIP() << "the cuda backend is not built here";
-  Completed asked = emmy({"tune", "--backend", "cuda", "--code", kMatmul, "--json", path("cuda.json")});
+  Completed asked =
+      emmy({"tune", "--backend", "cuda", "--code", kMatmul, "--json", path("cuda.json")});
   if (asked.exit_code == 0) GTEST_SKIP() << "a CUDA device is usable here";
   EXPECT_EQ(asked.exit_code, 2) << asked.err;
   EXPECT_NE(asked.err.find("no usable CUDA"), std::string::npos) << asked.err;
   Completed gpus = emmy({"tune", "--gpus", "1", "--code", kMatmul});
   EXPECT_EQ(gpus.exit_code, 2) << gpus.err;
   EXPECT_NE(gpus.err.find("--gpus chooses GPUs"), std::string::npos) << gpus.err;
-  Completed on_cuda = emmy({"tune", "--code",
-                            "torch.matmul(torch.randn(64,64,device='cuda'), torch.randn(64,64,device='cuda'))"});
+  Completed on_cuda =
+      emmy({"tune", "--code",
+            "torch.matmul(torch.randn(64,64,device='cuda'), torch.randn(64,64,device='cuda'))"});
   EXPECT_EQ(on_cuda.exit_code, 2) << on_cuda.err;
   EXPECT_NE(on_cuda.err.find("asks for device 'cuda'"), std::string::npos) << on_cuda.err;
   EXPECT_FALSE(std::filesystem::exists(db()));
   EXPECT_FALSE(std::filesystem::exists(path("cuda.json")));
 
-  Completed chosen = emmy({"tune", "--code", kMatmul, "--patience", "1", "--samples", "3",
-                           "--warmup", "0", "--prior", "roofline", "--no-progress", "--json",
-                           path("auto.json")});
+  Completed chosen =
+      emmy({"tune", "--code", kMatmul, "--patience", "1", "--samples", "3", "--warmup", "0",
+            "--prior", "roofline", "--no-progress", "--json", path("auto.json")});
   ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
-  EXPECT_EQ(chosen.out.rfind("backend cpu: the cuda backend cannot measure here (no usable CUDA", 0), 0u)
+  EXPECT_EQ(
+      chosen.out.rfind("backend cpu: the cuda backend cannot measure here (no usable CUDA", 0), 0u)
       << chosen.out;
   EXPECT_EQ(report("auto.json")["backend"], "cpu");
 }
@@ -248,9 +264,9 @@ TEST_F(TuneE2E, ThirdPartyPassWhoseKnobReachesNoCodeIsRefusedBeforeTheSearch) {
   // hello_pass (examples/) is found in the plugin path and added to the default pipeline, but no
   // cpu template reads its knob hello_unroll: every answer would build the same kernel, so the
   // run is refused (exit 2) before anything is built, naming the pass, its fork and the knob.
-  Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--patience", "2",
-                      "--samples", "3", "--warmup", "0", "--prior", "roofline", "--no-progress",
-                      "--passes", "+hello_pass", "-v"});
+  Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--patience", "2", "--samples",
+                      "3", "--warmup", "0", "--prior", "roofline", "--no-progress", "--passes",
+                      "+hello_pass", "-v"});
   EXPECT_EQ(c.exit_code, 2) << c.err;
   EXPECT_NE(c.err.find("pass 'hello_pass'"), std::string::npos) << c.err;
   EXPECT_NE(c.err.find("fork 'hello.unroll_hint' for knob 'hello_unroll', which no template of "
@@ -260,8 +276,8 @@ TEST_F(TuneE2E, ThirdPartyPassWhoseKnobReachesNoCodeIsRefusedBeforeTheSearch) {
   EXPECT_EQ(c.err.find("step "), std::string::npos) << "the search ran:\n" << c.err;
   EXPECT_FALSE(std::filesystem::exists(db())) << "refused, yet the database was created";
   // Its option is checked against its manifest, from the command line and the config file.
-  Completed bad = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--pass-option",
-                        "hello_pass.factor=2"});
+  Completed bad =
+      emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--pass-option", "hello_pass.factor=2"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("pass plugin 'hello_pass' has no option 'factor' (it takes: factors"),
             std::string::npos)
@@ -280,8 +296,8 @@ TEST_F(TuneE2E, ThirdPartyPassWhoseKnobReachesNoCodeIsRefusedBeforeTheSearch) {
     std::ofstream ini(path("plugins.ini"));
     ini << "[plugin nosuch]\nx = 1\n";
   }
-  Completed unknown_plugin = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--config",
-                                   path("plugins.ini")});
+  Completed unknown_plugin =
+      emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--config", path("plugins.ini")});
   EXPECT_EQ(unknown_plugin.exit_code, 2) << unknown_plugin.err;
   EXPECT_NE(unknown_plugin.err.find("no plugin named 'nosuch' was found"), std::string::npos)
       << unknown_plugin.err;
@@ -301,15 +317,17 @@ TEST_F(TuneE2E, OneKernelGraphIsMeasuredAgainAndAnUnmeasuredGapIsNull) {
   // The one kernel measured again in isolation, and the assembled graph, in twenty alternating
   // rounds (tune/validation.hpp, kValidationRounds), each round in passes of one sample per
   // request: --samples 5 gives 3 samples a round, so 2 x 20 x 3 launches more.
-  EXPECT_EQ(r1["launches"].get<int>(),
-            r1["candidates_measured"].get<int>() + r1["deploy_measurements"].get<int>() + 2 * 20 * 3)
+  EXPECT_EQ(r1["launches"].get<int>(), r1["candidates_measured"].get<int>() +
+                                           r1["deploy_measurements"].get<int>() + 2 * 20 * 3)
       << "the kernel and the assembled graph were not both launched again: " << r1.dump(2);
   EXPECT_GT(r1["assembled_us"].get<double>(), 0);
   ASSERT_TRUE(r1["isolated_us"].is_number()) << r1.dump(2);
   ASSERT_TRUE(r1["validation_gap_pct"].is_number()) << r1.dump(2);
   // The gap compares the assembled graph with the fresh isolated measurement, not the tuned one.
-  const double assembled = r1["assembled_us"].get<double>(), isolated = r1["isolated_us"].get<double>();
-  EXPECT_NEAR(r1["validation_gap_pct"].get<double>(), 100.0 * (assembled - isolated) / isolated, 1e-6);
+  const double assembled = r1["assembled_us"].get<double>(),
+               isolated = r1["isolated_us"].get<double>();
+  EXPECT_NEAR(r1["validation_gap_pct"].get<double>(), 100.0 * (assembled - isolated) / isolated,
+              1e-6);
 
   std::vector<std::string> skip = tune_matmul("skip.json", 2);
   skip.push_back("--no-validate");
@@ -341,9 +359,16 @@ TEST_F(TuneE2E, OneKernelGraphIsMeasuredAgainAndAnUnmeasuredGapIsNull) {
 }
 
 TEST_F(TuneE2E, QwenLayerZeroTunesEndToEnd) {
-  Completed c = emmy({"tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--batch", "1",
-                      "--seq", "8", "--backend", "cpu", "--patience", "1", "--samples", "3",
-                      "--warmup", "1", "--prior", "roofline", "--no-progress", "--json",
+  Completed c = emmy({"tune",           "Qwen/Qwen3-Embedding-0.6B",
+                      "--layer",        "0",
+                      "--batch",        "1",
+                      "--seq",          "8",
+                      "--backend",      "cpu",
+                      "--patience",     "1",
+                      "--samples",      "3",
+                      "--warmup",       "1",
+                      "--prior",        "roofline",
+                      "--no-progress",  "--json",
                       path("qwen.json")});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   json r = report("qwen.json");
@@ -358,9 +383,26 @@ TEST_F(TuneE2E, QwenLayerZeroTunesEndToEnd) {
   ASSERT_TRUE(r["end_to_end_us"].is_number()) << r.dump(2);
   EXPECT_GT(r["end_to_end_us"].get<double>(), 0);
   EXPECT_NE(c.out.find("assembled graph end to end"), std::string::npos) << c.out;
-  Completed again = emmy({"tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--batch", "1",
-                          "--seq", "8", "--backend", "cpu", "--patience", "1", "--samples", "3",
-                          "--warmup", "1", "--prior", "roofline", "--no-progress", "--json",
+  Completed again = emmy({"tune",
+                          "Qwen/Qwen3-Embedding-0.6B",
+                          "--layer",
+                          "0",
+                          "--batch",
+                          "1",
+                          "--seq",
+                          "8",
+                          "--backend",
+                          "cpu",
+                          "--patience",
+                          "1",
+                          "--samples",
+                          "3",
+                          "--warmup",
+                          "1",
+                          "--prior",
+                          "roofline",
+                          "--no-progress",
+                          "--json",
                           path("qwen2.json")});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(report("qwen2.json")["end_to_end_us"], r["end_to_end_us"]);
@@ -378,10 +420,26 @@ TEST_F(TuneE2E, WorkersFanOutAndTheResultDoesNotDependOnTheirNumber) {
       " torch.randn(96,48))";
   auto tune = [&](const std::string& workers, const std::string& json_name,
                   const std::string& cores_per_worker = "1") {
-    return emmy({"tune", "--backend", "cpu", "--code", code, "--workers", workers,
-                 "--backend-option", "cores_per_worker=" + cores_per_worker, "--patience", "2",
-                 "--samples", "3", "--warmup", "1", "--prior", "roofline", "--no-progress",
-                 "--json", path(json_name)});
+    return emmy({"tune",
+                 "--backend",
+                 "cpu",
+                 "--code",
+                 code,
+                 "--workers",
+                 workers,
+                 "--backend-option",
+                 "cores_per_worker=" + cores_per_worker,
+                 "--patience",
+                 "2",
+                 "--samples",
+                 "3",
+                 "--warmup",
+                 "1",
+                 "--prior",
+                 "roofline",
+                 "--no-progress",
+                 "--json",
+                 path(json_name)});
   };
   Completed two = tune("2", "two.json");
   ASSERT_EQ(two.exit_code, 0) << two.err;
@@ -421,7 +479,8 @@ TEST_F(TuneE2E, WorkersFanOutAndTheResultDoesNotDependOnTheirNumber) {
   EXPECT_EQ(many.exit_code, 2) << many.err;
   EXPECT_NE(many.err.find("cores"), std::string::npos) << many.err;
   // A misspelt backend option is an error naming the options there are, not silently ignored.
-  Completed typo = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--backend-option", "core_per_worker=1"});
+  Completed typo = emmy(
+      {"tune", "--backend", "cpu", "--code", kMatmul, "--backend-option", "core_per_worker=1"});
   EXPECT_EQ(typo.exit_code, 2) << typo.err;
   EXPECT_NE(typo.err.find("has no option 'core_per_worker'"), std::string::npos) << typo.err;
   EXPECT_NE(typo.err.find("cores_per_worker"), std::string::npos) << typo.err;

@@ -16,29 +16,32 @@ using emmy::test::Completed;
 using emmy::test::Rows;
 
 std::vector<std::string> tune(const std::string& expr, const std::string& db) {
-  return {EMMY_BIN,    "tune", "--backend", "cpu",        "--code",        expr,
-          "--patience", "2",   "--samples", "3",          "--warmup",      "1",
-          "--prior",   "roofline", "--no-progress", "--db", db};
+  return {EMMY_BIN,     "tune",     "--backend",     "cpu",  "--code",   expr,
+          "--patience", "2",        "--samples",     "3",    "--warmup", "1",
+          "--prior",    "roofline", "--no-progress", "--db", db};
 }
 
 TEST(PluginCrash, NamesThePluginExitsSixAndKeepsEveryRow) {
   emmy::test::TempDir home;
   const std::vector<std::string> env = {"EMMY_HOME=" + home.path()};
   const std::string db = home.path() + "/tuning.db";
-  Completed first = emmy::test::run(tune("torch.matmul(torch.randn(64,64), torch.randn(64,64))", db), env);
+  Completed first =
+      emmy::test::run(tune("torch.matmul(torch.randn(64,64), torch.randn(64,64))", db), env);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const Rows before = emmy::test::read_rows(db, env);
   ASSERT_EQ(before.exit_code, 0) << before.err;
   ASSERT_FALSE(before.measurements.empty());
 
-  std::vector<std::string> crashing = tune("torch.matmul(torch.randn(32,64), torch.randn(64,32))", db);
+  std::vector<std::string> crashing =
+      tune("torch.matmul(torch.randn(32,64), torch.randn(64,32))", db);
   for (const char* a : {"--plugin-path", EMMY_CRASH_PLUGIN_DIR, "--passes", "+crash_pass"})
     crashing.push_back(a);
   Completed crashed = emmy::test::run(crashing, env);
   EXPECT_EQ(crashed.exit_code, 6) << crashed.err;
-  EXPECT_NE(crashed.err.find("emmy: crashed inside pass plugin 'crash_pass' (libemmy_crash_pass.so) "
-                             "while running pass on graph"),
-            std::string::npos)
+  EXPECT_NE(
+      crashed.err.find("emmy: crashed inside pass plugin 'crash_pass' (libemmy_crash_pass.so) "
+                       "while running pass on graph"),
+      std::string::npos)
       << crashed.err;
   EXPECT_NE(crashed.err.find("SIGSEGV"), std::string::npos) << crashed.err;
 
@@ -51,7 +54,8 @@ TEST(PluginCrash, NamesThePluginExitsSixAndKeepsEveryRow) {
       << "the rows the crashed run stored before the crash were lost";
   EXPECT_GT(after.runs.size(), 0u);
 
-  Completed again = emmy::test::run(tune("torch.matmul(torch.randn(32,64), torch.randn(64,32))", db), env);
+  Completed again =
+      emmy::test::run(tune("torch.matmul(torch.randn(32,64), torch.randn(64,32))", db), env);
   EXPECT_EQ(again.exit_code, 0) << again.err;
 }
 
@@ -61,12 +65,14 @@ TEST(PluginCrash, ATemplatePluginCrashingInsideItsBackendIsNamed) {
   emmy::test::TempDir home;
   const std::vector<std::string> env = {"EMMY_HOME=" + home.path()};
   const std::string db = home.path() + "/tuning.db";
-  Completed first = emmy::test::run(tune("torch.matmul(torch.randn(48,48), torch.randn(48,48))", db), env);
+  Completed first =
+      emmy::test::run(tune("torch.matmul(torch.randn(48,48), torch.randn(48,48))", db), env);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const Rows before = emmy::test::read_rows(db, env);
   ASSERT_EQ(before.exit_code, 0) << before.err;
 
-  std::vector<std::string> crashing = tune("torch.matmul(torch.randn(48,48), torch.randn(48,48))", db);
+  std::vector<std::string> crashing =
+      tune("torch.matmul(torch.randn(48,48), torch.randn(48,48))", db);
   crashing.push_back("--plugin-path");
   crashing.push_back(EMMY_CRASH_FINGERPRINT_DIR);
   Completed crashed = emmy::test::run(crashing, env);

@@ -24,7 +24,8 @@ class LoadedFrontend {
     auto entry = reinterpret_cast<EmmyPluginInfoFn>(dlsym(handle, EMMY_PLUGIN_ENTRY_SYMBOL));
     if (!entry) throw std::runtime_error(path + " has no " EMMY_PLUGIN_ENTRY_SYMBOL);
     info_ = entry();
-    if (info_->abi_version != EMMY_SDK_ABI_VERSION) throw std::runtime_error(path + ": ABI mismatch");
+    if (info_->abi_version != EMMY_SDK_ABI_VERSION)
+      throw std::runtime_error(path + ": ABI mismatch");
     if (info_->kind != EMMY_KIND_FRONTEND) throw std::runtime_error(path + " is not a frontend");
     char error[512] = {0};
     void* object = info_->create("", context, error, sizeof error);

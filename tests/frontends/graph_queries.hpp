@@ -11,7 +11,8 @@
 namespace emmy::testing {
 
 inline int count_ops(const ir::Graph& g, ir::Op op) {
-  return static_cast<int>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const ir::Node& n) { return n.op == op; }));
+  return static_cast<int>(
+      std::count_if(g.nodes.begin(), g.nodes.end(), [&](const ir::Node& n) { return n.op == op; }));
 }
 
 inline std::vector<const ir::Node*> nodes_of(const ir::Graph& g, ir::Op op) {

@@ -20,7 +20,8 @@ using namespace emmy::testing;
 
 namespace {
 
-FrontendRequest request(const std::string& source, std::map<std::string, std::string> options = {}) {
+FrontendRequest request(const std::string& source,
+                        std::map<std::string, std::string> options = {}) {
   FrontendRequest r;
   r.source = source;
   r.options = std::move(options);
@@ -69,7 +70,9 @@ class HfFrontendTest : public ::testing::Test {
       return &c;
     }
   };
-  static Context context(std::vector<std::string> variables) { return Context{std::move(variables), {}, {}}; }
+  static Context context(std::vector<std::string> variables) {
+    return Context{std::move(variables), {}, {}};
+  }
 
   static LoadedFrontend& plugin() {
     static LoadedFrontend loaded("hf");
@@ -106,9 +109,12 @@ TEST_F(HfFrontendTest, Qwen3EmbeddingLayerIsBuiltOpForOp) {
   auto linears = nodes_of(g, Op::linear);
   ASSERT_EQ(linears.size(), 7u);
   for (const auto* l : linears) EXPECT_EQ(l->inputs.size(), 2u) << l->name;
-  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.0.self_attn.q_proj.weight")->type), "bf16[2048,1024]");
-  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.0.self_attn.k_proj.weight")->type), "bf16[1024,1024]");
-  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.0.mlp.down_proj.weight")->type), "bf16[1024,3072]");
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.0.self_attn.q_proj.weight")->type),
+            "bf16[2048,1024]");
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.0.self_attn.k_proj.weight")->type),
+            "bf16[1024,1024]");
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.0.mlp.down_proj.weight")->type),
+            "bf16[1024,3072]");
   EXPECT_EQ(inputs_with_role(g, "weight").size(), 11u);  // 7 projections + 4 norms (qwen3 q/k norm)
   EXPECT_EQ(inputs_with_role(g, "causal_mask").size(), 1u);
 
@@ -131,8 +137,8 @@ TEST_F(HfFrontendTest, WholeQwen3ModelBuildsQuickly) {
   auto start = std::chrono::steady_clock::now();
   auto g = load(request("Qwen/Qwen3-Embedding-0.6B"));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("[ info ] 28-layer Qwen3-Embedding-0.6B: %zu nodes, %zu compute, built in %.4f s\n", g.nodes.size(),
-              g.compute_node_count(), seconds);
+  std::printf("[ info ] 28-layer Qwen3-Embedding-0.6B: %zu nodes, %zu compute, built in %.4f s\n",
+              g.nodes.size(), g.compute_node_count(), seconds);
   EXPECT_LT(seconds, 5.0);  // loose on purpose: measured well under a second
   EXPECT_EQ(count_ops(g, Op::linear), 28 * 7);
   EXPECT_EQ(inputs_with_role(g, "weight").size(), 28u * 11 + 1);  // + final norm
@@ -145,7 +151,8 @@ TEST_F(HfFrontendTest, WholeQwen3ModelBuildsQuickly) {
 TEST_F(HfFrontendTest, EmbeddingOptionStartsFromTokenIds) {
   auto g = load(request("Qwen/Qwen3-0.6B", {{"embedding", "1"}, {"seq", "16"}}));
   ASSERT_EQ(count_ops(g, Op::embedding), 1);
-  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.embed_tokens.weight")->type), "bf16[151936,1024]");
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.embed_tokens.weight")->type),
+            "bf16[151936,1024]");
   EXPECT_EQ(emmy::ir::to_string(input_named(g, "input_ids")->type), "i64[1,16]");
 }
 
@@ -153,14 +160,18 @@ TEST_F(HfFrontendTest, LlamaHasNoQkNormAndRepeatsFourTimes) {
   auto g = load(request("meta-llama/Llama-3.2-1B", {{"layer", "3"}, {"seq", "64"}}));
   ASSERT_EQ(emmy::ir::verify(g), "");
   EXPECT_EQ(count_ops(g, Op::rsqrt), 2);
-  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.3.self_attn.q_proj.weight")->type), "bf16[2048,2048]");
-  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.3.self_attn.v_proj.weight")->type), "bf16[512,2048]");
-  for (const auto* e : nodes_of(g, Op::expand)) EXPECT_EQ(emmy::ir::to_string(e->type), "bf16[1,8,4,64,64]");
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.3.self_attn.q_proj.weight")->type),
+            "bf16[2048,2048]");
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.3.self_attn.v_proj.weight")->type),
+            "bf16[512,2048]");
+  for (const auto* e : nodes_of(g, Op::expand))
+    EXPECT_EQ(emmy::ir::to_string(e->type), "bf16[1,8,4,64,64]");
   EXPECT_EQ(emmy::ir::to_string(nodes_of(g, Op::softmax)[0]->type), "f32[1,32,64,64]");
 }
 
 TEST_F(HfFrontendTest, BatchSeqAndDtypeOptions) {
-  auto g = load(request("Qwen/Qwen3-0.6B", {{"layer", "1"}, {"batch", "2"}, {"seq", "64"}, {"dtype", "f32"}}));
+  auto g = load(request("Qwen/Qwen3-0.6B",
+                        {{"layer", "1"}, {"batch", "2"}, {"seq", "64"}, {"dtype", "f32"}}));
   EXPECT_EQ(emmy::ir::to_string(input_named(g, "hidden_states")->type), "f32[2,64,1024]");
   EXPECT_EQ(count_ops(g, Op::cast), 0);  // everything is already f32: .to(float32) is a no-op
   EXPECT_EQ(emmy::ir::to_string(g.type(g.outputs[0])), "f32[2,64,1024]");
@@ -169,7 +180,8 @@ TEST_F(HfFrontendTest, BatchSeqAndDtypeOptions) {
 TEST_F(HfFrontendTest, ConfigOptionAndHuggingFaceCache) {
   auto tiny = write_config("tiny.json", kTinyQwen3);
   auto g = load(request("whatever/name", {{"config", tiny}, {"layer", "2"}, {"seq", "8"}}));
-  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.2.self_attn.q_proj.weight")->type), "bf16[256,256]");
+  EXPECT_EQ(emmy::ir::to_string(input_named(g, "model.layers.2.self_attn.q_proj.weight")->type),
+            "bf16[256,256]");
 
   fs::path snapshot = home_ / "hub" / "models--Tiny--Qwen3" / "snapshots" / "0123abcd";
   fs::create_directories(snapshot);
@@ -177,8 +189,9 @@ TEST_F(HfFrontendTest, ConfigOptionAndHuggingFaceCache) {
   // The environment comes from the plugin context, never the process's: HF_HOME set in the
   // process is not seen, HF_HOME in the context is.
   setenv("HF_HOME", home_.c_str(), 1);
-  EXPECT_NE(load_error(request("Tiny/Qwen3", {{"layer", "0"}, {"seq", "8"}})).find("no config.json"),
-            std::string::npos);
+  EXPECT_NE(
+      load_error(request("Tiny/Qwen3", {{"layer", "0"}, {"seq", "8"}})).find("no config.json"),
+      std::string::npos);
   unsetenv("HF_HOME");
   LoadedFrontend with_hf_home("hf", context({"HF_HOME=" + home_.string()}).get());
   auto cached = load(request("Tiny/Qwen3", {{"layer", "0"}, {"seq", "8"}}), &*with_hf_home);
@@ -204,16 +217,21 @@ TEST_F(HfFrontendTest, UnknownModelTypeListsSupportedOnes) {
 TEST_F(HfFrontendTest, UnknownModelIdSaysWhereItLooked) {
   std::string msg = load_error(request("nobody/no-such-model"));
   EXPECT_NE(msg.find("nobody/no-such-model"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("Qwen/Qwen3-Embedding-0.6B"), std::string::npos) << "lists the shipped models: " << msg;
+  EXPECT_NE(msg.find("Qwen/Qwen3-Embedding-0.6B"), std::string::npos)
+      << "lists the shipped models: " << msg;
   EXPECT_NE(msg.find("--config"), std::string::npos) << msg;
 }
 
 TEST_F(HfFrontendTest, BadOptionsAreNamed) {
-  EXPECT_NE(load_error(request("Qwen/Qwen3-0.6B", {{"layer", "28"}})).find("out of range"), std::string::npos);
-  EXPECT_NE(load_error(request("Qwen/Qwen3-0.6B", {{"seq", "abc"}})).find("--seq"), std::string::npos);
-  EXPECT_NE(load_error(request("Qwen/Qwen3-0.6B", {{"dtype", "i8"}})).find("--dtype"), std::string::npos);
+  EXPECT_NE(load_error(request("Qwen/Qwen3-0.6B", {{"layer", "28"}})).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(load_error(request("Qwen/Qwen3-0.6B", {{"seq", "abc"}})).find("--seq"),
+            std::string::npos);
+  EXPECT_NE(load_error(request("Qwen/Qwen3-0.6B", {{"dtype", "i8"}})).find("--dtype"),
+            std::string::npos);
   auto broken = write_config("broken.json", R"({"model_type": "llama", "hidden_size": 64})");
-  EXPECT_NE(load_error(request("x/y", {{"config", broken}})).find("num_hidden_layers"), std::string::npos);
+  EXPECT_NE(load_error(request("x/y", {{"config", broken}})).find("num_hidden_layers"),
+            std::string::npos);
 }
 
 // Sizes are bounded before anything is built (issue 21: num_hidden_layers 1000000000 built 5 GB

@@ -16,8 +16,8 @@
 #include "../../plugins/frontends/pt2/sym_expr.hpp"
 #include "frontends/frontend_loader.hpp"
 #include "frontends/graph_queries.hpp"
-#include "ir/interpreter.hpp"
 #include "frontends/trace_cli.hpp"
+#include "ir/interpreter.hpp"
 
 namespace {
 
@@ -462,7 +462,8 @@ TEST(Pt2SymExpr, EvaluatesTheExportersSizeExpressions) {
 
 TEST_F(Pt2FrontendTest, DynamicDimensionNeedsInputShape) {
   std::string err = error_of(fixture("mlp_dynamic_seq"));
-  EXPECT_NE(err.find("dimension 1 of input 'x' is dynamic (s27, 2..4096, exported with 8)"), std::string::npos)
+  EXPECT_NE(err.find("dimension 1 of input 'x' is dynamic (s27, 2..4096, exported with 8)"),
+            std::string::npos)
       << err;
   EXPECT_NE(err.find("--input-shape 1x8x32:f32"), std::string::npos) << err;
 

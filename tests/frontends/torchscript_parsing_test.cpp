@@ -5,9 +5,9 @@
 #include "emmy/status.hpp"
 #include "input_spec.hpp"
 
+using emmy::frontends::parse_input_spec;
 using emmy::ir::DType;
 using emmy::ts::code_to_torchscript;
-using emmy::frontends::parse_input_spec;
 
 TEST(InputSpec, CompactFormWithDtypes) {
   auto types = parse_input_spec("1x128x64:f32, 1x128:i64,4:bfloat16");
@@ -20,7 +20,8 @@ TEST(InputSpec, CompactFormWithDtypes) {
 }
 
 TEST(InputSpec, JsonForms) {
-  auto types = parse_input_spec(R"([{"shape": [2, 16, 64], "dtype": "float32"}, {"shape": [16,16], "dtype": "bool"}])");
+  auto types = parse_input_spec(
+      R"([{"shape": [2, 16, 64], "dtype": "float32"}, {"shape": [16,16], "dtype": "bool"}])");
   ASSERT_EQ(types.size(), 2u);
   EXPECT_EQ(emmy::ir::to_string(types[0]), "f32[2,16,64]");
   EXPECT_EQ(types[1].dtype, DType::boolean);
@@ -48,10 +49,12 @@ TEST(CodeSource, RewritesFunctionalAndDtypesOutsideStrings) {
   EXPECT_NE(src.find("dtype=15"), std::string::npos) << src;
   EXPECT_NE(src.find("device='cuda'"), std::string::npos) << src;
   // torch.float32 vs torch.float, torch.int64 vs torch.int: the longest name wins.
-  std::string dt = code_to_torchscript("(torch.float32, torch.float, torch.int64, torch.int, torch.half)");
+  std::string dt =
+      code_to_torchscript("(torch.float32, torch.float, torch.int64, torch.int, torch.half)");
   EXPECT_NE(dt.find("(6, 6, 4, 3, 5)"), std::string::npos) << dt;
   // A string literal is left alone.
-  EXPECT_NE(code_to_torchscript("'torch.float32 F.x'").find("'torch.float32 F.x'"), std::string::npos);
+  EXPECT_NE(code_to_torchscript("'torch.float32 F.x'").find("'torch.float32 F.x'"),
+            std::string::npos);
 }
 
 // The bounds of a --code expression (issue 21: 7,000 nested parentheses overflowed the stack in

@@ -1,10 +1,10 @@
 // f32 <-> bf16 / f16 conversions: round-to-nearest-even, subnormals, overflow, NaN.
+#include "emmy/half.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-
-#include "emmy/half.hpp"
 
 namespace emmy {
 namespace {
@@ -31,10 +31,10 @@ TEST(Half, F16RoundsToNearestEven) {
   EXPECT_EQ(round_to_f16(1.0f + 1.0f / 2048), 1.0f);
   const float min_sub = std::ldexp(1.0f, -24);
   EXPECT_EQ(f32_to_f16_bits(min_sub), 0x0001);
-  EXPECT_EQ(f32_to_f16_bits(min_sub * 0.5f), 0x0000);    // tie with zero -> even (zero)
+  EXPECT_EQ(f32_to_f16_bits(min_sub * 0.5f), 0x0000);  // tie with zero -> even (zero)
   EXPECT_EQ(f32_to_f16_bits(min_sub * 0.75f), 0x0001);
-  EXPECT_EQ(f32_to_f16_bits(min_sub * 1.5f), 0x0002);    // tie -> even
-  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
+  EXPECT_EQ(f32_to_f16_bits(min_sub * 1.5f), 0x0002);            // tie -> even
+  EXPECT_EQ(f32_to_f16_bits(std::ldexp(1.0f, -14)), 0x0400);     // smallest normal
   EXPECT_EQ(f32_to_f16_bits(std::ldexp(1023.5f, -24)), 0x0400);  // subnormal rounds up to normal
   EXPECT_EQ(f16_bits_to_f32(0x0001), min_sub);
   EXPECT_EQ(f16_bits_to_f32(0x8000), -0.0f);

@@ -9,7 +9,9 @@
 namespace emmy::ir {
 namespace {
 
-TensorType T(DType d, Shape s) { return TensorType{d, std::move(s)}; }
+TensorType T(DType d, Shape s) {
+  return TensorType{d, std::move(s)};
+}
 
 class InferTest : public ::testing::Test {
  protected:
@@ -23,8 +25,8 @@ TEST(IrNames, RoundTripEveryOpDtypeAndClass) {
     auto op = static_cast<Op>(i);
     ASSERT_EQ(parse_op(to_string(op)), op) << to_string(op);
   }
-  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean,
-                  DType::f64})
+  for (DType d :
+       {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean, DType::f64})
     EXPECT_EQ(parse_dtype(to_string(d)), d);
   EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
   EXPECT_FALSE(parse_op("conv2d").has_value());
@@ -40,8 +42,8 @@ TEST(IrNames, RoundTripEveryOpDtypeAndClass) {
 
 TEST(IrNames, AttrGetters) {
   Node n;
-  n.attrs = {{"i", int64_t(3)}, {"d", 2.5}, {"s", std::string("x")},
-             {"v", std::vector<int64_t>{1, 2}}};
+  n.attrs = {
+      {"i", int64_t(3)}, {"d", 2.5}, {"s", std::string("x")}, {"v", std::vector<int64_t>{1, 2}}};
   EXPECT_EQ(n.attr_int("i", 0), 3);
   EXPECT_EQ(n.attr_int("missing", 7), 7);
   EXPECT_EQ(n.attr_double("d", 0), 2.5);
@@ -97,7 +99,7 @@ TEST_F(InferTest, MatmulLinearBmm) {
   auto p = b.input("p", T(DType::f32, {5, 3, 4}));
   EXPECT_EQ(type(b.op(Op::bmm, {p, m})), T(DType::f32, {5, 3, 6}));
   EXPECT_THROW(b.op(Op::bmm, {a, m}), Error);
-  EXPECT_THROW(b.matmul(m, m), Error);  // inner dims 6 vs 4
+  EXPECT_THROW(b.matmul(m, m), Error);                                    // inner dims 6 vs 4
   EXPECT_THROW(b.matmul(a, b.input("h", T(DType::f16, {4, 2}))), Error);  // dtype mismatch
   EXPECT_THROW(b.linear(a, v), Error);
 }
@@ -109,8 +111,8 @@ TEST_F(InferTest, ReductionsKeepdimNegativeDims) {
   EXPECT_EQ(type(b.op(Op::amax, {x}, {{"dims", std::vector<int64_t>{}}})), T(DType::f16, {}));
   auto i = b.input("i", T(DType::i32, {2, 3}));
   EXPECT_EQ(type(b.op(Op::sum, {i}, {{"dims", std::vector<int64_t>{1}}})), T(DType::i64, {2}));
-  EXPECT_THROW(b.mean(i, {0}, false), Error);  // mean needs floats
-  EXPECT_THROW(b.mean(x, {3}, false), Error);  // out of range
+  EXPECT_THROW(b.mean(i, {0}, false), Error);      // mean needs floats
+  EXPECT_THROW(b.mean(x, {3}, false), Error);      // out of range
   EXPECT_THROW(b.mean(x, {1, -2}, false), Error);  // repeated
   EXPECT_EQ(type(b.softmax(x, -1)), T(DType::f16, {2, 3, 4}));
   EXPECT_THROW(b.softmax(x, 3), Error);
@@ -133,8 +135,11 @@ TEST_F(InferTest, LayoutOps) {
   EXPECT_EQ(type(b.op(Op::expand, {s}, {{"shape", std::vector<int64_t>{5, 2, -1, 7}}})),
             T(DType::f32, {5, 2, 3, 7}));
   EXPECT_THROW(b.op(Op::expand, {x}, {{"shape", std::vector<int64_t>{2, 5, 4}}}), Error);
-  EXPECT_EQ(type(b.op(Op::slice, {x}, {{"dim", int64_t(-1)}, {"start", int64_t(-3)},
-                                       {"end", int64_t(100)}, {"step", int64_t(2)}})),
+  EXPECT_EQ(type(b.op(Op::slice, {x},
+                      {{"dim", int64_t(-1)},
+                       {"start", int64_t(-3)},
+                       {"end", int64_t(100)},
+                       {"step", int64_t(2)}})),
             T(DType::f32, {2, 3, 2}));
   auto h = b.input("h", T(DType::f16, {2, 5, 4}));
   EXPECT_EQ(type(b.op(Op::cat, {x, h}, {{"dim", int64_t(1)}})), T(DType::f32, {2, 8, 4}));
@@ -168,8 +173,8 @@ TEST_F(InferTest, AttentionDecomposition) {
   EXPECT_EQ(type(out), T(DType::f32, {2, 4, 5}));
   std::vector<Op> ops;
   for (size_t i = before; i < g.nodes.size(); ++i) ops.push_back(g.nodes[i].op);
-  std::vector<Op> want = {Op::transpose, Op::matmul, Op::constant, Op::mul, Op::input,
-                          Op::constant, Op::where, Op::softmax, Op::matmul};
+  std::vector<Op> want = {Op::transpose, Op::matmul, Op::constant, Op::mul,   Op::input,
+                          Op::constant,  Op::where,  Op::softmax,  Op::matmul};
   EXPECT_EQ(ops, want);
   EXPECT_EQ(g.nodes[before + 2].attr_double("value", 0), 1.0 / std::sqrt(8.0));
   EXPECT_EQ(g.nodes[before + 4].attr_string("role", ""), "causal_mask");
@@ -192,7 +197,9 @@ Graph small_graph() {
   return g;
 }
 
-TEST(Verify, AcceptsBuiltGraph) { EXPECT_EQ(verify(small_graph()), ""); }
+TEST(Verify, AcceptsBuiltGraph) {
+  EXPECT_EQ(verify(small_graph()), "");
+}
 
 TEST(Verify, WrongArityNamesNodeAndRule) {
   Graph g = small_graph();

@@ -1,4 +1,6 @@
 // The reference interpreter against hand-computed results for every op.
+#include "ir/interpreter.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include "emmy/half.hpp"
 #include "emmy/ir.hpp"
 #include "emmy/status.hpp"
-#include "ir/interpreter.hpp"
 #include "random_graph.hpp"
 
 namespace emmy::ir {
@@ -55,10 +56,10 @@ TEST(Interpreter, InPlaceResultsAndBroadcastsKeepTheirValues) {
   auto x = c.in(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
   auto row = c.in(DType::f32, {3}, {10, 20, 30});
   auto col = c.in(DType::f32, {2, 1}, {100, 200});
-  auto sq = c.b.mul(x, x);                       // one value read twice: not taken
-  auto plus_row = c.b.add(sq, row);              // sq dies here: written over
-  auto plus_col = c.b.add(plus_row, col);        // broadcast in the last dim: a map
-  auto neg = c.b.unary(Op::neg, plus_col);       // unary over a dead input
+  auto sq = c.b.mul(x, x);                        // one value read twice: not taken
+  auto plus_row = c.b.add(sq, row);               // sq dies here: written over
+  auto plus_col = c.b.add(plus_row, col);         // broadcast in the last dim: a map
+  auto neg = c.b.unary(Op::neg, plus_col);        // unary over a dead input
   auto scaled = c.b.mul(neg, c.b.constant(0.5));  // a scalar operand
   auto mask = c.in(DType::boolean, {3}, {1, 0, 1});
   auto picked = c.b.op(Op::where, {mask, scaled, x});  // x is still alive: read, not taken
@@ -99,8 +100,7 @@ TEST(Interpreter, LinearMatmulBmm) {
   expect_near(m.values(m.b.matmul(v1, v2)), {32});
   auto vec2 = m.in(DType::f32, {2}, {1, -1});
   expect_near(m.values(m.b.matmul(a, vec2)), {-1, -1, -1, -1});  // [2,2,2] @ [2] -> [2,2]
-  expect_near(m.values(m.b.op(Op::bmm, {a, a})),
-              {7, 10, 15, 22, 67, 78, 91, 106});
+  expect_near(m.values(m.b.op(Op::bmm, {a, a})), {7, 10, 15, 22, 67, 78, 91, 106});
 }
 
 // Products large enough to be split over the cores give what a plain triple loop gives (the
@@ -208,7 +208,8 @@ TEST(Interpreter, ReductionsAndKeepdim) {
   EXPECT_EQ(all.first.shape, Shape{});
   expect_near(all.second, {6});
   auto i = c.in(DType::i32, {2, 2}, {1, 2, 3, 4});
-  auto s = c.run(c.b.op(Op::sum, {i}, {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t(1)}}));
+  auto s =
+      c.run(c.b.op(Op::sum, {i}, {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t(1)}}));
   EXPECT_EQ(s.first, (TensorType{DType::i64, {2, 1}}));
   expect_near(s.second, {3, 7});
   auto bl = c.in(DType::boolean, {4}, {1, 0, 1, 1});
@@ -275,8 +276,11 @@ TEST(Interpreter, LayoutOps) {
   EXPECT_EQ(ex.first.shape, (Shape{2, 3, 2}));
   expect_near(ex.second, {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
   auto row = c.in(DType::f32, {2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
-  expect_near(c.values(c.b.op(Op::slice, {row}, {{"dim", int64_t(-1)}, {"start", int64_t(1)},
-                                                  {"end", int64_t(100)}, {"step", int64_t(2)}})),
+  expect_near(c.values(c.b.op(Op::slice, {row},
+                              {{"dim", int64_t(-1)},
+                               {"start", int64_t(1)},
+                               {"end", int64_t(100)},
+                               {"step", int64_t(2)}})),
               {1, 3, 6, 8});
   expect_near(c.values(c.b.op(Op::slice, {row}, {{"dim", int64_t(0)}, {"start", int64_t(-1)}})),
               {5, 6, 7, 8, 9});

@@ -86,8 +86,8 @@ TEST(TextForm, DoublesAndOddNamesRoundTripExactly) {
                            std::numeric_limits<double>::quiet_NaN(),
                            123456789.0};
   ValueId acc = x;
-  for (double v : values) acc = b.op(Op::masked_fill,
-                                     {acc, b.input("m", {DType::boolean, {2}})}, {{"value", v}});
+  for (double v : values)
+    acc = b.op(Op::masked_fill, {acc, b.input("m", {DType::boolean, {2}})}, {{"value", v}});
   b.output(acc);
   Graph back = parse(print(g));
   expect_same(g, back);
@@ -102,8 +102,7 @@ TEST(TextForm, ParseErrorsGiveLineNumbers) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
   };
-  expect_error("graph g {\n  %0 = input() : f32[2]\n  %1 = frob(%0) : f32[2]\n}\n",
-               "line 3");
+  expect_error("graph g {\n  %0 = input() : f32[2]\n  %1 = frob(%0) : f32[2]\n}\n", "line 3");
   expect_error("graph g {\n  %0 = input() : f32[2]\n  %2 = exp(%0) : f32[2]\n}\n", "out of order");
   expect_error("graph g {\n  %0 = input() : q32[2]\n}\n", "unknown dtype");
   expect_error("graph g {\n  %0 = input() : f32[2]\n", "missing closing");
@@ -124,9 +123,15 @@ TEST(TextForm, MangledTextGivesErrorsNeverCrashes) {
     for (int e = 0; e < edits; ++e) {
       size_t at = rng() % m.size();
       switch (rng() % 3) {
-        case 0: m[at] = alphabet[rng() % alphabet.size()]; break;
-        case 1: m.erase(at, 1 + rng() % 4); break;
-        default: m.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+        case 0:
+          m[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          m.erase(at, 1 + rng() % 4);
+          break;
+        default:
+          m.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
       }
     }
     try {
@@ -147,7 +152,7 @@ TEST(FlatBuffers, RoundTripsRandomGraphs) {
     Graph back = deserialize(bytes);
     expect_same(g, back);
     EXPECT_EQ(serialize(back), bytes);  // deterministic bytes
-    std::string shifted = "x" + bytes;   // bytes at an odd address read the same
+    std::string shifted = "x" + bytes;  // bytes at an odd address read the same
     expect_same(g, deserialize(std::string_view(shifted).substr(1)));
   }
 }

@@ -39,21 +39,27 @@ std::vector<unsigned char> random_tensor(const emmy::ir::TensorType& t, std::mt1
     uint32_t bits;
     std::memcpy(&bits, &f, 4);
     switch (t.dtype) {
-      case emmy::ir::DType::f32: std::memcpy(&bytes[static_cast<size_t>(i) * 4], &f, 4); break;
+      case emmy::ir::DType::f32:
+        std::memcpy(&bytes[static_cast<size_t>(i) * 4], &f, 4);
+        break;
       case emmy::ir::DType::bf16: {
         uint16_t h = static_cast<uint16_t>(bits >> 16);
         std::memcpy(&bytes[static_cast<size_t>(i) * 2], &h, 2);
         break;
       }
-      case emmy::ir::DType::boolean: bytes[static_cast<size_t>(i)] = 1; break;
-      default: break;  // integers stay 0
+      case emmy::ir::DType::boolean:
+        bytes[static_cast<size_t>(i)] = 1;
+        break;
+      default:
+        break;  // integers stay 0
     }
   }
   return bytes;
 }
 
 TEST(AttentionMeasure, FusedOptionIsBuiltAndMeasuredInsideTheSlice) {
-  auto cache = std::filesystem::temp_directory_path() / ("emmy-attn-test-" + std::to_string(getpid()));
+  auto cache =
+      std::filesystem::temp_directory_path() / ("emmy-attn-test-" + std::to_string(getpid()));
   auto backend = load_cpu_backend(cache.string());
   const emmy::BackendCaps caps = backend->capabilities();
 

@@ -47,8 +47,9 @@ TEST(Qwen3Layer, DefaultGrouping) {
   // input norm, qkv, q norm+rope, k norm+rope, attention, o_proj+residual, post norm, gate/up,
   // silu*up, down+residual.
   EXPECT_EQ(p.grouping.kernels.size(), 10u);
-  EXPECT_EQ(templates_of(p), (std::map<std::string, int>{
-                                 {"attention", 1}, {"matmul", 4}, {"pointwise", 1}, {"reduction", 4}}));
+  EXPECT_EQ(templates_of(p),
+            (std::map<std::string, int>{
+                {"attention", 1}, {"matmul", 4}, {"pointwise", 1}, {"reduction", 4}}));
   EXPECT_EQ(keys_of(p).size(), 9u);  // both hidden-size RMSNorms are the same kernel
   // Structural forks: qkv and gate/up packing, attention, two matmul epilogues (residual adds).
   auto forks = structural_forks(r);
@@ -79,7 +80,8 @@ TEST(Qwen3Layer, SplitHorizontalGivesTheSeedsTwelveKernels) {
 }
 
 TEST(Qwen3Layer, EverySplitStillFitsItsTemplates) {
-  ScriptedResolver r({{"fuse_horizontal", "split"}, {"fuse_attention", "split"}, {"fuse_epilogue", "split"}});
+  ScriptedResolver r(
+      {{"fuse_horizontal", "split"}, {"fuse_attention", "split"}, {"fuse_epilogue", "split"}});
   Program p = run_default(emmy::test::qwen3_graph(), r, emmy::test::test_caps());
   for (const auto& k : p.grouping.kernels) EXPECT_TRUE(emmy::fits_template(p.graph, k, k.templ));
   EXPECT_GT(p.grouping.kernels.size(), 12u);

@@ -38,8 +38,8 @@ TEST(Lowering, DefaultPipelineEndsWithTheLoweringPassesInTemplateOrder) {
   auto pipeline = emmy::test::default_pipeline();
   ASSERT_GE(pipeline.size(), kLowering.size());
   EXPECT_TRUE(std::equal(kLowering.begin(), kLowering.end(), pipeline.end() - 5));
-  for (const auto& name : pipeline) EXPECT_EQ(emmy::test::load_pass(name)->in_place(),
-                                              name.rfind("lower_", 0) == 0) << name;
+  for (const auto& name : pipeline)
+    EXPECT_EQ(emmy::test::load_pass(name)->in_place(), name.rfind("lower_", 0) == 0) << name;
 }
 
 TEST(Lowering, SetsTemplateAndKnobsAndNothingElse) {
@@ -83,7 +83,8 @@ TEST(Lowering, TemplatesTheBackendLacksFallBack) {
   ScriptedResolver r;
   run_passes(p, kLowering, r, caps);
   for (const auto& k : p.grouping.kernels) {
-    if (emmy::fits_template(p.graph, k, "reduction") && !emmy::fits_template(p.graph, k, "attention") &&
+    if (emmy::fits_template(p.graph, k, "reduction") &&
+        !emmy::fits_template(p.graph, k, "attention") &&
         !emmy::fits_template(p.graph, k, "matmul")) {
       EXPECT_EQ(k.templ, "reduction");
       EXPECT_TRUE(k.knobs.empty());
@@ -137,7 +138,8 @@ emmy::BackendCaps caps_with_alternative() {
 
 size_t count_matmuls(const Program& p) {
   size_t n = 0;
-  for (const auto& k : p.grouping.kernels) n += emmy::fits_template(p.graph, k, "matmul") && k.templ != "attention";
+  for (const auto& k : p.grouping.kernels)
+    n += emmy::fits_template(p.graph, k, "matmul") && k.templ != "attention";
   return n;
 }
 
@@ -158,7 +160,8 @@ TEST(Lowering, AlternativeTemplatesAreAForkBeforeTheirKnobs) {
   size_t template_forks = 0;
   for (size_t i = 0; i < r.asked.size(); ++i) {
     const auto& site = r.asked[i];
-    EXPECT_EQ(site.name.rfind("matmul.", 0) == 0, site.name == "matmul.template") << "asked " << site.name;
+    EXPECT_EQ(site.name.rfind("matmul.", 0) == 0, site.name == "matmul.template")
+        << "asked " << site.name;
     if (site.name != "matmul.template") continue;
     ++template_forks;
     EXPECT_EQ(site.kind, emmy::ForkKind::in_place);
@@ -212,7 +215,9 @@ emmy::BackendCaps caps_with_constraint() {
   caps.templates["matmul"] = {emmy::KnobSpec{"path", {0, 1}}, emmy::KnobSpec{"tile", {16, 32, 64}}};
   caps.constraints["matmul"] = {emmy::table_constraint(
       caps.templates["matmul"], {"path", "tile"},
-      [](const std::map<std::string, double>& k) { return k.at("path") == 0 || k.at("tile") == 64; },
+      [](const std::map<std::string, double>& k) {
+        return k.at("path") == 0 || k.at("tile") == 64;
+      },
       "path=1 takes tile 64 only")};
   return caps;
 }
@@ -253,8 +258,9 @@ TEST(Lowering, ConstraintsAreTablesOfWhatThePredicateAllows) {
   EXPECT_FALSE(emmy::consistent(c, {{"path", 1}, {"tile", 32}}));
   EXPECT_TRUE(emmy::consistent(c, {{"path", 1}, {"tile", 64}, {"other", 7}}));
   EXPECT_EQ(emmy::contradicted(caps.constraints["matmul"], {{"path", 1}, {"tile", 16}}), &c);
-  EXPECT_THROW(emmy::table_constraint(caps.templates["matmul"], {"nope"},
-                                      [](const std::map<std::string, double>&) { return true; }, "x"),
+  EXPECT_THROW(emmy::table_constraint(
+                   caps.templates["matmul"], {"nope"},
+                   [](const std::map<std::string, double>&) { return true; }, "x"),
                emmy::Error);
 }
 

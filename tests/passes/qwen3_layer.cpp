@@ -27,7 +27,9 @@ class LayerBuilder {
   }
 
  private:
-  ValueId weight(const std::string& name, ir::Shape shape) { return b_.input(name, {s_.dtype, std::move(shape)}, "weight"); }
+  ValueId weight(const std::string& name, ir::Shape shape) {
+    return b_.input(name, {s_.dtype, std::move(shape)}, "weight");
+  }
   ValueId linear(ValueId x, const std::string& name, int64_t in, int64_t out) {
     return b_.op(Op::linear, {x, weight(name + ".weight", {out, in})}, {}, name);
   }
@@ -45,8 +47,10 @@ class LayerBuilder {
 
   ValueId rope(ValueId x) {
     int64_t d = last(x), half = s_.head_dim / 2;
-    ValueId x1 = b_.op(Op::slice, {x}, {{"dim", d}, {"start", int64_t{0}}, {"end", half}, {"step", int64_t{1}}});
-    ValueId x2 = b_.op(Op::slice, {x}, {{"dim", d}, {"start", half}, {"end", s_.head_dim}, {"step", int64_t{1}}});
+    ValueId x1 = b_.op(Op::slice, {x},
+                       {{"dim", d}, {"start", int64_t{0}}, {"end", half}, {"step", int64_t{1}}});
+    ValueId x2 = b_.op(Op::slice, {x},
+                       {{"dim", d}, {"start", half}, {"end", s_.head_dim}, {"step", int64_t{1}}});
     ValueId rotated = b_.op(Op::cat, {b_.unary(Op::neg, x2), x1}, {{"dim", d}});
     return b_.add(b_.mul(x, cos_), b_.mul(rotated, sin_));
   }
@@ -60,14 +64,16 @@ class LayerBuilder {
   ValueId repeat_kv(ValueId x) {
     int64_t rep = s_.heads / s_.kv_heads;
     ValueId u = b_.op(Op::unsqueeze, {x}, {{"dim", int64_t{2}}});
-    ValueId e = b_.op(Op::expand, {u}, {{"shape", ir::Shape{s_.batch, s_.kv_heads, rep, s_.seq, s_.head_dim}}});
+    ValueId e = b_.op(Op::expand, {u},
+                      {{"shape", ir::Shape{s_.batch, s_.kv_heads, rep, s_.seq, s_.head_dim}}});
     return b_.reshape(e, {s_.batch, s_.heads, s_.seq, s_.head_dim});
   }
 
   ValueId attention(ValueId q, ValueId k, ValueId v) {
     ValueId scores = b_.matmul(q, b_.transpose(k, 2, 3));
     scores = b_.mul(scores, b_.constant(1.0 / std::sqrt(double(s_.head_dim)), DType::f32));
-    scores = b_.op(Op::where, {mask_, scores, b_.constant(-std::numeric_limits<double>::infinity(), DType::f32)});
+    scores = b_.op(Op::where, {mask_, scores,
+                               b_.constant(-std::numeric_limits<double>::infinity(), DType::f32)});
     ValueId probs = b_.cast(b_.softmax(b_.cast(scores, DType::f32), 3), s_.dtype);
     return b_.matmul(probs, v);
   }
@@ -87,7 +93,8 @@ class LayerBuilder {
     h = rms_norm(h, p + "post_attention_layernorm.weight", s_.hidden);
     ValueId gate = linear(h, p + "gate_proj", s_.hidden, s_.inter);
     ValueId up = linear(h, p + "up_proj", s_.hidden, s_.inter);
-    ValueId down = linear(b_.mul(b_.unary(Op::silu, gate), up), p + "down_proj", s_.inter, s_.hidden);
+    ValueId down =
+        linear(b_.mul(b_.unary(Op::silu, gate), up), p + "down_proj", s_.inter, s_.hidden);
     return b_.add(residual, down);
   }
 

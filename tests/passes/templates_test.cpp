@@ -1,8 +1,8 @@
 // The template predicates (emmy/templates.hpp) on hand-built kernels: what each template accepts
 // and, as importantly, what it refuses.
-#include <gtest/gtest.h>
-
 #include "emmy/templates.hpp"
+
+#include <gtest/gtest.h>
 
 namespace {
 
@@ -18,7 +18,8 @@ using emmy::ir::ValueId;
 Kernel all_of(const Graph& g) {
   Kernel k;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].op != Op::input && g.nodes[i].op != Op::constant) k.nodes.push_back(static_cast<ValueId>(i));
+    if (g.nodes[i].op != Op::input && g.nodes[i].op != Op::constant)
+      k.nodes.push_back(static_cast<ValueId>(i));
   return k;
 }
 
@@ -91,7 +92,9 @@ TEST(Templates, MatmulRefusesTwoMatmulsAndShrinkingEpilogues) {
   ValueId x = b.input("x", {DType::f32, {8, 32}});
   ValueId w = b.input("w", {DType::f32, {32, 32}}, "weight");
   ValueId y = b.linear(x, w);
-  ValueId sl = b.op(Op::slice, {y}, {{"dim", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{16}}, {"step", int64_t{1}}});
+  ValueId sl = b.op(
+      Op::slice, {y},
+      {{"dim", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{16}}, {"step", int64_t{1}}});
   ValueId z = b.linear(y, w);
   b.output(sl);
   b.output(z);

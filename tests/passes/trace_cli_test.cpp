@@ -44,7 +44,9 @@ TEST(TraceCli, Qwen3EmbeddingLayer0) {
 }
 
 TEST(TraceCli, GroupingOfTheWholeModelInTheRunDescription) {
-  CliRun r = emmy("trace Qwen/Qwen3-Embedding-0.6B --seq 32 --backend none --fork fuse_horizontal=split --json");
+  CliRun r = emmy(
+      "trace Qwen/Qwen3-Embedding-0.6B --seq 32 --backend none --fork fuse_horizontal=split "
+      "--json");
   ASSERT_EQ(r.rc, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["kernels"], 337);  // the user's run description's count: 28 x 12 + the final norm

@@ -10,8 +10,8 @@
 namespace emmy {
 namespace {
 
-using ::testing::HasSubstr;
 using test::fs::path;
+using ::testing::HasSubstr;
 
 const path kFixtures = EMMY_FIXTURE_DIR;
 

@@ -17,9 +17,9 @@
 namespace emmy {
 namespace {
 
-using ::testing::HasSubstr;
-using test::fs::path;
 using test::shell_quote;
+using test::fs::path;
+using ::testing::HasSubstr;
 
 std::string slurp(const path& p) {
   std::ifstream in(p);
@@ -34,24 +34,24 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
   const std::string cmake = shell_quote(EMMY_CMAKE);
 
   // 1. Install.
-  auto install = test::run_command(cmake + " --install " + shell_quote(EMMY_BUILD_DIR) + " --prefix " +
-                                   shell_quote(prefix.string()));
+  auto install = test::run_command(cmake + " --install " + shell_quote(EMMY_BUILD_DIR) +
+                                   " --prefix " + shell_quote(prefix.string()));
   ASSERT_EQ(install.exit_code, 0) << install.output;
   const path lib = prefix / EMMY_INSTALL_LIBDIR;
-  for (const path& p : {prefix / "bin" / "emmy", lib / "libemmy_sdk.so", prefix / "include" / "emmy" / "plugin.hpp",
-                        prefix / "include" / "emmy" / "ir.hpp", prefix / "share" / "emmy" / "manifest.fbs",
-                        prefix / "share" / "doc" / "emmy" / "PLUGINS.md",
-                        lib / "cmake" / "EmmySDK" / "EmmySDKConfig.cmake",
-                        lib / "cmake" / "EmmySDK" / "EmmySDKConfigVersion.cmake",
-                        lib / "cmake" / "EmmySDK" / "EmmySDKTargets.cmake",
-                        lib / "cmake" / "EmmySDK" / "EmmyAddPlugin.cmake",
-                        prefix / "include" / "emmy" / "kernel_template.hpp",
-                        // libemmy_runtime (issue 22): library, headers, plan schema, package.
-                        lib / "libemmy_runtime.so", prefix / "include" / "emmy" / "runtime.hpp",
-                        prefix / "include" / "emmy" / "runtime_plan.hpp",
-                        prefix / "share" / "emmy" / "plan.fbs",
-                        lib / "cmake" / "EmmyRuntime" / "EmmyRuntimeConfig.cmake",
-                        prefix / "share" / "doc" / "emmy" / "PLUGINS.md"})
+  for (const path& p :
+       {prefix / "bin" / "emmy", lib / "libemmy_sdk.so", prefix / "include" / "emmy" / "plugin.hpp",
+        prefix / "include" / "emmy" / "ir.hpp", prefix / "share" / "emmy" / "manifest.fbs",
+        prefix / "share" / "doc" / "emmy" / "PLUGINS.md",
+        lib / "cmake" / "EmmySDK" / "EmmySDKConfig.cmake",
+        lib / "cmake" / "EmmySDK" / "EmmySDKConfigVersion.cmake",
+        lib / "cmake" / "EmmySDK" / "EmmySDKTargets.cmake",
+        lib / "cmake" / "EmmySDK" / "EmmyAddPlugin.cmake",
+        prefix / "include" / "emmy" / "kernel_template.hpp",
+        // libemmy_runtime (issue 22): library, headers, plan schema, package.
+        lib / "libemmy_runtime.so", prefix / "include" / "emmy" / "runtime.hpp",
+        prefix / "include" / "emmy" / "runtime_plan.hpp", prefix / "share" / "emmy" / "plan.fbs",
+        lib / "cmake" / "EmmyRuntime" / "EmmyRuntimeConfig.cmake",
+        prefix / "share" / "doc" / "emmy" / "PLUGINS.md"})
     EXPECT_TRUE(test::fs::exists(p)) << p << " not installed";
   // The in-tree copy of the example is not installed (it would clash with the one built below).
   EXPECT_FALSE(test::fs::exists(lib / "emmy" / "plugins" / "hello_pass.emmy-manifest"));
@@ -72,10 +72,10 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
   test::fs::copy(path(EMMY_SOURCE_DIR) / "examples" / "hello_pass", source,
                  test::fs::copy_options::recursive);
   auto configure = test::run_command(
-      cmake + " -S " + shell_quote(source.string()) + " -B " + shell_quote(build.string()) + " -G " +
-      shell_quote(EMMY_GENERATOR) + " -DCMAKE_MAKE_PROGRAM=" + shell_quote(EMMY_MAKE_PROGRAM) +
-      " -DCMAKE_CXX_COMPILER=" + shell_quote(EMMY_CXX_COMPILER) + " -DCMAKE_BUILD_TYPE=Release" +
-      " -DCMAKE_PREFIX_PATH=" + shell_quote(prefix.string()) +
+      cmake + " -S " + shell_quote(source.string()) + " -B " + shell_quote(build.string()) +
+      " -G " + shell_quote(EMMY_GENERATOR) + " -DCMAKE_MAKE_PROGRAM=" +
+      shell_quote(EMMY_MAKE_PROGRAM) + " -DCMAKE_CXX_COMPILER=" + shell_quote(EMMY_CXX_COMPILER) +
+      " -DCMAKE_BUILD_TYPE=Release" + " -DCMAKE_PREFIX_PATH=" + shell_quote(prefix.string()) +
       " -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON");
   ASSERT_EQ(configure.exit_code, 0) << configure.output;
   EXPECT_THAT(slurp(build / "CMakeCache.txt"),
@@ -90,8 +90,8 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
   EXPECT_THAT(commands, HasSubstr((prefix / "include").string()));
   EXPECT_THAT(commands, ::testing::Not(HasSubstr(std::string(EMMY_SOURCE_DIR) + "/sdk")));
   if (std::string(EMMY_GENERATOR) == "Ninja") {
-    auto deps = test::run_command(shell_quote(EMMY_MAKE_PROGRAM) + " -C " + shell_quote(build.string()) +
-                                  " -t deps");
+    auto deps = test::run_command(shell_quote(EMMY_MAKE_PROGRAM) + " -C " +
+                                  shell_quote(build.string()) + " -t deps");
     ASSERT_EQ(deps.exit_code, 0) << deps.output;
     EXPECT_THAT(deps.output, HasSubstr((prefix / "include" / "emmy" / "plugin.hpp").string()));
     for (const char* third_party : {"/boost/", "/rocksdb/", "/flatbuffers/"})
@@ -99,7 +99,8 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
   }
 
   // 3. The installed emmy lists and loads it. EMMY_PLUGIN_PATH is cleared so only the flag counts.
-  const std::string emmy = "env -u EMMY_PLUGIN_PATH " + shell_quote((prefix / "bin" / "emmy").string());
+  const std::string emmy =
+      "env -u EMMY_PLUGIN_PATH " + shell_quote((prefix / "bin" / "emmy").string());
   const std::string flag = " --plugin-path " + shell_quote(build.string());
   auto listing = test::run_command(emmy + " plugins --json" + flag);
   ASSERT_EQ(listing.exit_code, 0) << listing.output;
@@ -111,7 +112,10 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
       example_status = p.at("name").get<std::string>() + ": " + p.at("status").get<std::string>();
   EXPECT_EQ(example_status, "hello_pass: ok") << example_manifest << "\n" << listing.output;
   auto table = test::run_command(emmy + " plugins" + flag);
-  EXPECT_THAT(table.output, ::testing::ContainsRegex("hello_pass +pass +0\\.1\\.0 +ok +hello\\.unroll_hint \\(in_place\\) +hello_unroll"));
+  EXPECT_THAT(
+      table.output,
+      ::testing::ContainsRegex(
+          "hello_pass +pass +0\\.1\\.0 +ok +hello\\.unroll_hint \\(in_place\\) +hello_unroll"));
   auto check = test::run_command(emmy + " plugins --check hello_pass" + flag);
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_THAT(check.output, HasSubstr("hello_pass: ok"));
@@ -124,10 +128,11 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
   test::fs::copy(path(EMMY_SOURCE_DIR) / "examples" / "blas_sgemm", tsource,
                  test::fs::copy_options::recursive);
   auto tconfigure = test::run_command(
-      cmake + " -S " + shell_quote(tsource.string()) + " -B " + shell_quote(tbuild.string()) + " -G " +
-      shell_quote(EMMY_GENERATOR) + " -DCMAKE_MAKE_PROGRAM=" + shell_quote(EMMY_MAKE_PROGRAM) +
-      " -DCMAKE_CXX_COMPILER=" + shell_quote(EMMY_CXX_COMPILER) + " -DCMAKE_BUILD_TYPE=Release" +
-      " -DCMAKE_PREFIX_PATH=" + shell_quote(prefix.string()) + " -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF");
+      cmake + " -S " + shell_quote(tsource.string()) + " -B " + shell_quote(tbuild.string()) +
+      " -G " + shell_quote(EMMY_GENERATOR) + " -DCMAKE_MAKE_PROGRAM=" +
+      shell_quote(EMMY_MAKE_PROGRAM) + " -DCMAKE_CXX_COMPILER=" + shell_quote(EMMY_CXX_COMPILER) +
+      " -DCMAKE_BUILD_TYPE=Release" + " -DCMAKE_PREFIX_PATH=" + shell_quote(prefix.string()) +
+      " -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF");
   ASSERT_EQ(tconfigure.exit_code, 0) << tconfigure.output;
   auto tcompile = test::run_command(cmake + " --build " + shell_quote(tbuild.string()));
   ASSERT_EQ(tcompile.exit_code, 0) << tcompile.output;
@@ -143,7 +148,8 @@ TEST(Install, OutOfTreeExampleBuildsAgainstTheInstalledSdkAndLoads) {
 
   // The build tree's emmy has its own in-tree hello_pass first: the copy shows as a duplicate,
   // naming both manifests, and the rest of the listing is unaffected.
-  auto in_tree = test::run_command("env -u EMMY_PLUGIN_PATH " + shell_quote(EMMY_BIN) + " plugins" + flag);
+  auto in_tree =
+      test::run_command("env -u EMMY_PLUGIN_PATH " + shell_quote(EMMY_BIN) + " plugins" + flag);
   EXPECT_EQ(in_tree.exit_code, 0) << in_tree.output;
   EXPECT_THAT(in_tree.output, HasSubstr("duplicate name 'hello_pass'"));
 }

@@ -81,7 +81,8 @@ TEST(ManifestFuzz, EveryTruncationIsRefusedOrLosesOnlyPadding) {
         EXPECT_FALSE(r.reason.empty());
         continue;
       }
-      EXPECT_GE(n + 4, seed.size()) << "truncated to " << n << " of " << seed.size() << " bytes was accepted";
+      EXPECT_GE(n + 4, seed.size())
+          << "truncated to " << n << " of " << seed.size() << " bytes was accepted";
       EXPECT_EQ(r.name, whole.name);
       EXPECT_EQ(r.kind, whole.kind);
       EXPECT_EQ(r.library, whole.library);
@@ -103,11 +104,22 @@ TEST(ManifestFuzz, RandomMutationsGiveOkOrRefusal) {
       for (int e = 0; e < edits && !bytes.empty(); ++e) {
         const size_t at = rng() % bytes.size();
         switch (rng() % 5) {
-          case 0: bytes[at] = static_cast<uint8_t>(rng()); break;              // random byte
-          case 1: bytes[at] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;  // bit flip
-          case 2: bytes[at] = (rng() % 2) ? 0xFF : 0x00; break;                 // extreme values
-          case 3: bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(at), static_cast<uint8_t>(rng())); break;
-          case 4: bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(at)); break;
+          case 0:
+            bytes[at] = static_cast<uint8_t>(rng());
+            break;  // random byte
+          case 1:
+            bytes[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+            break;  // bit flip
+          case 2:
+            bytes[at] = (rng() % 2) ? 0xFF : 0x00;
+            break;  // extreme values
+          case 3:
+            bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                         static_cast<uint8_t>(rng()));
+            break;
+          case 4:
+            bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(at));
+            break;
         }
       }
       PluginRecord r = parse(bytes);
@@ -125,7 +137,8 @@ TEST(ManifestFuzz, RandomBytesWithTheIdentifierAreRefused) {
     std::vector<uint8_t> bytes(8 + rng() % 256);
     for (auto& b : bytes) b = static_cast<uint8_t>(rng());
     // A plausible root offset half of the time, the identifier always.
-    if (i % 2) bytes[0] = static_cast<uint8_t>(8 + 4 * (rng() % 8)), bytes[1] = bytes[2] = bytes[3] = 0;
+    if (i % 2)
+      bytes[0] = static_cast<uint8_t>(8 + 4 * (rng() % 8)), bytes[1] = bytes[2] = bytes[3] = 0;
     std::copy_n("EMMY", 4, bytes.begin() + 4);
     PluginRecord r = parse(bytes);
     expect_sound(r, "random buffer " + std::to_string(i));

@@ -10,9 +10,9 @@
 namespace emmy {
 namespace {
 
+using test::fs::path;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using test::fs::path;
 
 const path kFixtures = EMMY_FIXTURE_DIR;
 
@@ -24,9 +24,9 @@ class MultiPluginLibrary : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = scratch_.sub("plugins");
-    for (const char* file : {"fixture_first.emmy-manifest", "fixture_second.emmy-manifest",
-                             "libemmy_fixture_pair.so", "fixture_twice.emmy-manifest",
-                             "libemmy_fixture_twice_lib.so"})
+    for (const char* file :
+         {"fixture_first.emmy-manifest", "fixture_second.emmy-manifest", "libemmy_fixture_pair.so",
+          "fixture_twice.emmy-manifest", "libemmy_fixture_twice_lib.so"})
       copy_fixture(file, dir_);
     // A manifest naming a pass the library does not provide (left over from an older build).
     test::ManifestSpec stale;
@@ -85,8 +85,7 @@ TEST_F(MultiPluginLibrary, ManifestNamingAnEntryTheLibraryLacksIsRefusedWithTheN
 }
 
 TEST_F(MultiPluginLibrary, LibraryProvidingAPluginTwiceIsRefusedNamingIt) {
-  EXPECT_THAT(load_error("fixture_twice"),
-              HasSubstr("the library provides 'fixture_twice' twice"));
+  EXPECT_THAT(load_error("fixture_twice"), HasSubstr("the library provides 'fixture_twice' twice"));
 }
 
 }  // namespace

@@ -2,11 +2,12 @@
 // keeps every constraint, also chained through passes not in play, ties in name order; an
 // explicit list that contradicts a constraint, and a cycle, are errors naming the passes and the
 // manifests' words; the build tree's default pipeline comes out in its documented order.
+#include "plugin_host/pass_order.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "emmy/status.hpp"
-#include "plugin_host/pass_order.hpp"
 #include "plugin_host/plugin_host.hpp"
 
 namespace emmy {
@@ -25,10 +26,10 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 const std::vector<PassConstraints> kChain = {
-    {"a", {}, {"b"}},      // a BEFORE b
+    {"a", {}, {"b"}},  // a BEFORE b
     {"b", {}, {}},
-    {"c", {"b"}, {}},      // c AFTER b
-    {"z", {}, {"a"}},      // z BEFORE a
+    {"c", {"b"}, {}},  // c AFTER b
+    {"z", {}, {"a"}},  // z BEFORE a
 };
 
 TEST(PassOrder, KeepsEveryConstraintAndBreaksTiesByName) {
@@ -64,17 +65,19 @@ TEST(PassOrder, AnExplicitListIsCheckedNotReordered) {
 class PassSpec : public ::testing::Test {
  protected:
   void SetUp() override { host_.discover({EMMY_PLUGIN_DIR}); }
-  std::vector<std::string> resolve(const std::string& spec) { return resolve_pass_spec(spec, host_); }
+  std::vector<std::string> resolve(const std::string& spec) {
+    return resolve_pass_spec(spec, host_);
+  }
   std::string error(const std::string& spec) {
     return error_of([&] { resolve(spec); });
   }
   PluginHost host_;
 };
 
-const std::vector<std::string> kDefault = {
-    "fuse_horizontal", "fold_views",   "fuse_attention",  "fuse_reduction",
-    "fuse_epilogue",   "fuse_pointwise", "lower_attention", "lower_matmul",
-    "lower_reduction", "lower_pointwise", "lower_fallback"};
+const std::vector<std::string> kDefault = {"fuse_horizontal", "fold_views",    "fuse_attention",
+                                           "fuse_reduction",  "fuse_epilogue", "fuse_pointwise",
+                                           "lower_attention", "lower_matmul",  "lower_reduction",
+                                           "lower_pointwise", "lower_fallback"};
 
 TEST_F(PassSpec, TheDefaultPipelineComesFromTheManifests) {
   EXPECT_EQ(resolve(""), kDefault);
@@ -101,7 +104,8 @@ TEST_F(PassSpec, AnExplicitListMustKeepTheConstraints) {
   const std::string msg = error("lower_fallback,lower_pointwise");
   EXPECT_THAT(msg, HasSubstr("'lower_fallback' is listed before 'lower_pointwise'"));
   EXPECT_THAT(msg, HasSubstr("lower_fallback's manifest: AFTER lower_pointwise"));
-  EXPECT_THAT(error("hello_pass,default"), HasSubstr("hello_pass's manifest: AFTER lower_fallback"));
+  EXPECT_THAT(error("hello_pass,default"),
+              HasSubstr("hello_pass's manifest: AFTER lower_fallback"));
   EXPECT_THAT(error("default,+hello_pass,lower_matmul"), HasSubstr("edits the default pipeline"));
 }
 

@@ -2,7 +2,6 @@
 // broken one is refused (at discovery, or when loaded) with a reason that says what to do,
 // while the good one still loads.
 #include <dlfcn.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,8 +12,8 @@
 namespace emmy {
 namespace {
 
-using ::testing::HasSubstr;
 using test::fs::path;
+using ::testing::HasSubstr;
 
 const path kFixtures = EMMY_FIXTURE_DIR;
 
@@ -75,7 +74,8 @@ TEST_F(Refusals, MissingLibraryIsRefused) {
   const auto& r = record(main_ / "fixture_orphan.emmy-manifest");
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.name, "fixture_orphan");
-  EXPECT_THAT(r.reason, HasSubstr("library 'libemmy_fixture_orphan.so' is missing beside the manifest"));
+  EXPECT_THAT(r.reason,
+              HasSubstr("library 'libemmy_fixture_orphan.so' is missing beside the manifest"));
 }
 
 TEST_F(Refusals, ManifestFromAnotherAbiIsRefused) {
@@ -127,7 +127,8 @@ void expect_load_error(PluginHost& host, const std::string& name, const std::str
 
 TEST_F(Refusals, LibraryBuiltForAnotherAbiIsRefusedOnLoad) {
   expect_load_error(host_, "fixture_wrong_abi",
-                    "was built for SDK ABI 0, this emmy speaks " + std::to_string(EMMY_SDK_ABI_VERSION) +
+                    "was built for SDK ABI 0, this emmy speaks " +
+                        std::to_string(EMMY_SDK_ABI_VERSION) +
                         ": rebuild the plugin against this emmy's SDK");
 }
 
@@ -137,7 +138,8 @@ TEST_F(Refusals, MissingEntryPointIsRefused) {
 }
 
 TEST_F(Refusals, LibraryOfAnotherKindThanItsManifestIsRefused) {
-  expect_load_error(host_, "fixture_wrong_kind", "the library is a prior plugin, its manifest says pass");
+  expect_load_error(host_, "fixture_wrong_kind",
+                    "the library is a prior plugin, its manifest says pass");
   expect_load_error(host_, "fixture_wrong_kind", "the manifest is stale");
 }
 
@@ -151,7 +153,8 @@ TEST_F(Refusals, CreateErrorSurfacesAsMessage) {
     host_.make_pass("fixture_good", {{"fail", "because the test says so"}});
     FAIL() << "create() should have failed";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("could not be created: asked to fail: because the test says so"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("could not be created: asked to fail: because the test says so"));
   }
   EXPECT_TRUE(host_.make_pass("fixture_good"));  // a failed create leaves the plugin usable
 }
@@ -161,7 +164,8 @@ TEST_F(Refusals, AnOptionTheManifestDoesNotDeclareIsAnError) {
     host_.make_pass("fixture_good", {{"fial", "typo of fail"}});
     FAIL() << "an undeclared option should be refused";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("pass plugin 'fixture_good' has no option 'fial' (it takes: fail;"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("pass plugin 'fixture_good' has no option 'fial' (it takes: fail;"));
   }
   EXPECT_TRUE(host_.make_pass("fixture_good"));  // nothing was created, nothing broken
 }
@@ -223,7 +227,8 @@ TEST(Discovery, DefaultSearchPathOrder) {
   auto from_path = default_plugin_paths("emmy", "", {});
   ASSERT_EQ(from_path.size(), 1u);
   const path self = test::fs::read_symlink("/proc/self/exe");
-  EXPECT_EQ(from_path[0], (self.parent_path() / ".." / "lib" / "emmy" / "plugins").lexically_normal().string());
+  EXPECT_EQ(from_path[0],
+            (self.parent_path() / ".." / "lib" / "emmy" / "plugins").lexically_normal().string());
 }
 
 TEST(Discovery, ManifestFieldsAreReadBack) {
@@ -271,7 +276,8 @@ TEST(Discovery, FieldChecksAfterVerification) {
   };
   std::vector<Case> cases(8);
   cases[0].spec.kind = "optimizer";
-  cases[0].expected = "unknown kind 'optimizer' (expected frontend, pass, backend, prior or template)";
+  cases[0].expected =
+      "unknown kind 'optimizer' (expected frontend, pass, backend, prior or template)";
   cases[1].spec.name = "Bad-Name";
   cases[1].expected = "plugin name 'Bad-Name' is not [a-z][a-z0-9_]*";
   cases[2].spec.library = "../../elsewhere/libevil.so";

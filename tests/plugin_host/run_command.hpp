@@ -1,10 +1,11 @@
 // Runs a shell command and returns its exit status and combined output (for CLI tests).
 #pragma once
 
+#include <sys/wait.h>
+
 #include <array>
 #include <cstdio>
 #include <string>
-#include <sys/wait.h>
 
 namespace emmy::test {
 
@@ -19,7 +20,8 @@ inline CommandResult run_command(const std::string& command) {
   if (!pipe) return result;
   std::array<char, 4096> chunk;
   size_t n;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) result.output.append(chunk.data(), n);
+  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0)
+    result.output.append(chunk.data(), n);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;

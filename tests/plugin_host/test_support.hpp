@@ -2,14 +2,14 @@
 // FlatBuffers builder (the same schema emmy_add_plugin() uses), and file copying.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <unistd.h>
 
 #include "emmy/plugin.hpp"
 #include "manifest_generated.h"
@@ -55,7 +55,7 @@ struct ManifestSpec {
   std::string version = "0.1.0";
   uint32_t abi_version = EMMY_SDK_ABI_VERSION;
   std::string entry_symbol = EMMY_PLUGIN_ENTRY_SYMBOL;
-  std::string library;  // default: libemmy_<name>.so
+  std::string library;                                     // default: libemmy_<name>.so
   std::vector<std::pair<std::string, std::string>> forks;  // (kind, name), knob "k_<name>"
   std::string extends;  // template plugins' backend; "" writes none
 };
@@ -75,17 +75,18 @@ inline std::vector<uint8_t> build_manifest(const ManifestSpec& spec) {
       fbm::CreateOptionDirect(fbb, "level", "1", "how hard to try")};
   std::vector<flatbuffers::Offset<flatbuffers::String>> after{fbb.CreateString("fold_views")};
   const std::string library = spec.library.empty() ? "libemmy_" + spec.name + ".so" : spec.library;
-  auto root = fbm::CreateManifestDirect(fbb, spec.name.c_str(), spec.kind.c_str(), spec.version.c_str(),
-                                        spec.abi_version, spec.entry_symbol.c_str(), library.c_str(),
-                                        "written by a test", &forks, &knobs, &options, &after, nullptr,
-                                        spec.extends.empty() ? nullptr : spec.extends.c_str());
+  auto root = fbm::CreateManifestDirect(
+      fbb, spec.name.c_str(), spec.kind.c_str(), spec.version.c_str(), spec.abi_version,
+      spec.entry_symbol.c_str(), library.c_str(), "written by a test", &forks, &knobs, &options,
+      &after, nullptr, spec.extends.empty() ? nullptr : spec.extends.c_str());
   fbm::FinishManifestBuffer(fbb, root);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
 
 inline void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << "cannot write " << path;
 }
 

@@ -19,9 +19,16 @@ using test::make_prior;
 std::vector<PriorRow> matmul_rows(uint64_t seed, int per_shape) {
   Landscape land(seed);
   std::vector<PriorRow> out;
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {64, 64, 64}, {128, 128, 128}, {256, 256, 256}, {128, 512, 64}, {512, 128, 256},
-           {256, 64, 512}, {96, 192, 128}, {384, 384, 64}, {32, 256, 256}, {192, 96, 384}})
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{64, 64, 64},
+                                                            {128, 128, 128},
+                                                            {256, 256, 256},
+                                                            {128, 512, 64},
+                                                            {512, 128, 256},
+                                                            {256, 64, 512},
+                                                            {96, 192, 128},
+                                                            {384, 384, 64},
+                                                            {32, 256, 256},
+                                                            {192, 96, 384}})
     for (auto& r : land.rows(Landscape::matmul(m, n, k), per_shape)) out.push_back(r);
   return out;
 }
@@ -37,11 +44,13 @@ std::vector<PriorRow> pointwise_rows(uint64_t seed, int per_shape) {
 
 std::vector<std::pair<KernelFeatures, KnobAssignment>> queries() {
   const auto f = Landscape::matmul(128, 128, 128);
-  return {{f, {{{"tile_m", 32}, {"tile_n", 64}, {"tile_k", 64}, {"vec", 8}, {"unroll", 2},
-                {"threads", 2}}, {}}},
-          {f, {{{"tile_m", 32}}, {"tile_n", "tile_k", "vec", "unroll", "threads"}}},
-          {Landscape::pointwise(100, 100), {{{"vec", 4}, {"block", 64}}, {"threads"}}},
-          {Landscape::matmul(1000, 10, 3), {}}};
+  return {
+      {f,
+       {{{"tile_m", 32}, {"tile_n", 64}, {"tile_k", 64}, {"vec", 8}, {"unroll", 2}, {"threads", 2}},
+        {}}},
+      {f, {{{"tile_m", 32}}, {"tile_n", "tile_k", "vec", "unroll", "threads"}}},
+      {Landscape::pointwise(100, 100), {{{"vec", 4}, {"block", 64}}, {"threads"}}},
+      {Landscape::matmul(1000, 10, 3), {}}};
 }
 
 std::vector<Estimate> predict_all(const Prior& p) {
@@ -137,9 +146,9 @@ TEST(MlpPrior, LoadRefusesGarbageAndKeepsItsState) {
 
   std::string flipped = state;
   flipped[flipped.size() / 2] ^= 0x40;
-  for (const std::string& bad : {std::string(), std::string("garbage"),
-                                 state.substr(0, state.size() / 2), flipped,
-                                 std::string(4096, '\0')}) {
+  for (const std::string& bad :
+       {std::string(), std::string("garbage"), state.substr(0, state.size() / 2), flipped,
+        std::string(4096, '\0')}) {
     const Status s = p->load(bad);
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find("mlp prior state"), std::string::npos) << s.message();
@@ -189,8 +198,8 @@ TEST(MlpPrior, LearnsALandscapeAndRanksHeldOutRowsBetterThanRoofline) {
 
   // Undecided knobs: the estimate of a partial assignment lies among its completions'.
   const auto f = Landscape::matmul(256, 256, 256);
-  std::map<std::string, double> fixed{{"tile_n", 64}, {"tile_k", 64}, {"vec", 8},
-                                      {"unroll", 2}, {"threads", 2}};
+  std::map<std::string, double> fixed{
+      {"tile_n", 64}, {"tile_k", 64}, {"vec", 8}, {"unroll", 2}, {"threads", 2}};
   double lo = 1e300, hi = 0;
   for (double tm : {8, 16, 32, 64, 128}) {
     auto k = fixed;
@@ -221,8 +230,9 @@ TEST(MlpPrior, ReservoirStaysBoundedAtCapacity) {
   ASSERT_TRUE(p->observe({rows.begin() + 100, rows.end()}).ok());
   ASSERT_TRUE(p->save(after_many).ok());
   // Same vocabulary and network; only the rows could grow the state, and they are capped.
-  EXPECT_LT(std::abs(static_cast<double>(after_many.size()) - static_cast<double>(after_one.size())),
-            0.02 * static_cast<double>(after_one.size()));
+  EXPECT_LT(
+      std::abs(static_cast<double>(after_many.size()) - static_cast<double>(after_one.size())),
+      0.02 * static_cast<double>(after_one.size()));
 }
 
 TEST(MlpPrior, DeployRowsAreKeptApartFromRankRows) {

@@ -16,7 +16,8 @@
 namespace emmy::test {
 
 inline const EmmyPluginInfo& prior_plugin_info(const std::string& name) {
-  const std::string path = std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/libemmy_" + name + ".so";
+  const std::string path =
+      std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/libemmy_" + name + ".so";
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // never closed, as in the host
   if (!library) throw std::runtime_error("cannot open " + path + ": " + dlerror());
   auto entry = reinterpret_cast<EmmyPluginInfoFn>(dlsym(library, EMMY_PLUGIN_ENTRY_SYMBOL));
@@ -39,7 +40,8 @@ inline PluginOptions with_defaults(const std::string& name, PluginOptions option
 }
 
 // Creates the prior; throws with the plugin's own message when create() refuses the options.
-inline std::shared_ptr<Prior> make_prior(const std::string& name, const PluginOptions& options = {}) {
+inline std::shared_ptr<Prior> make_prior(const std::string& name,
+                                         const PluginOptions& options = {}) {
   const EmmyPluginInfo& info = prior_plugin_info(name);
   char error[512] = {0};
   void* object = info.create(format_plugin_options(with_defaults(name, options)).c_str(), nullptr,

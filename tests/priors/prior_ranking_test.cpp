@@ -1,9 +1,9 @@
 // The ranking measures of `emmy eval prior`, against values computed by hand.
+#include "eval/prior_ranking.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "eval/prior_ranking.hpp"
 
 namespace emmy::prior_eval {
 namespace {
@@ -106,7 +106,7 @@ TEST(PriorRanking, ScoreRankingAveragesWithinKernelsAndCountsTopK) {
   EXPECT_EQ(q.groups, 2u);
   EXPECT_NEAR(q.spearman_within, 0.0, 1e-12);  // (1 + -1) / 2
   EXPECT_NEAR(q.kendall_within, 0.0, 1e-12);
-  EXPECT_NEAR(q.spearman_all, 0.0, 1e-12);     // the two orders cancel over all rows too
+  EXPECT_NEAR(q.spearman_all, 0.0, 1e-12);      // the two orders cancel over all rows too
   EXPECT_DOUBLE_EQ(q.top_k_recall.at(1), 0.5);  // kernel 0's best is predicted first, not 1's
   EXPECT_DOUBLE_EQ(q.top_k_recall.at(3), 0.5);  // kernel 1's best (x=4) is predicted last
   EXPECT_EQ(q.top_k_groups.at(4), 0u);          // 4 rows: top-4 is trivially right, not counted

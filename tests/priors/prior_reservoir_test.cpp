@@ -1,9 +1,9 @@
 // The reservoir the mlp prior trains from: bounded, uniform, deterministic, restorable.
+#include "emmy/prior_reservoir.hpp"
+
 #include <gtest/gtest.h>
 
 #include <vector>
-
-#include "emmy/prior_reservoir.hpp"
 
 namespace emmy {
 namespace {

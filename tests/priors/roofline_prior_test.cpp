@@ -26,7 +26,8 @@ DeviceCeilings two_cores() {
 
 TEST(RooflineModel, BiggerProblemsAreSlower) {
   const auto c = two_cores();
-  const auto k = knobs({{"tile_m", 32}, {"tile_n", 32}, {"tile_k", 32}, {"threads", 2}, {"vec", 8}});
+  const auto k =
+      knobs({{"tile_m", 32}, {"tile_n", 32}, {"tile_k", 32}, {"threads", 2}, {"vec", 8}});
   EXPECT_LT(roofline_estimate(matmul(128, 128, 128), k, c).total_us,
             roofline_estimate(matmul(512, 512, 512), k, c).total_us);
   EXPECT_LT(roofline_estimate(pointwise(64, 1024), knobs({{"vec", 4}}), c).total_us,
@@ -39,8 +40,8 @@ TEST(RooflineModel, MatmulShapeMayBeMnkOrTheOutputShape) {
   const auto mnk = matmul(256, 128, 64);
   KernelFeatures out = mnk;
   out.shape = {256, 128};  // the tuner's summary: the output shape; K follows from the FLOPs
-  const auto k = knobs({{"tile_m", 32}, {"tile_n", 256}, {"tile_k", 64}, {"mr", 6},
-                        {"nr_vecs", 2}, {"threads", 2}});
+  const auto k = knobs(
+      {{"tile_m", 32}, {"tile_n", 256}, {"tile_k", 64}, {"mr", 6}, {"nr_vecs", 2}, {"threads", 2}});
   EXPECT_DOUBLE_EQ(roofline_estimate(mnk, k, c).total_us, roofline_estimate(out, k, c).total_us);
   KernelFeatures batched = mnk;
   batched.shape = {4, 256, 128};
@@ -75,7 +76,8 @@ TEST(RooflineModel, PrefersTheWgmmaPathOnceDecidedAndIsNeutralBefore) {
   EXPECT_LT(on, off);
   EXPECT_DOUBLE_EQ(on, open);  // undecided: no opinion either way
   // A value listed as missing is not a decision.
-  EXPECT_DOUBLE_EQ(roofline_estimate(f, knobs(tiles({{"wgmma", 0}}), {"wgmma"}), h200).total_us, open);
+  EXPECT_DOUBLE_EQ(roofline_estimate(f, knobs(tiles({{"wgmma", 0}}), {"wgmma"}), h200).total_us,
+                   open);
   // f32 has no wgmma path (the backend refuses it): no preference.
   f.dtype = "f32";
   EXPECT_DOUBLE_EQ(roofline_estimate(f, knobs(tiles({{"wgmma", 0}})), h200).total_us,
@@ -84,7 +86,8 @@ TEST(RooflineModel, PrefersTheWgmmaPathOnceDecidedAndIsNeutralBefore) {
 
 TEST(RooflineModel, FloorIsComputeOrMemoryBoundPlusLaunch) {
   DeviceCeilings c = ceilings_from_options(test::with_defaults(
-      "roofline", {{"peak_gflops", "100"}, {"peak_gbps", "10"}, {"launch_us", "2"}, {"cores", "1"}}));
+      "roofline",
+      {{"peak_gflops", "100"}, {"peak_gbps", "10"}, {"launch_us", "2"}, {"cores", "1"}}));
   // 2*512^3 flops at 100 GFLOP/s = 2684.35 us; 3 MiB at 10 GB/s = 314.6 us.
   EXPECT_NEAR(roofline_floor_us(matmul(512, 512, 512), c), 2.0 * 512 * 512 * 512 / 1e5 + 2, 1e-6);
   // 1M elements: 1 Mflop = 10 us compute; 12 MB = 1258 us memory.
@@ -129,20 +132,24 @@ TEST(RooflineModel, PartialAssignmentsAreNeutralAndCounted) {
   double worst = 0;
   for (double tm : {8, 32, 128})
     for (double t : {1, 2, 4})
-      worst = std::max(worst, roofline_estimate(f, knobs({{"tile_n", 32}, {"tile_m", tm},
-                                                          {"threads", t}}), c).total_us);
+      worst = std::max(
+          worst, roofline_estimate(f, knobs({{"tile_n", 32}, {"tile_m", tm}, {"threads", t}}), c)
+                     .total_us);
   EXPECT_LE(partial.total_us, worst);
 }
 
 TEST(RooflineModel, RejectsBadCeilings) {
-  EXPECT_THROW(ceilings_from_options(test::with_defaults("roofline", {{"peak_gflops", "fast"}})), Error);
-  EXPECT_THROW(ceilings_from_options(test::with_defaults("roofline", {{"peak_gbps", "-3"}})), Error);
+  EXPECT_THROW(ceilings_from_options(test::with_defaults("roofline", {{"peak_gflops", "fast"}})),
+               Error);
+  EXPECT_THROW(ceilings_from_options(test::with_defaults("roofline", {{"peak_gbps", "-3"}})),
+               Error);
   // No default of its own: an option missing is named (the host always passes the manifest's).
   try {
     ceilings_from_options({});
     ADD_FAILURE() << "no options accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("option peak_gflops was not given"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("option peak_gflops was not given"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -35,7 +35,8 @@ struct Landscape {
       const double tm = at("tile_m"), tn = at("tile_n"), tk = at("tile_k");
       const double opt_m = std::clamp(M / 4, 16.0, 64.0), opt_n = std::clamp(N / 4, 16.0, 64.0);
       double t = f.flops / 40e3;  // 40 GFLOP/s at the best settings, one thread
-      t *= std::exp(0.15 * std::pow(std::log2(tm / opt_m), 2) + 0.15 * std::pow(std::log2(tn / opt_n), 2));
+      t *= std::exp(0.15 * std::pow(std::log2(tm / opt_m), 2) +
+                    0.15 * std::pow(std::log2(tn / opt_n), 2));
       t *= pad(M, tm) * pad(N, tn) * pad(K, tk);
       if (4 * (tm * tk + tk * tn + tm * tn) > 48 * 1024) t *= 1.5;  // the tiles spill the cache
       if (tk == 16) t *= 1.15;
@@ -58,8 +59,8 @@ struct Landscape {
 
   std::map<std::string, double> random_knobs(const KernelFeatures& f) {
     auto pick = [&](std::vector<double> v) { return v[rng() % v.size()]; };
-    std::map<std::string, double> k{{"vec", pick({1, 4, 8})}, {"unroll", pick({1, 2, 4, 8})},
-                                    {"threads", pick({1, 2})}};
+    std::map<std::string, double> k{
+        {"vec", pick({1, 4, 8})}, {"unroll", pick({1, 2, 4, 8})}, {"threads", pick({1, 2})}};
     if (f.op_class == "matmul") {
       k["tile_m"] = pick({8, 16, 32, 64, 128});
       k["tile_n"] = pick({8, 16, 32, 64, 128});

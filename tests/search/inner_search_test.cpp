@@ -17,7 +17,9 @@ using testing::KnobPass;
 using testing::Landscape;
 using testing::test_features;
 
-ir::Program one_kernel() { return chain_program({ir::Op::exp}); }
+ir::Program one_kernel() {
+  return chain_program({ir::Op::exp});
+}
 
 InnerOptions with_patience(int patience, uint64_t seed = 0) {
   InnerOptions o;
@@ -40,8 +42,9 @@ TEST(InnerSearch, FindsTheOptimumOfASeparableLandscapeEvaluatingEachPathOnce) {
   int calls = 0;
   std::set<std::vector<size_t>> paths;
   InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
-                               l.evaluator(&calls), with_patience(1000),
-                               [&](const StepInfo& s) { EXPECT_TRUE(paths.insert(s.candidate.path).second); });
+                               l.evaluator(&calls), with_patience(1000), [&](const StepInfo& s) {
+                                 EXPECT_TRUE(paths.insert(s.candidate.path).second);
+                               });
   ASSERT_TRUE(r.found);
   EXPECT_DOUBLE_EQ(r.best_us, l.optimum());
   EXPECT_TRUE(r.exhausted);  // patience never ran out: the tree did, and the search ended
@@ -66,7 +69,8 @@ class RemappingPass final : public Pass {
         for (const KnobSpec& spec : specs) {
           ForkSite site{"test." + spec.name, {}, ForkKind::in_place, "test"};
           for (size_t i = 0; i < spec.values.size(); ++i)
-            site.options.push_back(ForkOption{std::to_string(i), {{"choice." + spec.name, double(i)}}});
+            site.options.push_back(
+                ForkOption{std::to_string(i), {{"choice." + spec.name, double(i)}}});
           k.knobs[spec.name] = spec.values.at(ctx.resolver.choose(site));
         }
       }
@@ -102,7 +106,8 @@ TEST(InnerSearch, PatienceCountsCandidatesSinceTheLastNewBest) {
                                });
   EXPECT_TRUE(r.out_of_patience);
   EXPECT_FALSE(r.exhausted);
-  EXPECT_EQ(r.evaluations - last_best_at, 8);  // "past" patience: the 8th without a new best stops it
+  EXPECT_EQ(r.evaluations - last_best_at,
+            8);  // "past" patience: the 8th without a new best stops it
   EXPECT_LT(r.evaluations, 625);
 }
 
@@ -129,8 +134,9 @@ TEST(InnerSearch, FailedCandidatesAreNeverBest) {
 TEST(InnerSearch, AllFailuresFindNothingAndEnd) {
   const Landscape l = Landscape::random(3, 2, 3, 0.0);
   KnobPass lower;
-  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
-                               [](const Candidate&) { return Evaluation{}; }, with_patience(1000));
+  InnerResult r = inner_search(
+      one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+      [](const Candidate&) { return Evaluation{}; }, with_patience(1000));
   EXPECT_FALSE(r.found);
   EXPECT_EQ(r.evaluations, 9);
   EXPECT_EQ(r.failures, 9);
@@ -141,9 +147,13 @@ TEST(InnerSearch, AKernelWithoutForksIsEvaluatedOnce) {
   BackendCaps caps;  // no "test" template: the lowering pass asks nothing
   KnobPass lower;
   int calls = 0;
-  InnerResult r = inner_search(one_kernel(), {&lower}, caps, nullptr, test_features(),
-                               [&](const Candidate&) { ++calls; return Evaluation{true, 5, false, ""}; },
-                               with_patience(50));
+  InnerResult r = inner_search(
+      one_kernel(), {&lower}, caps, nullptr, test_features(),
+      [&](const Candidate&) {
+        ++calls;
+        return Evaluation{true, 5, false, ""};
+      },
+      with_patience(50));
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(r.found);
   EXPECT_TRUE(r.best.path.empty());
@@ -178,7 +188,8 @@ TEST(InnerSearch, AnIdenticalReRunWalksTheSamePathFromTheCache) {
     auto p1 = informed_prior(l, 0.1, 3);
     auto p2 = informed_prior(l, 0.1, 3);
     InnerResult first, second;
-    auto a = walk(l, with_prior ? p1.get() : nullptr, measure_and_store, with_patience(20, 9), &first);
+    auto a =
+        walk(l, with_prior ? p1.get() : nullptr, measure_and_store, with_patience(20, 9), &first);
     auto b = walk(l, with_prior ? p2.get() : nullptr, from_db, with_patience(20, 9), &second);
     EXPECT_EQ(a, b);
     EXPECT_GT(first.benchmarks, 0);
@@ -201,22 +212,23 @@ TEST(InnerSearch, UntriedChildrenAreValuedByThePriorOnPartialAssignments) {
   auto prior = informed_prior(l, 0.0, 1);
   KnobPass lower;
   bool checked_first = false;
-  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), prior.get(), test_features(),
-                               [&](const Candidate& c) {
-                                 if (!checked_first) {
-                                   // The last prediction before the first candidate: at fork c,
-                                   // everything decided, nothing missing.
-                                   EXPECT_EQ(prior->last.values.size(), 3u);
-                                   EXPECT_TRUE(prior->last.missing.empty());
-                                   checked_first = true;
-                                 }
-                                 return l.evaluator()(c);
-                               },
-                               prior_from_the_start(0));
+  InnerResult r = inner_search(
+      one_kernel(), {&lower}, l.caps(), prior.get(), test_features(),
+      [&](const Candidate& c) {
+        if (!checked_first) {
+          // The last prediction before the first candidate: at fork c,
+          // everything decided, nothing missing.
+          EXPECT_EQ(prior->last.values.size(), 3u);
+          EXPECT_TRUE(prior->last.missing.empty());
+          checked_first = true;
+        }
+        return l.evaluator()(c);
+      },
+      prior_from_the_start(0));
   EXPECT_GT(prior->predictions, 0);
   // A perfect prior leads straight to the optimum: the first candidate is the best.
   EXPECT_DOUBLE_EQ(r.best_us, l.optimum());
-  EXPECT_EQ(r.evaluations, 2);  // the optimum, then one more past patience 0
+  EXPECT_EQ(r.evaluations, 2);    // the optimum, then one more past patience 0
   EXPECT_EQ(prior->observed, 2);  // it learned from its own measurements
 }
 
@@ -241,7 +253,8 @@ TEST(InnerSearch, APartialAssignmentNamesTheKnobsNotYetDecided) {
   inner_search(one_kernel(), {&lower}, l.caps(), &prior, test_features(), l.evaluator(),
                prior_from_the_start(0));
   ASSERT_GE(prior.asked.size(), 4u);
-  // First fork "test.a", option 0: a decided; b and c (known from the caps' "test" template) missing.
+  // First fork "test.a", option 0: a decided; b and c (known from the caps' "test" template)
+  // missing.
   EXPECT_EQ(prior.asked[0].values, (std::map<std::string, double>{{"a", 0}}));
   EXPECT_EQ(prior.asked[0].missing, (std::vector<std::string>{"b", "c"}));
   EXPECT_EQ(prior.asked[3].values, (std::map<std::string, double>{{"a", 3}}));
@@ -268,7 +281,8 @@ TEST(InnerSearch, AChildThePriorRatesSlowSinks) {
   // Without a prior the same budget does go there: the prior is what keeps it away.
   int flat_slow_visits = 0;
   for (uint64_t seed = 0; seed < 4; ++seed)
-    for (const auto& p : walk(l, nullptr, l.evaluator(), with_patience(10, seed))) flat_slow_visits += p[0] == 4;
+    for (const auto& p : walk(l, nullptr, l.evaluator(), with_patience(10, seed)))
+      flat_slow_visits += p[0] == 4;
   EXPECT_GT(flat_slow_visits, 0);
 }
 
@@ -277,12 +291,13 @@ int benchmarks_to_near_optimum(const Landscape& l, Prior* prior, uint64_t seed) 
   const double target = l.optimum() * 1.03;
   int n = 0, reached = -1;
   KnobPass lower;
-  InnerResult r = inner_search(one_kernel(), {&lower}, l.caps(), prior, test_features(),
-                               l.evaluator(), with_patience(150, seed), [&](const StepInfo& s) {
-                                 ++n;
-                                 if (reached < 0 && s.evaluation.ok && s.evaluation.time_us <= target)
-                                   reached = n;
-                               });
+  InnerResult r =
+      inner_search(one_kernel(), {&lower}, l.caps(), prior, test_features(), l.evaluator(),
+                   with_patience(150, seed), [&](const StepInfo& s) {
+                     ++n;
+                     if (reached < 0 && s.evaluation.ok && s.evaluation.time_us <= target)
+                       reached = n;
+                   });
   return reached < 0 ? r.evaluations : reached;
 }
 
@@ -313,7 +328,8 @@ class DriftingPass final : public Pass {
     return guard([&] {
       ++runs_;
       ForkSite site{"drift", {}, ForkKind::in_place, "drift"};
-      for (int i = 0; i < 2 + runs_ % 3; ++i) site.options.push_back(ForkOption{std::to_string(i), {{"d", i}}});
+      for (int i = 0; i < 2 + runs_ % 3; ++i)
+        site.options.push_back(ForkOption{std::to_string(i), {{"d", i}}});
       const size_t a = ctx.resolver.choose(site);
       if (runs_ % 2 == 0) {  // sometimes a second fork appears, sometimes not
         ForkSite more{"drift2",
@@ -338,11 +354,12 @@ TEST(InnerSearch, AForkThatChangesOnReplayDoesNotCrash) {
   caps.templates["drift"] = {KnobSpec{"d", {0, 1, 2, 3}}};  // its template reads d
   InnerOptions o = with_patience(1000);
   o.max_steps = 200;
-  InnerResult r = inner_search(one_kernel(), {&drift}, caps, nullptr, test_features(),
-                               [](const Candidate& c) {
-                                 return Evaluation{true, 10 + c.knobs.at("d"), false, ""};
-                               },
-                               o);
+  InnerResult r = inner_search(
+      one_kernel(), {&drift}, caps, nullptr, test_features(),
+      [](const Candidate& c) {
+        return Evaluation{true, 10 + c.knobs.at("d"), false, ""};
+      },
+      o);
   EXPECT_TRUE(r.found);
   EXPECT_DOUBLE_EQ(r.best_us, 10);
   EXPECT_LE(r.steps, 200);
@@ -375,12 +392,13 @@ TEST(InnerSearch, TheFirstCandidateIsTheBackendsDefaultConfiguration) {
   auto prior = informed_prior(l, 0.0, 1);
   KnobPass lower;
   std::vector<std::vector<size_t>> paths;
-  inner_search(one_kernel(), {&lower}, l.caps(), prior.get(), test_features(),
-               [&](const Candidate& c) {
-                 paths.push_back(c.path);
-                 return l.evaluator()(c);
-               },
-               with_patience(2));
+  inner_search(
+      one_kernel(), {&lower}, l.caps(), prior.get(), test_features(),
+      [&](const Candidate& c) {
+        paths.push_back(c.path);
+        return l.evaluator()(c);
+      },
+      with_patience(2));
   ASSERT_FALSE(paths.empty());
   EXPECT_EQ(paths[0], (std::vector<size_t>{0, 0, 0}));
 }
@@ -403,8 +421,12 @@ TEST(InnerSearch, FailuresBeforeTheFirstSuccessDoNotUseUpPatience) {
   // Nothing ever works: the search stops after max_failures_before_success, not at patience.
   InnerOptions o = with_patience(1);
   o.max_failures_before_success = 10;
-  InnerResult none = inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
-                                  [](const Candidate&) { return Evaluation{false, 0, false, "no"}; }, o);
+  InnerResult none = inner_search(
+      one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+      [](const Candidate&) {
+        return Evaluation{false, 0, false, "no"};
+      },
+      o);
   EXPECT_FALSE(none.found);
   EXPECT_EQ(none.evaluations, 10);
 }
@@ -418,17 +440,18 @@ TEST(InnerSearch, RefusedConfigurationsDoNotUseUpPatience) {
     *real = 0;
     InnerOptions o = with_patience(2);
     o.max_free_refusals = free_refusals;
-    return inner_search(one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
-                        [&](const Candidate& c) {
-                          if (c.knobs.at("b") != 0) {
-                            Evaluation e{false, 0, false, "refused"};
-                            e.refused = true;
-                            return e;
-                          }
-                          ++*real;
-                          return l.evaluator()(c);
-                        },
-                        o);
+    return inner_search(
+        one_kernel(), {&lower}, l.caps(), nullptr, test_features(),
+        [&](const Candidate& c) {
+          if (c.knobs.at("b") != 0) {
+            Evaluation e{false, 0, false, "refused"};
+            e.refused = true;
+            return e;
+          }
+          ++*real;
+          return l.evaluator()(c);
+        },
+        o);
   };
   int real_free = 0, real_counted = 0;
   InnerResult free = run(256, &real_free);

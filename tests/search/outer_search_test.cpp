@@ -21,7 +21,9 @@ using testing::Landscape;
 using testing::slice_program;
 using testing::test_features;
 
-BackendCaps no_caps() { return BackendCaps{"test", {}}; }
+BackendCaps no_caps() {
+  return BackendCaps{"test", {}};
+}
 
 OuterOptions outer_patience(int patience) {
   OuterOptions o;
@@ -47,7 +49,9 @@ TEST(OuterSearch, PicksTheFusedGroupingWhenItIsFasterAndTunesSharedKernelsOnce) 
   OuterResult r = outer_search(
       p, {&fuse}, no_caps(), [&](auto& g, auto& k, auto& key) { return tuner(g, k, key); },
       outer_patience(50),
-      [&](const StepInfo& s) { kernels_in_groupings += static_cast<int>(s.candidate.program.grouping.kernels.size()); });
+      [&](const StepInfo& s) {
+        kernels_in_groupings += static_cast<int>(s.candidate.program.grouping.kernels.size());
+      });
   ASSERT_TRUE(r.search.found);
   EXPECT_EQ(r.search.best.program.grouping.kernels.size(), 1u);
   EXPECT_DOUBLE_EQ(r.search.best_us, 25);  // one launch (10) + three ops (15)
@@ -69,9 +73,9 @@ TEST(OuterSearch, KeepsKernelsSplitWhenFusionIsSlower) {
   const ir::Program p = chain_program({ir::Op::exp, ir::Op::tanh, ir::Op::sigmoid});
   ChainFusionPass fuse;
   SizeCostTuner tuner{[](size_t n) { return 10.0 * static_cast<double>(n * n); }, {}};
-  OuterResult r = outer_search(p, {&fuse}, no_caps(),
-                               [&](auto& g, auto& k, auto& key) { return tuner(g, k, key); },
-                               outer_patience(50));
+  OuterResult r = outer_search(
+      p, {&fuse}, no_caps(), [&](auto& g, auto& k, auto& key) { return tuner(g, k, key); },
+      outer_patience(50));
   EXPECT_EQ(r.search.best.program.grouping.kernels.size(), 3u);
   EXPECT_DOUBLE_EQ(r.search.best_us, 30);
 }
@@ -81,9 +85,9 @@ TEST(OuterSearch, AKernelThatCannotBeTunedFailsItsGroupings) {
   ChainFusionPass fuse;
   // The fused kernel would be fastest, but nothing of it builds.
   SizeCostTuner tuner{[](size_t n) { return n == 2 ? INFINITY : 10.0; }, {}};
-  OuterResult r = outer_search(p, {&fuse}, no_caps(),
-                               [&](auto& g, auto& k, auto& key) { return tuner(g, k, key); },
-                               outer_patience(50));
+  OuterResult r = outer_search(
+      p, {&fuse}, no_caps(), [&](auto& g, auto& k, auto& key) { return tuner(g, k, key); },
+      outer_patience(50));
   EXPECT_EQ(r.search.best.program.grouping.kernels.size(), 2u);
   EXPECT_DOUBLE_EQ(r.search.best_us, 20);
   EXPECT_EQ(r.search.failures, 1);
@@ -94,9 +98,9 @@ TEST(OuterSearch, RunsOnlyStructuralPassesAndCountsRepeatedKernelsEachTime) {
   const ir::Program p = chain_program({ir::Op::exp, ir::Op::exp, ir::Op::exp});
   KnobPass lower;  // in-place: must not run in the outer search
   SizeCostTuner tuner{[](size_t) { return 7.0; }, {}};
-  OuterResult r = outer_search(p, {&lower}, Landscape::random(1, 1, 3, 0).caps(),
-                               [&](auto& g, auto& k, auto& key) { return tuner(g, k, key); },
-                               outer_patience(50));
+  OuterResult r = outer_search(
+      p, {&lower}, Landscape::random(1, 1, 3, 0).caps(),
+      [&](auto& g, auto& k, auto& key) { return tuner(g, k, key); }, outer_patience(50));
   EXPECT_EQ(tuner.calls.size(), 1u);
   EXPECT_DOUBLE_EQ(r.search.best_us, 21);
   EXPECT_EQ(r.search.evaluations, 1);
@@ -125,12 +129,11 @@ TEST(OuterSearch, SetsAsideAGroupingWhoseNewKernelIsFarBeyondTheBestTotalWithIts
   ChainFusionPass fuse;
   HopelessTuner tuner;
   std::vector<std::string> lines;
-  OuterResult r = outer_search(p, {&fuse}, no_caps(), tuner.batch(), outer_patience(50),
-                               [&](const StepInfo& s) {
-                                 EXPECT_EQ(s.evaluation.set_aside, !s.evaluation.message.empty() &&
-                                                                       !s.evaluation.ok);
-                                 if (s.evaluation.set_aside) lines.push_back(s.evaluation.message);
-                               });
+  OuterResult r = outer_search(
+      p, {&fuse}, no_caps(), tuner.batch(), outer_patience(50), [&](const StepInfo& s) {
+        EXPECT_EQ(s.evaluation.set_aside, !s.evaluation.message.empty() && !s.evaluation.ok);
+        if (s.evaluation.set_aside) lines.push_back(s.evaluation.message);
+      });
   ASSERT_TRUE(r.search.found);
   EXPECT_DOUBLE_EQ(r.search.best_us, 40);  // the all-split grouping stays the best
   EXPECT_EQ(r.search.best.program.grouping.kernels.size(), 4u);
@@ -186,7 +189,10 @@ class Driver {
   };
 
   Driver(int knobs, int values, int patience, bool isolate_priors)
-      : knobs_(knobs), values_(values), patience_(patience), isolate_(isolate_priors),
+      : knobs_(knobs),
+        values_(values),
+        patience_(patience),
+        isolate_(isolate_priors),
         caps_(Landscape::random(0, knobs, values, 0).caps()),
         run_prior_(new_prior()) {
     // The run starts from a prior that already learned something (earlier runs).
@@ -194,7 +200,8 @@ class Driver {
     for (size_t i = 0; i < earlier.size(); i += 3) {
       std::map<std::string, double> k;
       for (size_t j = 0; j < earlier.knobs.size(); ++j) k[earlier.knobs[j]] = earlier.point(i)[j];
-      EXPECT_TRUE(run_prior_->observe({PriorRow{test_features(), k, earlier.time(k), Regime::rank}}).ok());
+      EXPECT_TRUE(
+          run_prior_->observe({PriorRow{test_features(), k, earlier.time(k), Regime::rank}}).ok());
     }
     snapshot_ = std::make_unique<PriorSnapshot>(*run_prior_);
   }
@@ -226,7 +233,9 @@ class Driver {
   }
 
   TuneKernel tuner() {
-    return [this](const ir::Graph& g, const ir::Kernel& k, const std::string& key) { return tune(g, k, key); };
+    return [this](const ir::Graph& g, const ir::Kernel& k, const std::string& key) {
+      return tune(g, k, key);
+    };
   }
 
   const BackendCaps& caps() const { return caps_; }
@@ -250,7 +259,8 @@ class Driver {
   std::unique_ptr<PriorSnapshot> snapshot_;
 };
 
-const std::vector<ir::Op> kFourDistinctOps = {ir::Op::exp, ir::Op::tanh, ir::Op::sigmoid, ir::Op::neg};
+const std::vector<ir::Op> kFourDistinctOps = {ir::Op::exp, ir::Op::tanh, ir::Op::sigmoid,
+                                              ir::Op::neg};
 
 TEST(TwoLevels, BenchmarksGrowLikeNTimesKNotKToTheN) {
   // n = 4 kernels of k = 6 configurations each: a single combined search would face 6^4 = 1296
@@ -300,7 +310,8 @@ TEST(TwoLevels, KernelOrderDoesNotChangePerKernelResultsOrTheTotal) {
   tune_in_order(shared_f, p, {0, 1, 2, 3});
   tune_in_order(shared_b, p, {3, 2, 1, 0});
   bool any_differs = false;
-  for (const auto& [key, out] : shared_f.outcomes) any_differs |= out.walk != shared_b.outcomes.at(key).walk;
+  for (const auto& [key, out] : shared_f.outcomes)
+    any_differs |= out.walk != shared_b.outcomes.at(key).walk;
   EXPECT_TRUE(any_differs);
 }
 

@@ -1,10 +1,11 @@
 // run_pipeline: forks are answered by the given resolver, and an in-place pass that changes
 // anything but templates and knobs is caught and named.
+#include "search/pipeline.hpp"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 
-#include "search/pipeline.hpp"
 #include "search_fixtures.hpp"
 
 namespace emmy::search {
@@ -77,7 +78,8 @@ TEST(Pipeline, LoweringSetsTemplateAndKnobsFromTheResolver) {
 TEST(Pipeline, InPlacePassChangingAnAttributeIsNamed) {
   ir::Program p = chain_program({ir::Op::exp});
   KnobPass lower;
-  LambdaPass bad("sneaky.lower", true, [](ir::Program& q) { q.graph.nodes.back().attrs["x"] = int64_t(1); });
+  LambdaPass bad("sneaky.lower", true,
+                 [](ir::Program& q) { q.graph.nodes.back().attrs["x"] = int64_t(1); });
   FixedResolver r(0);
   const std::string msg = error_of([&] { run_pipeline(p, {&lower, &bad}, r, two_knob_caps()); });
   EXPECT_NE(msg.find("sneaky.lower"), std::string::npos) << msg;
@@ -89,7 +91,8 @@ TEST(Pipeline, InPlacePassChangingAnAttributeIsNamed) {
 TEST(Pipeline, InPlacePassSettingAKnobItsTemplateDoesNotReadIsNamed) {
   ir::Program p = chain_program({ir::Op::exp});
   KnobPass lower;
-  LambdaPass hint("hint.lower", true, [](ir::Program& q) { q.grouping.kernels[0].knobs["unroll"] = 4; });
+  LambdaPass hint("hint.lower", true,
+                  [](ir::Program& q) { q.grouping.kernels[0].knobs["unroll"] = 4; });
   FixedResolver r(0);
   const std::string msg = error_of([&] { run_pipeline(p, {&lower, &hint}, r, two_knob_caps()); });
   EXPECT_NE(msg.find("pass 'hint.lower' set knob 'unroll' on kernel 0, whose template 'test' of "
@@ -98,14 +101,18 @@ TEST(Pipeline, InPlacePassSettingAKnobItsTemplateDoesNotReadIsNamed) {
       << msg;
   // A knob the template reads, set again by a later pass, is fine; so is any knob with the check
   // off (made-up caps in tests).
-  LambdaPass retune("retune.lower", true, [](ir::Program& q) { q.grouping.kernels[0].knobs["a"] = 3; });
+  LambdaPass retune("retune.lower", true,
+                    [](ir::Program& q) { q.grouping.kernels[0].knobs["a"] = 3; });
   ir::Program q = chain_program({ir::Op::exp});
   EXPECT_EQ(error_of([&] { run_pipeline(q, {&lower, &retune}, r, two_knob_caps()); }), "");
   EXPECT_EQ(q.grouping.kernels[0].knobs.at("a"), 3);
   ir::Program unchecked = chain_program({ir::Op::exp});
   PipelineOptions off;
   off.check_knobs = false;
-  EXPECT_EQ(error_of([&] { run_pipeline(unchecked, {&lower, &hint}, r, two_knob_caps(), off); }), "");
+  EXPECT_EQ(error_of([&] {
+              run_pipeline(unchecked, {&lower, &hint}, r, two_knob_caps(), off);
+            }),
+            "");
 }
 
 TEST(Pipeline, InPlacePassMovingANodeBetweenKernelsIsNamed) {
@@ -123,7 +130,8 @@ TEST(Pipeline, InPlacePassMovingANodeBetweenKernelsIsNamed) {
 
 TEST(Pipeline, InPlacePassChangingATypeIsNamed) {
   ir::Program p = chain_program({ir::Op::exp});
-  LambdaPass bad("retype.lower", true, [](ir::Program& q) { q.graph.nodes.back().type.dtype = ir::DType::f16; });
+  LambdaPass bad("retype.lower", true,
+                 [](ir::Program& q) { q.graph.nodes.back().type.dtype = ir::DType::f16; });
   FixedResolver r(0);
   const std::string msg = error_of([&] { run_pipeline(p, {&bad}, r, two_knob_caps()); });
   EXPECT_NE(msg.find("retype.lower"), std::string::npos) << msg;
@@ -163,14 +171,16 @@ TEST(Pipeline, FilterRunsOneKindOfPass) {
   {
     ir::Program p = base;
     FixedResolver r(1);
-    run_pipeline(p, {&fuse, &lower}, r, two_knob_caps(), PipelineOptions{PassFilter::structural_only});
+    run_pipeline(p, {&fuse, &lower}, r, two_knob_caps(),
+                 PipelineOptions{PassFilter::structural_only});
     EXPECT_EQ(p.grouping.kernels.size(), 1u);
     EXPECT_EQ(p.grouping.kernels[0].templ, "");
   }
   {
     ir::Program p = base;
     FixedResolver r(1);
-    run_pipeline(p, {&fuse, &lower}, r, two_knob_caps(), PipelineOptions{PassFilter::in_place_only});
+    run_pipeline(p, {&fuse, &lower}, r, two_knob_caps(),
+                 PipelineOptions{PassFilter::in_place_only});
     EXPECT_EQ(p.grouping.kernels.size(), 2u);
     EXPECT_EQ(p.grouping.kernels[0].templ, "test");
   }

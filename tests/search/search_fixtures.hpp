@@ -205,7 +205,8 @@ class ChainFusionPass final : public Pass {
 // must keep apart.
 class TestPrior final : public Prior {
  public:
-  TestPrior(std::vector<std::string> knobs, std::vector<std::vector<double>> guess, double scale = 100)
+  TestPrior(std::vector<std::string> knobs, std::vector<std::vector<double>> guess,
+            double scale = 100)
       : knobs_(std::move(knobs)), guess_(std::move(guess)), scale_(scale) {
     corr_sum_.assign(guess_.size(), std::vector<double>(guess_.empty() ? 0 : guess_[0].size(), 0));
     corr_n_.assign(guess_.size(), std::vector<int>(guess_.empty() ? 0 : guess_[0].size(), 0));
@@ -238,7 +239,8 @@ class TestPrior final : public Prior {
     std::ostringstream os;
     os.precision(17);
     for (size_t j = 0; j < corr_sum_.size(); ++j)
-      for (size_t v = 0; v < corr_sum_[j].size(); ++v) os << corr_sum_[j][v] << ' ' << corr_n_[j][v] << ' ';
+      for (size_t v = 0; v < corr_sum_[j].size(); ++v)
+        os << corr_sum_[j][v] << ' ' << corr_n_[j][v] << ' ';
     state = os.str();
     return Status::Ok();
   }
@@ -291,6 +293,8 @@ inline std::unique_ptr<TestPrior> informed_prior(const Landscape& l, double nois
   return std::make_unique<TestPrior>(l.knobs, g);
 }
 
-inline KernelFeatures test_features() { return KernelFeatures{"test", {64, 64}, "f32", 0, 0}; }
+inline KernelFeatures test_features() {
+  return KernelFeatures{"test", {64, 64}, "f32", 0, 0};
+}
 
 }  // namespace emmy::search::testing

@@ -1,11 +1,12 @@
 // The prior's checkpoint file: round trip, corruption detected, atomic replacement.
+#include "store/checkpoint.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "store/checkpoint.hpp"
 #include "store/child_process.hpp"
 #include "store/test_records.hpp"
 

@@ -1,11 +1,10 @@
 // `emmy eval` end to end: the real binary on a database filled through the store.
 #include <gtest/gtest.h>
-
-#include <filesystem>
-#include <fstream>
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "store/test_records.hpp"

@@ -1,11 +1,12 @@
 // The logic behind `emmy eval`: best-first variants, failure groups with the knob values every
 // failing row shares, runs; and their text, CSV and JSON forms.
+#include "eval/eval_report.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "eval/eval_report.hpp"
 #include "store/keys.hpp"
 #include "store/test_records.hpp"
 #include "store/tuning_store.hpp"
@@ -37,7 +38,8 @@ MeasurementRecord row(const std::string& skey, double us, std::map<std::string, 
 }
 
 TEST(EvalReport, FirstLineSkipsBlankLinesTrimsAndCuts) {
-  EXPECT_EQ(first_line("\n  \n  error: x was not declared  \nnote: ..."), "error: x was not declared");
+  EXPECT_EQ(first_line("\n  \n  error: x was not declared  \nnote: ..."),
+            "error: x was not declared");
   EXPECT_EQ(first_line(""), "");
   EXPECT_EQ(first_line("abcdefghij", 4), "abcd...");
 }
@@ -75,7 +77,8 @@ TEST(EvalReport, FailuresAreGroupedByKindWithCountSampleAndSharedKnobs) {
   using FK = emmy::FailureKind;
   std::vector<MeasurementRecord> rows = {
       row("k1", 50, {{"tile_m", 64}, {"vec", 4}}),  // a success: ignored
-      row("k1", 0, {{"tile_m", 128}, {"vec", 4}}, emmy::Regime::rank, FK::timeout, "timed out after 20 s"),
+      row("k1", 0, {{"tile_m", 128}, {"vec", 4}}, emmy::Regime::rank, FK::timeout,
+          "timed out after 20 s"),
       row("k1", 0, {{"tile_m", 256}, {"vec", 8}}, emmy::Regime::rank, FK::build_error,
           "\n  error: too many registers\nmore"),
       row("k1", 0, {{"tile_m", 256}, {"vec", 16}}, emmy::Regime::deploy, FK::build_error,
@@ -99,7 +102,8 @@ TEST(EvalReport, FailuresAreGroupedByKindWithCountSampleAndSharedKnobs) {
 
   std::ostringstream text;
   print_failures_text(text, groups);
-  EXPECT_NE(text.str().find("build_error: 3 failing configurations"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("build_error: 3 failing configurations"), std::string::npos)
+      << text.str();
   EXPECT_NE(text.str().find("every row has: template=matmul_tiled tile_m=256"), std::string::npos)
       << text.str();
   auto j = nlohmann::json::parse(failures_json(groups));
@@ -137,7 +141,8 @@ TEST(EvalReport, VariantsAreListedBestFirstWithFailuresLast) {
   EXPECT_EQ(g.rows[3].median_us, 120);
   EXPECT_EQ(g.rows[4].failure, FK::build_error);
   EXPECT_EQ(g.rows[5].failure, FK::wrong_result);
-  for (size_t i = 0; i + 1 < g.rows.size(); ++i) EXPECT_FALSE(better_variant(g.rows[i + 1], g.rows[i]));
+  for (size_t i = 0; i + 1 < g.rows.size(); ++i)
+    EXPECT_FALSE(better_variant(g.rows[i + 1], g.rows[i]));
 
   auto limited = group_variants(rows, {}, 2);
   EXPECT_EQ(limited[1].rows.size(), 2u);
@@ -169,8 +174,19 @@ TEST(EvalReport, VariantsAreListedBestFirstWithFailuresLast) {
 TEST(EvalReport, RunsAreNewestFirstWithTheirGap) {
   std::vector<RunRecord> runs = {
       {"run-a", 1700000000, "torch.matmul(a, b)", "cpu", kEnv, 1, 1, 200, 204, 2.0, "ok", "", {}},
-      {"run-b", 1700003600, "Qwen/Qwen3-Embedding-0.6B", "cuda", "cuda|H200", 337, 14, 1000,
-       990, -1.0, "ok", "", {"fuse_attention@a=split: set aside: its total is at least 9e+04 us"}},
+      {"run-b",
+       1700003600,
+       "Qwen/Qwen3-Embedding-0.6B",
+       "cuda",
+       "cuda|H200",
+       337,
+       14,
+       1000,
+       990,
+       -1.0,
+       "ok",
+       "",
+       {"fuse_attention@a=split: set aside: its total is at least 9e+04 us"}},
   };
   sort_runs(runs);
   EXPECT_EQ(runs[0].run_id, "run-b");

@@ -31,11 +31,11 @@ MeasurementRecord make_record(int i, emmy::Regime regime, emmy::FailureKind fail
 }
 
 bool same_record(const MeasurementRecord& a, const MeasurementRecord& b) {
-  return a.env == b.env && a.structural_key == b.structural_key &&
-         a.kernel_name == b.kernel_name && a.templ == b.templ && a.config_key == b.config_key &&
-         a.knobs == b.knobs && a.regime == b.regime && a.failure == b.failure &&
-         a.message == b.message && a.median_us == b.median_us && a.samples_us == b.samples_us &&
-         a.run_id == b.run_id && a.unix_time == b.unix_time;
+  return a.env == b.env && a.structural_key == b.structural_key && a.kernel_name == b.kernel_name &&
+         a.templ == b.templ && a.config_key == b.config_key && a.knobs == b.knobs &&
+         a.regime == b.regime && a.failure == b.failure && a.message == b.message &&
+         a.median_us == b.median_us && a.samples_us == b.samples_us && a.run_id == b.run_id &&
+         a.unix_time == b.unix_time;
 }
 
 TempDir::TempDir() {

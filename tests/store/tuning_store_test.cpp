@@ -240,8 +240,19 @@ TEST(TuningStore, KernelsRunsAndPlansRoundTrip) {
   TempDir dir;
   auto store = TuningStore::open_writer(dir.sub("db"));
   store->put_kernel({"sk0-matmul", "matmul", "matmul f32[512,512] x f32[512,512]"});
-  RunRecord run{"run-1", 1700000000, "torch.matmul(...)", "cpu", kEnv, 3, 2, 120.5, 122.0,
-                1.24, "ok", "", {"fuse@%3=fuse: set aside: its total is at least 1e+04 us"}};
+  RunRecord run{"run-1",
+                1700000000,
+                "torch.matmul(...)",
+                "cpu",
+                kEnv,
+                3,
+                2,
+                120.5,
+                122.0,
+                1.24,
+                "ok",
+                "",
+                {"fuse@%3=fuse: set aside: its total is at least 1e+04 us"}};
   store->put_run(run);
   PlanRecord plan;
   plan.env = kEnv;

@@ -1,4 +1,6 @@
 // run_on_slots: the fan-out of kernels over devices (one job per slot at a time).
+#include "tune/parallel.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,8 +11,6 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
-
-#include "tune/parallel.hpp"
 
 namespace emmy::tune {
 namespace {

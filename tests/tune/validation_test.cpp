@@ -10,12 +10,12 @@
 
 namespace {
 
-using emmy::tune::IsolatedKernel;
-using emmy::tune::kValidationQuantile;
 using emmy::tune::isolated_samples_per_request;
-using emmy::tune::samples_per_request_within_budget;
+using emmy::tune::IsolatedKernel;
 using emmy::tune::kMaxIsolatedRequestsPerRound;
+using emmy::tune::kValidationQuantile;
 using emmy::tune::quantile;
+using emmy::tune::samples_per_request_within_budget;
 using emmy::tune::ValidationSides;
 
 TEST(ValidationQuantile, InterpolatesBetweenOrderStatistics) {

@@ -57,10 +57,12 @@ std::vector<ir::TensorType> parse_json_spec(const std::string& text) {
     return parse_dims(compact, entry);
   };
   if (text.find('{') != std::string::npos) {
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), object); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), object);
+         it != std::sregex_iterator(); ++it) {
       std::string obj = it->str();
       std::smatch m;
-      if (!std::regex_search(obj, m, shape_field)) throw Error("input shapes: entry " + obj + " has no \"shape\" list");
+      if (!std::regex_search(obj, m, shape_field))
+        throw Error("input shapes: entry " + obj + " has no \"shape\" list");
       ir::TensorType t;
       t.shape = dims_of(m[1].str(), obj);
       if (std::regex_search(obj, m, dtype_field)) t.dtype = parse_torch_dtype(m[1].str());
@@ -68,7 +70,8 @@ std::vector<ir::TensorType> parse_json_spec(const std::string& text) {
     }
   } else {
     std::string inner = trim(text).substr(1);  // drop the outer '['
-    for (auto it = std::sregex_iterator(inner.begin(), inner.end(), bare_list); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(inner.begin(), inner.end(), bare_list);
+         it != std::sregex_iterator(); ++it) {
       std::string list = it->str();
       ir::TensorType t;
       t.shape = dims_of(list.substr(1, list.size() - 2), list);
@@ -85,12 +88,12 @@ ir::DType parse_torch_dtype(const std::string& text) {
   std::string t = trim(text);
   if (t.rfind("torch.", 0) == 0) t = t.substr(6);
   static const std::map<std::string, ir::DType> names = {
-      {"f32", ir::DType::f32},     {"float32", ir::DType::f32},  {"float", ir::DType::f32},
-      {"f16", ir::DType::f16},     {"float16", ir::DType::f16},  {"half", ir::DType::f16},
-      {"bf16", ir::DType::bf16},   {"bfloat16", ir::DType::bf16}, {"f64", ir::DType::f64},
-      {"float64", ir::DType::f64}, {"double", ir::DType::f64},   {"i32", ir::DType::i32},
-      {"int32", ir::DType::i32},   {"int", ir::DType::i32},      {"i64", ir::DType::i64},
-      {"int64", ir::DType::i64},   {"long", ir::DType::i64},     {"bool", ir::DType::boolean},
+      {"f32", ir::DType::f32},        {"float32", ir::DType::f32},   {"float", ir::DType::f32},
+      {"f16", ir::DType::f16},        {"float16", ir::DType::f16},   {"half", ir::DType::f16},
+      {"bf16", ir::DType::bf16},      {"bfloat16", ir::DType::bf16}, {"f64", ir::DType::f64},
+      {"float64", ir::DType::f64},    {"double", ir::DType::f64},    {"i32", ir::DType::i32},
+      {"int32", ir::DType::i32},      {"int", ir::DType::i32},       {"i64", ir::DType::i64},
+      {"int64", ir::DType::i64},      {"long", ir::DType::i64},      {"bool", ir::DType::boolean},
       {"boolean", ir::DType::boolean}};
   auto it = names.find(t);
   if (it == names.end())
@@ -106,7 +109,8 @@ std::vector<ir::TensorType> parse_input_spec(const std::string& text) {
   size_t pos = 0;
   while (pos <= t.size()) {
     size_t comma = t.find(',', pos);
-    std::string entry = trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    std::string entry =
+        trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
     size_t colon = entry.find(':');
     ir::TensorType type;
     type.shape = parse_dims(entry.substr(0, colon), entry);

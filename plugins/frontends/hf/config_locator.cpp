@@ -17,7 +17,8 @@ namespace {
 // Any symbol of this library tells dladdr which file we were loaded from.
 std::string this_library_path() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&shipped_config_dirs), &info) == 0 || !info.dli_fname) return "";
+  if (dladdr(reinterpret_cast<void*>(&shipped_config_dirs), &info) == 0 || !info.dli_fname)
+    return "";
   return info.dli_fname;
 }
 
@@ -41,7 +42,8 @@ std::vector<fs::path> hub_caches(const PluginContext& context) {
 // models--ORG--NAME/snapshots/*/config.json; the most recently written snapshot wins.
 std::string find_in_cache(const fs::path& hub, const std::string& model_id) {
   std::string folder = "models--" + model_id;
-  for (size_t pos = 0; (pos = folder.find('/', pos)) != std::string::npos;) folder.replace(pos, 1, "--");
+  for (size_t pos = 0; (pos = folder.find('/', pos)) != std::string::npos;)
+    folder.replace(pos, 1, "--");
   fs::path snapshots = hub / folder / "snapshots";
   std::error_code ec;
   if (!fs::is_directory(snapshots, ec)) return "";
@@ -65,7 +67,8 @@ std::vector<std::string> shipped_config_dirs() {
   std::vector<std::string> dirs;
   std::string self = this_library_path();
   if (!self.empty()) {
-    fs::path installed = fs::path(self).parent_path() / ".." / ".." / ".." / "share" / "emmy" / "hf-configs";
+    fs::path installed =
+        fs::path(self).parent_path() / ".." / ".." / ".." / "share" / "emmy" / "hf-configs";
     dirs.push_back(installed.lexically_normal().string());
   }
 #ifdef EMMY_HF_SOURCE_CONFIG_DIR
@@ -102,9 +105,11 @@ std::string locate_config(const std::string& source, const std::string& config_f
   std::string where;
   for (const auto& l : looked) where += "\n  " + l;
   std::string shipped;
-  for (const auto& id : shipped_model_ids(shipped_dirs)) shipped += (shipped.empty() ? "" : ", ") + id;
-  throw Error("no config.json for model '" + source + "': looked in the Hugging Face cache and the configs shipped with Emmy:" +
-              where + "\nmodels shipped with Emmy: " + (shipped.empty() ? "(none found)" : shipped) +
+  for (const auto& id : shipped_model_ids(shipped_dirs))
+    shipped += (shipped.empty() ? "" : ", ") + id;
+  throw Error("no config.json for model '" + source +
+              "': looked in the Hugging Face cache and the configs shipped with Emmy:" + where +
+              "\nmodels shipped with Emmy: " + (shipped.empty() ? "(none found)" : shipped) +
               "\n(pass --config FILE to use a config.json directly)");
 }
 

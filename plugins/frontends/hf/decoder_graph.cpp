@@ -60,7 +60,8 @@ class DecoderEmitter {
 
   int64_t last_dim(ValueId x) { return b_.graph().type(x).rank() - 1; }
 
-  // transformers' RMSNorm: in f32, x * rsqrt(mean(x^2) + eps), back to the input dtype, times weight.
+  // transformers' RMSNorm: in f32, x * rsqrt(mean(x^2) + eps), back to the input dtype, times
+  // weight.
   ValueId rms_norm(ValueId x, const std::string& weight_name, int64_t size, double eps,
                    const std::string& name) {
     DType in_dtype = b_.graph().type(x).dtype;
@@ -77,8 +78,10 @@ class DecoderEmitter {
   ValueId rope(ValueId x) {
     int64_t dim = last_dim(x);
     int64_t half = c_.head_dim / 2;
-    ValueId x1 = b_.op(Op::slice, {x}, {{"dim", dim}, {"start", int64_t{0}}, {"end", half}, {"step", int64_t{1}}});
-    ValueId x2 = b_.op(Op::slice, {x}, {{"dim", dim}, {"start", half}, {"end", c_.head_dim}, {"step", int64_t{1}}});
+    ValueId x1 = b_.op(Op::slice, {x},
+                       {{"dim", dim}, {"start", int64_t{0}}, {"end", half}, {"step", int64_t{1}}});
+    ValueId x2 = b_.op(Op::slice, {x},
+                       {{"dim", dim}, {"start", half}, {"end", c_.head_dim}, {"step", int64_t{1}}});
     ValueId rotated = b_.op(Op::cat, {b_.unary(Op::neg, x2), x1}, {{"dim", dim}});
     return b_.add(b_.mul(x, cos_), b_.mul(rotated, sin_));
   }
@@ -88,7 +91,8 @@ class DecoderEmitter {
     int64_t rep = c_.num_heads / c_.num_kv_heads;
     if (rep == 1) return x;
     ValueId u = b_.op(Op::unsqueeze, {x}, {{"dim", int64_t{2}}});
-    ValueId e = b_.op(Op::expand, {u}, {{"shape", ir::Shape{s_.batch, c_.num_kv_heads, rep, s_.seq, c_.head_dim}}});
+    ValueId e = b_.op(Op::expand, {u},
+                      {{"shape", ir::Shape{s_.batch, c_.num_kv_heads, rep, s_.seq, c_.head_dim}}});
     return b_.reshape(e, {s_.batch, c_.num_heads, s_.seq, c_.head_dim});
   }
 
@@ -96,7 +100,8 @@ class DecoderEmitter {
   ValueId heads(ValueId x, int64_t count, const std::string& norm_prefix) {
     ValueId v = b_.op(Op::view, {x}, {{"shape", ir::Shape{s_.batch, s_.seq, count, c_.head_dim}}});
     if (!norm_prefix.empty())
-      v = rms_norm(v, "model." + norm_prefix + ".weight", c_.head_dim, c_.rms_norm_eps, norm_prefix);
+      v = rms_norm(v, "model." + norm_prefix + ".weight", c_.head_dim, c_.rms_norm_eps,
+                   norm_prefix);
     return b_.transpose(v, 1, 2);
   }
 
@@ -120,7 +125,8 @@ class DecoderEmitter {
     const double eps = c_.rms_norm_eps;
 
     ValueId residual = x;
-    ValueId h = rms_norm(x, "model." + p + "input_layernorm.weight", hidden, eps, p + "input_layernorm");
+    ValueId h =
+        rms_norm(x, "model." + p + "input_layernorm.weight", hidden, eps, p + "input_layernorm");
     ValueId q = linear(h, p + "self_attn.q_proj", hidden, q_size, c_.qkv_bias);
     ValueId k = linear(h, p + "self_attn.k_proj", hidden, kv_size, c_.qkv_bias);
     ValueId v = linear(h, p + "self_attn.v_proj", hidden, kv_size, c_.qkv_bias);
@@ -138,7 +144,8 @@ class DecoderEmitter {
     h = b_.op(Op::add, {residual, attn}, {}, p + "attn_residual");
 
     residual = h;
-    h = rms_norm(h, "model." + p + "post_attention_layernorm.weight", hidden, eps, p + "post_attention_layernorm");
+    h = rms_norm(h, "model." + p + "post_attention_layernorm.weight", hidden, eps,
+                 p + "post_attention_layernorm");
     const int64_t inter = c_.intermediate_size;
     ValueId gate = linear(h, p + "mlp.gate_proj", hidden, inter, c_.mlp_bias);
     ValueId up = linear(h, p + "mlp.up_proj", hidden, inter, c_.mlp_bias);
@@ -157,14 +164,15 @@ class DecoderEmitter {
 
 void build_decoder(const DecoderConfig& config, const DecoderShape& shape, ir::Graph& graph) {
   if (shape.batch <= 0 || shape.seq <= 0)
-    throw Error("hf frontend: batch and seq must be positive, got batch=" + std::to_string(shape.batch) +
-                " seq=" + std::to_string(shape.seq));
+    throw Error("hf frontend: batch and seq must be positive, got batch=" +
+                std::to_string(shape.batch) + " seq=" + std::to_string(shape.seq));
   if (shape.layer && (*shape.layer < 0 || *shape.layer >= config.num_layers))
-    throw Error("hf frontend: --layer " + std::to_string(*shape.layer) + " is out of range: the model has " +
-                std::to_string(config.num_layers) + " decoder layers (0.." +
-                std::to_string(config.num_layers - 1) + ")");
+    throw Error("hf frontend: --layer " + std::to_string(*shape.layer) +
+                " is out of range: the model has " + std::to_string(config.num_layers) +
+                " decoder layers (0.." + std::to_string(config.num_layers - 1) + ")");
   if (config.head_dim % 2 != 0)
-    throw Error("hf frontend: head_dim " + std::to_string(config.head_dim) + " is odd; rotary embedding needs it even");
+    throw Error("hf frontend: head_dim " + std::to_string(config.head_dim) +
+                " is odd; rotary embedding needs it even");
   DecoderEmitter(config, shape, graph).build();
 }
 

@@ -23,7 +23,8 @@ namespace emmy::hf {
 
 namespace {
 
-std::string option(const FrontendRequest& r, const std::string& key, const std::string& fallback = "") {
+std::string option(const FrontendRequest& r, const std::string& key,
+                   const std::string& fallback = "") {
   auto it = r.options.find(key);
   return it == r.options.end() || it->second.empty() ? fallback : it->second;
 }
@@ -42,12 +43,16 @@ int64_t int_option(const FrontendRequest& r, const std::string& key, int64_t fal
 
 ir::DType dtype_option(const FrontendRequest& r) {
   std::string text = option(r, "dtype", "bf16");
-  static const std::map<std::string, std::string> aliases = {
-      {"bfloat16", "bf16"}, {"float16", "f16"}, {"half", "f16"}, {"float32", "f32"}, {"float", "f32"}};
+  static const std::map<std::string, std::string> aliases = {{"bfloat16", "bf16"},
+                                                             {"float16", "f16"},
+                                                             {"half", "f16"},
+                                                             {"float32", "f32"},
+                                                             {"float", "f32"}};
   if (auto it = aliases.find(text); it != aliases.end()) text = it->second;
   auto t = ir::parse_dtype(text);
   if (!t || !ir::is_floating(*t))
-    throw Error("hf frontend: option --dtype must be bf16, f16 or f32, got '" + option(r, "dtype") + "'");
+    throw Error("hf frontend: option --dtype must be bf16, f16 or f32, got '" + option(r, "dtype") +
+                "'");
   return *t;
 }
 
@@ -95,14 +100,17 @@ class HfFrontend final : public Frontend {
   bool accepts(const FrontendRequest& r) const noexcept override {
     try {
       if (!r.code.empty() || r.source.empty()) return false;
-      if (has_extension(r.source, {".pt", ".pth", ".ts", ".torchscript", ".zip", ".pt2"})) return false;
+      if (has_extension(r.source, {".pt", ".pth", ".ts", ".torchscript", ".zip", ".pt2"}))
+        return false;
       if (r.options.count("config") && !r.options.at("config").empty()) return true;
       std::error_code ec;
-      if (std::filesystem::is_regular_file(std::filesystem::path(r.source) / "config.json", ec)) return true;
+      if (std::filesystem::is_regular_file(std::filesystem::path(r.source) / "config.json", ec))
+        return true;
       if (has_extension(r.source, {".json"})) return true;
       auto slash = r.source.find('/');
       return slash != std::string::npos && slash > 0 && slash + 1 < r.source.size() &&
-             r.source.find('/', slash + 1) == std::string::npos && !std::filesystem::exists(r.source, ec);
+             r.source.find('/', slash + 1) == std::string::npos &&
+             !std::filesystem::exists(r.source, ec);
     } catch (...) {
       return false;
     }
@@ -112,7 +120,8 @@ class HfFrontend final : public Frontend {
     return guard([&] {
       frontends::refuse_request_options(r, {"input-shape", "trust"},
                                         "a model id (it is for .pt and .pt2 files)");
-      std::string path = locate_config(r.source, option(r, "config"), shipped_config_dirs(), context_);
+      std::string path =
+          locate_config(r.source, option(r, "config"), shipped_config_dirs(), context_);
       DecoderConfig config = parse_decoder_config(read_file(path), path);
       DecoderShape shape;
       shape.batch = int_option(r, "batch", 1);

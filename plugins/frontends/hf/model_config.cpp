@@ -39,12 +39,14 @@ constexpr Bound kBounds[] = {
 int64_t required_int(const nlohmann::json& j, const char* key, const std::string& origin) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number_integer())
-    throw Error(origin + ": field '" + key + "' is " + (it == j.end() ? "missing" : "not an integer"));
+    throw Error(origin + ": field '" + key + "' is " +
+                (it == j.end() ? "missing" : "not an integer"));
   // An unsigned value beyond int64 would wrap to a negative one (or a small one) in get<int64_t>.
   if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     throw Error(origin + ": field '" + key + "' is " + it->dump() + ", out of range");
   int64_t v = it->get<int64_t>();
-  if (v <= 0) throw Error(origin + ": field '" + key + "' must be positive, got " + std::to_string(v));
+  if (v <= 0)
+    throw Error(origin + ": field '" + key + "' must be positive, got " + std::to_string(v));
   for (const Bound& b : kBounds)
     if (std::string_view(key) == b.key && v > b.max)
       throw Error(origin + ": field '" + key + "' is " + std::to_string(v) +
@@ -61,7 +63,8 @@ double optional_number(const nlohmann::json& j, const char* key, double fallback
   return it->get<double>();
 }
 
-bool optional_bool(const nlohmann::json& j, const char* key, bool fallback, const std::string& origin) {
+bool optional_bool(const nlohmann::json& j, const char* key, bool fallback,
+                   const std::string& origin) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_boolean()) throw Error(origin + ": field '" + key + "' is not true/false");
@@ -80,14 +83,16 @@ DecoderConfig parse_decoder_config(const std::string& json_text, const std::stri
   if (!j.is_object()) throw Error(origin + ": expected a JSON object");
   auto type_it = j.find("model_type");
   if (type_it == j.end() || !type_it->is_string())
-    throw Error(origin + ": field 'model_type' is missing; supported model types: " + joined_supported());
+    throw Error(origin +
+                ": field 'model_type' is missing; supported model types: " + joined_supported());
 
   DecoderConfig c;
   c.model_type = type_it->get<std::string>();
   const auto& supported = supported_model_types();
   if (std::find(supported.begin(), supported.end(), c.model_type) == supported.end())
-    throw Error(origin + ": model_type '" + c.model_type +
-                "' is not supported by the hf frontend; supported model types: " + joined_supported());
+    throw Error(
+        origin + ": model_type '" + c.model_type +
+        "' is not supported by the hf frontend; supported model types: " + joined_supported());
 
   c.hidden_size = required_int(j, "hidden_size", origin);
   c.num_layers = required_int(j, "num_hidden_layers", origin);
@@ -104,11 +109,13 @@ DecoderConfig parse_decoder_config(const std::string& json_text, const std::stri
   c.rope_theta = optional_number(j, "rope_theta", 10000.0, origin);
   if (c.num_heads % c.num_kv_heads != 0)
     throw Error(origin + ": num_attention_heads (" + std::to_string(c.num_heads) +
-                ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) + ")");
+                ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) +
+                ")");
 
   // Activation: all three families use SwiGLU; anything else would be built wrong, so refuse.
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
-    throw Error(origin + ": hidden_act '" + j["hidden_act"].dump() + "' is not supported (only silu)");
+    throw Error(origin + ": hidden_act '" + j["hidden_act"].dump() +
+                "' is not supported (only silu)");
 
   bool attention_bias = optional_bool(j, "attention_bias", false, origin);
   c.qk_norm = c.model_type == "qwen3";

@@ -13,10 +13,10 @@ namespace {
 // c10::ScalarType numbering (stable since the early releases; used by serialized models too).
 const std::map<std::string, std::string>& dtype_numbers() {
   static const std::map<std::string, std::string> m = {
-      {"uint8", "0"},   {"int8", "1"},    {"int16", "2"},   {"short", "2"},    {"int32", "3"},
-      {"int", "3"},     {"int64", "4"},   {"long", "4"},    {"float16", "5"},  {"half", "5"},
-      {"float32", "6"}, {"float", "6"},   {"float64", "7"}, {"double", "7"},   {"bool", "11"},
-      {"bfloat16", "15"}};
+      {"uint8", "0"},   {"int8", "1"},   {"int16", "2"},   {"short", "2"},
+      {"int32", "3"},   {"int", "3"},    {"int64", "4"},   {"long", "4"},
+      {"float16", "5"}, {"half", "5"},   {"float32", "6"}, {"float", "6"},
+      {"float64", "7"}, {"double", "7"}, {"bool", "11"},   {"bfloat16", "15"}};
   return m;
 }
 

@@ -5,13 +5,14 @@
 //
 // Request options:
 //   input-shape  shapes of a .pt file's inputs, "1x128x64:f32,1x128:i64" (default: the file's
-//                extra file "emmy_input_shapes", same format or JSON [{"shape": [..], "dtype": ".."}])
+//                extra file "emmy_input_shapes", same format or JSON [{"shape": [..], "dtype":
+//                ".."}])
 //   method       the module method to convert (default forward)
 //   trust        "1": the .pt file is trusted, its load-time code may run (--trust)
-#include <torch/jit.h>
-#include <torch/script.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/jit.h>
+#include <torch/script.h>
 
 #include <filesystem>
 
@@ -46,8 +47,8 @@ void load_code(const std::string& code, ir::Graph& out) {
   try {
     unit = torch::jit::compile(source);
   } catch (const std::exception& e) {
-    throw Error("--code: TorchScript cannot compile the expression (after rewriting it to\n" + source +
-                "):\n" + e.what());
+    throw Error("--code: TorchScript cannot compile the expression (after rewriting it to\n" +
+                source + "):\n" + e.what());
   }
   auto graph = torch::jit::toGraphFunction(unit->get_function("forward")).graph()->copy();
   torch::jit::Inline(*graph);
@@ -58,7 +59,8 @@ void load_code(const std::string& code, ir::Graph& out) {
 
 void load_file(const std::string& path, const FrontendRequest& r, ir::Graph& out) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error("TorchScript file '" + path + "' does not exist");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error("TorchScript file '" + path + "' does not exist");
   frontends::refuse_request_options(r, {"layer", "batch", "seq", "dtype", "config", "embedding"},
                                     "a TorchScript file (it is for model ids)");
   refuse_load_hooks(path, option(r, "trust") == "1");
@@ -81,8 +83,10 @@ void load_file(const std::string& path, const FrontendRequest& r, ir::Graph& out
     spec_origin = "the extra file " + std::string(kShapesExtraFile) + " of '" + path + "'";
   }
   if (spec.empty())
-    throw Error("'" + path + "' does not say its input shapes: pass --input-shape (e.g. 1x128x64:f32,1x128:i64) "
-                "or save it with _extra_files={'" + std::string(kShapesExtraFile) + "': '1x128x64:f32'}");
+    throw Error("'" + path +
+                "' does not say its input shapes: pass --input-shape (e.g. 1x128x64:f32,1x128:i64) "
+                "or save it with _extra_files={'" +
+                std::string(kShapesExtraFile) + "': '1x128x64:f32'}");
   ConvertOptions options;
   try {
     options.input_types = frontends::parse_input_spec(spec);
@@ -116,8 +120,10 @@ class TorchScriptFrontend final : public Frontend {
   Status load(const FrontendRequest& r, ir::Graph& graph) noexcept override {
     return guard([&] {
       ir::Graph built;
-      if (!r.code.empty()) load_code(r.code, built);
-      else load_file(r.source, r, built);
+      if (!r.code.empty())
+        load_code(r.code, built);
+      else
+        load_file(r.source, r, built);
       graph = std::move(built);  // the caller sees a complete graph or none
     });
   }

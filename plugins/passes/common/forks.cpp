@@ -16,7 +16,8 @@ ForkSite fuse_or_split(const std::string& family, const std::string& situation,
   ForkSite site;
   site.name = family + "@" + situation;
   site.kind = ForkKind::structural;
-  site.options = {ForkOption{fuse_label, {{family, 1.0}}}, ForkOption{split_label, {{family, 0.0}}}};
+  site.options = {ForkOption{fuse_label, {{family, 1.0}}},
+                  ForkOption{split_label, {{family, 0.0}}}};
   return site;
 }
 

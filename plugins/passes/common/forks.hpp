@@ -17,7 +17,8 @@ std::string situation_id(const ir::Graph& g, const ir::Kernel& k);
 // "<family>@<situation>" with options {fuse_label, split_label}; option 0 fuses (the default).
 // Each option sets knob <family> to 1 (fuse) or 0 (split), the prior's view of the choice.
 ForkSite fuse_or_split(const std::string& family, const std::string& situation,
-                       const std::string& fuse_label = "fuse", const std::string& split_label = "split");
+                       const std::string& fuse_label = "fuse",
+                       const std::string& split_label = "split");
 
 // Asks the resolver; a fork already asked in this run (same name) gets the same answer without
 // asking again, so a model with many identical layers adds each structural fork once.

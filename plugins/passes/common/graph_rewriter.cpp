@@ -8,11 +8,15 @@
 namespace emmy::passes {
 
 GraphRewriter::GraphRewriter(const ir::Graph& source, const ir::Grouping& grouping)
-    : source_(source), old_kernels_(grouping.kernels), old_kernel_of_(source.nodes.size(), -1),
-      map_(source.nodes.size(), -1), changed_(grouping.kernels.size(), 0),
+    : source_(source),
+      old_kernels_(grouping.kernels),
+      old_kernel_of_(source.nodes.size(), -1),
+      map_(source.nodes.size(), -1),
+      changed_(grouping.kernels.size(), 0),
       slots_(static_cast<int>(grouping.kernels.size())) {
   for (size_t k = 0; k < old_kernels_.size(); ++k)
-    for (ir::ValueId v : old_kernels_[k].nodes) old_kernel_of_[static_cast<size_t>(v)] = static_cast<int>(k);
+    for (ir::ValueId v : old_kernels_[k].nodes)
+      old_kernel_of_[static_cast<size_t>(v)] = static_cast<int>(k);
   out_.name = source.name;
 }
 
@@ -78,8 +82,9 @@ ir::Program GraphRewriter::finish() {
   std::vector<ir::Kernel> ordered;
   for (auto& k : kernels)
     if (!k.nodes.empty()) ordered.push_back(std::move(k));
-  std::sort(ordered.begin(), ordered.end(),
-            [](const ir::Kernel& a, const ir::Kernel& b) { return a.nodes.front() < b.nodes.front(); });
+  std::sort(ordered.begin(), ordered.end(), [](const ir::Kernel& a, const ir::Kernel& b) {
+    return a.nodes.front() < b.nodes.front();
+  });
   p.grouping.kernels = std::move(ordered);
   p.graph = std::move(out_);
   return p;

@@ -76,7 +76,8 @@ Status LoweringPass::run(ir::Program& program, PassContext& ctx) noexcept {
     std::map<std::string, std::vector<ForkSite>> sites;  // per template that may be chosen
     sites[templ_] = knob_forks(ctx.caps, templ_);
     if (which)
-      for (const std::string& alt : ctx.caps.alternatives.at(templ_)) sites[alt] = knob_forks(ctx.caps, alt);
+      for (const std::string& alt : ctx.caps.alternatives.at(templ_))
+        sites[alt] = knob_forks(ctx.caps, alt);
     for (ir::Kernel& k : program.grouping.kernels) {
       if (!k.templ.empty() || !fits_template(program.graph, k, templ_)) continue;
       // The implementation first (when the backend has alternatives), then its knobs only.
@@ -86,9 +87,11 @@ Status LoweringPass::run(ir::Program& program, PassContext& ctx) noexcept {
       // only the values the template's constraints still allow beside the knobs decided.
       const auto rules = ctx.caps.constraints.find(k.templ);
       for (const ForkSite& site : sites.at(k.templ)) {
-        const ForkSite offered =
-            rules == ctx.caps.constraints.end() ? site : allowed_options(site, rules->second, k.knobs);
-        for (const auto& [knob, value] : offered.options[choose(offered)].knobs) k.knobs[knob] = value;
+        const ForkSite offered = rules == ctx.caps.constraints.end()
+                                     ? site
+                                     : allowed_options(site, rules->second, k.knobs);
+        for (const auto& [knob, value] : offered.options[choose(offered)].knobs)
+          k.knobs[knob] = value;
       }
     }
   });

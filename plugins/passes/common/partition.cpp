@@ -9,27 +9,30 @@
 namespace emmy::passes {
 
 Partition::Partition(const ir::Graph& graph, const ir::Grouping& grouping)
-    : graph_(graph), kernels_(grouping.kernels), kernel_of_(graph.nodes.size(), -1),
+    : graph_(graph),
+      kernels_(grouping.kernels),
+      kernel_of_(graph.nodes.size(), -1),
       users_(graph.nodes.size()) {
   for (size_t k = 0; k < kernels_.size(); ++k) {
     std::sort(kernels_[k].nodes.begin(), kernels_[k].nodes.end());
     for (ir::ValueId v : kernels_[k].nodes) {
       if (v < 0 || static_cast<size_t>(v) >= graph.nodes.size())
-        throw Error("grouping names node %" + std::to_string(v) + ", which the graph does not have");
+        throw Error("grouping names node %" + std::to_string(v) +
+                    ", which the graph does not have");
       kernel_of_[static_cast<size_t>(v)] = static_cast<int>(k);
     }
   }
   for (size_t v = 0; v < graph.nodes.size(); ++v)
-    for (ir::ValueId in : graph.nodes[v].inputs) users_[static_cast<size_t>(in)].push_back(static_cast<ir::ValueId>(v));
+    for (ir::ValueId in : graph.nodes[v].inputs)
+      users_[static_cast<size_t>(in)].push_back(static_cast<ir::ValueId>(v));
 }
 
 std::vector<int> Partition::kernels() const {
   std::vector<int> out;
   for (int k = 0; k < slots(); ++k)
     if (alive(k)) out.push_back(k);
-  std::sort(out.begin(), out.end(), [&](int a, int b) {
-    return kernel(a).nodes.front() < kernel(b).nodes.front();
-  });
+  std::sort(out.begin(), out.end(),
+            [&](int a, int b) { return kernel(a).nodes.front() < kernel(b).nodes.front(); });
   return out;
 }
 
@@ -55,7 +58,8 @@ std::vector<int> Partition::producers(int k) const {
 
 ir::Kernel Partition::united(const std::vector<int>& ks) const {
   ir::Kernel out;
-  for (int k : ks) out.nodes.insert(out.nodes.end(), kernel(k).nodes.begin(), kernel(k).nodes.end());
+  for (int k : ks)
+    out.nodes.insert(out.nodes.end(), kernel(k).nodes.begin(), kernel(k).nodes.end());
   std::sort(out.nodes.begin(), out.nodes.end());
   out.nodes.erase(std::unique(out.nodes.begin(), out.nodes.end()), out.nodes.end());
   return out;

@@ -23,7 +23,9 @@ class Partition {
   const ir::Kernel& kernel(int k) const { return kernels_[static_cast<size_t>(k)]; }
   // True once a lowering pass chose a template: structural passes leave such kernels alone.
   bool lowered(int k) const { return !kernel(k).templ.empty(); }
-  const std::vector<ir::ValueId>& users(ir::ValueId v) const { return users_[static_cast<size_t>(v)]; }
+  const std::vector<ir::ValueId>& users(ir::ValueId v) const {
+    return users_[static_cast<size_t>(v)];
+  }
 
   // Kernels reading a value of k / producing a value k reads (alive, distinct, sorted, k excluded).
   std::vector<int> consumers(int k) const;

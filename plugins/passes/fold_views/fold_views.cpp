@@ -48,11 +48,15 @@ class FoldViews final : public emmy::Pass {
     const size_t n = g.nodes.size();
     std::vector<int> kernel_of(n, -1);
     for (size_t k = 0; k < p.grouping.kernels.size(); ++k)
-      for (ValueId v : p.grouping.kernels[k].nodes) kernel_of[static_cast<size_t>(v)] = static_cast<int>(k);
-    auto lowered = [&](int k) { return k >= 0 && !p.grouping.kernels[static_cast<size_t>(k)].templ.empty(); };
+      for (ValueId v : p.grouping.kernels[k].nodes)
+        kernel_of[static_cast<size_t>(v)] = static_cast<int>(k);
+    auto lowered = [&](int k) {
+      return k >= 0 && !p.grouping.kernels[static_cast<size_t>(k)].templ.empty();
+    };
     std::vector<std::vector<ValueId>> users(n);
     for (size_t v = 0; v < n; ++v)
-      for (ValueId in : g.nodes[v].inputs) users[static_cast<size_t>(in)].push_back(static_cast<ValueId>(v));
+      for (ValueId in : g.nodes[v].inputs)
+        users[static_cast<size_t>(in)].push_back(static_cast<ValueId>(v));
     std::vector<char> is_output(n, 0);
     for (ValueId o : g.outputs) is_output[static_cast<size_t>(o)] = 1;
     // An attention result's reordering stays out of its reader: fuse_attention gives it to the
@@ -69,7 +73,8 @@ class FoldViews final : public emmy::Pass {
       bool ok = true;
       for (ValueId in : g.nodes[v].inputs) {
         emmy::ir::Op op = g.node(in).op;
-        ok &= op == emmy::ir::Op::input || op == emmy::ir::Op::constant || of_inputs[static_cast<size_t>(in)];
+        ok &= op == emmy::ir::Op::input || op == emmy::ir::Op::constant ||
+              of_inputs[static_cast<size_t>(in)];
       }
       of_inputs[v] = ok;
     }

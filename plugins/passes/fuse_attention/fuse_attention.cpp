@@ -23,8 +23,12 @@ using emmy::ir::Op;
 using emmy::ir::ValueId;
 using emmy::passes::Partition;
 
-bool is_bmm(Op op) { return op == Op::matmul || op == Op::bmm; }
-bool is_chain_op(Op op) { return emmy::is_elementwise_op(op) || emmy::is_index_op(op); }
+bool is_bmm(Op op) {
+  return op == Op::matmul || op == Op::bmm;
+}
+bool is_chain_op(Op op) {
+  return emmy::is_elementwise_op(op) || emmy::is_index_op(op);
+}
 
 struct Pattern {
   ValueId scores = -1, softmax = -1, values = -1;
@@ -39,7 +43,8 @@ std::vector<ValueId> between(const Partition& part, ValueId from, ValueId to) {
   down[static_cast<size_t>(from)] = 1;
   for (ValueId v = from + 1; v < to; ++v)
     for (ValueId in : g.node(v).inputs)
-      if (in >= from && down[static_cast<size_t>(in)] && is_chain_op(g.node(v).op)) down[static_cast<size_t>(v)] = 1;
+      if (in >= from && down[static_cast<size_t>(in)] && is_chain_op(g.node(v).op))
+        down[static_cast<size_t>(v)] = 1;
   up[static_cast<size_t>(to)] = 1;
   for (ValueId v = to; v > from; --v) {
     if (!up[static_cast<size_t>(v)]) continue;
@@ -54,8 +59,8 @@ std::vector<ValueId> between(const Partition& part, ValueId from, ValueId to) {
 
 // The one matmul the softmax's input is computed from through chain ops, if exactly one.
 std::optional<ValueId> scores_of(const Graph& g, ValueId softmax) {
-  std::vector<ValueId> found =
-      emmy::passes::found_upstream(g, g.node(softmax).inputs.at(0), [](Op op) { return is_bmm(op); });
+  std::vector<ValueId> found = emmy::passes::found_upstream(g, g.node(softmax).inputs.at(0),
+                                                            [](Op op) { return is_bmm(op); });
   if (found.size() != 1) return std::nullopt;
   return found[0];
 }
@@ -69,8 +74,10 @@ std::optional<ValueId> values_of(const Partition& part, ValueId softmax) {
     stack.pop_back();
     for (ValueId u : part.users(v)) {
       Op op = g.node(u).op;
-      if (is_bmm(op) && g.node(u).inputs.at(0) == v) found.push_back(u);
-      else if (emmy::is_elementwise_op(op) || emmy::is_index_op(op)) stack.push_back(u);
+      if (is_bmm(op) && g.node(u).inputs.at(0) == v)
+        found.push_back(u);
+      else if (emmy::is_elementwise_op(op) || emmy::is_index_op(op))
+        stack.push_back(u);
     }
   }
   std::sort(found.begin(), found.end());
@@ -108,19 +115,22 @@ class FuseAttention final : public emmy::passes::MergingPass {
       std::vector<ValueId> all = score_side;
       all.insert(all.end(), value_side.begin(), value_side.end());
       std::vector<int> ks = kernels_of(part, all);
-      if (std::any_of(ks.begin(), ks.end(), [&](int k) { return k < 0 || part.lowered(k); })) continue;
+      if (std::any_of(ks.begin(), ks.end(), [&](int k) { return k < 0 || part.lowered(k); }))
+        continue;
       // The result's reordering for its reader (left alone by fold_views): written by the kernel
       // that computes the result, when that kernel still fits its template with it. Part of the
       // fused kernel's situation, so the fork is named alike in a slice, which starts with the
       // reordering inside the values kernel.
-      std::vector<int> relabel = kernels_of(part, emmy::passes::attention_output_relabelling(g, pattern->values));
+      std::vector<int> relabel =
+          kernels_of(part, emmy::passes::attention_output_relabelling(g, pattern->values));
       auto with_relabelling = [&](std::vector<int> kernels, std::string_view templ) {
         std::vector<int> both = kernels;
         both.insert(both.end(), relabel.begin(), relabel.end());
         std::sort(both.begin(), both.end());
         both.erase(std::unique(both.begin(), both.end()), both.end());
         if (relabel.empty() ||
-            std::any_of(relabel.begin(), relabel.end(), [&](int k) { return k < 0 || part.lowered(k); }) ||
+            std::any_of(relabel.begin(), relabel.end(),
+                        [&](int k) { return k < 0 || part.lowered(k); }) ||
             !emmy::fits_template(g, part.united(both), templ) || !part.can_merge(both))
           return kernels;
         return both;
@@ -129,8 +139,9 @@ class FuseAttention final : public emmy::passes::MergingPass {
       emmy::ir::Kernel fused = part.united(ks);
       if (!emmy::fits_template(g, fused, emmy::kTemplateAttention) || !part.can_merge(ks)) continue;
 
-      auto site = emmy::passes::fuse_or_split(std::string(emmy::kAttentionFork), emmy::passes::situation_id(g, fused),
-                                              "fused", "split");
+      auto site =
+          emmy::passes::fuse_or_split(std::string(emmy::kAttentionFork),
+                                      emmy::passes::situation_id(g, fused), "fused", "split");
       if (forks.ask(site) == 0) {
         part.merge(ks);
         continue;
@@ -142,7 +153,8 @@ class FuseAttention final : public emmy::passes::MergingPass {
       });
       if (!disjoint || !part.can_merge(sk)) continue;
       part.merge(sk);
-      if (part.can_merge(vk)) part.merge(with_relabelling(vk, emmy::best_template(g, part.united(vk))));
+      if (part.can_merge(vk))
+        part.merge(with_relabelling(vk, emmy::best_template(g, part.united(vk))));
     }
   }
 

@@ -55,7 +55,8 @@ class FuseEpilogue final : public emmy::passes::MergingPass {
         if (part.lowered(c) || !emmy::passes::is_pointwise_kernel(g, part.kernel(c))) continue;
         std::vector<int> trial = group;
         trial.push_back(c);
-        if (!emmy::fits_template(g, part.united(trial), emmy::kTemplateMatmul) || !part.can_merge(trial))
+        if (!emmy::fits_template(g, part.united(trial), emmy::kTemplateMatmul) ||
+            !part.can_merge(trial))
           continue;
         group = std::move(trial);
         grew = true;

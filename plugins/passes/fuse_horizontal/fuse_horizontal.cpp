@@ -73,8 +73,8 @@ class FuseHorizontal final : public emmy::Pass {
       for (ValueId l : linears) {
         const Node& n = g.node(l);
         const auto& w = g.type(n.inputs[1]);
-        std::string sig = std::string(emmy::ir::to_string(w.dtype)) + "/" + std::to_string(w.shape[1]) +
-                          "/" + std::to_string(n.inputs.size()) + "/" +
+        std::string sig = std::string(emmy::ir::to_string(w.dtype)) + "/" +
+                          std::to_string(w.shape[1]) + "/" + std::to_string(n.inputs.size()) + "/" +
                           std::string(emmy::ir::to_string(n.type.dtype));
         Group& grp = compatible[sig];
         grp.linears.push_back(l);
@@ -139,8 +139,10 @@ class FuseHorizontal final : public emmy::Pass {
         Node slice;
         slice.op = Op::slice;
         slice.inputs = {wide_id};
-        slice.attrs = {{"dim", int64_t(orig.type.rank() - 1)}, {"start", start},
-                       {"end", start + n}, {"step", int64_t(1)}};
+        slice.attrs = {{"dim", int64_t(orig.type.rank() - 1)},
+                       {"start", start},
+                       {"end", start + n},
+                       {"step", int64_t(1)}};
         slice.type = orig.type;
         slice.name = orig.name;
         rw.alias(l, rw.add(std::move(slice), rw.new_kernel()));

@@ -47,7 +47,8 @@ class FuseReduction final : public emmy::passes::MergingPass {
  private:
   static bool try_merge(Partition& part, int& r, int other) {
     const auto& g = part.graph();
-    if (!part.alive(other) || part.lowered(other) || !emmy::passes::is_pointwise_kernel(g, part.kernel(other)))
+    if (!part.alive(other) || part.lowered(other) ||
+        !emmy::passes::is_pointwise_kernel(g, part.kernel(other)))
       return false;
     if (!emmy::fits_template(g, part.united({r, other}), emmy::kTemplateReduction) ||
         !part.can_merge({r, other}))

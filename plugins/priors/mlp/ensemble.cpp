@@ -72,7 +72,9 @@ void Ensemble::forward(const float* x, double* out) const {
   }
 }
 
-std::vector<std::vector<float>*> Ensemble::tensors() { return {&w1, &b1, &w2, &b2, &w3, &b3}; }
+std::vector<std::vector<float>*> Ensemble::tensors() {
+  return {&w1, &b1, &w2, &b2, &w3, &b3};
+}
 std::vector<const std::vector<float>*> Ensemble::tensors() const {
   return {&w1, &b1, &w2, &b2, &w3, &b3};
 }

@@ -44,6 +44,8 @@ struct Ensemble {
 };
 
 // Uniform in [0, 1) from the top 53 bits (portable: no std distribution involved).
-inline double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+inline double uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
 
 }  // namespace emmy::priors

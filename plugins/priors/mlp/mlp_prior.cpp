@@ -49,7 +49,8 @@ constexpr uint32_t kFormatVersion = 3;
 const std::string& given(const PluginOptions& o, const std::string& key) {
   auto it = o.find(key);
   if (it == o.end())
-    throw Error("mlp option " + key + " was not given (emmy's plugin host passes every option, "
+    throw Error("mlp option " + key +
+                " was not given (emmy's plugin host passes every option, "
                 "with its manifest default when not set)");
   return it->second;
 }
@@ -64,8 +65,8 @@ double number_option(const PluginOptions& o, const std::string& key, double lo, 
     used = 0;
   }
   if (used != text.size() || !(v >= lo && v <= hi))
-    throw Error("mlp option " + key + "='" + text + "' is not a number in [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    throw Error("mlp option " + key + "='" + text + "' is not a number in [" + std::to_string(lo) +
+                ", " + std::to_string(hi) + "]");
   return v;
 }
 
@@ -404,9 +405,9 @@ class MlpPrior final : public Prior {
   int min_steps_, max_steps_;
   double deploy_weight_;
   bool predict_deploy_ = false;  // set from the option predict_regime
-  double relative_stddev_;   // the roofline prior's uncertainty, used until rows arrive
-  DeviceCeilings ceilings_;  // the roofline model's device, as the roofline prior's options
-  DeviceFacts device_;       // the GPU the derived inputs count waves and occupancy on
+  double relative_stddev_;       // the roofline prior's uncertainty, used until rows arrive
+  DeviceCeilings ceilings_;      // the roofline model's device, as the roofline prior's options
+  DeviceFacts device_;           // the GPU the derived inputs count waves and occupancy on
   TrainSettings settings_;
   // State.
   FeatureEncoder encoder_;

@@ -81,7 +81,8 @@ class StateReader {
   template <typename T>
   std::vector<T> get_vector() {
     const uint64_t n = get<uint64_t>();
-    if (n > (end_ - pos_) / sizeof(T)) throw Error("mlp prior state: vector length runs past the end");
+    if (n > (end_ - pos_) / sizeof(T))
+      throw Error("mlp prior state: vector length runs past the end");
     std::vector<T> v(n);
     std::memcpy(v.data(), data_.data() + pos_, n * sizeof(T));
     pos_ += n * sizeof(T);

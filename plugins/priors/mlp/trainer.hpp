@@ -14,9 +14,9 @@ namespace emmy::priors {
 // Training rows, already encoded.
 struct EncodedRows {
   int width = 0;
-  std::vector<float> x;                 // [n][width]
-  std::vector<float> y;                 // [n] normalised target
-  std::vector<float> weight;            // [n] deploy rows weigh more
+  std::vector<float> x;                   // [n][width]
+  std::vector<float> y;                   // [n] normalised target
+  std::vector<float> weight;              // [n] deploy rows weigh more
   std::vector<std::vector<int>> decided;  // [n] input slots of the row's decided knobs
   // Inputs computed from all knobs together (FeatureEncoder::derived_knob_begin/end): zeroed
   // in a row shown with some knobs undecided, as the encoder leaves them then.

@@ -10,10 +10,12 @@ namespace {
 
 // Every option arrives with a value: emmy's host fills in the manifest's defaults (OPTIONS in
 // CMakeLists.txt), the one place they are written.
-const std::string& given(const std::map<std::string, std::string>& options, const std::string& key) {
+const std::string& given(const std::map<std::string, std::string>& options,
+                         const std::string& key) {
   auto it = options.find(key);
   if (it == options.end())
-    throw Error("roofline model option " + key + " was not given (emmy's plugin host passes every "
+    throw Error("roofline model option " + key +
+                " was not given (emmy's plugin host passes every "
                 "option, with its manifest default when not set)");
   return it->second;
 }
@@ -54,7 +56,9 @@ double padding(double dim, double tile) {
   return std::ceil(dim / tile) * tile / dim;
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // M, N, K of a matmul from its summary shape, which may be [..., M, N, K] (the SDK's example) or
 // the output shape [..., M, N] (what the tuner passes): the one whose product matches the FLOPs
@@ -122,7 +126,8 @@ RooflineEstimate roofline_estimate(const KernelFeatures& f, const KnobAssignment
   double overhead = c.launch_us;
   const double elem = dtype_size(f.dtype);
   // cublaslt: the cuda backend's vendor implementation of a "matmul" kernel (rows it measured).
-  const bool is_matmul = f.op_class == "matmul" || f.op_class == "attention" || f.op_class == "cublaslt";
+  const bool is_matmul =
+      f.op_class == "matmul" || f.op_class == "attention" || f.op_class == "cublaslt";
   // Summary shape: [..., M, N, K] for a matmul, [rows..., cols] otherwise.
   const auto& s = f.shape;
   const size_t r = s.size();
@@ -195,7 +200,7 @@ RooflineEstimate roofline_estimate(const KernelFeatures& f, const KnobAssignment
     const double share = cores <= 1 ? 1.0 : std::min(1.0, 0.6 + 0.4 * (usable - 1) / (cores - 1));
     memory /= share;
     if (*t > cores) compute *= 1 + 0.15 * (*t - cores) / cores;  // oversubscription
-    overhead += c.thread_spawn_us * (*t - 1);  // fork/join: what hurts tiny work
+    overhead += c.thread_spawn_us * (*t - 1);                    // fork/join: what hurts tiny work
   }
 
   e.compute_us = compute;

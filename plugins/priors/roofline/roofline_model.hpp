@@ -20,12 +20,12 @@ namespace emmy::priors {
 // A reference device (the mlp prior scales its features by it; figures: docs/DESIGN.md, CPU
 // backend); the priors' own ceilings come from their options, defaulting to the manifests'.
 struct DeviceCeilings {
-  double peak_gflops = 200;  // whole device, all cores (f32 matmul 512^3 ~200 GFLOP/s)
-  double peak_gbps = 20;     // DRAM bandwidth (unfused RMSNorm ~24 GB/s)
-  double launch_us = 1;      // fixed cost of one kernel call
-  int cores = 2;             // parallel units the `threads` knob competes for
-  double cache_kib = 1024;   // a tile working set that fits here is reused from cache
-  double cache_speedup = 8;  // cache bandwidth / DRAM bandwidth
+  double peak_gflops = 200;    // whole device, all cores (f32 matmul 512^3 ~200 GFLOP/s)
+  double peak_gbps = 20;       // DRAM bandwidth (unfused RMSNorm ~24 GB/s)
+  double launch_us = 1;        // fixed cost of one kernel call
+  int cores = 2;               // parallel units the `threads` knob competes for
+  double cache_kib = 1024;     // a tile working set that fits here is reused from cache
+  double cache_speedup = 8;    // cache bandwidth / DRAM bandwidth
   double thread_spawn_us = 4;  // fork/join cost per extra thread
 };
 

@@ -16,7 +16,9 @@ namespace emmy {
 class KernelTemplate;  // emmy/kernel_template.hpp
 
 enum class Regime : unsigned char { rank, deploy };
-inline const char* to_string(Regime r) { return r == Regime::rank ? "rank" : "deploy"; }
+inline const char* to_string(Regime r) {
+  return r == Regime::rank ? "rank" : "deploy";
+}
 
 // A knob the backend supports for a kernel template, with the values it accepts.
 // The first value is the untuned default.
@@ -42,7 +44,7 @@ struct KnobConstraint {
 // Lowering passes read this to declare their forks, in the order the knobs are listed: decisive
 // knobs (the code path, the tile shape) first, so the search settles them before the fine ones.
 struct BackendCaps {
-  std::string backend;                                    // "cpu", "cuda"
+  std::string backend;                                     // "cpu", "cuda"
   std::map<std::string, std::vector<KnobSpec>> templates;  // template name -> knobs
   // How many measurements the backend runs at once (one per GPU, or per CPU worker process).
   // measure() must then be safe to call from that many threads; the tuner tunes that many
@@ -76,24 +78,37 @@ struct Buffers {
 
 // refused: the template cannot take this knob combination for this kernel (nothing was built);
 // the search drops it without spending patience on it.
-enum class FailureKind : unsigned char { none, build_error, runtime_fault, timeout, wrong_result, refused };
+enum class FailureKind : unsigned char {
+  none,
+  build_error,
+  runtime_fault,
+  timeout,
+  wrong_result,
+  refused
+};
 inline const char* to_string(FailureKind f) {
   switch (f) {
-    case FailureKind::none: return "ok";
-    case FailureKind::build_error: return "build_error";
-    case FailureKind::runtime_fault: return "runtime_fault";
-    case FailureKind::timeout: return "timeout";
-    case FailureKind::wrong_result: return "wrong_result";
-    case FailureKind::refused: return "refused";
+    case FailureKind::none:
+      return "ok";
+    case FailureKind::build_error:
+      return "build_error";
+    case FailureKind::runtime_fault:
+      return "runtime_fault";
+    case FailureKind::timeout:
+      return "timeout";
+    case FailureKind::wrong_result:
+      return "wrong_result";
+    case FailureKind::refused:
+      return "refused";
   }
   return "?";
 }
 
 struct MeasureRequest {
-  Buffers inputs;           // one per slice input (graph `input` nodes, in order)
+  Buffers inputs;  // one per slice input (graph `input` nodes, in order)
   int warmup = 3;
   int samples = 15;
-  double timeout_s = 20;    // per invocation of the worker
+  double timeout_s = 20;  // per invocation of the worker
   // A program of several kernels (the assembled graph) is timed, by default, the way its kernels
   // were measured alone: each kernel after a cache flush of its own and timed on its own, a sample
   // adding up the kernels' equally ranked times (emmy/timing.hpp), so the validation gap compares
@@ -105,10 +120,10 @@ struct MeasureRequest {
 
 struct MeasureResult {
   FailureKind failure = FailureKind::none;
-  std::string message;       // the failure's message (compiler output, signal, ...)
+  std::string message;  // the failure's message (compiler output, signal, ...)
   double median_us = 0;
   std::vector<double> samples_us;
-  Buffers outputs;           // one per slice output (graph outputs, in order)
+  Buffers outputs;  // one per slice output (graph outputs, in order)
 };
 
 // Whose failure is it? The tuning database records facts about candidates; a failure row is

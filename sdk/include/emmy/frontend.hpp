@@ -10,8 +10,8 @@
 namespace emmy {
 
 struct FrontendRequest {
-  std::string source;                         // model id or file path ("" with --code)
-  std::string code;                           // inline expression (--code)
+  std::string source;                          // model id or file path ("" with --code)
+  std::string code;                            // inline expression (--code)
   std::map<std::string, std::string> options;  // --layer, --batch, --seq, --dtype, --config, ...
 };
 

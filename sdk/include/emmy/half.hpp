@@ -24,11 +24,11 @@ inline uint16_t f32_to_f16_bits(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
   uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);   // NaN
   if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to >= 65520: inf
   int32_t exp = static_cast<int32_t>(abs >> 23) - 127 + 15;
   uint32_t mant = abs & 0x7FFFFFu;
-  if (exp <= 0) {  // subnormal or zero in f16
+  if (exp <= 0) {                // subnormal or zero in f16
     if (exp < -10) return sign;  // below half the smallest subnormal: rounds to zero
     mant |= 0x800000u;           // make the implicit bit explicit
     uint32_t shift = static_cast<uint32_t>(14 - exp);
@@ -59,7 +59,11 @@ inline float f16_bits_to_f32(uint16_t h) {
 }
 
 // The nearest representable value, as an f32.
-inline float round_to_bf16(float f) { return bf16_bits_to_f32(f32_to_bf16_bits(f)); }
-inline float round_to_f16(float f) { return f16_bits_to_f32(f32_to_f16_bits(f)); }
+inline float round_to_bf16(float f) {
+  return bf16_bits_to_f32(f32_to_bf16_bits(f));
+}
+inline float round_to_f16(float f) {
+  return f16_bits_to_f32(f32_to_f16_bits(f));
+}
 
 }  // namespace emmy

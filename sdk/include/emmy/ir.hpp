@@ -54,8 +54,8 @@ std::string to_string(const TensorType& t);  // e.g. "f32[512,512]"
 //   mean, sum, amax: (x) dims (ints; absent or empty = all), keepdim (int 0/1); mean needs a
 //       floating input; sum of integers/bool gives i64
 //   softmax: (x) dim (int, required); cast: (x) dtype (string, required)
-//   view, reshape: (x) shape (ints, required, one -1 allowed); transpose: (x) dim0, dim1 (required);
-//   permute: (x) dims (required); contiguous: (x); unsqueeze: (x) dim (required);
+//   view, reshape: (x) shape (ints, required, one -1 allowed); transpose: (x) dim0, dim1
+//   (required); permute: (x) dims (required); contiguous: (x); unsqueeze: (x) dim (required);
 //   squeeze: (x) dim (without dim removes all size-1 dims; a dim whose size is not 1 is kept)
 //   expand: (x) shape (required; -1 keeps a size; new leading dims allowed)
 //   slice: (x) dim (default 0), start (default 0), end (default to the end), step (default 1,
@@ -133,7 +133,7 @@ struct Node {
 
 struct Graph {
   std::string name;
-  std::vector<Node> nodes;      // topological order; value id == node index
+  std::vector<Node> nodes;       // topological order; value id == node index
   std::vector<ValueId> outputs;  // graph outputs
 
   const Node& node(ValueId v) const { return nodes.at(static_cast<size_t>(v)); }
@@ -144,7 +144,8 @@ struct Graph {
 
 // Shape and dtype inference with aten's semantics (broadcasting, type promotion, keepdim).
 // Throws emmy::Error naming the op and the rule broken.
-TensorType infer_type(const Graph& g, Op op, const std::vector<ValueId>& inputs, const Attrs& attrs);
+TensorType infer_type(const Graph& g, Op op, const std::vector<ValueId>& inputs,
+                      const Attrs& attrs);
 
 // Builds a graph node by node, inferring each node's type.
 class Builder {
@@ -164,7 +165,9 @@ class Builder {
   ValueId matmul(ValueId a, ValueId b) { return op(Op::matmul, {a, b}); }
   ValueId linear(ValueId x, ValueId w) { return op(Op::linear, {x, w}); }
   ValueId unary(Op o, ValueId x) { return op(o, {x}); }
-  ValueId cast(ValueId x, DType t) { return op(Op::cast, {x}, {{"dtype", std::string(to_string(t))}}); }
+  ValueId cast(ValueId x, DType t) {
+    return op(Op::cast, {x}, {{"dtype", std::string(to_string(t))}});
+  }
   ValueId mean(ValueId x, std::vector<int64_t> dims, bool keepdim) {
     return op(Op::mean, {x}, {{"dims", dims}, {"keepdim", int64_t(keepdim)}});
   }
@@ -183,7 +186,9 @@ class Builder {
   ValueId amax(ValueId x, std::vector<int64_t> dims, bool keepdim) {
     return op(Op::amax, {x}, {{"dims", dims}, {"keepdim", int64_t(keepdim)}});
   }
-  ValueId view(ValueId x, std::vector<int64_t> shape) { return op(Op::view, {x}, {{"shape", shape}}); }
+  ValueId view(ValueId x, std::vector<int64_t> shape) {
+    return op(Op::view, {x}, {{"shape", shape}});
+  }
   ValueId permute(ValueId x, std::vector<int64_t> dims) {
     return op(Op::permute, {x}, {{"dims", dims}});
   }
@@ -195,8 +200,12 @@ class Builder {
   ValueId slice(ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step = 1) {
     return op(Op::slice, {x}, {{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
   }
-  ValueId cat(std::vector<ValueId> xs, int64_t dim) { return op(Op::cat, std::move(xs), {{"dim", dim}}); }
-  ValueId embedding(ValueId weight, ValueId indices) { return op(Op::embedding, {weight, indices}); }
+  ValueId cat(std::vector<ValueId> xs, int64_t dim) {
+    return op(Op::cat, std::move(xs), {{"dim", dim}});
+  }
+  ValueId embedding(ValueId weight, ValueId indices) {
+    return op(Op::embedding, {weight, indices});
+  }
   ValueId where(ValueId cond, ValueId a, ValueId b) { return op(Op::where, {cond, a, b}); }
   ValueId masked_fill(ValueId x, ValueId mask, double value) {
     return op(Op::masked_fill, {x, mask}, {{"value", value}});

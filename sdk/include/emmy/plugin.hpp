@@ -38,7 +38,8 @@
 // 6: template plugins: EMMY_KIND_TEMPLATE, emmy::KernelTemplate, Backend::add_template.
 // 7: EmmyPluginInfo::next (one library, several plugins: EMMY_PLUGIN_LIBRARY); create() takes
 //    the plugin context (home, cache folder, environment: emmy/plugin_context.hpp);
-//    ForkSite::templ (the template a lowering fork decides knobs of, no longer parsed from its name).
+//    ForkSite::templ (the template a lowering fork decides knobs of, no longer parsed from its
+//    name).
 #define EMMY_SDK_ABI_VERSION 7u
 #define EMMY_PLUGIN_ENTRY_SYMBOL "emmy_plugin_info"
 
@@ -104,12 +105,18 @@ namespace detail {
 
 template <typename T>
 constexpr uint32_t kind_of() {
-  if constexpr (std::is_base_of_v<Frontend, T>) return EMMY_KIND_FRONTEND;
-  else if constexpr (std::is_base_of_v<Pass, T>) return EMMY_KIND_PASS;
-  else if constexpr (std::is_base_of_v<Backend, T>) return EMMY_KIND_BACKEND;
-  else if constexpr (std::is_base_of_v<Prior, T>) return EMMY_KIND_PRIOR;
-  else if constexpr (std::is_base_of_v<KernelTemplate, T>) return EMMY_KIND_TEMPLATE;
-  else return 0;
+  if constexpr (std::is_base_of_v<Frontend, T>)
+    return EMMY_KIND_FRONTEND;
+  else if constexpr (std::is_base_of_v<Pass, T>)
+    return EMMY_KIND_PASS;
+  else if constexpr (std::is_base_of_v<Backend, T>)
+    return EMMY_KIND_BACKEND;
+  else if constexpr (std::is_base_of_v<Prior, T>)
+    return EMMY_KIND_PRIOR;
+  else if constexpr (std::is_base_of_v<KernelTemplate, T>)
+    return EMMY_KIND_TEMPLATE;
+  else
+    return 0;
 }
 
 template <typename T>
@@ -177,11 +184,11 @@ const EmmyPluginInfo* chain(EmmyPluginInfo (&entries)[N]) {
 
 // A library of several plugins (see the top of this file): the entry point returns the entries
 // that its arguments, calls of functions defined by EMMY_PLUGIN_ENTRY, make, chained in order.
-#define EMMY_PLUGIN_LIBRARY(...)                                                        \
-  extern "C" EMMY_EXPORT const EmmyPluginInfo* emmy_plugin_info(void) {                 \
-    static EmmyPluginInfo entries[] = {__VA_ARGS__};                                    \
-    static const EmmyPluginInfo* first = ::emmy::detail::chain(entries);                \
-    return first;                                                                       \
+#define EMMY_PLUGIN_LIBRARY(...)                                         \
+  extern "C" EMMY_EXPORT const EmmyPluginInfo* emmy_plugin_info(void) {  \
+    static EmmyPluginInfo entries[] = {__VA_ARGS__};                     \
+    static const EmmyPluginInfo* first = ::emmy::detail::chain(entries); \
+    return first;                                                        \
   }
 
 // Defines the entry point for plugin class CLASS (constructible from emmy::PluginOptions, and
@@ -189,25 +196,26 @@ const EmmyPluginInfo* chain(EmmyPluginInfo (&entries)[N]) {
 // The name and version come from emmy_add_plugin(); the host includes this header too (for
 // EmmyPluginInfo) without them, so only a use of EMMY_PLUGIN without them is an error.
 #if !defined(EMMY_PLUGIN_NAME) || !defined(EMMY_PLUGIN_VERSION)
-#define EMMY_PLUGIN(CLASS)                                                              \
-  static_assert(false, "EMMY_PLUGIN_NAME / EMMY_PLUGIN_VERSION are not defined: build "  \
-                       "plugins with emmy_add_plugin() from EmmySDK")
+#define EMMY_PLUGIN(CLASS)                                                       \
+  static_assert(false,                                                           \
+                "EMMY_PLUGIN_NAME / EMMY_PLUGIN_VERSION are not defined: build " \
+                "plugins with emmy_add_plugin() from EmmySDK")
 #define EMMY_PLUGIN_ENTRY(CLASS, FUNCTION) EMMY_PLUGIN(CLASS)
 #else
 // One plugin of a library of several: FUNCTION() returns its entry, for EMMY_PLUGIN_LIBRARY.
-#define EMMY_PLUGIN_ENTRY(CLASS, FUNCTION)                                              \
-  static_assert(::emmy::detail::kind_of<CLASS>() != 0,                                  \
-                #CLASS " must derive from emmy::Frontend, Pass, Backend, Prior or KernelTemplate");     \
-  EmmyPluginInfo FUNCTION() {                                                           \
-    return ::emmy::detail::info_of<CLASS>(EMMY_PLUGIN_NAME, EMMY_PLUGIN_VERSION);       \
+#define EMMY_PLUGIN_ENTRY(CLASS, FUNCTION)                                                   \
+  static_assert(::emmy::detail::kind_of<CLASS>() != 0, #CLASS                                \
+                " must derive from emmy::Frontend, Pass, Backend, Prior or KernelTemplate"); \
+  EmmyPluginInfo FUNCTION() {                                                                \
+    return ::emmy::detail::info_of<CLASS>(EMMY_PLUGIN_NAME, EMMY_PLUGIN_VERSION);            \
   }
 
-#define EMMY_PLUGIN(CLASS)                                                              \
-  static_assert(::emmy::detail::kind_of<CLASS>() != 0,                                  \
-                #CLASS " must derive from emmy::Frontend, Pass, Backend, Prior or KernelTemplate");     \
-  extern "C" EMMY_EXPORT const EmmyPluginInfo* emmy_plugin_info(void) {                 \
-    static const EmmyPluginInfo info =                                                  \
-        ::emmy::detail::info_of<CLASS>(EMMY_PLUGIN_NAME, EMMY_PLUGIN_VERSION);          \
-    return &info;                                                                       \
+#define EMMY_PLUGIN(CLASS)                                                                   \
+  static_assert(::emmy::detail::kind_of<CLASS>() != 0, #CLASS                                \
+                " must derive from emmy::Frontend, Pass, Backend, Prior or KernelTemplate"); \
+  extern "C" EMMY_EXPORT const EmmyPluginInfo* emmy_plugin_info(void) {                      \
+    static const EmmyPluginInfo info =                                                       \
+        ::emmy::detail::info_of<CLASS>(EMMY_PLUGIN_NAME, EMMY_PLUGIN_VERSION);               \
+    return &info;                                                                            \
   }
 #endif

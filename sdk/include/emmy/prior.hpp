@@ -11,7 +11,7 @@
 namespace emmy {
 
 struct KernelFeatures {
-  std::string op_class;   // template or dominant op class ("matmul", "reduction", ...)
+  std::string op_class;        // template or dominant op class ("matmul", "reduction", ...)
   std::vector<int64_t> shape;  // a summary shape (e.g. M, N, K for a matmul; rows, cols else)
   std::string dtype;
   double flops = 0;

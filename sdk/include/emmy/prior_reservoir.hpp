@@ -23,8 +23,7 @@ namespace emmy {
 template <typename T>
 class Reservoir {
  public:
-  explicit Reservoir(size_t capacity = 4096, uint64_t seed = 1)
-      : capacity_(capacity), rng_(seed) {
+  explicit Reservoir(size_t capacity = 4096, uint64_t seed = 1) : capacity_(capacity), rng_(seed) {
     if (capacity == 0) throw Error("reservoir capacity must be at least 1");
   }
 

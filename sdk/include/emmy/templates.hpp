@@ -28,7 +28,8 @@ inline constexpr std::string_view kFellBackNote = "template fell back";
 std::vector<std::string> template_names();  // the five names above, in that order
 
 // Op families the templates are defined in terms of.
-// Elementwise: add sub mul div pow neg exp rsqrt sqrt tanh silu gelu sigmoid cast where masked_fill.
+// Elementwise: add sub mul div pow neg exp rsqrt sqrt tanh silu gelu sigmoid cast where
+// masked_fill.
 bool is_elementwise_op(ir::Op op);
 // Index ops: each output element is one input element at a computable index (no arithmetic):
 // view reshape transpose permute contiguous unsqueeze squeeze expand slice cat.
@@ -73,10 +74,11 @@ std::optional<AttentionMatch> match_attention(const ir::Graph& graph, const ir::
 
 // A value that holds another one's elements in another order: `value` = reshapes of a permuted
 // copy of `base` (value = view|reshape|unsqueeze|squeeze|contiguous* of contiguous|transpose|
-// permute* of base; Qwen3's is contiguous(reshape(contiguous(transpose(result))))). Element `idx` of base (base's dims) lands at the flat offset of index
-// (idx[perm[0]], ..., idx[perm[r-1]]) in `permuted` (row-major), which the reshapes keep. Lets a
-// producer write its result directly in the layout its reader wants (the attention output as
-// [batch, seq, heads, dim] for the projection after it) instead of a copy kernel doing it.
+// permute* of base; Qwen3's is contiguous(reshape(contiguous(transpose(result))))). Element `idx`
+// of base (base's dims) lands at the flat offset of index (idx[perm[0]], ..., idx[perm[r-1]]) in
+// `permuted` (row-major), which the reshapes keep. Lets a producer write its result directly in the
+// layout its reader wants (the attention output as [batch, seq, heads, dim] for the projection
+// after it) instead of a copy kernel doing it.
 struct Relabelling {
   ir::ValueId base = -1;
   std::vector<size_t> perm;

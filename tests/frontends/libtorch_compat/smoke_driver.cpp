@@ -12,7 +12,8 @@
 #include "emmy/plugin.hpp"
 
 int main(int argc, char** argv) {
-  if (argc < 3) return std::fprintf(stderr, "usage: %s PLUGIN.so SOURCE|@EXPR [key=value ...]\n", argv[0]), 1;
+  if (argc < 3)
+    return std::fprintf(stderr, "usage: %s PLUGIN.so SOURCE|@EXPR [key=value ...]\n", argv[0]), 1;
   void* h = dlopen(argv[1], RTLD_NOW);
   if (!h) return std::fprintf(stderr, "%s\n", dlerror()), 1;
   auto info = reinterpret_cast<EmmyPluginInfoFn>(dlsym(h, EMMY_PLUGIN_ENTRY_SYMBOL))();
@@ -20,8 +21,10 @@ int main(int argc, char** argv) {
   auto* frontend = static_cast<emmy::Frontend*>(info->create("", nullptr, error, sizeof error));
   if (!frontend) return std::fprintf(stderr, "create: %s\n", error), 1;
   emmy::FrontendRequest r;
-  if (argv[2][0] == '@') r.code = argv[2] + 1;
-  else r.source = argv[2];
+  if (argv[2][0] == '@')
+    r.code = argv[2] + 1;
+  else
+    r.source = argv[2];
   for (int i = 3; i < argc; ++i) {
     std::string kv = argv[i];
     auto eq = kv.find('=');

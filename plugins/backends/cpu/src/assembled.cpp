@@ -48,7 +48,8 @@ std::vector<size_t> kernel_order(const ir::Graph& g, const ir::Grouping& groupin
       order.push_back(k);
       progressed = true;
     }
-    if (!progressed) throw Error("cpu backend: the slice's kernels depend on each other in a cycle");
+    if (!progressed)
+      throw Error("cpu backend: the slice's kernels depend on each other in a cycle");
   }
   return order;
 }
@@ -59,26 +60,27 @@ std::vector<size_t> kernel_order(const ir::Graph& g, const ir::Grouping& groupin
 // Also the clock around each kernel: CLOCK_MONOTONIC, what the worker's steady_clock reads.
 const char* kEvictSource = R"CPP(
 #include <time.h>
-static inline void emmy_evict(const void* data, unsigned long size) {
+  static inline void emmy_evict(const void* data, unsigned long size) {
 #if defined(__x86_64__) || defined(__i386__)
-  if (!data || size == 0) return;
-  const char* p = (const char*)((uintptr_t)data & ~(uintptr_t)63);
-  const char* end = (const char*)data + size;
+    if (!data || size == 0) return;
+    const char* p = (const char*)((uintptr_t)data & ~(uintptr_t)63);
+    const char* end = (const char*)data + size;
 #if defined(__CLFLUSHOPT__)
-  for (; p < end; p += 64) __builtin_ia32_clflushopt((void*)p);
+    for (; p < end; p += 64) __builtin_ia32_clflushopt((void*)p);
 #else
-  for (; p < end; p += 64) __builtin_ia32_clflush((const void*)p);
+    for (; p < end; p += 64) __builtin_ia32_clflush((const void*)p);
 #endif
-  __builtin_ia32_mfence();
+    __builtin_ia32_mfence();
 #else
-  (void)data; (void)size;  // no user-space cache flush here: warm, like the worker's samples
+    (void)data;
+    (void)size;  // no user-space cache flush here: warm, like the worker's samples
 #endif
-}
-static inline double emmy_now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
+  }
+  static inline double emmy_now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+  }
 )CPP";
 
 void append_once(std::vector<std::string>& to, const std::vector<std::string>& items) {
@@ -116,7 +118,9 @@ KernelSource generate_assembled(const ir::Slice& slice, const PluginTemplates& p
 
   std::string units, buffers, calls;
   KernelSource program;
-  auto bytes = [&](ir::ValueId v) { return std::to_string(std::max<int64_t>(g.type(v).bytes(), 1)); };
+  auto bytes = [&](ir::ValueId v) {
+    return std::to_string(std::max<int64_t>(g.type(v).bytes(), 1));
+  };
   for (size_t n = 0; n < order.size(); ++n) {
     const ir::Kernel& kernel = slice.grouping.kernels[order[n]];
     ir::Slice part = ir::make_slice(g, kernel);
@@ -126,7 +130,8 @@ KernelSource generate_assembled(const ir::Slice& slice, const PluginTemplates& p
     if (from_plugin) {
       entry = "emmy_tk" + std::to_string(n);
       program.units.push_back("#define emmy_kernel " + entry + "\n" + own.source);
-      units += "extern \"C\" void " + entry + "(const void* const* inputs, void* const* outputs);\n";
+      units +=
+          "extern \"C\" void " + entry + "(const void* const* inputs, void* const* outputs);\n";
     } else {
       entry = "emmy_k" + std::to_string(n) + "::emmy_kernel";
       units += kernel_as_namespace(own.source, n);
@@ -139,7 +144,8 @@ KernelSource generate_assembled(const ir::Slice& slice, const PluginTemplates& p
       ir::ValueId src = part.origin.at(static_cast<size_t>(v));
       auto it = where.find(src);
       if (it == where.end())
-        throw Error("cpu backend: kernel input %" + std::to_string(src) + " is produced by no kernel");
+        throw Error("cpu backend: kernel input %" + std::to_string(src) +
+                    " is produced by no kernel");
       in_list += (in_list.empty() ? "" : ", ") + it->second;
       evicts += "emmy_evict(" + it->second + ", " + bytes(src) + "); ";
     }
@@ -147,7 +153,8 @@ KernelSource generate_assembled(const ir::Slice& slice, const PluginTemplates& p
       ir::ValueId src = part.origin.at(static_cast<size_t>(v));
       if (!where.count(src)) {
         std::string name = "emmy_buf_" + std::to_string(src);
-        buffers += "static unsigned char " + name + "[" + bytes(src) + "] __attribute__((aligned(64)));\n";
+        buffers +=
+            "static unsigned char " + name + "[" + bytes(src) + "] __attribute__((aligned(64)));\n";
         where[src] = "(void*)" + name;
       }
       out_list += (out_list.empty() ? "" : ", ") + where[src];
@@ -155,25 +162,31 @@ KernelSource generate_assembled(const ir::Slice& slice, const PluginTemplates& p
     }
     std::string k = std::to_string(n);
     // Evicted before, timed alone; the clock reads bracket the call and nothing else.
-    calls += "  {\n    const void* in[] = {" + (in_list.empty() ? std::string("nullptr") : in_list) +
-             "};\n    void* out[] = {" + out_list + "};\n    if (timed) { " + evicts +
+    calls += "  {\n    const void* in[] = {" +
+             (in_list.empty() ? std::string("nullptr") : in_list) + "};\n    void* out[] = {" +
+             out_list + "};\n    if (timed) { " + evicts +
              "}\n    double t0 = timed ? emmy_now_us() : 0;\n    " + entry +
              "(in, out);\n    if (timed) kernel_us[" + k + "] = emmy_now_us() - t0;\n  }\n";
   }
   const std::string count = std::to_string(order.size());
-  program.source = kernel_prelude() + kEvictSource + units + buffers +
-         "\nstatic void emmy_run(const void* const* inputs, void* const* outputs, double* kernel_us) {\n"
-         "  (void)inputs; (void)outputs;\n"
-         "  const int timed = kernel_us != 0;\n" +
-         calls +
-         "}\n"
-         "extern \"C\" void emmy_kernel(const void* const* inputs, void* const* outputs) {\n"
-         "  emmy_run(inputs, outputs, 0);\n}\n"
-         "// Each kernel's buffers evicted before it runs, each kernel timed alone: kernel_us[k] is\n"
-         "// the k-th kernel's time in us, for emmy_timed_kernels kernels.\n"
-         "extern \"C\" const int emmy_timed_kernels = " + count + ";\n"
-         "extern \"C\" void emmy_kernel_timed(const void* const* inputs, void* const* outputs, double* kernel_us) {\n"
-         "  emmy_run(inputs, outputs, kernel_us);\n}\n";
+  program.source =
+      kernel_prelude() + kEvictSource + units + buffers +
+      "\nstatic void emmy_run(const void* const* inputs, void* const* outputs, double* kernel_us) "
+      "{\n"
+      "  (void)inputs; (void)outputs;\n"
+      "  const int timed = kernel_us != 0;\n" +
+      calls +
+      "}\n"
+      "extern \"C\" void emmy_kernel(const void* const* inputs, void* const* outputs) {\n"
+      "  emmy_run(inputs, outputs, 0);\n}\n"
+      "// Each kernel's buffers evicted before it runs, each kernel timed alone: kernel_us[k] is\n"
+      "// the k-th kernel's time in us, for emmy_timed_kernels kernels.\n"
+      "extern \"C\" const int emmy_timed_kernels = " +
+      count +
+      ";\n"
+      "extern \"C\" void emmy_kernel_timed(const void* const* inputs, void* const* outputs, "
+      "double* kernel_us) {\n"
+      "  emmy_run(inputs, outputs, kernel_us);\n}\n";
   return program;
 }
 

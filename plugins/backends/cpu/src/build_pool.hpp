@@ -15,7 +15,7 @@
 namespace emmy::cpu {
 
 struct BuildOutcome {
-  Status status;        // an error building (not a compile error: that is failure.build_error)
+  Status status;  // an error building (not a compile error: that is failure.build_error)
   Artifact artifact;
   MeasureResult failure;  // failure.failure == build_error with the compiler's message
 };

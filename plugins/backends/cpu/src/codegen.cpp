@@ -56,8 +56,8 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
   const double registers_per_vec = std::max(1.0, std::ceil(at("vec", 16) / 16));
   const double needed = (mr * nr_vecs + nr_vecs) * registers_per_vec + 1;
   if (needed > 32)
-    return "mr=" + std::to_string(static_cast<int>(mr)) + " x nr_vecs=" +
-           std::to_string(static_cast<int>(nr_vecs)) + " accumulators need " +
+    return "mr=" + std::to_string(static_cast<int>(mr)) +
+           " x nr_vecs=" + std::to_string(static_cast<int>(nr_vecs)) + " accumulators need " +
            std::to_string(static_cast<int>(needed)) +
            " vector registers, more than the 32 of any x86 register file (they would spill)";
   return "";
@@ -114,14 +114,16 @@ const backend_support::TemplateTable& builtin_templates() {
 // Every template this backend could build now, for the message refusing another one.
 std::string known_templates(const PluginTemplates& plugins) {
   std::string s;
-  for (const auto& [name, specs] : cpu_capabilities().templates) s += (s.empty() ? "" : ", ") + name;
+  for (const auto& [name, specs] : cpu_capabilities().templates)
+    s += (s.empty() ? "" : ", ") + name;
   for (const auto& [name, plugin] : plugins) s += ", " + name + " (plugin)";
   return s;
 }
 
 }  // namespace
 
-KernelSource generate_kernel(const ir::Slice& slice, const PluginTemplates& plugins, std::string* used) {
+KernelSource generate_kernel(const ir::Slice& slice, const PluginTemplates& plugins,
+                             std::string* used) {
   if (slice.grouping.kernels.size() > 1) {
     if (used) *used = "assembled";
     return generate_assembled(slice, plugins);

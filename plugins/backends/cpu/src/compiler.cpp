@@ -7,9 +7,9 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,7 +31,8 @@ int run_capture(const std::vector<std::string>& argv, std::string& output) {
   std::string name = (fs::temp_directory_path() / "emmy-cpu-XXXXXX").string();
   const int fd = ::mkostemp(name.data(), O_CLOEXEC);
   if (fd < 0) {
-    output = "could not create a temporary file in " + fs::temp_directory_path().string() + ": " + std::strerror(errno);
+    output = "could not create a temporary file in " + fs::temp_directory_path().string() + ": " +
+             std::strerror(errno);
     return -1;
   }
   ::unlink(name.c_str());
@@ -83,7 +84,8 @@ Compiler::Compiler(std::string cache_dir, std::string compiler)
 std::vector<std::string> Compiler::flags(Regime regime) {
   // gnu++17: FMA contraction allowed (ISO mode forbids it); -fno-math-errno: sqrt and friends
   // inline and vectorize.
-  std::vector<std::string> f = {"-std=gnu++17", "-shared", "-fPIC", "-fopenmp", "-fno-math-errno", "-w"};
+  std::vector<std::string> f = {"-std=gnu++17", "-shared",         "-fPIC",
+                                "-fopenmp",     "-fno-math-errno", "-w"};
   if (regime == Regime::rank) {
     f.push_back("-O1");
   } else {
@@ -158,8 +160,8 @@ CompileResult Compiler::compile(const KernelSource& kernel, Regime regime) const
   // error ("Killed signal terminated program cc1plus"); a pass crashing on the source itself
   // ("Segmentation fault signal ...") stays the candidate's build_error.
   bool killed = false;
-  for (const char* s : {"Killed signal terminated", "Interrupt signal terminated",
-                        "Terminated signal terminated"})
+  for (const char* s :
+       {"Killed signal terminated", "Interrupt signal terminated", "Terminated signal terminated"})
     killed = killed || r.log.find(s) != std::string::npos;
   if (rc < 0 || no_space || killed) {
     fs::remove(tmp_so, ec);
@@ -178,7 +180,8 @@ CompileResult Compiler::compile(const KernelSource& kernel, Regime regime) const
   }
   fs::rename(tmp_src, src, ec);
   fs::rename(tmp_so, so, ec);
-  if (ec) throw Error("cpu backend: cannot move " + tmp_so.string() + " into the cache: " + ec.message());
+  if (ec)
+    throw Error("cpu backend: cannot move " + tmp_so.string() + " into the cache: " + ec.message());
   r.ok = true;
   return r;
 }

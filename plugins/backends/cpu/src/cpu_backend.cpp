@@ -41,14 +41,16 @@ std::string find_worker(const PluginOptions& options, const PluginContext& conte
   if (std::string env = context.env("EMMY_CPU_WORKER"); !env.empty()) return env;
   fs::path dir = own_location().parent_path();
   // <prefix>/lib/emmy/plugins/libemmy_cpu.so -> <prefix>/libexec/emmy; <prefix>/bin/x -> the same.
-  for (const fs::path& candidate : {dir / "../../../libexec/emmy/emmy-cpu-worker", dir / "../libexec/emmy/emmy-cpu-worker"}) {
+  for (const fs::path& candidate :
+       {dir / "../../../libexec/emmy/emmy-cpu-worker", dir / "../libexec/emmy/emmy-cpu-worker"}) {
     std::error_code ec;
     if (fs::exists(candidate, ec)) return fs::weakly_canonical(candidate, ec).string();
   }
   return (dir / "../../../libexec/emmy/emmy-cpu-worker").lexically_normal().string();
 }
 
-std::string option_or(const PluginOptions& options, const std::string& key, const std::string& fallback) {
+std::string option_or(const PluginOptions& options, const std::string& key,
+                      const std::string& fallback) {
   auto it = options.find(key);
   return it != options.end() && !it->second.empty() ? it->second : fallback;
 }
@@ -74,11 +76,11 @@ std::string cpu_model_name() {
 namespace {
 
 // A positive count from option `name` (default `fallback`), at most `most`.
-size_t parse_count(const PluginOptions& options, const std::string& name, const std::string& fallback,
-                   size_t most, const std::string& most_what) {
+size_t parse_count(const PluginOptions& options, const std::string& name,
+                   const std::string& fallback, size_t most, const std::string& most_what) {
   std::string text = option_or(options, name, fallback);
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 6 ||
-      std::stoul(text) < 1)
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+      text.size() > 6 || std::stoul(text) < 1)
     throw Error("cpu backend: " + name + " '" + text + "' is not a positive number");
   size_t n = std::stoul(text);
   if (n > most) throw Error("cpu backend: " + name + " " + text + " is more than " + most_what);
@@ -111,9 +113,9 @@ CpuBackend::CpuBackend(const PluginOptions& options, const PluginContext& contex
   const std::string cores = std::to_string(cpus.size()) + " cores this process may use";
   // More workers than cores would only time kernels against each other.
   const size_t n = parse_count(options, "workers", "1", cpus.size(), "the " + cores);
-  cores_per_worker_ = parse_count(options, "cores_per_worker", std::to_string(cpus.size() / n),
-                                  cpus.size() / n, "the " + cores + " shared by " + std::to_string(n) +
-                                                       (n == 1 ? " worker" : " workers"));
+  cores_per_worker_ = parse_count(
+      options, "cores_per_worker", std::to_string(cpus.size() / n), cpus.size() / n,
+      "the " + cores + " shared by " + std::to_string(n) + (n == 1 ? " worker" : " workers"));
   for (size_t i = 0; i < n; ++i) {
     auto slot = std::make_unique<Slot>();
     // Worker i gets cores [i*k, (i+1)*k): disjoint shares, so side-by-side measurements do not
@@ -135,7 +137,8 @@ BackendCaps CpuBackend::capabilities() const {
   for (const auto& [name, plugin] : plugins_) {
     caps.templates[name] = plugin->knobs();
     caps.alternatives[plugin->alternative_to()].push_back(name);
-    if (auto rules = plugin->constraints(); !rules.empty()) caps.constraints[name] = std::move(rules);
+    if (auto rules = plugin->constraints(); !rules.empty())
+      caps.constraints[name] = std::move(rules);
   }
   return caps;
 }
@@ -145,7 +148,8 @@ Status CpuBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept 
     if (!templ) return Status::Error("cpu backend: add_template got no template");
     const std::string name = templ->name();
     if (templ->backend() != "cpu")
-      return Status::Error("template '" + name + "' is for the " + templ->backend() + " backend, not cpu");
+      return Status::Error("template '" + name + "' is for the " + templ->backend() +
+                           " backend, not cpu");
     if (is_builtin_template(name) || plugins_.count(name))
       return Status::Error("the cpu backend already has a template named '" + name + "'");
     const std::string of = templ->alternative_to();
@@ -154,7 +158,8 @@ Status CpuBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept 
                            "', which is none of the cpu backend's templates with a lowering pass "
                            "(attention, matmul, reduction, pointwise)");
     for (const KnobSpec& k : templ->knobs())
-      if (k.values.empty()) return Status::Error("template '" + name + "' knob '" + k.name + "' has no values");
+      if (k.values.empty())
+        return Status::Error("template '" + name + "' knob '" + k.name + "' has no values");
     plugins_.emplace(name, std::move(templ));
     return Status::Ok();
   });
@@ -168,18 +173,21 @@ std::string CpuBackend::environment_fingerprint() const {
     // And that each sample starts with the kernel's buffers evicted from the caches
     // (src/evict.hpp): rows timed warm, before, are not the same measurement.
     fingerprint_ = "cpu|" + cpu_model_name() + "|" + compiler_.version_line() + "|" +
-                   std::to_string(cores_per_worker_) + (cores_per_worker_ == 1 ? " core" : " cores") +
-                   "|omp " + protocol::kOmpWaitPolicy + "|timing " + protocol::kTiming;
+                   std::to_string(cores_per_worker_) +
+                   (cores_per_worker_ == 1 ? " core" : " cores") + "|omp " +
+                   protocol::kOmpWaitPolicy + "|timing " + protocol::kTiming;
     // What template plugins' kernels depend on (their library's version): a row is never reused
     // with another library. Plugins that depend on nothing more add nothing, so rows measured
     // before a template was installed stay valid.
     for (const auto& [name, plugin] : plugins_)
-      if (std::string own = plugin->fingerprint(); !own.empty()) fingerprint_ += "|" + name + " " + own;
+      if (std::string own = plugin->fingerprint(); !own.empty())
+        fingerprint_ += "|" + name + " " + own;
   });
   return fingerprint_;
 }
 
-Status CpuBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept {
+Status CpuBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact,
+                         MeasureResult& failure) noexcept {
   return guard([&]() -> Status {
     KernelSource source;
     try {
@@ -213,7 +221,8 @@ Status CpuBackend::build_source(const KernelSource& source, Regime regime, Artif
     if (!c.ok) {
       failure.failure = FailureKind::build_error;
       constexpr size_t kMaxLog = 16000;
-      failure.message = c.log.size() > kMaxLog ? c.log.substr(0, kMaxLog) + "\n[... truncated]" : c.log;
+      failure.message =
+          c.log.size() > kMaxLog ? c.log.substr(0, kMaxLog) + "\n[... truncated]" : c.log;
       return Status::Ok();
     }
     artifact.handle = c.library;
@@ -221,8 +230,8 @@ Status CpuBackend::build_source(const KernelSource& source, Regime regime, Artif
   });
 }
 
-Status CpuBackend::measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
-                           MeasureResult& result) noexcept {
+Status CpuBackend::measure(const ir::Slice& slice, const Artifact& artifact,
+                           const MeasureRequest& request, MeasureResult& result) noexcept {
   return guard([&]() -> Status {
     result = MeasureResult{};
     if (export_)
@@ -232,8 +241,9 @@ Status CpuBackend::measure(const ir::Slice& slice, const Artifact& artifact, con
     const ir::Graph& g = slice.graph;
     auto ins = g.inputs();
     if (request.inputs.tensors.size() != ins.size())
-      return Status::Error("cpu backend: measure got " + std::to_string(request.inputs.tensors.size()) +
-                           " input buffers, the slice has " + std::to_string(ins.size()) + " inputs");
+      return Status::Error(
+          "cpu backend: measure got " + std::to_string(request.inputs.tensors.size()) +
+          " input buffers, the slice has " + std::to_string(ins.size()) + " inputs");
     for (size_t i = 0; i < ins.size(); ++i) {
       auto want = static_cast<size_t>(g.type(ins[i]).bytes());
       if (request.inputs.tensors[i].size() != want)
@@ -241,7 +251,8 @@ Status CpuBackend::measure(const ir::Slice& slice, const Artifact& artifact, con
                              std::to_string(request.inputs.tensors[i].size()) + " bytes, " +
                              ir::to_string(g.type(ins[i])) + " needs " + std::to_string(want));
     }
-    if (artifact.handle.empty()) return Status::Error("cpu backend: measure needs a built artifact (empty handle)");
+    if (artifact.handle.empty())
+      return Status::Error("cpu backend: measure needs a built artifact (empty handle)");
     std::vector<uint64_t> out_bytes;
     for (ir::ValueId o : g.outputs) out_bytes.push_back(static_cast<uint64_t>(g.type(o).bytes()));
     // A free worker if there is one, else wait for the next in turn.

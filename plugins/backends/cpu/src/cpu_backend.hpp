@@ -43,7 +43,8 @@ class CpuBackend : public Backend {
   // "cpu|<cpu model from /proc/cpuinfo>|<compiler --version, first line>|<K> cores"
   std::string environment_fingerprint() const override;
   // Thread-safe: builds may run in parallel (see BuildPool).
-  Status build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept override;
+  Status build(const ir::Slice& slice, Regime regime, Artifact& artifact,
+               MeasureResult& failure) noexcept override;
   // One measurement per worker process at a time: a call takes a free worker, else waits for one.
   Status measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
                  MeasureResult& result) noexcept override;
@@ -53,8 +54,10 @@ class CpuBackend : public Backend {
   Status add_template(std::shared_ptr<KernelTemplate> templ) noexcept override;
 
   // Builds given source (what build() does after generating it); tests inject broken kernels here.
-  Status build_source(const std::string& source, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept;
-  Status build_source(const KernelSource& source, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept;
+  Status build_source(const std::string& source, Regime regime, Artifact& artifact,
+                      MeasureResult& failure) noexcept;
+  Status build_source(const KernelSource& source, Regime regime, Artifact& artifact,
+                      MeasureResult& failure) noexcept;
 
   const std::string& worker_path() const { return worker_path_; }
   const std::string& cache_dir() const { return compiler_.cache_dir(); }

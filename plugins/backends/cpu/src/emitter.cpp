@@ -14,13 +14,20 @@ using ir::Op;
 
 std::string storage_type(DType t) {
   switch (t) {
-    case DType::f32: return "float";
-    case DType::f16: return "uint16_t";
-    case DType::bf16: return "uint16_t";
-    case DType::i32: return "int32_t";
-    case DType::i64: return "int64_t";
-    case DType::boolean: return "uint8_t";
-    case DType::f64: return "double";
+    case DType::f32:
+      return "float";
+    case DType::f16:
+      return "uint16_t";
+    case DType::bf16:
+      return "uint16_t";
+    case DType::i32:
+      return "int32_t";
+    case DType::i64:
+      return "int64_t";
+    case DType::boolean:
+      return "uint8_t";
+    case DType::f64:
+      return "double";
   }
   throw Error("cpu backend: unknown dtype");
 }
@@ -29,32 +36,46 @@ std::string compute_type(DType t) {
   switch (t) {
     case DType::f32:
     case DType::f16:
-    case DType::bf16: return "float";
-    case DType::f64: return "double";
+    case DType::bf16:
+      return "float";
+    case DType::f64:
+      return "double";
     case DType::i32:
-    case DType::i64: return "int64_t";
-    case DType::boolean: return "bool";
+    case DType::i64:
+      return "int64_t";
+    case DType::boolean:
+      return "bool";
   }
   throw Error("cpu backend: unknown dtype");
 }
 
 std::string load_expr(DType t, const std::string& element) {
   switch (t) {
-    case DType::f16: return "emmy_h2f(" + element + ")";
-    case DType::bf16: return "emmy_bf2f(" + element + ")";
-    case DType::i32: return "(int64_t)" + element;
-    case DType::boolean: return "(" + element + " != 0)";
-    default: return element;
+    case DType::f16:
+      return "emmy_h2f(" + element + ")";
+    case DType::bf16:
+      return "emmy_bf2f(" + element + ")";
+    case DType::i32:
+      return "(int64_t)" + element;
+    case DType::boolean:
+      return "(" + element + " != 0)";
+    default:
+      return element;
   }
 }
 
 std::string store_expr(DType t, const std::string& value) {
   switch (t) {
-    case DType::f16: return "emmy_f2h(" + value + ")";
-    case DType::bf16: return "emmy_f2bf(" + value + ")";
-    case DType::i32: return "(int32_t)(" + value + ")";
-    case DType::boolean: return "(uint8_t)((" + value + ") ? 1 : 0)";
-    default: return value;
+    case DType::f16:
+      return "emmy_f2h(" + value + ")";
+    case DType::bf16:
+      return "emmy_f2bf(" + value + ")";
+    case DType::i32:
+      return "(int32_t)(" + value + ")";
+    case DType::boolean:
+      return "(uint8_t)((" + value + ") ? 1 : 0)";
+    default:
+      return value;
   }
 }
 
@@ -75,8 +96,7 @@ std::string convert_expr(const std::string& value, DType from, DType to) {
 
 std::string double_literal(double v) {
   if (std::isnan(v)) return "__builtin_nan(\"\")";
-  if (std::isinf(v)) return v > 0 ? "__builtin_inf()"
-                                   : "(-__builtin_inf())";
+  if (std::isinf(v)) return v > 0 ? "__builtin_inf()" : "(-__builtin_inf())";
   return "(" + backend_support::finite_literal(v) + ")";
 }
 
@@ -87,7 +107,8 @@ std::string flat_expr(const Idx& idx, const ir::Shape& shape) {
   std::string out;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1 || idx[d] == "0") continue;
-    std::string term = st[d] == 1 ? "(" + idx[d] + ")" : "(" + idx[d] + ")*" + std::to_string(st[d]);
+    std::string term =
+        st[d] == 1 ? "(" + idx[d] + ")" : "(" + idx[d] + ")*" + std::to_string(st[d]);
     out += out.empty() ? term : " + " + term;
   }
   return out.empty() ? "0" : out;
@@ -102,7 +123,8 @@ Idx decompose(const std::string& flat, const ir::Shape& shape) {
       idx[d] = "0";
       continue;
     }
-    std::string q = st[d] == 1 ? "(" + flat + ")" : "((" + flat + ") / " + std::to_string(st[d]) + ")";
+    std::string q =
+        st[d] == 1 ? "(" + flat + ")" : "((" + flat + ") / " + std::to_string(st[d]) + ")";
     idx[d] = first ? q : "(" + q + " % " + std::to_string(shape[d]) + ")";
     first = false;
   }
@@ -120,7 +142,8 @@ int64_t gemm_depth(const ir::Graph& g, ir::ValueId v) {
   return g.type(n.inputs[0]).shape.back();
 }
 
-GemmOperands gemm_operand_idx(const ir::Graph& g, ir::ValueId v, const Idx& out, const std::string& k) {
+GemmOperands gemm_operand_idx(const ir::Graph& g, ir::ValueId v, const Idx& out,
+                              const std::string& k) {
   const auto& n = g.node(v);
   const ir::Shape& as = g.type(n.inputs[0]).shape;
   const ir::Shape& bs = g.type(n.inputs[1]).shape;
@@ -161,8 +184,16 @@ GemmOperands gemm_operand_idx(const ir::Graph& g, ir::ValueId v, const Idx& out,
 
 bool is_index_remap(Op op) {
   switch (op) {
-    case Op::view: case Op::reshape: case Op::contiguous: case Op::unsqueeze: case Op::squeeze:
-    case Op::expand: case Op::transpose: case Op::permute: case Op::slice: case Op::embedding:
+    case Op::view:
+    case Op::reshape:
+    case Op::contiguous:
+    case Op::unsqueeze:
+    case Op::squeeze:
+    case Op::expand:
+    case Op::transpose:
+    case Op::permute:
+    case Op::slice:
+    case Op::embedding:
       return true;
     default:
       return false;
@@ -201,7 +232,8 @@ std::string Emitter::compute(ir::ValueId v, const Idx& idx, Scope& s) {
   const auto& n = g_.node(v);
   if (is_elementwise_op(n.op)) return elementwise(n, idx, s);
   if (is_index_remap(n.op)) return remap(n, idx, s);
-  if (n.op == Op::input) throw Error("cpu backend: input node %" + std::to_string(v) + " is not bound to a buffer");
+  if (n.op == Op::input)
+    throw Error("cpu backend: input node %" + std::to_string(v) + " is not bound to a buffer");
   throw Unsupported("op " + std::string(ir::to_string(n.op)) + " (node %" + std::to_string(v) +
                     ") must be materialized by the kernel template");
 }
@@ -223,31 +255,60 @@ std::string Emitter::elementwise(const ir::Node& n, const Idx& idx, Scope& s) {
   };
   std::string r;
   switch (n.op) {
-    case Op::add: r = arg(0) + " + " + scaled(arg(1)); break;
-    case Op::sub: r = arg(0) + " - " + scaled(arg(1)); break;
-    case Op::mul: r = arg(0) + " * " + arg(1); break;
-    case Op::div: r = arg(0) + " / " + arg(1); break;
+    case Op::add:
+      r = arg(0) + " + " + scaled(arg(1));
+      break;
+    case Op::sub:
+      r = arg(0) + " - " + scaled(arg(1));
+      break;
+    case Op::mul:
+      r = arg(0) + " * " + arg(1);
+      break;
+    case Op::div:
+      r = arg(0) + " / " + arg(1);
+      break;
     case Op::pow: {
       std::string x = arg(0);
       const auto& e = g_.node(n.inputs[1]);
       double p = e.op == Op::constant ? e.attr_double("value", 0.0) : NAN;
-      if (p == 2.0) r = x + " * " + x;
-      else if (p == 1.0) r = x;
-      else if (p == 3.0) r = x + " * " + x + " * " + x;
-      else if (p == 0.5) r = "emmy_sqrt(" + x + ")";
-      else if (p == -1.0) r = "(" + T + ")1 / " + x;
-      else r = "(" + T + ")emmy_pow(" + x + ", " + arg(1) + ")";
+      if (p == 2.0)
+        r = x + " * " + x;
+      else if (p == 1.0)
+        r = x;
+      else if (p == 3.0)
+        r = x + " * " + x + " * " + x;
+      else if (p == 0.5)
+        r = "emmy_sqrt(" + x + ")";
+      else if (p == -1.0)
+        r = "(" + T + ")1 / " + x;
+      else
+        r = "(" + T + ")emmy_pow(" + x + ", " + arg(1) + ")";
       break;
     }
-    case Op::neg: r = "-" + arg(0); break;
-    case Op::exp: r = "emmy_exp(" + arg(0) + ")"; break;
-    case Op::rsqrt: r = "(" + T + ")1 / emmy_sqrt(" + arg(0) + ")"; break;
-    case Op::sqrt: r = "emmy_sqrt(" + arg(0) + ")"; break;
-    case Op::tanh: r = "emmy_tanh(" + arg(0) + ")"; break;
-    case Op::silu: r = "emmy_silu(" + arg(0) + ")"; break;
-    case Op::sigmoid: r = "emmy_sigmoid(" + arg(0) + ")"; break;
+    case Op::neg:
+      r = "-" + arg(0);
+      break;
+    case Op::exp:
+      r = "emmy_exp(" + arg(0) + ")";
+      break;
+    case Op::rsqrt:
+      r = "(" + T + ")1 / emmy_sqrt(" + arg(0) + ")";
+      break;
+    case Op::sqrt:
+      r = "emmy_sqrt(" + arg(0) + ")";
+      break;
+    case Op::tanh:
+      r = "emmy_tanh(" + arg(0) + ")";
+      break;
+    case Op::silu:
+      r = "emmy_silu(" + arg(0) + ")";
+      break;
+    case Op::sigmoid:
+      r = "emmy_sigmoid(" + arg(0) + ")";
+      break;
     case Op::gelu:
-      r = (n.attr_string("approximate", "none") == "tanh" ? "emmy_gelu_tanh(" : "emmy_gelu(") + arg(0) + ")";
+      r = (n.attr_string("approximate", "none") == "tanh" ? "emmy_gelu_tanh(" : "emmy_gelu(") +
+          arg(0) + ")";
       break;
     case Op::cast: {
       const auto& t = g_.type(n.inputs[0]);
@@ -266,10 +327,12 @@ std::string Emitter::elementwise(const ir::Node& n, const Idx& idx, Scope& s) {
       r = m + " ? (" + T + ")" + fill + " : " + x;
       break;
     }
-    default: throw Error("cpu backend: not an elementwise op");
+    default:
+      throw Error("cpu backend: not an elementwise op");
   }
   if (out == DType::boolean) return "(bool)(" + r + ")";
-  return convert_expr("(" + T + ")(" + r + ")", out == DType::f16 || out == DType::bf16 ? DType::f32 : out, out);
+  return convert_expr("(" + T + ")(" + r + ")",
+                      out == DType::f16 || out == DType::bf16 ? DType::f32 : out, out);
 }
 
 std::string Emitter::remap(const ir::Node& n, const Idx& idx, Scope& s) {
@@ -279,14 +342,23 @@ std::string Emitter::remap(const ir::Node& n, const Idx& idx, Scope& s) {
   const int64_t rank = static_cast<int64_t>(is.size());
   Idx src;
   switch (n.op) {
-    case Op::contiguous: src = idx; break;
-    case Op::view: case Op::reshape: case Op::unsqueeze: case Op::squeeze: {
+    case Op::contiguous:
+      src = idx;
+      break;
+    case Op::view:
+    case Op::reshape:
+    case Op::unsqueeze:
+    case Op::squeeze: {
       // Same element order: map directly when only size-1 dims differ, else via the flat offset.
       ir::Shape a, b;
       Idx kept;
       for (size_t d = 0; d < os.size(); ++d)
-        if (os[d] != 1) { a.push_back(os[d]); kept.push_back(idx[d]); }
-      for (auto d : is) if (d != 1) b.push_back(d);
+        if (os[d] != 1) {
+          a.push_back(os[d]);
+          kept.push_back(idx[d]);
+        }
+      for (auto d : is)
+        if (d != 1) b.push_back(d);
       if (a == b) {
         size_t j = 0;
         for (auto d : is) src.push_back(d == 1 ? "0" : kept[j++]);
@@ -332,7 +404,8 @@ std::string Emitter::remap(const ir::Node& n, const Idx& idx, Scope& s) {
       src = {is[0] == 1 ? "0" : "(int64_t)(" + row + ")", idx.back()};
       break;
     }
-    default: throw Error("cpu backend: not an index remap");
+    default:
+      throw Error("cpu backend: not an index remap");
   }
   return read(in, src, s);
 }
@@ -346,13 +419,13 @@ static void emit_loops_from(Scope& parent, const ir::Shape& shape, const Idx& va
   Scope inner(parent);
   emit_loops_from(inner, shape, vars, d + 1, body, pragma);
   if (d + 1 == shape.size() && !pragma.empty()) parent.line(pragma);
-  parent.block("for (int64_t " + vars[d] + " = 0; " + vars[d] + " < " + std::to_string(shape[d]) + "; ++" +
-                   vars[d] + ")",
+  parent.block("for (int64_t " + vars[d] + " = 0; " + vars[d] + " < " + std::to_string(shape[d]) +
+                   "; ++" + vars[d] + ")",
                inner);
 }
 
-void emit_loops(Scope& parent, const ir::Shape& shape, const Idx& vars, const std::function<void(Scope&)>& body,
-                const std::string& innermost_pragma) {
+void emit_loops(Scope& parent, const ir::Shape& shape, const Idx& vars,
+                const std::function<void(Scope&)>& body, const std::string& innermost_pragma) {
   Scope inner(parent);
   emit_loops_from(inner, shape, vars, 0, body, innermost_pragma);
   parent.block("", inner);
@@ -363,7 +436,8 @@ void emit_loops(Scope& parent, const ir::Shape& shape, const Idx& vars, const st
 std::vector<ir::ValueId> compute_nodes(const ir::Graph& g) {
   std::vector<ir::ValueId> out;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].op != Op::input && g.nodes[i].op != Op::constant) out.push_back(static_cast<ir::ValueId>(i));
+    if (g.nodes[i].op != Op::input && g.nodes[i].op != Op::constant)
+      out.push_back(static_cast<ir::ValueId>(i));
   return out;
 }
 
@@ -379,82 +453,149 @@ std::string io_declarations(Emitter& e) {
   }
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     std::string t = storage_type(g.type(g.outputs[k]).dtype);
-    s += "  " + t + "* __restrict out_" + std::to_string(k) + " = (" + t + "*)outputs[" + std::to_string(k) + "];\n";
+    s += "  " + t + "* __restrict out_" + std::to_string(k) + " = (" + t + "*)outputs[" +
+         std::to_string(k) + "];\n";
   }
   s += "  (void)inputs; (void)outputs;\n";
   return s;
 }
 
-std::string assemble_kernel(const std::string& file_scope, const std::string& io, const std::string& body) {
+std::string assemble_kernel(const std::string& file_scope, const std::string& io,
+                            const std::string& body) {
   return kernel_prelude() + file_scope +
-         "\nextern \"C\" void emmy_kernel(const void* const* inputs, void* const* outputs) {\n" + io + body +
-         "}\n";
+         "\nextern \"C\" void emmy_kernel(const void* const* inputs, void* const* outputs) {\n" +
+         io + body + "}\n";
 }
 
 const std::string& kernel_prelude() {
   static const std::string text = R"CPP(// Generated by Emmy's cpu backend.
-// C headers and compiler builtins only: the C++ library headers would triple the compile time.
+                                        // C headers and compiler builtins only: the C++ library
+                                        // headers would triple the compile time.
 #include <stdint.h>
 #include <stdlib.h>
 
 #define EMMY_I64_MIN (-9223372036854775807LL - 1)
-static inline float emmy_exp(float x) { return __builtin_expf(x); }
-static inline double emmy_exp(double x) { return __builtin_exp(x); }
-static inline float emmy_sqrt(float x) { return __builtin_sqrtf(x); }
-static inline double emmy_sqrt(double x) { return __builtin_sqrt(x); }
-static inline float emmy_tanh(float x) { return __builtin_tanhf(x); }
-static inline double emmy_tanh(double x) { return __builtin_tanh(x); }
-static inline float emmy_erf(float x) { return __builtin_erff(x); }
-static inline double emmy_erf(double x) { return __builtin_erf(x); }
-static inline float emmy_pow(float x, float y) { return __builtin_powf(x, y); }
-static inline double emmy_pow(double x, double y) { return __builtin_pow(x, y); }
-static inline int64_t emmy_pow(int64_t x, int64_t y) { return (int64_t)__builtin_pow((double)x, (double)y); }
-static inline float emmy_max(float a, float b) { return a < b ? b : a; }
-static inline double emmy_max(double a, double b) { return a < b ? b : a; }
-static inline int64_t emmy_max(int64_t a, int64_t b) { return a < b ? b : a; }
-static inline int64_t emmy_min(int64_t a, int64_t b) { return b < a ? b : a; }
+                                        static inline float emmy_exp(float x) {
+                                          return __builtin_expf(x);
+                                        }
+                                        static inline double emmy_exp(double x) {
+                                          return __builtin_exp(x);
+                                        }
+                                        static inline float emmy_sqrt(float x) {
+                                          return __builtin_sqrtf(x);
+                                        }
+                                        static inline double emmy_sqrt(double x) {
+                                          return __builtin_sqrt(x);
+                                        }
+                                        static inline float emmy_tanh(float x) {
+                                          return __builtin_tanhf(x);
+                                        }
+                                        static inline double emmy_tanh(double x) {
+                                          return __builtin_tanh(x);
+                                        }
+                                        static inline float emmy_erf(float x) {
+                                          return __builtin_erff(x);
+                                        }
+                                        static inline double emmy_erf(double x) {
+                                          return __builtin_erf(x);
+                                        }
+                                        static inline float emmy_pow(float x, float y) {
+                                          return __builtin_powf(x, y);
+                                        }
+                                        static inline double emmy_pow(double x, double y) {
+                                          return __builtin_pow(x, y);
+                                        }
+                                        static inline int64_t emmy_pow(int64_t x, int64_t y) {
+                                          return (int64_t)__builtin_pow((double)x, (double)y);
+                                        }
+                                        static inline float emmy_max(float a, float b) {
+                                          return a < b ? b : a;
+                                        }
+                                        static inline double emmy_max(double a, double b) {
+                                          return a < b ? b : a;
+                                        }
+                                        static inline int64_t emmy_max(int64_t a, int64_t b) {
+                                          return a < b ? b : a;
+                                        }
+                                        static inline int64_t emmy_min(int64_t a, int64_t b) {
+                                          return b < a ? b : a;
+                                        }
 
-// bf16 and f16 by bit manipulation (round to nearest even, NaN kept quiet).
-static inline float emmy_bf2f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16; float f; __builtin_memcpy(&f, &u, 4); return f;
-}
-static inline uint16_t emmy_f2bf(float f) {
-  uint32_t u; __builtin_memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-static inline float emmy_h2f(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu, bits;
-  if (em >= 0x7c00u) bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
-  else if (em >= 0x400u) bits = sign | ((em << 13) + (112u << 23));
-  else { float f = (float)em * 5.9604644775390625e-08f; __builtin_memcpy(&bits, &f, 4); bits |= sign; }
-  float out; __builtin_memcpy(&out, &bits, 4); return out;
-}
-static inline uint16_t emmy_f2h(float f) {
-  uint32_t u; __builtin_memcpy(&u, &f, 4);
-  uint32_t sign = (u >> 16) & 0x8000u; u &= 0x7fffffffu;
-  uint16_t o;
-  if (u >= 0x47800000u) o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
-  else if (u < 0x38800000u) {
-    float a; __builtin_memcpy(&a, &u, 4); a += 0.5f;
-    uint32_t b; __builtin_memcpy(&b, &a, 4); o = (uint16_t)(b - 0x3f000000u);
-  } else {
-    uint32_t odd = (u >> 13) & 1u;
-    u += 0xc8000fffu + odd;
-    o = (uint16_t)(u >> 13);
-  }
-  return (uint16_t)(o | sign);
-}
-static inline float emmy_rbf(float x) { return emmy_bf2f(emmy_f2bf(x)); }
-static inline float emmy_rh(float x) { return emmy_h2f(emmy_f2h(x)); }
-template <typename T> static inline T emmy_sigmoid(T x) { return T(1) / (T(1) + emmy_exp(-x)); }
-template <typename T> static inline T emmy_silu(T x) { return x / (T(1) + emmy_exp(-x)); }
-template <typename T> static inline T emmy_gelu(T x) { return T(0.5) * x * (T(1) + emmy_erf(x * T(0.70710678118654752440))); }
-template <typename T> static inline T emmy_gelu_tanh(T x) {
-  return T(0.5) * x * (T(1) + emmy_tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
-}
-)CPP";
+                                        // bf16 and f16 by bit manipulation (round to nearest even,
+                                        // NaN kept quiet).
+                                        static inline float emmy_bf2f(uint16_t h) {
+                                          uint32_t u = (uint32_t)h << 16;
+                                          float f;
+                                          __builtin_memcpy(&f, &u, 4);
+                                          return f;
+                                        }
+                                        static inline uint16_t emmy_f2bf(float f) {
+                                          uint32_t u;
+                                          __builtin_memcpy(&u, &f, 4);
+                                          if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+                                          u += 0x7fffu + ((u >> 16) & 1u);
+                                          return (uint16_t)(u >> 16);
+                                        }
+                                        static inline float emmy_h2f(uint16_t h) {
+                                          uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu, bits;
+                                          if (em >= 0x7c00u)
+                                            bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+                                          else if (em >= 0x400u)
+                                            bits = sign | ((em << 13) + (112u << 23));
+                                          else {
+                                            float f = (float)em * 5.9604644775390625e-08f;
+                                            __builtin_memcpy(&bits, &f, 4);
+                                            bits |= sign;
+                                          }
+                                          float out;
+                                          __builtin_memcpy(&out, &bits, 4);
+                                          return out;
+                                        }
+                                        static inline uint16_t emmy_f2h(float f) {
+                                          uint32_t u;
+                                          __builtin_memcpy(&u, &f, 4);
+                                          uint32_t sign = (u >> 16) & 0x8000u;
+                                          u &= 0x7fffffffu;
+                                          uint16_t o;
+                                          if (u >= 0x47800000u)
+                                            o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+                                          else if (u < 0x38800000u) {
+                                            float a;
+                                            __builtin_memcpy(&a, &u, 4);
+                                            a += 0.5f;
+                                            uint32_t b;
+                                            __builtin_memcpy(&b, &a, 4);
+                                            o = (uint16_t)(b - 0x3f000000u);
+                                          } else {
+                                            uint32_t odd = (u >> 13) & 1u;
+                                            u += 0xc8000fffu + odd;
+                                            o = (uint16_t)(u >> 13);
+                                          }
+                                          return (uint16_t)(o | sign);
+                                        }
+                                        static inline float emmy_rbf(float x) {
+                                          return emmy_bf2f(emmy_f2bf(x));
+                                        }
+                                        static inline float emmy_rh(float x) {
+                                          return emmy_h2f(emmy_f2h(x));
+                                        }
+                                        template <typename T>
+                                        static inline T emmy_sigmoid(T x) {
+                                          return T(1) / (T(1) + emmy_exp(-x));
+                                        }
+                                        template <typename T>
+                                        static inline T emmy_silu(T x) {
+                                          return x / (T(1) + emmy_exp(-x));
+                                        }
+                                        template <typename T>
+                                        static inline T emmy_gelu(T x) {
+                                          return T(0.5) * x * (T(1) + emmy_erf(x * T(0.70710678118654752440)));
+                                        }
+                                        template <typename T>
+                                        static inline T emmy_gelu_tanh(T x) {
+                                          return T(0.5) * x * (T(1) + emmy_tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+                                        }
+  )CPP";
   return text;
 }
 

@@ -61,7 +61,8 @@ Idx loop_vars(const std::string& prefix, size_t rank);
 struct GemmOperands {
   Idx a, b;
 };
-GemmOperands gemm_operand_idx(const ir::Graph& g, ir::ValueId v, const Idx& out, const std::string& k);
+GemmOperands gemm_operand_idx(const ir::Graph& g, ir::ValueId v, const Idx& out,
+                              const std::string& k);
 int64_t gemm_depth(const ir::Graph& g, ir::ValueId v);
 
 // Elementwise ops: emmy::is_elementwise_op (emmy/templates.hpp), shared with the passes.

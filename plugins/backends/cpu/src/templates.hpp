@@ -27,7 +27,8 @@ BackendCaps cpu_capabilities();
 // takes vec / 16 of them, at least one), else they spill on every step of the depth loop.
 // generate_source refuses by it (KnobRefused); the caps declare it as the matmul's constraint.
 std::string matmul_knob_refusal(const std::map<std::string, double>& knobs);
-// Fills in defaults from the caps and checks the given values; throws emmy::Error naming a bad knob.
+// Fills in defaults from the caps and checks the given values; throws emmy::Error naming a bad
+// knob.
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given);
 
 // Pragmas placed before an inner loop: `omp simd simdlen(vec)` when vec > 1, `GCC unroll` when

@@ -14,7 +14,9 @@ using ir::Op;
 
 namespace {
 
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
 bool depends_on(const ir::Graph& g, ir::ValueId v, ir::ValueId on) {
   if (v == on) return true;
@@ -31,7 +33,8 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
   ir::ValueId S = -1;
   for (ir::ValueId v : compute_nodes(g)) {
     Op op = g.node(v).op;
-    if (op == Op::matmul || op == Op::bmm) mms.push_back(v);
+    if (op == Op::matmul || op == Op::bmm)
+      mms.push_back(v);
     else if (op == Op::softmax) {
       if (S >= 0) throw Unsupported("attention: two softmaxes");
       S = v;
@@ -43,21 +46,24 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
   const ir::ValueId M1 = mms[0], M2 = mms[1];
   const auto& s1 = g.type(M1).shape;
   const auto& s2 = g.type(M2).shape;
-  if (s1.size() < 2 || s2.size() < 2 || s1.size() != s2.size()) throw Unsupported("attention: score/output ranks");
+  if (s1.size() < 2 || s2.size() < 2 || s1.size() != s2.size())
+    throw Unsupported("attention: score/output ranks");
   for (ir::ValueId v : {M1, M2})
     for (ir::ValueId in : g.node(v).inputs)
       if (g.type(in).rank() < 2) throw Unsupported("attention: 1-D matmul operand");
   const auto& sn = g.node(S);
   if (wrap_dim(sn.attr_int("dim", -1), g.type(S).rank()) != g.type(S).rank() - 1)
     throw Unsupported("attention: softmax dim");
-  if (!depends_on(g, S, M1) || !depends_on(g, g.node(M2).inputs[0], S) || depends_on(g, g.node(M2).inputs[1], S))
+  if (!depends_on(g, S, M1) || !depends_on(g, g.node(M2).inputs[0], S) ||
+      depends_on(g, g.node(M2).inputs[1], S))
     throw Unsupported("attention: not scores -> softmax -> values");
   if (g.type(S).shape != s1) throw Unsupported("attention: softmax not over the scores' shape");
   const int64_t Sk = s1.back(), Dv = s2.back();
   const int64_t R = Sk == 0 ? 0 : g.type(M1).numel() / Sk;
   if (Dv == 0 || R == 0 || g.type(M2).numel() != R * Dv) throw Unsupported("attention: shapes");
   for (ir::ValueId o : g.outputs)
-    if (g.type(o).numel() != R * Dv) throw Unsupported("attention: output not the size of the result");
+    if (g.type(o).numel() != R * Dv)
+      throw Unsupported("attention: output not the size of the result");
   const int64_t D = gemm_depth(g, M1);
 
   Emitter e(g);
@@ -74,16 +80,18 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
 
   Scope body(1);
   Scope region(body);
-  region.line("float* sc = (float*)malloc(" + num(Sk * 4) + "); float* pr = (float*)malloc(" + num(Sk * 4) +
-              "); float* acc = (float*)malloc(" + num(Dv * 4) + ");");
+  region.line("float* sc = (float*)malloc(" + num(Sk * 4) + "); float* pr = (float*)malloc(" +
+              num(Sk * 4) + "); float* acc = (float*)malloc(" + num(Dv * 4) + ");");
   Scope row(region);
   // 1. scores of this row
   {
     Scope jl(row), dl(jl);
     const auto& n1 = g.node(M1);
     auto ops = gemm_operand_idx(g, M1, row_idx(s1, "j"), "d");
-    std::string a = convert_expr(e.read(n1.inputs[0], ops.a, dl), g.type(n1.inputs[0]).dtype, DType::f32);
-    std::string b = convert_expr(e.read(n1.inputs[1], ops.b, dl), g.type(n1.inputs[1]).dtype, DType::f32);
+    std::string a =
+        convert_expr(e.read(n1.inputs[0], ops.a, dl), g.type(n1.inputs[0]).dtype, DType::f32);
+    std::string b =
+        convert_expr(e.read(n1.inputs[1], ops.b, dl), g.type(n1.inputs[1]).dtype, DType::f32);
     dl.line("dot += " + a + " * " + b + ";");
     jl.line("float dot = 0;");
     std::string p = simd(" reduction(+:dot)");
@@ -98,9 +106,12 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     const auto& in = g.type(sn.inputs[0]);
     Scope p1(row), p2(row);
     row.line("float mx = -__builtin_inff(), sum = 0;");
-    p1.line("mx = emmy_max(mx, " + convert_expr(e.read(sn.inputs[0], row_idx(in.shape, "j"), p1), in.dtype, DType::f32) + ");");
+    p1.line("mx = emmy_max(mx, " +
+            convert_expr(e.read(sn.inputs[0], row_idx(in.shape, "j"), p1), in.dtype, DType::f32) +
+            ");");
     row.block("for (int64_t j = 0; j < " + num(Sk) + "; ++j)", p1);
-    std::string x = convert_expr(e.read(sn.inputs[0], row_idx(in.shape, "j"), p2), in.dtype, DType::f32);
+    std::string x =
+        convert_expr(e.read(sn.inputs[0], row_idx(in.shape, "j"), p2), in.dtype, DType::f32);
     p2.line("const float ex = emmy_exp(" + x + " - mx);");
     p2.line("pr[j] = ex; sum += ex;");
     std::string p = simd(" reduction(+:sum)");
@@ -108,7 +119,9 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     row.block("for (int64_t j = 0; j < " + num(Sk) + "; ++j)", p2);
     row.line("const float inv = 1.0f / sum;");
     const DType st = g.type(S).dtype;
-    e.materialize(S, [st](const Idx& idx, Scope&) { return convert_expr("pr[" + idx.back() + "] * inv", DType::f32, st); });
+    e.materialize(S, [st](const Idx& idx, Scope&) {
+      return convert_expr("pr[" + idx.back() + "] * inv", DType::f32, st);
+    });
   }
   // 3. probabilities @ values
   {
@@ -116,9 +129,11 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     row.line("for (int64_t v = 0; v < " + num(Dv) + "; ++v) acc[v] = 0.0f;");
     Scope jl(row), vl(jl);
     auto ops_a = gemm_operand_idx(g, M2, row_idx(s2, "0"), "j");
-    std::string pj = convert_expr(e.read(n2.inputs[0], ops_a.a, jl), g.type(n2.inputs[0]).dtype, DType::f32);
+    std::string pj =
+        convert_expr(e.read(n2.inputs[0], ops_a.a, jl), g.type(n2.inputs[0]).dtype, DType::f32);
     auto ops_b = gemm_operand_idx(g, M2, row_idx(s2, "v"), "j");
-    std::string bv = convert_expr(e.read(n2.inputs[1], ops_b.b, vl), g.type(n2.inputs[1]).dtype, DType::f32);
+    std::string bv =
+        convert_expr(e.read(n2.inputs[1], ops_b.b, vl), g.type(n2.inputs[1]).dtype, DType::f32);
     vl.line("acc[v] += p * " + bv + ";");
     jl.line("const float p = " + pj + ";");
     std::string p = simd("");
@@ -126,7 +141,9 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     jl.block("for (int64_t v = 0; v < " + num(Dv) + "; ++v)", vl);
     row.block("for (int64_t j = 0; j < " + num(Sk) + "; ++j)", jl);
     const DType t2 = g.type(M2).dtype;
-    e.materialize(M2, [t2](const Idx& idx, Scope&) { return convert_expr("acc[" + idx.back() + "]", DType::f32, t2); });
+    e.materialize(M2, [t2](const Idx& idx, Scope&) {
+      return convert_expr("acc[" + idx.back() + "]", DType::f32, t2);
+    });
   }
   // 4. epilogue and outputs
   {
@@ -140,10 +157,12 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
       auto rel = relabelling_of(g, g.outputs[k]);
       if (rel && rel->base != g.outputs[k] && g.type(rel->base).shape == s2) {
         const Idx mi = row_idx(s2, "v");
-        vl.line(out + "[" + flat_expr(rel->reordered(mi), rel->permuted) + "] = " + store_expr(t.dtype, e.read(rel->base, mi, vl)) + ";");
+        vl.line(out + "[" + flat_expr(rel->reordered(mi), rel->permuted) +
+                "] = " + store_expr(t.dtype, e.read(rel->base, mi, vl)) + ";");
         continue;
       }
-      Idx oi = (!t.shape.empty() && t.shape.back() == Dv) ? row_idx(t.shape, "v") : decompose(flat, t.shape);
+      Idx oi = (!t.shape.empty() && t.shape.back() == Dv) ? row_idx(t.shape, "v")
+                                                          : decompose(flat, t.shape);
       vl.line(out + "[" + flat + "] = " + store_expr(t.dtype, e.read(g.outputs[k], oi, vl)) + ";");
     }
     row.block("for (int64_t v = 0; v < " + num(Dv) + "; ++v)", vl);

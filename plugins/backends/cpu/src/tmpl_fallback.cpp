@@ -14,7 +14,9 @@ using ir::Op;
 namespace {
 
 // The dtype sums and dot products accumulate in.
-DType accumulator_of(DType t) { return ir::is_floating(t) ? DType::f64 : DType::i64; }
+DType accumulator_of(DType t) {
+  return ir::is_floating(t) ? DType::f64 : DType::i64;
+}
 
 void emit_reduction(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
   const auto& g = e.graph();
@@ -35,8 +37,9 @@ void emit_reduction(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf)
       red_shape.push_back(in.shape[static_cast<size_t>(d)]);
       count *= in.shape[static_cast<size_t>(d)];
     }
-  const DType acc_t = n.op == Op::amax ? (ir::is_floating(in.dtype) ? DType::f64 : DType::i64)
-                                       : accumulator_of(in.dtype == DType::boolean ? DType::i64 : n.type.dtype);
+  const DType acc_t = n.op == Op::amax
+                          ? (ir::is_floating(in.dtype) ? DType::f64 : DType::i64)
+                          : accumulator_of(in.dtype == DType::boolean ? DType::i64 : n.type.dtype);
   const std::string A = compute_type(acc_t);
   Idx ov = loop_vars("o", n.type.shape.size());
   emit_loops(s, n.type.shape, ov, [&](Scope& body) {
@@ -60,13 +63,15 @@ void emit_reduction(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf)
       }
       std::string x = convert_expr(e.read(n.inputs[0], idx, inner), in.dtype, acc_t);
       if (n.op == Op::amax)
-        inner.line("if (" + x + " > " + acc + " || " + x + " != " + x + ") " + acc + " = " + x + ";");
+        inner.line("if (" + x + " > " + acc + " || " + x + " != " + x + ") " + acc + " = " + x +
+                   ";");
       else
         inner.line(acc + " += " + x + ";");
     });
-    std::string r = n.op == Op::mean ? "(" + acc + " / " + A + "(" + std::to_string(count) + "))" : acc;
-    body.line(buf + "[" + flat_expr(ov, n.type.shape) + "] = " +
-              store_expr(n.type.dtype, convert_expr(r, acc_t, n.type.dtype)) + ";");
+    std::string r =
+        n.op == Op::mean ? "(" + acc + " / " + A + "(" + std::to_string(count) + "))" : acc;
+    body.line(buf + "[" + flat_expr(ov, n.type.shape) +
+              "] = " + store_expr(n.type.dtype, convert_expr(r, acc_t, n.type.dtype)) + ";");
   });
 }
 
@@ -76,7 +81,8 @@ void emit_softmax(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
   const auto& in = g.type(n.inputs[0]);
   const int64_t rank = in.rank();
   if (rank == 0) {
-    s.line(buf + "[0] = " + store_expr(n.type.dtype, convert_expr("1.0", DType::f64, n.type.dtype)) + ";");
+    s.line(buf + "[0] = " +
+           store_expr(n.type.dtype, convert_expr("1.0", DType::f64, n.type.dtype)) + ";");
     return;
   }
   const size_t dim = static_cast<size_t>(wrap_dim(n.attr_int("dim", -1), rank));
@@ -100,7 +106,9 @@ void emit_softmax(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
     body.block("for (int64_t j = 0; j < " + len + "; ++j)", p2);
     std::string x3 = convert_expr(e.read(n.inputs[0], at("j"), p3), in.dtype, DType::f64);
     p3.line(buf + "[" + flat_expr(at("j"), n.type.shape) + "] = " +
-            store_expr(n.type.dtype, convert_expr("emmy_exp(" + x3 + " - mx) / sum", DType::f64, n.type.dtype)) + ";");
+            store_expr(n.type.dtype,
+                       convert_expr("emmy_exp(" + x3 + " - mx) / sum", DType::f64, n.type.dtype)) +
+            ";");
     body.block("for (int64_t j = 0; j < " + len + "; ++j)", p3);
   });
 }
@@ -115,8 +123,10 @@ void emit_gemm(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
     body.line(compute_type(acc_t) + " acc = 0;");
     Scope inner(body);
     auto ops = gemm_operand_idx(g, v, ov, "k");
-    std::string a = convert_expr(e.read(n.inputs[0], ops.a, inner), g.type(n.inputs[0]).dtype, acc_t);
-    std::string b = convert_expr(e.read(n.inputs[1], ops.b, inner), g.type(n.inputs[1]).dtype, acc_t);
+    std::string a =
+        convert_expr(e.read(n.inputs[0], ops.a, inner), g.type(n.inputs[0]).dtype, acc_t);
+    std::string b =
+        convert_expr(e.read(n.inputs[1], ops.b, inner), g.type(n.inputs[1]).dtype, acc_t);
     inner.line("acc += " + a + " * " + b + ";");
     body.block("for (int64_t k = 0; k < " + std::to_string(depth) + "; ++k)", inner);
     std::string r = "acc";
@@ -127,8 +137,8 @@ void emit_gemm(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
                        acc_t) +
           ")";
     }
-    body.line(buf + "[" + flat_expr(ov, n.type.shape) + "] = " +
-              store_expr(n.type.dtype, convert_expr(r, acc_t, n.type.dtype)) + ";");
+    body.line(buf + "[" + flat_expr(ov, n.type.shape) +
+              "] = " + store_expr(n.type.dtype, convert_expr(r, acc_t, n.type.dtype)) + ";");
   });
 }
 
@@ -144,8 +154,10 @@ void emit_cat(Emitter& e, Scope& s, ir::ValueId v, const std::string& buf) {
     emit_loops(s, t.shape, iv, [&](Scope& body) {
       Idx out = iv;
       if (offset) out[dim] = "(" + iv[dim] + " + " + std::to_string(offset) + ")";
-      body.line(buf + "[" + flat_expr(out, n.type.shape) + "] = " +
-                store_expr(n.type.dtype, convert_expr(e.read(in, iv, body), t.dtype, n.type.dtype)) + ";");
+      body.line(
+          buf + "[" + flat_expr(out, n.type.shape) + "] = " +
+          store_expr(n.type.dtype, convert_expr(e.read(in, iv, body), t.dtype, n.type.dtype)) +
+          ";");
     });
     offset += t.shape[dim];
   }
@@ -171,18 +183,31 @@ std::string generate_fallback(const ir::Graph& g) {
       file_scope += "alignas(64) static " + storage_type(n.type.dtype) + " " + buf + "[" +
                     std::to_string(std::max<int64_t>(1, n.type.numel())) + "];\n";
     }
-    body.line("// %" + std::to_string(v) + " = " + std::string(ir::to_string(n.op)) + " : " + ir::to_string(n.type));
+    body.line("// %" + std::to_string(v) + " = " + std::string(ir::to_string(n.op)) + " : " +
+              ir::to_string(n.type));
     Scope s(body);
     switch (n.op) {
-      case Op::mean: case Op::sum: case Op::amax: emit_reduction(e, s, v, buf); break;
-      case Op::softmax: emit_softmax(e, s, v, buf); break;
-      case Op::matmul: case Op::bmm: case Op::linear: emit_gemm(e, s, v, buf); break;
-      case Op::cat: emit_cat(e, s, v, buf); break;
+      case Op::mean:
+      case Op::sum:
+      case Op::amax:
+        emit_reduction(e, s, v, buf);
+        break;
+      case Op::softmax:
+        emit_softmax(e, s, v, buf);
+        break;
+      case Op::matmul:
+      case Op::bmm:
+      case Op::linear:
+        emit_gemm(e, s, v, buf);
+        break;
+      case Op::cat:
+        emit_cat(e, s, v, buf);
+        break;
       default: {
         Idx iv = loop_vars("i", n.type.shape.size());
         emit_loops(s, n.type.shape, iv, [&](Scope& inner) {
-          inner.line(buf + "[" + flat_expr(iv, n.type.shape) + "] = " +
-                     store_expr(n.type.dtype, e.compute(v, iv, inner)) + ";");
+          inner.line(buf + "[" + flat_expr(iv, n.type.shape) +
+                     "] = " + store_expr(n.type.dtype, e.compute(v, iv, inner)) + ";");
         });
       }
     }
@@ -193,13 +218,15 @@ std::string generate_fallback(const ir::Graph& g) {
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     ir::ValueId o = g.outputs[k];
     auto w = written.find(o);
-    if (w != written.end() && w->second == k && g.node(o).op != Op::input && g.node(o).op != Op::constant) continue;
+    if (w != written.end() && w->second == k && g.node(o).op != Op::input &&
+        g.node(o).op != Op::constant)
+      continue;
     const auto& t = g.type(o);
     Scope s(body);
     Idx iv = loop_vars("i", t.shape.size());
     emit_loops(s, t.shape, iv, [&](Scope& inner) {
-      inner.line("out_" + std::to_string(k) + "[" + flat_expr(iv, t.shape) + "] = " +
-                 store_expr(t.dtype, e.read(o, iv, inner)) + ";");
+      inner.line("out_" + std::to_string(k) + "[" + flat_expr(iv, t.shape) +
+                 "] = " + store_expr(t.dtype, e.read(o, iv, inner)) + ";");
     });
     body.block("", s);
   }

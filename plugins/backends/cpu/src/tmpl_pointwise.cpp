@@ -31,7 +31,8 @@ std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
   if (numel == 0) return assemble_kernel("", io, "");
   const int64_t inner = space.empty() ? 1 : space.back();
   const int64_t outer = numel / inner;
-  const ir::Shape outer_shape = space.empty() ? ir::Shape{} : ir::Shape(space.begin(), space.end() - 1);
+  const ir::Shape outer_shape =
+      space.empty() ? ir::Shape{} : ir::Shape(space.begin(), space.end() - 1);
   Scope loop(body);
   Scope in(loop);
   Idx idx = decompose("o", outer_shape);
@@ -41,14 +42,16 @@ std::string generate_pointwise(const ir::Graph& g, const KnobValues& knobs) {
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     const auto& t = g.type(g.outputs[k]);
     Idx oi = t.shape == space ? idx : decompose(flat, t.shape);
-    in.line("out_" + std::to_string(k) + "[" + flat + "] = " + store_expr(t.dtype, e.read(g.outputs[k], oi, in)) + ";");
+    in.line("out_" + std::to_string(k) + "[" + flat +
+            "] = " + store_expr(t.dtype, e.read(g.outputs[k], oi, in)) + ";");
   }
   std::string pragma = inner_loop_pragma(knobs.at("vec"), knobs.at("unroll"));
   if (!pragma.empty()) loop.line(pragma);
   loop.block("for (int64_t j = 0; j < " + std::to_string(inner) + "; ++j)", in);
   const int64_t threads = knobs.at("threads");
   if (threads > 1 && outer > 1)
-    body.line("#pragma omp parallel for num_threads(" + std::to_string(threads) + ") schedule(static)");
+    body.line("#pragma omp parallel for num_threads(" + std::to_string(threads) +
+              ") schedule(static)");
   body.block("for (int64_t o = 0; o < " + std::to_string(outer) + "; ++o)", loop);
   return assemble_kernel("", io, body.code());
 }

@@ -31,7 +31,9 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
   for (ir::ValueId v : compute_nodes(g)) {
     const auto& n = g.node(v);
     if (n.op == Op::mean || n.op == Op::sum || n.op == Op::amax || n.op == Op::softmax) {
-      if (!reduces_last_dim(g, n)) throw Unsupported("reduction: node %" + std::to_string(v) + " does not reduce the last dim");
+      if (!reduces_last_dim(g, n))
+        throw Unsupported("reduction: node %" + std::to_string(v) +
+                          " does not reduce the last dim");
       reductions.push_back(v);
     } else if (!is_elementwise_op(n.op) && !is_index_remap(n.op)) {
       throw Unsupported("reduction: op " + std::string(ir::to_string(n.op)) + " is not supported");
@@ -43,11 +45,13 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
   const int64_t R = L == 0 ? 0 : first_in.numel() / L;
   for (ir::ValueId v : reductions) {
     const auto& t = g.type(g.node(v).inputs[0]);
-    if (t.shape.back() != L || t.numel() != R * L) throw Unsupported("reduction: reductions differ in row shape");
+    if (t.shape.back() != L || t.numel() != R * L)
+      throw Unsupported("reduction: reductions differ in row shape");
   }
   for (ir::ValueId o : g.outputs) {
     int64_t n = g.type(o).numel();
-    if (n != R * L && n != R) throw Unsupported("reduction: output neither per element nor per row");
+    if (n != R * L && n != R)
+      throw Unsupported("reduction: output neither per element nor per row");
   }
   Emitter e(g);
   std::string io = io_declarations(e);
@@ -64,7 +68,8 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
     return decompose("(r * " + Ls + " + " + j + ")", shape);
   };
   auto simd = [&](const std::string& clause) {
-    return vec > 1 ? "#pragma omp simd simdlen(" + std::to_string(vec) + ")" + clause : std::string();
+    return vec > 1 ? "#pragma omp simd simdlen(" + std::to_string(vec) + ")" + clause
+                   : std::string();
   };
 
   Scope region(body);  // the parallel region: per-thread row buffers, then the row loop
@@ -73,7 +78,8 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
   for (ir::ValueId v : reductions) {
     const auto& n = g.node(v);
     const auto& in = g.type(n.inputs[0]);
-    const DType acc_t = ir::is_floating(in.dtype) ? (in.dtype == DType::f64 ? DType::f64 : DType::f32) : DType::i64;
+    const DType acc_t =
+        ir::is_floating(in.dtype) ? (in.dtype == DType::f64 ? DType::f64 : DType::f32) : DType::i64;
     const std::string A = compute_type(acc_t);
     const std::string id = std::to_string(v);
     if (n.op == Op::softmax) {
@@ -81,12 +87,14 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
       frees += "free(sm" + id + "); ";
       Scope p1(row), p2(row);
       row.line("float mx" + id + " = -__builtin_inff(), sum" + id + " = 0;");
-      std::string x1 = convert_expr(e.read(n.inputs[0], row_idx(in.shape, "j"), p1), in.dtype, DType::f32);
+      std::string x1 =
+          convert_expr(e.read(n.inputs[0], row_idx(in.shape, "j"), p1), in.dtype, DType::f32);
       p1.line("mx" + id + " = emmy_max(mx" + id + ", " + x1 + ");");
       std::string p = simd(" reduction(max:mx" + id + ")");
       if (!p.empty()) row.line(p);
       row.block("for (int64_t j = 0; j < " + Ls + "; ++j)", p1);
-      std::string x2 = convert_expr(e.read(n.inputs[0], row_idx(in.shape, "j"), p2), in.dtype, DType::f32);
+      std::string x2 =
+          convert_expr(e.read(n.inputs[0], row_idx(in.shape, "j"), p2), in.dtype, DType::f32);
       p2.line("const float ex = emmy_exp(" + x2 + " - mx" + id + ");");
       p2.line("sm" + id + "[j] = ex; sum" + id + " += ex;");
       p = simd(" reduction(+:sum" + id + ")");
@@ -107,13 +115,16 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
       row.line(A + " " + acc + " = 0;");
     Scope p1(row);
     std::string x = convert_expr(e.read(n.inputs[0], row_idx(in.shape, "j"), p1), in.dtype, acc_t);
-    p1.line(n.op == Op::amax ? acc + " = emmy_max(" + acc + ", " + x + ");" : acc + " += " + x + ";");
-    std::string p = simd(n.op == Op::amax ? " reduction(max:" + acc + ")" : " reduction(+:" + acc + ")");
+    p1.line(n.op == Op::amax ? acc + " = emmy_max(" + acc + ", " + x + ");"
+                             : acc + " += " + x + ";");
+    std::string p =
+        simd(n.op == Op::amax ? " reduction(max:" + acc + ")" : " reduction(+:" + acc + ")");
     if (!p.empty()) row.line(p);
     row.block("for (int64_t j = 0; j < " + Ls + "; ++j)", p1);
     std::string r = n.op == Op::mean ? acc + " / (" + A + ")" + Ls : acc;
     std::string var = "red" + id;
-    row.line("const " + compute_type(n.type.dtype) + " " + var + " = " + convert_expr(r, acc_t, n.type.dtype) + ";");
+    row.line("const " + compute_type(n.type.dtype) + " " + var + " = " +
+             convert_expr(r, acc_t, n.type.dtype) + ";");
     e.materialize(v, [var](const Idx&, Scope&) { return var; });
   }
   // Outputs: per-element ones in one pass over the row, per-row ones once.
@@ -123,10 +134,12 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
     const auto& t = g.type(g.outputs[k]);
     const std::string out = "out_" + std::to_string(k);
     if (t.numel() == R * L && !(L == 1)) {
-      pass.line(out + "[r * " + Ls + " + j] = " + store_expr(t.dtype, e.read(g.outputs[k], row_idx(t.shape, "j"), pass)) + ";");
+      pass.line(out + "[r * " + Ls + " + j] = " +
+                store_expr(t.dtype, e.read(g.outputs[k], row_idx(t.shape, "j"), pass)) + ";");
       any_row_pass = true;
     } else {
-      row.line(out + "[r] = " + store_expr(t.dtype, e.read(g.outputs[k], decompose("r", t.shape), row)) + ";");
+      row.line(out + "[r] = " +
+               store_expr(t.dtype, e.read(g.outputs[k], decompose("r", t.shape), row)) + ";");
     }
   }
   if (any_row_pass) {
@@ -135,7 +148,8 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
     row.block("for (int64_t j = 0; j < " + Ls + "; ++j)", pass);
   }
   const int64_t threads = knobs.at("threads");
-  region.line("#pragma omp for schedule(static, " + std::to_string(knobs.at("rows_per_task")) + ")");
+  region.line("#pragma omp for schedule(static, " + std::to_string(knobs.at("rows_per_task")) +
+              ")");
   region.block("for (int64_t r = 0; r < " + std::to_string(R) + "; ++r)", row);
   if (!frees.empty()) region.line(frees);
   body.line("#pragma omp parallel num_threads(" + std::to_string(threads) + ")");

@@ -48,8 +48,9 @@ void WorkerProcess::run(const std::string& library, const MeasureRequest& reques
   w.put(static_cast<uint32_t>(output_bytes.size()));
   for (uint64_t b : output_bytes) w.put(b);
 
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(std::max(0.001, request.timeout_s) * 1000));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(std::max(0.001, request.timeout_s) * 1000));
   proto::Reader r{process_.fd(), &deadline};
   bool sent = w.send(process_.fd());
   uint32_t tag = sent ? r.get<uint32_t>() : 0;
@@ -107,7 +108,13 @@ void WorkerProcess::run(const std::string& library, const MeasureRequest& reques
 
 bool kernel_raised(int sig) {
   switch (sig) {
-    case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGABRT: case SIGTRAP: case SIGSYS:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGABRT:
+    case SIGTRAP:
+    case SIGSYS:
       return true;
     default:
       return false;

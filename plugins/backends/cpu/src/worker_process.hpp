@@ -29,8 +29,8 @@ class WorkerProcess {
   // Runs `library`'s emmy_kernel on the inputs: `warmup` untimed calls, then `samples` timed ones.
   // Fills result (timings and outputs, or failure kind and message). Throws MachineryError when
   // the worker cannot be started or went away for a reason that is not the kernel's.
-  void run(const std::string& library, const MeasureRequest& request, const std::vector<uint64_t>& output_bytes,
-           MeasureResult& result);
+  void run(const std::string& library, const MeasureRequest& request,
+           const std::vector<uint64_t>& output_bytes, MeasureResult& result);
 
   pid_t pid() const { return process_.pid(); }
   bool running() const { return process_.running(); }

@@ -41,7 +41,9 @@ namespace {
 
 // Buffers aligned for vector loads, zero-initialized.
 struct Aligned {
-  explicit Aligned(size_t n) : size(n), data(static_cast<unsigned char*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64))) {
+  explicit Aligned(size_t n)
+      : size(n),
+        data(static_cast<unsigned char*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64))) {
     std::memset(data, 0, (n + 63) / 64 * 64 + 64);
   }
   ~Aligned() { std::free(data); }
@@ -69,8 +71,8 @@ constexpr size_t kMaxLoaded = 16;
 struct Loaded {
   void* handle;
   KernelFn fn;
-  TimedFn timed;        // null for a one-kernel module
-  int timed_kernels;    // how many times `timed` writes
+  TimedFn timed;      // null for a one-kernel module
+  int timed_kernels;  // how many times `timed` writes
 };
 
 int main() {
@@ -100,7 +102,8 @@ int main() {
     }
     uint32_t n_out = r.get<uint32_t>();
     std::vector<Aligned> outputs;
-    for (uint32_t i = 0; i < n_out && r.ok; ++i) outputs.emplace_back(static_cast<size_t>(r.get<uint64_t>()));
+    for (uint32_t i = 0; i < n_out && r.ok; ++i)
+      outputs.emplace_back(static_cast<size_t>(r.get<uint64_t>()));
     if (!r.ok) return 2;
 
     auto found = loaded.find(library);
@@ -151,9 +154,11 @@ int main() {
       const auto k = static_cast<size_t>(timed_kernels);
       std::vector<double> kernel_us(k * static_cast<size_t>(n_samples));
       for (int i = 0; i < warmup; ++i) timed(in_ptrs.data(), out_ptrs.data(), kernel_us.data());
-      for (int j = 0; j < n_samples; ++j) timed(in_ptrs.data(), out_ptrs.data(), kernel_us.data() + j * k);
+      for (int j = 0; j < n_samples; ++j)
+        timed(in_ptrs.data(), out_ptrs.data(), kernel_us.data() + j * k);
       // Sample j: the sum of every kernel's j-th fastest time (emmy/timing.hpp says why).
-      std::vector<std::vector<double>> per_kernel(k, std::vector<double>(static_cast<size_t>(n_samples)));
+      std::vector<std::vector<double>> per_kernel(
+          k, std::vector<double>(static_cast<size_t>(n_samples)));
       for (size_t i = 0; i < k; ++i)
         for (size_t j = 0; j < per_kernel[i].size(); ++j) per_kernel[i][j] = kernel_us[j * k + i];
       times = emmy::ranked_sums(std::move(per_kernel));

@@ -44,7 +44,8 @@ std::string find_worker(const PluginOptions& o, const PluginContext& context) {
   if (!w.empty()) return w;
   if (std::string e = context.env("EMMY_CUDA_WORKER"); !e.empty()) return e;
   fs::path dir = own_dir();
-  for (const fs::path& c : {dir / "../../../libexec/emmy/emmy-cuda-worker", dir / "../libexec/emmy/emmy-cuda-worker"}) {
+  for (const fs::path& c :
+       {dir / "../../../libexec/emmy/emmy-cuda-worker", dir / "../libexec/emmy/emmy-cuda-worker"}) {
     std::error_code ec;
     if (fs::exists(c, ec)) return fs::weakly_canonical(c, ec).string();
   }
@@ -60,9 +61,11 @@ std::vector<std::string> parse_devices(const PluginOptions& o) {
     size_t pos = 0;
     while (pos <= list.size()) {
       size_t comma = list.find(',', pos);
-      std::string d = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      std::string d =
+          list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos)
-        throw Error("cuda backend: --devices '" + list + "' is not a comma-separated list of device numbers");
+        throw Error("cuda backend: --devices '" + list +
+                    "' is not a comma-separated list of device numbers");
       if (std::find(out.begin(), out.end(), d) != out.end())
         throw Error("cuda backend: --devices '" + list + "' lists device " + d + " twice");
       out.push_back(d);
@@ -81,8 +84,8 @@ std::vector<std::string> parse_devices(const PluginOptions& o) {
 namespace {
 int parse_kernels_per_device(const PluginOptions& o) {
   std::string text = option(o, "kernels_per_device", "4");
-  if (text.empty() || text.size() > 3 || text.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(text) < 1)
+  if (text.empty() || text.size() > 3 ||
+      text.find_first_not_of("0123456789") != std::string::npos || std::stoi(text) < 1)
     throw Error("cuda backend: kernels_per_device '" + text + "' is not a number from 1 to 999");
   return std::stoi(text);
 }
@@ -97,7 +100,8 @@ CudaBackend::CudaBackend(const PluginOptions& options, const PluginContext& cont
       cublaslt_option_(option(options, "cublaslt", "1")),
       compiler_(option(options, "cache_dir", default_cache_dir(context)), "sm_90a") {
   if (cublaslt_option_ != "0" && cublaslt_option_ != "1")
-    throw Error("cuda backend: cublaslt '" + cublaslt_option_ + "' is neither 1 (offer the cuBLASLt template) nor 0");
+    throw Error("cuda backend: cublaslt '" + cublaslt_option_ +
+                "' is neither 1 (offer the cuBLASLt template) nor 0");
   for (size_t i = 0; i < device_ids_.size(); ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->worker = std::make_unique<DeviceWorker>(worker_path_, device_ids_[i]);
@@ -124,8 +128,10 @@ Status CudaBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept
     if (!templ) return Status::Error("cuda backend: add_template got no template");
     const std::string name = templ->name();
     if (templ->backend() != "cuda")
-      return Status::Error("template '" + name + "' is for the " + templ->backend() + " backend, not cuda");
-    if (plugins_.count(name) || (name == "cublaslt" && cublaslt_) || cuda_capabilities().templates.count(name))
+      return Status::Error("template '" + name + "' is for the " + templ->backend() +
+                           " backend, not cuda");
+    if (plugins_.count(name) || (name == "cublaslt" && cublaslt_) ||
+        cuda_capabilities().templates.count(name))
       return Status::Error("the cuda backend already has a template named '" + name + "'");
     const std::string of = templ->alternative_to();
     if (of != "matmul" && of != "attention" && of != "reduction" && of != "pointwise")
@@ -133,7 +139,8 @@ Status CudaBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept
                            "', which is none of the cuda backend's templates with a lowering pass "
                            "(attention, matmul, reduction, pointwise)");
     for (const KnobSpec& k : templ->knobs())
-      if (k.values.empty()) return Status::Error("template '" + name + "' knob '" + k.name + "' has no values");
+      if (k.values.empty())
+        return Status::Error("template '" + name + "' knob '" + k.name + "' has no values");
     if (name == "cublaslt") {
       // The backend's option cublaslt=0 and libcublasLt's presence decide whether this one is
       // offered: taken but not offered where they say no, since the host attaches every
@@ -151,7 +158,8 @@ BackendCaps CudaBackend::capabilities() const {
   for (const auto& [name, plugin] : plugins_) {
     caps.templates[name] = plugin->knobs();
     caps.alternatives[plugin->alternative_to()].push_back(name);
-    if (auto rules = plugin->constraints(); !rules.empty()) caps.constraints[name] = std::move(rules);
+    if (auto rules = plugin->constraints(); !rules.empty())
+      caps.constraints[name] = std::move(rules);
   }
   caps.devices = static_cast<int>(slots_.size());  // one worker process per device
   caps.kernels_per_device = kernels_per_device_;
@@ -185,7 +193,8 @@ std::string CudaBackend::environment_fingerprint() const {
   std::string device = "no device", driver = "none";
   if (info) {
     device = info->name;
-    driver = std::to_string(info->driver_version / 1000) + "." + std::to_string((info->driver_version % 1000) / 10);
+    driver = std::to_string(info->driver_version / 1000) + "." +
+             std::to_string((info->driver_version % 1000) / 10);
   }
   // Options that change what a timing means are part of it. Only non-default values are
   // appended, so rows measured with the defaults keep their keys: the default arch follows from
@@ -200,7 +209,8 @@ std::string CudaBackend::environment_fingerprint() const {
   return "cuda|" + device + "|driver " + driver + "|nvrtc " + nvrtc_version() + options;
 }
 
-Status CudaBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept {
+Status CudaBackend::build(const ir::Slice& slice, Regime regime, Artifact& artifact,
+                          MeasureResult& failure) noexcept {
   return guard([&]() -> Status {
     std::string source;
     try {
@@ -223,7 +233,8 @@ Status CudaBackend::build_source(const std::string& source, Regime regime, Artif
     failure = MeasureResult{};
     artifact = Artifact{};
     artifact.source = source;
-    const Plan plan = parse_plan(source);  // a source without a plan is a caller's error, not a candidate's
+    const Plan plan =
+        parse_plan(source);  // a source without a plan is a caller's error, not a candidate's
     if (!plan.has_kernels()) {
       // Library calls alone (the cublaslt template): nothing to compile. The handle only says so.
       artifact.handle = kLibraryOnlyHandle;
@@ -241,21 +252,24 @@ Status CudaBackend::build_source(const std::string& source, Regime regime, Artif
   });
 }
 
-Status CudaBackend::measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
-                            MeasureResult& result) noexcept {
+Status CudaBackend::measure(const ir::Slice& slice, const Artifact& artifact,
+                            const MeasureRequest& request, MeasureResult& result) noexcept {
   return guard([&]() -> Status {
     result = MeasureResult{};
     const ir::Graph& g = slice.graph;
     auto ins = g.inputs();
     if (request.inputs.tensors.size() != ins.size())
-      return Status::Error("cuda backend: measure got " + std::to_string(request.inputs.tensors.size()) +
-                           " input buffers, the slice has " + std::to_string(ins.size()) + " inputs");
+      return Status::Error(
+          "cuda backend: measure got " + std::to_string(request.inputs.tensors.size()) +
+          " input buffers, the slice has " + std::to_string(ins.size()) + " inputs");
     for (size_t i = 0; i < ins.size(); ++i)
       if (request.inputs.tensors[i].size() != size_t(g.type(ins[i]).bytes()))
         return Status::Error("cuda backend: input " + std::to_string(i) + " has " +
                              std::to_string(request.inputs.tensors[i].size()) + " bytes, " +
-                             ir::to_string(g.type(ins[i])) + " needs " + std::to_string(g.type(ins[i]).bytes()));
-    if (artifact.handle.empty()) return Status::Error("cuda backend: measure needs a built artifact (empty handle)");
+                             ir::to_string(g.type(ins[i])) + " needs " +
+                             std::to_string(g.type(ins[i]).bytes()));
+    if (artifact.handle.empty())
+      return Status::Error("cuda backend: measure needs a built artifact (empty handle)");
     RunSpec spec;
     spec.plan = parse_plan(artifact.source);
     spec.cubin_path = spec.plan.has_kernels() ? artifact.handle : "";
@@ -295,8 +309,8 @@ void CudaBackend::require_devices() {
     try {
       probe_device(i);
     } catch (const std::exception& e) {
-      throw Error(std::string("cuda backend ") + kUnavailableOnThisMachine + ": no usable CUDA device " +
-                  device_ids_[i] + " (" + e.what() + ")");
+      throw Error(std::string("cuda backend ") + kUnavailableOnThisMachine +
+                  ": no usable CUDA device " + device_ids_[i] + " (" + e.what() + ")");
     }
   }
 }

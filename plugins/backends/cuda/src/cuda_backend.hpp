@@ -3,15 +3,16 @@
 //
 // Plugin options: cache_dir=PATH (default <the context's cache folder>/cuda, i.e.
 // $EMMY_HOME/cache/cuda, EMMY_HOME defaulting to ~/.emmy; a temporary folder without one);
-// worker=PATH (default $EMMY_CUDA_WORKER, else <plugin dir>/../../../libexec/emmy/emmy-cuda-worker);
-// arch=sm_XX[a] (default: asked of device 0, sm_90a when there is none); devices=0,2 or gpus=N
-// (default device 0); graph=0 measures plain launches instead of a captured CUDA graph;
-// kernels_per_device=N (default 4): kernels the tuner keeps in flight per device, so that NVRTC
-// builds on the host overlap the device's measurements (which stay one at a time per device);
-// cublaslt=1 (default) offers the cublaslt template plugin (plugins/templates/cublaslt) beside the
-// generated matmul where libcublasLt loads (cublaslt_library.hpp), 0 does not: add_template still
-// takes it (the host attaches every template plugin extending cuda, and a refusal would stop the
-// run) but capabilities(), the fingerprint and build() leave it out.
+// worker=PATH (default $EMMY_CUDA_WORKER, else <plugin
+// dir>/../../../libexec/emmy/emmy-cuda-worker); arch=sm_XX[a] (default: asked of device 0, sm_90a
+// when there is none); devices=0,2 or gpus=N (default device 0); graph=0 measures plain launches
+// instead of a captured CUDA graph; kernels_per_device=N (default 4): kernels the tuner keeps in
+// flight per device, so that NVRTC builds on the host overlap the device's measurements (which stay
+// one at a time per device); cublaslt=1 (default) offers the cublaslt template plugin
+// (plugins/templates/cublaslt) beside the generated matmul where libcublasLt loads
+// (cublaslt_library.hpp), 0 does not: add_template still takes it (the host attaches every template
+// plugin extending cuda, and a refusal would stop the run) but capabilities(), the fingerprint and
+// build() leave it out.
 #pragma once
 
 #include <condition_variable>
@@ -51,13 +52,15 @@ class CudaBackend : public Backend {
   // host calls it before anything else.
   Status add_template(std::shared_ptr<KernelTemplate> templ) noexcept override;
   // Thread-safe (builds run in parallel while devices measure).
-  Status build(const ir::Slice& slice, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept override;
+  Status build(const ir::Slice& slice, Regime regime, Artifact& artifact,
+               MeasureResult& failure) noexcept override;
   // Runs on a free device's worker (one measurement per device at a time).
   Status measure(const ir::Slice& slice, const Artifact& artifact, const MeasureRequest& request,
                  MeasureResult& result) noexcept override;
 
   // Compiles given source (carrying its own //@emmy plan); tests inject broken kernels here.
-  Status build_source(const std::string& source, Regime regime, Artifact& artifact, MeasureResult& failure) noexcept;
+  Status build_source(const std::string& source, Regime regime, Artifact& artifact,
+                      MeasureResult& failure) noexcept;
 
   size_t device_count() const { return slots_.size(); }
   // Asks device slot i's worker for its description; throws emmy::Error when it has none.

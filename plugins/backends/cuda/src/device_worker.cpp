@@ -87,7 +87,9 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   o.put(uint32_t(spec.plan.tensor_maps.size()));
   for (const TensorMap& t : spec.plan.tensor_maps) {
     o.put(uint32_t(t.buffer));
-    o.put(t.dtype == ir::DType::bf16 ? wire::kTmapBf16 : t.dtype == ir::DType::f16 ? wire::kTmapF16 : wire::kTmapF32);
+    o.put(t.dtype == ir::DType::bf16  ? wire::kTmapBf16
+          : t.dtype == ir::DType::f16 ? wire::kTmapF16
+                                      : wire::kTmapF32);
     o.put(uint32_t(t.swizzle_bytes));
     o.put(uint32_t(t.dims.size()));
     for (int64_t d : t.dims) o.put(uint64_t(d));
@@ -131,16 +133,17 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     // The worker reports every CUDA error the same way; those of opening the device or reading
     // the cubin are the machinery's (emmy/backend.hpp), the rest (launch, illegal address,
     // misaligned access, ...) the kernel's.
-    for (const char* machinery : {"cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
-                                  "cuCtxSetCurrent", "cannot read cubin", "cublaslt unavailable",
-                                  "library step unavailable"})
+    for (const char* machinery :
+         {"cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent",
+          "cannot read cubin", "cublaslt unavailable", "library step unavailable"})
       if (msg.rfind(machinery, 0) == 0)
         throw Error("cuda backend: device " + device_ + " could not measure: " + msg);
     result.failure = FailureKind::runtime_fault;
     result.message = "device " + device_ + ": " + msg;
   } else if (in.timed_out) {
     result.failure = FailureKind::timeout;
-    result.message = "device " + device_ + ": no answer within " + std::to_string(spec.timeout_s) + " s; the worker was killed";
+    result.message = "device " + device_ + ": no answer within " + std::to_string(spec.timeout_s) +
+                     " s; the worker was killed";
     stop();
   } else {
     // No reply: only a signal the worker raised itself running the candidate is the candidate's
@@ -149,12 +152,18 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     int sig = 0;
     std::string why = reap_reason(&sig);
     switch (sig) {
-      case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGABRT: case SIGTRAP:
+      case SIGSEGV:
+      case SIGBUS:
+      case SIGFPE:
+      case SIGILL:
+      case SIGABRT:
+      case SIGTRAP:
         result.failure = FailureKind::runtime_fault;
         result.message = "device " + device_ + ": " + why;
         break;
       default:
-        throw Error("cuda backend: device " + device_ + ": " + why + " (not the candidate's failure)");
+        throw Error("cuda backend: device " + device_ + ": " + why +
+                    " (not the candidate's failure)");
     }
   }
   result.samples_us.clear();

@@ -1,7 +1,6 @@
 #include "expr.hpp"
 
 #include <algorithm>
-
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -18,13 +17,19 @@ using ir::Op;
 
 std::string storage_type(DType t) {
   switch (t) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
+    case DType::f32:
+      return "float";
+    case DType::f64:
+      return "double";
     case DType::f16:
-    case DType::bf16: return "unsigned short";
-    case DType::i32: return "int";
-    case DType::i64: return "long long";
-    case DType::boolean: return "unsigned char";
+    case DType::bf16:
+      return "unsigned short";
+    case DType::i32:
+      return "int";
+    case DType::i64:
+      return "long long";
+    case DType::boolean:
+      return "unsigned char";
   }
   return "?";
 }
@@ -33,30 +38,43 @@ std::string compute_type(DType t) {
   switch (t) {
     case DType::f32:
     case DType::f16:
-    case DType::bf16: return "float";
-    case DType::f64: return "double";
-    case DType::i32: return "int";
-    case DType::i64: return "long long";
-    case DType::boolean: return "bool";
+    case DType::bf16:
+      return "float";
+    case DType::f64:
+      return "double";
+    case DType::i32:
+      return "int";
+    case DType::i64:
+      return "long long";
+    case DType::boolean:
+      return "bool";
   }
   return "?";
 }
 
 std::string load_element(DType t, const std::string& lv) {
   switch (t) {
-    case DType::f16: return "emmy_h2f(" + lv + ")";
-    case DType::bf16: return "emmy_bf2f(" + lv + ")";
-    case DType::boolean: return "(" + lv + " != 0)";
-    default: return lv;
+    case DType::f16:
+      return "emmy_h2f(" + lv + ")";
+    case DType::bf16:
+      return "emmy_bf2f(" + lv + ")";
+    case DType::boolean:
+      return "(" + lv + " != 0)";
+    default:
+      return lv;
   }
 }
 
 std::string store_element(DType t, const std::string& v) {
   switch (t) {
-    case DType::f16: return "emmy_f2h(" + v + ")";
-    case DType::bf16: return "emmy_f2bf(" + v + ")";
-    case DType::boolean: return "(unsigned char)(" + v + ")";
-    default: return v;
+    case DType::f16:
+      return "emmy_f2h(" + v + ")";
+    case DType::bf16:
+      return "emmy_f2bf(" + v + ")";
+    case DType::boolean:
+      return "(unsigned char)(" + v + ")";
+    default:
+      return v;
   }
 }
 
@@ -71,8 +89,9 @@ std::string flat_offset(const Index& idx, const ir::Shape& shape) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     if (shape[i] != 1) {
-      std::string term = stride == 1 ? "(long long)(" + idx[i] + ")"
-                                     : "(long long)(" + idx[i] + ") * " + std::to_string(stride) + "LL";
+      std::string term = stride == 1
+                             ? "(long long)(" + idx[i] + ")"
+                             : "(long long)(" + idx[i] + ") * " + std::to_string(stride) + "LL";
       out = out.empty() ? term : term + " + " + out;
     }
     stride *= shape[i];
@@ -97,8 +116,16 @@ Index unflatten(const std::string& flat, const ir::Shape& shape, const std::stri
 
 bool is_index_op(Op op) {
   switch (op) {
-    case Op::view: case Op::reshape: case Op::transpose: case Op::permute: case Op::contiguous:
-    case Op::unsqueeze: case Op::squeeze: case Op::expand: case Op::slice: case Op::cat:
+    case Op::view:
+    case Op::reshape:
+    case Op::transpose:
+    case Op::permute:
+    case Op::contiguous:
+    case Op::unsqueeze:
+    case Op::squeeze:
+    case Op::expand:
+    case Op::slice:
+    case Op::cat:
     case Op::embedding:
       return true;
     default:
@@ -108,7 +135,9 @@ bool is_index_op(Op op) {
 
 void ExprGen::bind_buffer(ir::ValueId v, const std::string& ptr) {
   const ir::TensorType t = g_.type(v);
-  bind(v, [t, ptr](const Index& idx, Body&) { return load_element(t.dtype, ptr + "[" + flat_offset(idx, t.shape) + "]"); });
+  bind(v, [t, ptr](const Index& idx, Body&) {
+    return load_element(t.dtype, ptr + "[" + flat_offset(idx, t.shape) + "]");
+  });
 }
 
 using backend_support::memo_key;
@@ -131,13 +160,20 @@ std::string ExprGen::compute(ir::ValueId v, const Index& idx, Body& b) {
     expr = "(" + compute_type(n.type.dtype) + ")" + literal(n.attr_double("value", 0));
     return expr;  // no variable needed
   }
-  if (n.op == Op::input) throw Error("cuda codegen: graph input %" + std::to_string(v) + " is not bound to a buffer");
-  if (is_elementwise_op(n.op)) expr = elementwise(v, idx, b);
-  else if (is_index_op(n.op)) expr = index_op(v, idx, b);
-  else if (n.op == Op::mean || n.op == Op::sum || n.op == Op::amax) expr = reduce(v, idx, b);
-  else if (n.op == Op::softmax) expr = softmax(v, idx, b);
-  else if (n.op == Op::linear || n.op == Op::matmul || n.op == Op::bmm) expr = gemm(v, idx, b);
-  else throw Unsupported("cuda codegen: op " + std::string(ir::to_string(n.op)) + " is not supported");
+  if (n.op == Op::input)
+    throw Error("cuda codegen: graph input %" + std::to_string(v) + " is not bound to a buffer");
+  if (is_elementwise_op(n.op))
+    expr = elementwise(v, idx, b);
+  else if (is_index_op(n.op))
+    expr = index_op(v, idx, b);
+  else if (n.op == Op::mean || n.op == Op::sum || n.op == Op::amax)
+    expr = reduce(v, idx, b);
+  else if (n.op == Op::softmax)
+    expr = softmax(v, idx, b);
+  else if (n.op == Op::linear || n.op == Op::matmul || n.op == Op::bmm)
+    expr = gemm(v, idx, b);
+  else
+    throw Unsupported("cuda codegen: op " + std::string(ir::to_string(n.op)) + " is not supported");
   return b.keep(key, compute_type(n.type.dtype), fresh("v"), expr);
 }
 
@@ -174,13 +210,17 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
       e = in(0) + (n.op == Op::add ? " + " : " - ") + rhs;
       break;
     }
-    case Op::mul: e = in(0) + " * " + in(1); break;
+    case Op::mul:
+      e = in(0) + " * " + in(1);
+      break;
     case Op::div: {
       std::string mode = n.attr_string("rounding_mode", "none");
       std::string a = in(0), c = in(1);
       if (!ir::is_floating(t)) {
-        if (mode == "floor") e = "emmy_floordiv(" + a + ", " + c + ")";
-        else e = a + " / " + c;
+        if (mode == "floor")
+          e = "emmy_floordiv(" + a + ", " + c + ")";
+        else
+          e = a + " / " + c;
       } else if (mode == "trunc") {
         e = f32 ? "truncf(" + a + " / " + c + ")" : "trunc(" + a + " / " + c + ")";
       } else if (mode == "floor") {
@@ -194,25 +234,44 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
       // x^2 (RMSNorm's square) as one exact product: powf is a long libdevice routine that the
       // compiler does not simplify, and it made row kernels compute-bound.
       const ir::Node& exponent = g_.node(n.inputs.at(1));
-      if (exponent.op == Op::constant && exponent.attr_double("value", 0) == 2.0 && ir::is_floating(t)) {
+      if (exponent.op == Op::constant && exponent.attr_double("value", 0) == 2.0 &&
+          ir::is_floating(t)) {
         std::string x = in(0);
         e = x + " * " + x;
       } else {
-        e = f32 ? "powf(" + in(0) + ", " + in(1) + ")" : "(" + ct + ")pow((double)" + in(0) + ", (double)" + in(1) + ")";
+        e = f32 ? "powf(" + in(0) + ", " + in(1) + ")"
+                : "(" + ct + ")pow((double)" + in(0) + ", (double)" + in(1) + ")";
       }
       break;
     }
-    case Op::neg: e = "-" + in(0); break;
-    case Op::exp: e = sixteen ? "__expf(" + in(0) + ")" : f32 ? "expf(" + in(0) + ")" : "exp(" + in(0) + ")"; break;
-    case Op::rsqrt: e = f32 ? "rsqrtf(" + in(0) + ")" : "rsqrt(" + in(0) + ")"; break;
-    case Op::sqrt: e = f32 ? "sqrtf(" + in(0) + ")" : "sqrt(" + in(0) + ")"; break;
-    case Op::tanh: e = f32 ? "tanhf(" + in(0) + ")" : "tanh(" + in(0) + ")"; break;
-    case Op::sigmoid: e = (sixteen ? "emmy_sigmoid_fast(" : "emmy_sigmoid(") + in(0) + ")"; break;
-    case Op::silu: e = (sixteen ? "emmy_silu_fast(" : "emmy_silu(") + in(0) + ")"; break;
-    case Op::gelu:
-      e = (n.attr_string("approximate", "none") == "tanh" ? "emmy_gelu_tanh(" : "emmy_gelu(") + in(0) + ")";
+    case Op::neg:
+      e = "-" + in(0);
       break;
-    case Op::cast: e = in(0); break;
+    case Op::exp:
+      e = sixteen ? "__expf(" + in(0) + ")" : f32 ? "expf(" + in(0) + ")" : "exp(" + in(0) + ")";
+      break;
+    case Op::rsqrt:
+      e = f32 ? "rsqrtf(" + in(0) + ")" : "rsqrt(" + in(0) + ")";
+      break;
+    case Op::sqrt:
+      e = f32 ? "sqrtf(" + in(0) + ")" : "sqrt(" + in(0) + ")";
+      break;
+    case Op::tanh:
+      e = f32 ? "tanhf(" + in(0) + ")" : "tanh(" + in(0) + ")";
+      break;
+    case Op::sigmoid:
+      e = (sixteen ? "emmy_sigmoid_fast(" : "emmy_sigmoid(") + in(0) + ")";
+      break;
+    case Op::silu:
+      e = (sixteen ? "emmy_silu_fast(" : "emmy_silu(") + in(0) + ")";
+      break;
+    case Op::gelu:
+      e = (n.attr_string("approximate", "none") == "tanh" ? "emmy_gelu_tanh(" : "emmy_gelu(") +
+          in(0) + ")";
+      break;
+    case Op::cast:
+      e = in(0);
+      break;
     case Op::where: {
       std::string c = operand(v, 0, idx, DType::boolean, b);
       e = "(" + c + " ? " + in(1) + " : " + in(2) + ")";
@@ -223,7 +282,8 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
       e = "(" + m + " ? (" + ct + ")" + literal(n.attr_double("value", 0)) + " : " + in(0) + ")";
       break;
     }
-    default: throw Unsupported("cuda codegen: not an elementwise op");
+    default:
+      throw Unsupported("cuda codegen: not an elementwise op");
   }
   if (t == DType::boolean) return "(bool)(" + e + ")";
   if (n.op == Op::where && selects_exact_values(v)) return "(" + ct + ")(" + e + ")";
@@ -309,7 +369,8 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
       return value(x, sub, b);
     }
     case Op::transpose: {
-      int64_t d0 = wrap_dim(n.attr_int("dim0", 0), rank), d1 = wrap_dim(n.attr_int("dim1", 1), rank);
+      int64_t d0 = wrap_dim(n.attr_int("dim0", 0), rank),
+              d1 = wrap_dim(n.attr_int("dim1", 1), rank);
       Index sub = idx;
       std::swap(sub[size_t(d0)], sub[size_t(d1)]);
       return value(x, sub, b);
@@ -331,7 +392,8 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
       int64_t step = n.attr_int("step", 1);
       Index sub = idx;
       std::string i = idx[size_t(dim)];
-      sub[size_t(dim)] = "(" + std::to_string(start) + "LL + (long long)(" + i + ") * " + std::to_string(step) + "LL)";
+      sub[size_t(dim)] = "(" + std::to_string(start) + "LL + (long long)(" + i + ") * " +
+                         std::to_string(step) + "LL)";
       return value(x, sub, b);
     }
     case Op::cat: {
@@ -347,7 +409,8 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
         for (const auto& [tok, vec] : groups_) {
           bool aligned = true;
           int64_t end = 0;
-          for (ir::ValueId part : n.inputs) aligned = aligned && (end += g_.type(part).shape[size_t(dim)]) % vec == 0;
+          for (ir::ValueId part : n.inputs)
+            aligned = aligned && (end += g_.type(part).shape[size_t(dim)]) % vec == 0;
           std::string base;
           if (aligned && (u = affine_column(idx[size_t(dim)], tok, vec, 0, base)) >= 0 && u < vec) {
             token = tok;
@@ -362,7 +425,8 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
         Index sub = idx;
         const std::string with = "(" + token + " + " + std::to_string(w) + ")";
         for (std::string& c : sub)
-          for (size_t at = c.find(group_text); at != std::string::npos; at = c.find(group_text, at + with.size()))
+          for (size_t at = c.find(group_text); at != std::string::npos;
+               at = c.find(group_text, at + with.size()))
             c.replace(at, group_text.size(), with);
         return sub;
       };
@@ -374,7 +438,8 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
       const int64_t count = group > 0 ? group : 1;
       const std::string chooser = group > 0 ? element(0)[size_t(dim)] : idx[size_t(dim)];
       std::string var = fresh("c");
-      b.line(compute_type(n.type.dtype) + " " + var + (group > 0 ? "[" + std::to_string(group) + "]" : "") + ";");
+      b.line(compute_type(n.type.dtype) + " " + var +
+             (group > 0 ? "[" + std::to_string(group) + "]" : "") + ";");
       int64_t begin = 0;
       for (size_t p = 0; p < n.inputs.size(); ++p) {
         ir::ValueId part = n.inputs[p];
@@ -382,12 +447,16 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
         Body inner(b);
         for (int64_t w = 0; w < count; ++w) {
           Index sub = group > 0 ? element(w) : idx;
-          sub[size_t(dim)] = "((long long)(" + sub[size_t(dim)] + ") - " + std::to_string(begin) + "LL)";
+          sub[size_t(dim)] =
+              "((long long)(" + sub[size_t(dim)] + ") - " + std::to_string(begin) + "LL)";
           const std::string target = group > 0 ? var + "[" + std::to_string(w) + "]" : var;
           inner.line(target + " = " + cast_to_self(value(part, sub, inner), part) + ";");
         }
-        std::string head = p == 0 ? "if ((long long)(" + chooser + ") < " + std::to_string(begin + len) + "LL)"
-                                  : (p + 1 == n.inputs.size() ? "else" : "else if ((long long)(" + chooser + ") < " + std::to_string(begin + len) + "LL)");
+        std::string head =
+            p == 0 ? "if ((long long)(" + chooser + ") < " + std::to_string(begin + len) + "LL)"
+                   : (p + 1 == n.inputs.size() ? "else"
+                                               : "else if ((long long)(" + chooser + ") < " +
+                                                     std::to_string(begin + len) + "LL)");
         b.block(head, inner);
         begin += len;
       }
@@ -401,7 +470,8 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
       std::string r = value(indices, row, b);
       return value(x, {"(long long)(" + r + ")", idx.back()}, b);
     }
-    default: throw Unsupported("cuda codegen: not an index op");
+    default:
+      throw Unsupported("cuda codegen: not an index op");
   }
 }
 
@@ -437,9 +507,14 @@ std::string ExprGen::reduce(ir::ValueId v, const Index& idx, Body& b) {
   if (n.op == Op::amax && !ir::is_floating(t)) b.line(acc + " = -9223372036854775807LL;");
   Body loop(b);
   std::string xv = value(x, sub, loop);
-  if (n.op == Op::amax) loop.line(acc + " = " + acc + " > (" + acc_t + ")" + xv + " ? " + acc + " : (" + acc_t + ")" + xv + ";");
-  else loop.line(acc + " += (" + acc_t + ")" + xv + ";");
-  b.block("for (long long " + r + " = 0; " + r + " < " + std::to_string(numel_of(rshape)) + "LL; ++" + r + ")", loop);
+  if (n.op == Op::amax)
+    loop.line(acc + " = " + acc + " > (" + acc_t + ")" + xv + " ? " + acc + " : (" + acc_t + ")" +
+              xv + ";");
+  else
+    loop.line(acc + " += (" + acc_t + ")" + xv + ";");
+  b.block("for (long long " + r + " = 0; " + r + " < " + std::to_string(numel_of(rshape)) +
+              "LL; ++" + r + ")",
+          loop);
   std::string res = acc;
   if (n.op == Op::mean) res = acc + " / (" + acc_t + ")" + std::to_string(numel_of(rshape));
   return round_to(t, "(" + compute_type(t) + ")(" + res + ")");
@@ -458,13 +533,16 @@ std::string ExprGen::softmax(ir::ValueId v, const Index& idx, Body& b) {
   Body l1(b);
   std::string x1 = value(x, sub, l1);
   l1.line(m + " = fmaxf(" + m + ", (float)" + x1 + ");");
-  b.block("for (long long " + j + " = 0; " + j + " < " + std::to_string(len) + "LL; ++" + j + ")", l1);
+  b.block("for (long long " + j + " = 0; " + j + " < " + std::to_string(len) + "LL; ++" + j + ")",
+          l1);
   Body l2(b);
   std::string x2 = value(x, sub, l2);
   l2.line(s + " += expf((float)" + x2 + " - " + m + ");");
-  b.block("for (long long " + j + " = 0; " + j + " < " + std::to_string(len) + "LL; ++" + j + ")", l2);
+  b.block("for (long long " + j + " = 0; " + j + " < " + std::to_string(len) + "LL; ++" + j + ")",
+          l2);
   std::string xi = value(x, idx, b);
-  return round_to(n.type.dtype, "(" + compute_type(n.type.dtype) + ")(expf((float)" + xi + " - " + m + ") / " + s + ")");
+  return round_to(n.type.dtype, "(" + compute_type(n.type.dtype) + ")(expf((float)" + xi + " - " +
+                                    m + ") / " + s + ")");
 }
 
 int64_t ExprGen::gemm_depth(ir::ValueId v) const {
@@ -473,7 +551,8 @@ int64_t ExprGen::gemm_depth(ir::ValueId v) const {
   return a.back();
 }
 
-void ExprGen::gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a, Index& b) const {
+void ExprGen::gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a,
+                            Index& b) const {
   const ir::Node& n = g_.node(v);
   const ir::Shape& as = g_.type(n.inputs.at(0)).shape;
   const ir::Shape& bs = g_.type(n.inputs.at(1)).shape;
@@ -518,7 +597,9 @@ std::string ExprGen::gemm(ir::ValueId v, const Index& idx, Body& b) {
   Body loop(b);
   std::string x = value(n.inputs[0], ai, loop), w = value(n.inputs[1], bi, loop);
   loop.line(acc + " += (" + acc_t + ")" + x + " * (" + acc_t + ")" + w + ";");
-  b.block("for (long long " + k + " = 0; " + k + " < " + std::to_string(gemm_depth(v)) + "LL; ++" + k + ")", loop);
+  b.block("for (long long " + k + " = 0; " + k + " < " + std::to_string(gemm_depth(v)) + "LL; ++" +
+              k + ")",
+          loop);
   if (n.inputs.size() > 2) {
     std::string bias = value(n.inputs[2], {idx.back()}, b);
     b.line(acc + " += (" + acc_t + ")" + bias + ";");
@@ -526,16 +607,24 @@ std::string ExprGen::gemm(ir::ValueId v, const Index& idx, Body& b) {
   return round_to(t, "(" + compute_type(t) + ")" + acc);
 }
 
-std::string vec_column(const std::string& token, int64_t u) { return "(" + token + " + " + std::to_string(u) + ")"; }
+std::string vec_column(const std::string& token, int64_t u) {
+  return "(" + token + " + " + std::to_string(u) + ")";
+}
 
 std::string access_type(int64_t bytes) {
   switch (bytes) {
-    case 1: return "unsigned char";
-    case 2: return "unsigned short";
-    case 4: return "unsigned";
-    case 8: return "uint2";
-    case 16: return "uint4";
-    default: throw Error("cuda codegen: no aligned access of " + std::to_string(bytes) + " bytes");
+    case 1:
+      return "unsigned char";
+    case 2:
+      return "unsigned short";
+    case 4:
+      return "unsigned";
+    case 8:
+      return "uint2";
+    case 16:
+      return "uint4";
+    default:
+      throw Error("cuda codegen: no aligned access of " + std::to_string(bytes) + " bytes");
   }
 }
 
@@ -545,8 +634,10 @@ namespace {
 bool mentions(const std::string& s, const std::string& token) {
   for (size_t at = s.find(token); at != std::string::npos; at = s.find(token, at + 1)) {
     size_t end = at + token.size();
-    bool starts = at == 0 || !(std::isalnum(static_cast<unsigned char>(s[at - 1])) || s[at - 1] == '_');
-    bool ends = end == s.size() || !(std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '_');
+    bool starts =
+        at == 0 || !(std::isalnum(static_cast<unsigned char>(s[at - 1])) || s[at - 1] == '_');
+    bool ends =
+        end == s.size() || !(std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '_');
     if (starts && ends) return true;
   }
   return false;
@@ -624,9 +715,12 @@ class AffineParser {
   Affine sum() {
     Affine a = product();
     for (;;) {
-      if (eat('+')) add(a, product(), 1);
-      else if (eat('-')) add(a, product(), -1);
-      else return a;
+      if (eat('+'))
+        add(a, product(), 1);
+      else if (eat('-'))
+        add(a, product(), -1);
+      else
+        return a;
     }
   }
   Affine product() {
@@ -636,9 +730,12 @@ class AffineParser {
     for (;;) {
       if (eat('*')) {
         Affine r = unary();
-        if (is_constant(r)) a = scaled(a, r.constant), a.ok = a.ok && r.ok;
-        else if (is_constant(a)) r = scaled(r, a.constant), r.ok = r.ok && a.ok, a = r;
-        else a = opaque(begin, a, r);
+        if (is_constant(r))
+          a = scaled(a, r.constant), a.ok = a.ok && r.ok;
+        else if (is_constant(a))
+          r = scaled(r, a.constant), r.ok = r.ok && a.ok, a = r;
+        else
+          a = opaque(begin, a, r);
       } else if (eat('/') || eat('%')) {
         a = opaque(begin, a, unary());
       } else {
@@ -664,7 +761,9 @@ class AffineParser {
       return a;
     }
     const size_t begin = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    while (pos_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+      ++pos_;
     const std::string word = s_.substr(begin, pos_ - begin);
     if (word.empty()) {
       a.ok = false;
@@ -723,50 +822,59 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
   // Groups start at multiples of vec; a row length that is one too keeps every access aligned
   // (the buffer itself is 256-byte aligned) and inside the row.
   const bool can_vector = vec > 1 && t.rank() >= 1 && t.shape.back() % vec == 0;
-  e.bind(v, [&e, t, ptr, vec, size, chunk, can_vector, guards](const Index& idx, Body& b) -> std::string {
-    std::string token, guard;
-    for (const auto& [tok, g] : guards)
-      for (const std::string& c : idx)
-        if (mentions(c, tok)) {
-          token = tok;
-          if (!g.empty()) guard = g;
+  e.bind(
+      v,
+      [&e, t, ptr, vec, size, chunk, can_vector, guards](const Index& idx, Body& b) -> std::string {
+        std::string token, guard;
+        for (const auto& [tok, g] : guards)
+          for (const std::string& c : idx)
+            if (mentions(c, tok)) {
+              token = tok;
+              if (!g.empty()) guard = g;
+            }
+        int64_t u = token.empty() || idx.empty() ? -1 : column_offset(idx.back(), token);
+        std::string
+            shifted;  // the innermost index of the access, where it is not the group's own column
+        if (u < 0 && !token.empty() && !idx.empty()) {
+          // Behind a slice or a view of the last dim: the group's element U, at an offset that
+          // keeps its chunk aligned (column_offset's plain form is the common case, kept as it
+          // was).
+          const int64_t probe = affine_column(idx.back(), token, chunk, 0, shifted);
+          if (probe >= 0) {
+            u = probe;
+            affine_column(idx.back(), token, chunk, u / chunk * chunk, shifted);
+          }
         }
-    int64_t u = token.empty() || idx.empty() ? -1 : column_offset(idx.back(), token);
-    std::string shifted;  // the innermost index of the access, where it is not the group's own column
-    if (u < 0 && !token.empty() && !idx.empty()) {
-      // Behind a slice or a view of the last dim: the group's element U, at an offset that keeps
-      // its chunk aligned (column_offset's plain form is the common case, kept as it was).
-      const int64_t probe = affine_column(idx.back(), token, chunk, 0, shifted);
-      if (probe >= 0) {
-        u = probe;
-        affine_column(idx.back(), token, chunk, u / chunk * chunk, shifted);
-      }
-    }
-    bool only_last = u >= 0;
-    for (size_t d = 0; only_last && d + 1 < idx.size(); ++d) only_last = !mentions(idx[d], token);
-    if (can_vector && only_last && u < vec) {
-      const int64_t first = u / chunk * chunk;
-      Index base = idx;
-      base.back() = shifted.empty() ? vec_column(token, first) : shifted;
-      const std::string offset = flat_offset(base, t.shape);
-      const std::string key = "vload:" + ptr + "@" + offset;
-      std::string var;
-      if (const std::string* hit = b.recall(key)) {
-        var = *hit;
-      } else {
-        var = e.fresh("ld");
-        const std::string at = access_type(chunk * size);
-        // Through the read-only path: a kernel never writes its inputs, and the compiler may then
-        // issue the load ahead of earlier stores (several groups' loads in flight at once).
-        const std::string load = "__ldg((const " + at + "*)&" + ptr + "[" + offset + "])";
-        b.line("const " + at + " " + var + " = " + (guard.empty() ? load : guard + " ? " + load + " : " + at + "{}") + ";");
-        b.remember(key, var);
-      }
-      return load_element(t.dtype, "((const " + storage_type(t.dtype) + "*)&" + var + ")[" + std::to_string(u - first) + "]");
-    }
-    const std::string load = load_element(t.dtype, ptr + "[" + flat_offset(idx, t.shape) + "]");
-    return guard.empty() ? load : "(" + guard + " ? " + load + " : (" + compute_type(t.dtype) + ")0)";
-  });
+        bool only_last = u >= 0;
+        for (size_t d = 0; only_last && d + 1 < idx.size(); ++d)
+          only_last = !mentions(idx[d], token);
+        if (can_vector && only_last && u < vec) {
+          const int64_t first = u / chunk * chunk;
+          Index base = idx;
+          base.back() = shifted.empty() ? vec_column(token, first) : shifted;
+          const std::string offset = flat_offset(base, t.shape);
+          const std::string key = "vload:" + ptr + "@" + offset;
+          std::string var;
+          if (const std::string* hit = b.recall(key)) {
+            var = *hit;
+          } else {
+            var = e.fresh("ld");
+            const std::string at = access_type(chunk * size);
+            // Through the read-only path: a kernel never writes its inputs, and the compiler may
+            // then issue the load ahead of earlier stores (several groups' loads in flight at
+            // once).
+            const std::string load = "__ldg((const " + at + "*)&" + ptr + "[" + offset + "])";
+            b.line("const " + at + " " + var + " = " +
+                   (guard.empty() ? load : guard + " ? " + load + " : " + at + "{}") + ";");
+            b.remember(key, var);
+          }
+          return load_element(t.dtype, "((const " + storage_type(t.dtype) + "*)&" + var + ")[" +
+                                           std::to_string(u - first) + "]");
+        }
+        const std::string load = load_element(t.dtype, ptr + "[" + flat_offset(idx, t.shape) + "]");
+        return guard.empty() ? load
+                             : "(" + guard + " ? " + load + " : (" + compute_type(t.dtype) + ")0)";
+      });
 }
 
 void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
@@ -777,8 +885,10 @@ void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::strin
   for (int64_t first = 0; first < n; first += chunk) {
     std::string line = "{ __align__(16) " + st + " emmy_st[" + std::to_string(chunk) + "];";
     for (int64_t u = 0; u < chunk; ++u)
-      line += " emmy_st[" + std::to_string(u) + "] = " + store_element(t, values[size_t(first + u)]) + ";";
-    line += " *(" + at + "*)&" + ptr + "[" + offset + " + " + std::to_string(first) + "LL] = *(const " + at + "*)emmy_st; }";
+      line += " emmy_st[" + std::to_string(u) +
+              "] = " + store_element(t, values[size_t(first + u)]) + ";";
+    line += " *(" + at + "*)&" + ptr + "[" + offset + " + " + std::to_string(first) +
+            "LL] = *(const " + at + "*)emmy_st; }";
     b.line(line);
   }
 }
@@ -893,7 +1003,8 @@ bool strided_view(const ir::Graph& g, ir::ValueId v, StridedView& out, std::stri
       return true;
     case Op::transpose: {
       if (!strided_view(g, x, out, why)) return false;
-      int64_t d0 = wrap_dim(n.attr_int("dim0", 0), rank), d1 = wrap_dim(n.attr_int("dim1", 1), rank);
+      int64_t d0 = wrap_dim(n.attr_int("dim0", 0), rank),
+              d1 = wrap_dim(n.attr_int("dim1", 1), rank);
       std::swap(out.dims[size_t(d0)], out.dims[size_t(d1)]);
       return true;
     }
@@ -953,16 +1064,17 @@ std::string strided_offset_expr(const StridedDim& d, const std::string& i) {
   for (size_t f = d.size(); f-- > 0;) {
     const StridedFactor& x = d[f];
     if (x.stride != 0 && x.size > 1) {
-      std::string digit = inner == 1 ? "(" + i + ")" : "((" + i + ") / " + std::to_string(inner) + "LL)";
+      std::string digit =
+          inner == 1 ? "(" + i + ")" : "((" + i + ") / " + std::to_string(inner) + "LL)";
       // The outermost factor needs no modulo: an index inside the dim has no higher digit.
       if (f > 0) digit = "(" + digit + " % " + std::to_string(x.size) + "LL)";
-      sum += (sum.empty() ? "" : " + ") + (x.stride == 1 ? digit : digit + " * " + std::to_string(x.stride) + "LL");
+      sum += (sum.empty() ? "" : " + ") +
+             (x.stride == 1 ? digit : digit + " * " + std::to_string(x.stride) + "LL");
     }
     inner *= x.size;
   }
   return sum.empty() ? "0LL" : "(" + sum + ")";
 }
-
 
 std::string rounded(ir::DType t, const std::string& e) {
   if (t == ir::DType::bf16) return "emmy_rbf(" + e + ")";
@@ -988,8 +1100,7 @@ std::optional<FusedStore> fused_store(const ir::Graph& g, ir::ValueId mm, ir::Va
   const ir::Shape& shape = g.type(mm).shape;
   if (fusable_output(g, mm, o)) return FusedStore{o, flat_offset(idx, shape)};
   auto rel = relabelling_of(g, o);
-  if (!rel || rel->base == o || rel->perm.size() != idx.size() ||
-      !fusable_output(g, mm, rel->base))
+  if (!rel || rel->base == o || rel->perm.size() != idx.size() || !fusable_output(g, mm, rel->base))
     return std::nullopt;
   return FusedStore{rel->base, flat_offset(rel->reordered(idx), rel->permuted),
                     rel->perm.back() == idx.size() - 1};

@@ -91,7 +91,8 @@ class ExprGen {
   void group_columns(const std::string& token, int64_t vec) { groups_[token] = vec; }
 
   // Operand indices of a linear/matmul/bmm node at output index `out` and depth `k`.
-  void gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a, Index& b) const;
+  void gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a,
+                     Index& b) const;
   int64_t gemm_depth(ir::ValueId v) const;
 
  private:

@@ -8,7 +8,9 @@
 
 namespace emmy::cuda {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 std::string replace_all(std::string text, const std::string& key, const std::string& value) {
   for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
@@ -29,8 +31,8 @@ bool tensor_map_dtype(const std::string& name, ir::DType& out) {
 }
 
 std::string render_step(const LibraryStep& step, int64_t group) {
-  std::string s = "//@emmy step " + std::to_string(group) + " " + step.library + " " + step.prefix + " " +
-                  std::to_string(step.buffers.size());
+  std::string s = "//@emmy step " + std::to_string(group) + " " + step.library + " " + step.prefix +
+                  " " + std::to_string(step.buffers.size());
   for (int64_t b : step.buffers) s += " " + std::to_string(b);
   return s + " : " + step.plan + "\n";
 }
@@ -38,11 +40,15 @@ std::string render_step(const LibraryStep& step, int64_t group) {
 // Why a step cannot be a plan line ("" when it can): the line is split at blanks up to " : ".
 std::string step_problem(const LibraryStep& step) {
   auto blank = [](const std::string& t) { return t.find_first_of(" \t\r\n") != std::string::npos; };
-  if (step.library.empty() || blank(step.library)) return "library path '" + step.library + "' is empty or has blanks";
-  if (step.prefix.empty() || step.prefix.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
-                                 std::string::npos || (step.prefix[0] >= '0' && step.prefix[0] <= '9'))
+  if (step.library.empty() || blank(step.library))
+    return "library path '" + step.library + "' is empty or has blanks";
+  if (step.prefix.empty() ||
+      step.prefix.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos ||
+      (step.prefix[0] >= '0' && step.prefix[0] <= '9'))
     return "prefix '" + step.prefix + "' is not a C identifier";
-  if (step.plan.empty() || step.plan.find_first_of("\r\n") != std::string::npos) return "the plan is empty or not one line";
+  if (step.plan.empty() || step.plan.find_first_of("\r\n") != std::string::npos)
+    return "the plan is empty or not one line";
   for (int64_t b : step.buffers)
     if (b < 0) return "a negative buffer";
   return "";
@@ -50,7 +56,9 @@ std::string step_problem(const LibraryStep& step) {
 
 // Reads "GROUP LIBRARY PREFIX N BUFFER... : PLAN" after "//@emmy step".
 Launch parse_step(std::istringstream& f, const std::string& line) {
-  auto bad = [&](const std::string& why) { return Error("cuda backend: bad plan line '" + line + "': " + why); };
+  auto bad = [&](const std::string& why) {
+    return Error("cuda backend: bad plan line '" + line + "': " + why);
+  };
   Launch l;
   LibraryStep step;
   int64_t n = -1;
@@ -60,7 +68,8 @@ Launch parse_step(std::istringstream& f, const std::string& line) {
   step.buffers.resize(size_t(n));
   for (int64_t& b : step.buffers) f >> b;
   f >> colon;
-  if (!f || colon != ":") throw bad("not " + std::to_string(n) + " buffers, then ' : ' and the plan");
+  if (!f || colon != ":")
+    throw bad("not " + std::to_string(n) + " buffers, then ' : ' and the plan");
   std::getline(f, step.plan);
   step.plan.erase(0, step.plan.find_first_not_of(' '));
   if (std::string why = step_problem(step); !why.empty()) throw bad(why);
@@ -75,17 +84,20 @@ std::string render_plan(const Plan& plan) {
   std::string s;
   for (int64_t b : plan.scratch_bytes) s += "//@emmy scratch " + std::to_string(b) + "\n";
   for (const TensorMap& t : plan.tensor_maps) {
-    s += "//@emmy tmap " + std::to_string(t.buffer) + " " + std::string(ir::to_string(t.dtype)) + " " + std::to_string(t.swizzle_bytes) + " " +
-         std::to_string(t.dims.size());
+    s += "//@emmy tmap " + std::to_string(t.buffer) + " " + std::string(ir::to_string(t.dtype)) +
+         " " + std::to_string(t.swizzle_bytes) + " " + std::to_string(t.dims.size());
     for (const auto* list : {&t.dims, &t.strides_bytes, &t.box})
       for (int64_t v : *list) s += " " + std::to_string(v);
     s += "\n";
   }
   for (const Launch& l : plan.launches)
-    if (l.is_library()) s += render_step(*l.step, l.group);
-    else s += "//@emmy launch " + l.kernel + " " + std::to_string(l.grid[0]) + " " + std::to_string(l.grid[1]) + " " +
-         std::to_string(l.grid[2]) + " " + std::to_string(l.block) + " " + std::to_string(l.shared_bytes) +
-         (l.group ? " " + std::to_string(l.group) : std::string()) + "\n";
+    if (l.is_library())
+      s += render_step(*l.step, l.group);
+    else
+      s += "//@emmy launch " + l.kernel + " " + std::to_string(l.grid[0]) + " " +
+           std::to_string(l.grid[1]) + " " + std::to_string(l.grid[2]) + " " +
+           std::to_string(l.block) + " " + std::to_string(l.shared_bytes) +
+           (l.group ? " " + std::to_string(l.group) : std::string()) + "\n";
   return s;
 }
 
@@ -128,7 +140,8 @@ Plan parse_plan(const std::string& source) {
       int64_t rank = 0;
       f >> t.buffer >> dtype >> t.swizzle_bytes >> rank;
       bool ok = f && t.buffer >= 0 && tensor_map_dtype(dtype, t.dtype) && rank >= 1 && rank <= 5 &&
-                (t.swizzle_bytes == 0 || t.swizzle_bytes == 32 || t.swizzle_bytes == 64 || t.swizzle_bytes == 128);
+                (t.swizzle_bytes == 0 || t.swizzle_bytes == 32 || t.swizzle_bytes == 64 ||
+                 t.swizzle_bytes == 128);
       auto read = [&](std::vector<int64_t>& list, int64_t n) {
         list.resize(size_t(std::max<int64_t>(n, 0)));
         for (int64_t& v : list) f >> v;
@@ -143,25 +156,30 @@ Plan parse_plan(const std::string& source) {
       plan.tensor_maps.push_back(t);
     }
   }
-  if (plan.launches.empty()) throw Error("cuda backend: the source has no '//@emmy launch' or '//@emmy step' line");
+  if (plan.launches.empty())
+    throw Error("cuda backend: the source has no '//@emmy launch' or '//@emmy step' line");
   return plan;
 }
 
 ModuleBuilder::ModuleBuilder(const ir::Graph& g) : g_(g) {
-  for (ir::ValueId v : g.inputs()) pointers_.push_back({input_name(pointers_.size()), g.type(v).dtype});
+  for (ir::ValueId v : g.inputs())
+    pointers_.push_back({input_name(pointers_.size()), g.type(v).dtype});
   size_t k = 0;
   for (ir::ValueId v : g.outputs) pointers_.push_back({output_name(k++), g.type(v).dtype});
 }
 
 std::string ModuleBuilder::add_scratch(ir::DType dtype, int64_t count) {
-  if (!plan_.tensor_maps.empty()) throw Error("cuda backend: scratch added after a tensor map (the maps' pointer follows the buffers)");
+  if (!plan_.tensor_maps.empty())
+    throw Error(
+        "cuda backend: scratch added after a tensor map (the maps' pointer follows the buffers)");
   std::string name = "scr" + std::to_string(plan_.scratch_bytes.size());
   plan_.scratch_bytes.push_back(std::max<int64_t>(1, count) * ir::size_of(dtype));
   pointers_.push_back({name, dtype});
   return name;
 }
 
-std::string ModuleBuilder::add_tensor_map(const std::string& pointer, std::vector<int64_t> dims, std::vector<int64_t> strides_bytes,
+std::string ModuleBuilder::add_tensor_map(const std::string& pointer, std::vector<int64_t> dims,
+                                          std::vector<int64_t> strides_bytes,
                                           std::vector<int64_t> box, int64_t swizzle_bytes) {
   TensorMap t;
   t.buffer = -1;
@@ -170,7 +188,9 @@ std::string ModuleBuilder::add_tensor_map(const std::string& pointer, std::vecto
       t.buffer = int64_t(i);
       t.dtype = pointers_[i].second;
     }
-  if (t.buffer < 0) throw Error("cuda backend: a tensor map over '" + pointer + "', which is no buffer of the module");
+  if (t.buffer < 0)
+    throw Error("cuda backend: a tensor map over '" + pointer +
+                "', which is no buffer of the module");
   t.dims = std::move(dims);
   t.strides_bytes = std::move(strides_bytes);
   t.box = std::move(box);
@@ -179,39 +199,42 @@ std::string ModuleBuilder::add_tensor_map(const std::string& pointer, std::vecto
   return "(emmy_tmaps + " + std::to_string((plan_.tensor_maps.size() - 1) * 128) + "ull)";
 }
 
-void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], int64_t block, const std::string& body,
-                               int64_t shared_bytes) {
+void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], int64_t block,
+                               const std::string& body, int64_t shared_bytes) {
   Launch l;
   l.kernel = name;
   for (int i = 0; i < 3; ++i) l.grid[i] = grid[i];
   l.block = block;
   l.shared_bytes = shared_bytes;
   plan_.launches.push_back(l);
-  std::string k = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") " + name +
-                  "(void* const* __restrict__ emmy_buf) {\n";
+  std::string k = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") " +
+                  name + "(void* const* __restrict__ emmy_buf) {\n";
   size_t n_in = g_.inputs().size();
   for (size_t i = 0; i < pointers_.size(); ++i) {
     const auto& [ptr, dtype] = pointers_[i];
     bool is_input = i < n_in;
-    k += "  " + std::string(is_input ? "const " : "") + storage_type(dtype) + "* __restrict__ " + ptr + " = (" +
-         (is_input ? "const " : "") + storage_type(dtype) + "*)emmy_buf[" + std::to_string(i) + "];\n";
+    k += "  " + std::string(is_input ? "const " : "") + storage_type(dtype) + "* __restrict__ " +
+         ptr + " = (" + (is_input ? "const " : "") + storage_type(dtype) + "*)emmy_buf[" +
+         std::to_string(i) + "];\n";
     // Pointers read from the table are generic as far as the compiler knows, and an access
     // through a generic pointer is a generic LD/ST (an address-space check per access, no
     // non-coherent path); every buffer is device global memory, and saying so gives LDG/STG.
     k += "  __builtin_assume(__isGlobal(" + ptr + "));\n";
   }
   if (!plan_.tensor_maps.empty())
-    k += "  const unsigned long long emmy_tmaps = (unsigned long long)emmy_buf[" + std::to_string(pointers_.size()) + "];\n";
+    k += "  const unsigned long long emmy_tmaps = (unsigned long long)emmy_buf[" +
+         std::to_string(pointers_.size()) + "];\n";
   k += body + "}\n\n";
   kernels_ += k;
 }
 
 void ModuleBuilder::add_library_step(const LibraryStep& step) {
-  if (std::string why = step_problem(step); !why.empty()) throw Error("cuda backend: library step: " + why);
+  if (std::string why = step_problem(step); !why.empty())
+    throw Error("cuda backend: library step: " + why);
   for (int64_t b : step.buffers)
     if (b >= int64_t(pointers_.size()))
-      throw Error("cuda backend: library step names buffer " + std::to_string(b) + "; the module has " +
-                  std::to_string(pointers_.size()));
+      throw Error("cuda backend: library step names buffer " + std::to_string(b) +
+                  "; the module has " + std::to_string(pointers_.size()));
   Launch l;
   l.kernel = step.prefix;
   l.step = step;

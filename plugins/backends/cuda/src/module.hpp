@@ -75,10 +75,11 @@ class ModuleBuilder {
   std::string add_scratch(ir::DType dtype, int64_t count);
   // A tensor map over the buffer named `pointer` (in<i> / out<k> / scr<j>); returns a device
   // expression for its generic address (in the `emmy_tmaps` table every kernel then declares).
-  std::string add_tensor_map(const std::string& pointer, std::vector<int64_t> dims, std::vector<int64_t> strides_bytes,
-                             std::vector<int64_t> box, int64_t swizzle_bytes);
-  void add_kernel(const std::string& name, const int64_t grid[3], int64_t block, const std::string& body,
-                  int64_t shared_bytes = 0);
+  std::string add_tensor_map(const std::string& pointer, std::vector<int64_t> dims,
+                             std::vector<int64_t> strides_bytes, std::vector<int64_t> box,
+                             int64_t swizzle_bytes);
+  void add_kernel(const std::string& name, const int64_t grid[3], int64_t block,
+                  const std::string& body, int64_t shared_bytes = 0);
   // A library step (its buffers index the module's pointers: inputs, outputs, scratch); throws
   // emmy::Error when one is outside them or the step cannot be written as a plan line.
   void add_library_step(const LibraryStep& step);

@@ -40,7 +40,8 @@ CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime) 
     return out;
   }
   nvrtcProgram prog = nullptr;
-  if (nvrtcCreateProgram(&prog, source.c_str(), "emmy_kernel.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
+  if (nvrtcCreateProgram(&prog, source.c_str(), "emmy_kernel.cu", 0, nullptr, nullptr) !=
+      NVRTC_SUCCESS)
     throw Error("cuda backend: nvrtcCreateProgram failed");
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());

@@ -1,8 +1,9 @@
 // The cuda backend's plugin entry point (everything else is in the emmy_cuda_backend library).
+#include "emmy/plugin.hpp"
+
 #include <cstdio>
 
 #include "cuda_backend.hpp"
-#include "emmy/plugin.hpp"
 
 namespace emmy::cuda {
 
@@ -17,7 +18,8 @@ class ProbedCudaBackend : public CudaBackend {
     // once, since the reports then never show the cublaslt template (plugin).
     const std::string why = cublaslt_unavailable();
     if (!why.empty() && options.count("cublaslt") == 0)
-      std::fprintf(stderr, "emmy: cuda backend: the cublaslt template is not offered (%s)\n", why.c_str());
+      std::fprintf(stderr, "emmy: cuda backend: the cublaslt template is not offered (%s)\n",
+                   why.c_str());
   }
 };
 

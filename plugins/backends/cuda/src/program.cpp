@@ -32,7 +32,8 @@ const std::string kTmapsSlot = "@EMMY_TMAPS@";
 // Replaces every emmy_buf[<local>] by emmy_buf[<global>]. With `tmaps_offset` (a module with
 // tensor maps), the entry one past the module's buffers, its tensor-map table, becomes the
 // program's table (kTmapsSlot) advanced by that many bytes: the maps of earlier modules.
-std::string renumber(const std::string& text, const std::vector<int64_t>& global, std::optional<size_t> tmaps_offset) {
+std::string renumber(const std::string& text, const std::vector<int64_t>& global,
+                     std::optional<size_t> tmaps_offset) {
   static const std::string key = "emmy_buf[";
   std::string out;
   size_t pos = 0;
@@ -49,7 +50,9 @@ std::string renumber(const std::string& text, const std::vector<int64_t>& global
         pos = end + 1;  // past the ']' already written
         continue;
       }
-      if (local >= global.size()) throw Error("cuda backend: generated module indexes buffer " + std::to_string(local) + " of " + std::to_string(global.size()));
+      if (local >= global.size())
+        throw Error("cuda backend: generated module indexes buffer " + std::to_string(local) +
+                    " of " + std::to_string(global.size()));
       out += std::to_string(global[local]);
       pos = end;
     } else {
@@ -67,7 +70,8 @@ std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plug
   const int64_t n_fixed = int64_t(ins.size() + g.outputs.size());
   std::map<ir::ValueId, int64_t> where;  // value -> global buffer index
   for (size_t i = 0; i < ins.size(); ++i) where[ins[i]] = int64_t(i);
-  for (size_t k = 0; k < g.outputs.size(); ++k) where.emplace(g.outputs[k], int64_t(ins.size() + k));
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    where.emplace(g.outputs[k], int64_t(ins.size() + k));
   Plan plan;
   std::string kernels, notes;
   auto new_scratch = [&](int64_t bytes) {
@@ -82,10 +86,12 @@ std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plug
     for (size_t i = 0; i < done.size() && pick == done.size(); ++i) {
       if (done[i]) continue;
       bool ready = true;
-      for (ir::ValueId v : ir::boundary(g, slice.grouping.kernels[i]).inputs) ready = ready && available.count(v);
+      for (ir::ValueId v : ir::boundary(g, slice.grouping.kernels[i]).inputs)
+        ready = ready && available.count(v);
       if (ready) pick = i;
     }
-    if (pick == done.size()) throw Error("cuda backend: the slice's kernels depend on each other in a cycle");
+    if (pick == done.size())
+      throw Error("cuda backend: the slice's kernels depend on each other in a cycle");
     done[pick] = true;
     const ir::Kernel& kernel = slice.grouping.kernels[pick];
     ir::Slice sub = ir::make_slice(g, kernel);
@@ -120,7 +126,8 @@ std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plug
         plan.launches.push_back(l);
         continue;
       }
-      text = replace_all(text, ") " + l.kernel + "(void* const*", ") " + prefix + l.kernel + "(void* const*");
+      text = replace_all(text, ") " + l.kernel + "(void* const*",
+                         ") " + prefix + l.kernel + "(void* const*");
       l.kernel = prefix + l.kernel;
       plan.launches.push_back(l);
     }
@@ -133,21 +140,26 @@ std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plug
     if (src == slot) continue;
     int64_t bytes = g.type(g.outputs[k]).bytes();
     std::string name = "emmy_copy" + std::to_string(k);
-    kernels += "extern \"C\" __global__ void __launch_bounds__(256) " + name + "(void* const* __restrict__ emmy_buf) {\n"
+    kernels += "extern \"C\" __global__ void __launch_bounds__(256) " + name +
+               "(void* const* __restrict__ emmy_buf) {\n"
                "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-               "  if (i < " + std::to_string(bytes) + "LL) ((unsigned char*)emmy_buf[" + std::to_string(slot) +
+               "  if (i < " +
+               std::to_string(bytes) + "LL) ((unsigned char*)emmy_buf[" + std::to_string(slot) +
                "])[i] = ((const unsigned char*)emmy_buf[" + std::to_string(src) + "])[i];\n}\n\n";
     Launch l;
     l.kernel = name;
     l.grid[0] = std::max<int64_t>(1, ceil_div(bytes, 256));
     l.block = 256;
-    l.group = plan.launches.empty() ? 0 : plan.launches.back().group;  // part of the last kernel's time
+    l.group =
+        plan.launches.empty() ? 0 : plan.launches.back().group;  // part of the last kernel's time
     plan.launches.push_back(l);
   }
   // The tensor-map table follows every buffer (the worker appends it to the table).
-  kernels = replace_all(kernels, kTmapsSlot, std::to_string(n_fixed + int64_t(plan.scratch_bytes.size())));
-  return device_prelude() + "// template: program of " + std::to_string(slice.grouping.kernels.size()) + " kernels\n" +
-         notes + render_plan(plan) + "\n" + kernels;
+  kernels = replace_all(kernels, kTmapsSlot,
+                        std::to_string(n_fixed + int64_t(plan.scratch_bytes.size())));
+  return device_prelude() + "// template: program of " +
+         std::to_string(slice.grouping.kernels.size()) + " kernels\n" + notes + render_plan(plan) +
+         "\n" + kernels;
 }
 
 }  // namespace emmy::cuda

@@ -27,12 +27,14 @@ BackendCaps cuda_capabilities();
 // its wgmma path (tile_m 64 or 128, tile_k 16, 32 or 64, whole warpgroups per 64 rows, tile_n
 // split over them in multiples of 8, the stages' shared memory) and of its tensor-core ring
 // (stages > 1 without wgmma needs tile_k a multiple of 16 and warps tiling the block), the tile
-// splitting over the threads on the other paths, and one stage's 48 KiB of static shared memory. generate_matmul refuses by it; its
-// capabilities declare it as the constraint the search honours (BackendCaps::constraints).
+// splitting over the threads on the other paths, and one stage's 48 KiB of static shared memory.
+// generate_matmul refuses by it; its capabilities declare it as the constraint the search honours
+// (BackendCaps::constraints).
 std::string matmul_knob_refusal(const std::map<std::string, double>& knobs);
 // The same for the attention template's knobs (its two paths).
 std::string attention_knob_refusal(const std::map<std::string, double>& knobs);
-// Defaults filled in, values checked against the declared sets; throws emmy::Error naming a bad knob.
+// Defaults filled in, values checked against the declared sets; throws emmy::Error naming a bad
+// knob.
 KnobValues resolve_knobs(const std::string& templ, const std::map<std::string, double>& given);
 
 std::string generate_fallback(const ir::Graph& g);
@@ -49,9 +51,11 @@ class ModuleBuilder;
 using Body = backend_support::Scope;
 void bind_inputs(ExprGen& e, const ModuleBuilder& m);
 void emit_outputs_at(ExprGen& e, const ModuleBuilder& m, const std::string& i, Body& b);
-// "unsigned" where every buffer of g has fewer than 2^31 elements (cheap index arithmetic), else "long long".
+// "unsigned" where every buffer of g has fewer than 2^31 elements (cheap index arithmetic), else
+// "long long".
 std::string index_type(const ir::Graph& g);
-void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block, int64_t items);
+void add_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std::string& name, int64_t block,
+                          int64_t items);
 
 // A slice of several kernels as one module: each kernel with its own template, run in
 // dependency order (program.cpp).

@@ -3,13 +3,13 @@
 // of the scores, e.g. batch x head); it walks the key/value positions in tiles staged in shared
 // memory with an online softmax, so the [Sq x Sk] score matrix never exists in memory.
 //
-// 16-bit q, k, v (bf16 or f16; attention_mma_sync.cpp): warps own 16-row slices of the query tile and use mma.sync
-// m16n8k16 with f32 accumulation for both products (fragments through ldmatrix; v's transposed);
-// the probabilities go from the score accumulators straight into the A fragments of the second
-// product. Warps beyond the row slices split each key/value tile's columns, each group with its
-// own online softmax, merged at the end. With stages=2 the next k/v tile is copied by cp.async
-// while the current one is computed. Anything else (f32, mixed dtypes): a SIMT path, one thread
-// per query row.
+// 16-bit q, k, v (bf16 or f16; attention_mma_sync.cpp): warps own 16-row slices of the query tile
+// and use mma.sync m16n8k16 with f32 accumulation for both products (fragments through ldmatrix;
+// v's transposed); the probabilities go from the score accumulators straight into the A fragments
+// of the second product. Warps beyond the row slices split each key/value tile's columns, each
+// group with its own online softmax, merged at the end. With stages=2 the next k/v tile is copied
+// by cp.async while the current one is computed. Anything else (f32, mixed dtypes): a SIMT path,
+// one thread per query row.
 //
 // Generality comes from ExprGen: the score chain is evaluated per element exactly as the graph
 // says (with the product bound to the accumulator; a chain that re-indexes the scores is refused),
@@ -201,7 +201,6 @@ bool innermost_preserved(const std::vector<Step>& chain, size_t pos, int64_t inp
   }
   return int64_t(pos) + 1 == input_rank;
 }
-
 
 // Checks on the host that operand `which` of `mm` is, per batch entry, rows of `cols` contiguous
 // elements of one input at a common row stride, every row starting at a multiple of 8 elements.

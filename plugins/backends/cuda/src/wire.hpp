@@ -31,8 +31,8 @@ inline constexpr uint32_t kRun = 0x43555231;    // "CUR1"
 // of the hardware: an assembled program has two maps per wgmma matmul, so the 28-layer Qwen3
 // model needs 224 (the old bound of 64 made the worker exit with status 3 on it).
 inline constexpr uint32_t kMaxTensorMaps = 1u << 16;
-inline constexpr uint32_t kOk = 0x43554f4b;     // "CUOK"
-inline constexpr uint32_t kFail = 0x43554652;   // "CUFR"
+inline constexpr uint32_t kOk = 0x43554f4b;       // "CUOK"
+inline constexpr uint32_t kFail = 0x43554652;     // "CUFR"
 inline constexpr uint32_t kRefused = 0x43555246;  // "CURF"
 // A plan's step on the wire: a launch of one of the module's kernels, or a library step.
 // (kLaunchStep is 2: 1 was the built-in cuBLASLt call, which an old worker would misread.)

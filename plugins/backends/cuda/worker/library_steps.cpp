@@ -1,4 +1,5 @@
-// Library steps in the worker (library_steps.hpp): the C ABI of emmy/cuda_step.h, resolved by dlsym.
+// Library steps in the worker (library_steps.hpp): the C ABI of emmy/cuda_step.h, resolved by
+// dlsym.
 #include "library_steps.hpp"
 
 #include <dlfcn.h>
@@ -20,7 +21,8 @@ std::runtime_error unavailable(const std::string& library, const std::string& wh
 
 }  // namespace
 
-const LibrarySteps::Functions& LibrarySteps::functions(const std::string& library, const std::string& prefix) {
+const LibrarySteps::Functions& LibrarySteps::functions(const std::string& library,
+                                                       const std::string& prefix) {
   // One worker thread makes every request: no lock. Libraries and their functions stay for the
   // life of the process (a plugin's library state, e.g. its cuBLASLt handle, with them).
   static std::map<std::pair<std::string, std::string>, Functions> loaded;
@@ -34,12 +36,14 @@ const LibrarySteps::Functions& LibrarySteps::functions(const std::string& librar
   auto find = [&](const char* what) {
     const std::string name = prefix + "_" + what;
     void* f = ::dlsym(lib, name.c_str());
-    if (!f) throw unavailable(library, "it exports no " + name + " (emmy_add_plugin(... EXPORTS ...))");
+    if (!f)
+      throw unavailable(library, "it exports no " + name + " (emmy_add_plugin(... EXPORTS ...))");
     return f;
   };
   auto abi = reinterpret_cast<EmmyCudaStepAbiVersionFn>(find("abi_version"));
   if (abi() != EMMY_CUDA_STEP_ABI_VERSION)
-    throw unavailable(library, "it was built for library step ABI " + std::to_string(abi()) + ", the worker speaks " +
+    throw unavailable(library, "it was built for library step ABI " + std::to_string(abi()) +
+                                   ", the worker speaks " +
                                    std::to_string(EMMY_CUDA_STEP_ABI_VERSION));
   Functions fn;
   fn.prepare = reinterpret_cast<EmmyCudaStepPrepareFn>(find("prepare"));
@@ -54,12 +58,13 @@ LibrarySteps::~LibrarySteps() {
     if (s.handle) s.fn->release(s.handle);
 }
 
-size_t LibrarySteps::prepare(const std::string& library, const std::string& prefix, const std::string& plan,
-                             const std::vector<int64_t>& buffers) {
+size_t LibrarySteps::prepare(const std::string& library, const std::string& prefix,
+                             const std::string& plan, const std::vector<int64_t>& buffers) {
   const Functions& fn = functions(library, prefix);
   int status = EMMY_CUDA_STEP_FAILED;
   std::string message(kMessageBytes, '\0');
-  void* handle = fn.prepare(plan.data(), plan.size(), buffers.size(), &status, message.data(), message.size());
+  void* handle =
+      fn.prepare(plan.data(), plan.size(), buffers.size(), &status, message.data(), message.size());
   message.resize(std::min(message.find('\0'), message.size()));
   if (!handle || status != EMMY_CUDA_STEP_OK) {
     if (handle) fn.release(handle);  // a library that says no and still hands out a step
@@ -77,13 +82,14 @@ uint64_t LibrarySteps::workspace_bytes() const {
   return most;
 }
 
-void LibrarySteps::run(size_t step, const std::vector<CUdeviceptr>& buffers, CUdeviceptr workspace, CUstream stream) {
+void LibrarySteps::run(size_t step, const std::vector<CUdeviceptr>& buffers, CUdeviceptr workspace,
+                       CUstream stream) {
   const Step& s = steps_.at(step);
   std::vector<uint64_t> mine;
   for (int64_t b : s.buffers) {
     if (b < 0 || size_t(b) >= buffers.size())
-      throw std::runtime_error("a library step names buffer " + std::to_string(b) + "; the request has " +
-                               std::to_string(buffers.size()));
+      throw std::runtime_error("a library step names buffer " + std::to_string(b) +
+                               "; the request has " + std::to_string(buffers.size()));
     mine.push_back(uint64_t(buffers[size_t(b)]));
   }
   std::string message(kMessageBytes, '\0');

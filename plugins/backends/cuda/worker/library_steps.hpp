@@ -42,7 +42,8 @@ class LibrarySteps {
   uint64_t workspace_bytes() const;
   // Enqueues step `step` on `stream`, its buffers taken from the request's (`buffers`, indexed
   // by the step's list); throws std::runtime_error with the library's message.
-  void run(size_t step, const std::vector<CUdeviceptr>& buffers, CUdeviceptr workspace, CUstream stream);
+  void run(size_t step, const std::vector<CUdeviceptr>& buffers, CUdeviceptr workspace,
+           CUstream stream);
 
  private:
   struct Functions {

@@ -2,14 +2,14 @@
 // the backend sets CUDA_VISIBLE_DEVICES), talking over stdin/stdout (wire.hpp). Inputs are
 // copied to the device once per request; the launches are captured into a CUDA graph and
 // replayed (tensor maps, when the module uses TMA, are encoded once over the buffers and passed
-// in device memory); before every timed sample the L2 is flushed by writing a buffer larger than it;
-// each sample is timed with events around one replay. A program of several kernels (the tuner's
+// in device memory); before every timed sample the L2 is flushed by writing a buffer larger than
+// it; each sample is timed with events around one replay. A program of several kernels (the tuner's
 // assembled graph) flushes L2 before each of its kernels and times each on its own, as its
 // kernels were measured in isolation; its samples are sums of the kernels' equally ranked times
-// (unless the request asks for the program end to end: one flush, one timing around it all). A plan's library steps (template plugins'
-// calls into a library, e.g. cuBLASLt's: emmy/cuda_step.h) are made in the same stream, capture
-// and timing (library_steps.hpp); a configuration the library will not run is answered kRefused
-// and the worker stays up. Any CUDA error is reported and the
+// (unless the request asks for the program end to end: one flush, one timing around it all). A
+// plan's library steps (template plugins' calls into a library, e.g. cuBLASLt's: emmy/cuda_step.h)
+// are made in the same stream, capture and timing (library_steps.hpp); a configuration the library
+// will not run is answered kRefused and the worker stays up. Any CUDA error is reported and the
 // worker exits: after an illegal address the context is unusable, and the backend starts a
 // fresh worker for the next candidate.
 #include <cuda.h>
@@ -42,7 +42,8 @@ void check(CUresult r, const char* what) {
   const char* text = nullptr;
   cuGetErrorName(r, &name);
   cuGetErrorString(r, &text);
-  throw CudaFailure(std::string(what) + ": " + (name ? name : "?") + " (" + (text ? text : "?") + ")");
+  throw CudaFailure(std::string(what) + ": " + (name ? name : "?") + " (" + (text ? text : "?") +
+                    ")");
 }
 
 CUdevice g_device = 0;
@@ -62,8 +63,10 @@ void hello(int out_fd) {
   check(cuDeviceGetName(name, sizeof name, g_device), "cuDeviceGetName");
   int driver = 0, major = 0, minor = 0, l2 = 0;
   check(cuDriverGetVersion(&driver), "cuDriverGetVersion");
-  check(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g_device), "attribute");
-  check(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g_device), "attribute");
+  check(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g_device),
+        "attribute");
+  check(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g_device),
+        "attribute");
   check(cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g_device), "attribute");
   wire::Writer o;
   o.put(wire::kOk);
@@ -84,8 +87,10 @@ struct TmapSpec {
 // cuTensorMapEncodeTiled over buffer `t.buffer`; a bad map (a stride or box the hardware cannot
 // take) is a failure of this candidate like any other CUDA error.
 void encode_tensor_map(const TmapSpec& t, const std::vector<CUdeviceptr>& bufs, CUtensorMap& out) {
-  if (t.buffer >= bufs.size()) throw CudaFailure("tensor map over buffer " + std::to_string(t.buffer) + ", which does not exist");
-  CUtensorMapDataType type = t.dtype == wire::kTmapBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+  if (t.buffer >= bufs.size())
+    throw CudaFailure("tensor map over buffer " + std::to_string(t.buffer) +
+                      ", which does not exist");
+  CUtensorMapDataType type = t.dtype == wire::kTmapBf16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                              : t.dtype == wire::kTmapF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   CUtensorMapSwizzle swizzle = t.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
@@ -93,8 +98,9 @@ void encode_tensor_map(const TmapSpec& t, const std::vector<CUdeviceptr>& bufs, 
                                : t.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                  : CU_TENSOR_MAP_SWIZZLE_NONE;
   cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  check(cuTensorMapEncodeTiled(&out, type, t.rank, reinterpret_cast<void*>(bufs[t.buffer]), t.dims, t.strides, t.box,
-                               element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  check(cuTensorMapEncodeTiled(&out, type, t.rank, reinterpret_cast<void*>(bufs[t.buffer]), t.dims,
+                               t.strides, t.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "cuTensorMapEncodeTiled");
 }
@@ -141,7 +147,8 @@ void run(wire::Reader& in, int out_fd) {
   // than the worker takes is the candidate's (a reply, then a runtime_fault row).
   if (!in.ok) std::exit(3);
   if (n_tmap > wire::kMaxTensorMaps)
-    throw CudaFailure("the program uses " + std::to_string(n_tmap) + " tensor maps; the worker takes at most " +
+    throw CudaFailure("the program uses " + std::to_string(n_tmap) +
+                      " tensor maps; the worker takes at most " +
                       std::to_string(wire::kMaxTensorMaps));
   std::vector<TmapSpec> tmaps(n_tmap);
   for (auto& t : tmaps) {
@@ -171,8 +178,8 @@ void run(wire::Reader& in, int out_fd) {
   for (const auto& l : launches)
     for (int64_t b : l.lib.buffers)
       if (l.library && (b < 0 || uint64_t(b) >= n_buffers))
-        throw CudaFailure("library step " + l.lib.prefix + " names buffer " + std::to_string(b) + "; the request has " +
-                          std::to_string(n_buffers));
+        throw CudaFailure("library step " + l.lib.prefix + " names buffer " + std::to_string(b) +
+                          "; the request has " + std::to_string(n_buffers));
   LibrarySteps steps;
   try {
     for (auto& l : launches)
@@ -197,11 +204,14 @@ void run(wire::Reader& in, int out_fd) {
       fns.push_back(nullptr);
       continue;
     }
-    if (!module) throw CudaFailure("kernel " + l.kernel + " launched, but the request has no cubin");
+    if (!module)
+      throw CudaFailure("kernel " + l.kernel + " launched, but the request has no cubin");
     CUfunction fn = nullptr;
-    check(cuModuleGetFunction(&fn, module, l.kernel.c_str()), ("cuModuleGetFunction " + l.kernel).c_str());
+    check(cuModuleGetFunction(&fn, module, l.kernel.c_str()),
+          ("cuModuleGetFunction " + l.kernel).c_str());
     if (l.smem > 48 * 1024)
-      check(cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.smem)), "smem attribute");
+      check(cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.smem)),
+            "smem attribute");
     fns.push_back(fn);
   }
   std::vector<CUdeviceptr> bufs;
@@ -215,8 +225,10 @@ void run(wire::Reader& in, int out_fd) {
     CUdeviceptr p = alloc(b.size());
     if (!b.empty()) check(cuMemcpyHtoD(p, b.data(), b.size()), "cuMemcpyHtoD");
   }
-  for (uint64_t s : out_sizes) check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
-  for (uint64_t s : scratch_sizes) check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
+  for (uint64_t s : out_sizes)
+    check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
+  for (uint64_t s : scratch_sizes)
+    check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
   // Tensor maps: encoded over the buffers just allocated, kept in device memory; their address
   // is the table's last entry.
   std::vector<CUdeviceptr> table_entries = bufs;
@@ -225,17 +237,21 @@ void run(wire::Reader& in, int out_fd) {
     std::vector<CUtensorMap> encoded(tmaps.size());
     for (size_t i = 0; i < tmaps.size(); ++i) encode_tensor_map(tmaps[i], bufs, encoded[i]);
     check(cuMemAlloc(&tmap_buf, encoded.size() * sizeof(CUtensorMap)), "cuMemAlloc (tensor maps)");
-    check(cuMemcpyHtoD(tmap_buf, encoded.data(), encoded.size() * sizeof(CUtensorMap)), "cuMemcpyHtoD (tensor maps)");
+    check(cuMemcpyHtoD(tmap_buf, encoded.data(), encoded.size() * sizeof(CUtensorMap)),
+          "cuMemcpyHtoD (tensor maps)");
     table_entries.push_back(tmap_buf);
   }
   CUdeviceptr table = 0;
-  check(cuMemAlloc(&table, std::max<size_t>(1, table_entries.size()) * sizeof(CUdeviceptr)), "cuMemAlloc");
+  check(cuMemAlloc(&table, std::max<size_t>(1, table_entries.size()) * sizeof(CUdeviceptr)),
+        "cuMemAlloc");
   if (!table_entries.empty())
-    check(cuMemcpyHtoD(table, table_entries.data(), table_entries.size() * sizeof(CUdeviceptr)), "cuMemcpyHtoD");
+    check(cuMemcpyHtoD(table, table_entries.data(), table_entries.size() * sizeof(CUdeviceptr)),
+          "cuMemcpyHtoD");
   CUdeviceptr flush = 0;
   if (flush_bytes) check(cuMemAlloc(&flush, flush_bytes), "cuMemAlloc (L2 flush buffer)");
   CUdeviceptr workspace = 0;
-  if (steps.workspace_bytes()) check(cuMemAlloc(&workspace, steps.workspace_bytes()), "cuMemAlloc (library step workspace)");
+  if (steps.workspace_bytes())
+    check(cuMemAlloc(&workspace, steps.workspace_bytes()), "cuMemAlloc (library step workspace)");
 
   CUstream stream = nullptr;
   check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
@@ -247,8 +263,8 @@ void run(wire::Reader& in, int out_fd) {
         continue;
       }
       void* args[] = {&table};
-      check(cuLaunchKernel(fns[i], unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]), unsigned(l.block), 1, 1,
-                           unsigned(l.smem), stream, args, nullptr),
+      check(cuLaunchKernel(fns[i], unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]),
+                           unsigned(l.block), 1, 1, unsigned(l.smem), stream, args, nullptr),
             ("cuLaunchKernel " + l.kernel).c_str());
     }
   };
@@ -271,7 +287,8 @@ void run(wire::Reader& in, int out_fd) {
   std::vector<std::string> outputs;
   for (uint32_t k = 0; k < n_out; ++k) {
     std::string host(out_sizes[k], '\0');
-    if (out_sizes[k]) check(cuMemcpyDtoH(host.data(), bufs[n_in + k], out_sizes[k]), "cuMemcpyDtoH");
+    if (out_sizes[k])
+      check(cuMemcpyDtoH(host.data(), bufs[n_in + k], out_sizes[k]), "cuMemcpyDtoH");
     outputs.push_back(std::move(host));
   }
 
@@ -282,8 +299,10 @@ void run(wire::Reader& in, int out_fd) {
   for (CUevent& e : group_events) check(cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
   // Records an event; inside a stream capture it becomes an event node of the graph.
   auto record = [&](CUevent e, bool capturing) {
-    if (capturing) check(cuEventRecordWithFlags(e, stream, CU_EVENT_RECORD_EXTERNAL), "cuEventRecordWithFlags");
-    else check(cuEventRecord(e, stream), "cuEventRecord");
+    if (capturing)
+      check(cuEventRecordWithFlags(e, stream, CU_EVENT_RECORD_EXTERNAL), "cuEventRecordWithFlags");
+    else
+      check(cuEventRecord(e, stream), "cuEventRecord");
   };
   auto flush_l2 = [&](unsigned value) {
     check(cuMemsetD32Async(flush, value, flush_bytes / 4, stream), "L2 flush");
@@ -301,17 +320,23 @@ void run(wire::Reader& in, int out_fd) {
   CUgraphExec exec = nullptr;
   if (use_graph) {
     CUgraph graph = nullptr;
-    check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
-    if (per_group) run_groups(true, 0);
-    else launch_all();
+    check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+          "cuStreamBeginCapture");
+    if (per_group)
+      run_groups(true, 0);
+    else
+      launch_all();
     check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
     check(cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
     cuGraphDestroy(graph);
   }
   auto once = [&](unsigned value) {
-    if (exec) check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
-    else if (per_group) run_groups(false, value);
-    else launch_all();
+    if (exec)
+      check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    else if (per_group)
+      run_groups(false, value);
+    else
+      launch_all();
   };
   for (int i = 0; i < warmup; ++i) once(unsigned(i));
   check(cuStreamSynchronize(stream), "warm-up");
@@ -323,7 +348,8 @@ void run(wire::Reader& in, int out_fd) {
       check(cuStreamSynchronize(stream), "sample");
       for (size_t g = 0; g < n_groups; ++g) {
         float ms = 0;
-        check(cuEventElapsedTime(&ms, group_events[2 * g], group_events[2 * g + 1]), "cuEventElapsedTime");
+        check(cuEventElapsedTime(&ms, group_events[2 * g], group_events[2 * g + 1]),
+              "cuEventElapsedTime");
         group_times[g].push_back(double(ms) * 1000.0);
       }
       continue;
@@ -371,9 +397,12 @@ int main() {
     uint32_t kind = in.get<uint32_t>();
     if (!in.ok) return 0;  // the backend closed the pipe
     try {
-      if (kind == wire::kHello) hello(out_fd);
-      else if (kind == wire::kRun) run(in, out_fd);
-      else return 4;
+      if (kind == wire::kHello)
+        hello(out_fd);
+      else if (kind == wire::kRun)
+        run(in, out_fd);
+      else
+        return 4;
     } catch (const std::exception& e) {
       wire::Writer o;
       o.put(wire::kFail);

@@ -25,7 +25,8 @@ std::string own_library(std::string& why) {
   void* self = ::dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
   const std::string prepare = std::string(kStepPrefix) + "_prepare";
   if (!self || !::dlsym(self, prepare.c_str())) {
-    why = std::string(info.dli_fname) + " exports no " + prepare + " (not the plugin's shared library)";
+    why = std::string(info.dli_fname) + " exports no " + prepare +
+          " (not the plugin's shared library)";
     return "";
   }
   // Absolute: the worker runs with another working folder than the host may have had.
@@ -47,20 +48,26 @@ CublasLtTemplate::CublasLtTemplate(std::string library) : library_(std::move(lib
   if (library_.empty()) why_no_library_ = "no library path given";
 }
 
-std::string CublasLtTemplate::name() const { return kTemplateCublaslt; }
+std::string CublasLtTemplate::name() const {
+  return kTemplateCublaslt;
+}
 
-std::vector<KnobSpec> CublasLtTemplate::knobs() const { return cublaslt_knobs(); }
+std::vector<KnobSpec> CublasLtTemplate::knobs() const {
+  return cublaslt_knobs();
+}
 
 std::string CublasLtTemplate::fingerprint() const {
   const CublasLtLibrary& lib = cublaslt_library();
   return lib.present ? "cublasLt " + lib.version : "";
 }
 
-Status CublasLtTemplate::generate(const ir::Graph& kernel, const std::map<std::string, double>& knobs,
-                                  GeneratedKernel& out, std::string& refusal) noexcept {
+Status CublasLtTemplate::generate(const ir::Graph& kernel,
+                                  const std::map<std::string, double>& knobs, GeneratedKernel& out,
+                                  std::string& refusal) noexcept {
   return guard([&]() -> Status {
     if (library_.empty())
-      return Status::Error("cublaslt: its modules cannot name the plugin's library: " + why_no_library_);
+      return Status::Error("cublaslt: its modules cannot name the plugin's library: " +
+                           why_no_library_);
     KnobValues values;
     for (const auto& [name, value] : knobs) values[name] = static_cast<int64_t>(value);
     try {

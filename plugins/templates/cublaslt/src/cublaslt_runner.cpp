@@ -137,9 +137,10 @@ CublasLtStep::CublasLtStep(const GemmCall& g) : impl_(std::make_unique<Impl>()) 
   check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
   check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
   if (g.epilogue != GemmCall::kEpilogueNone) {
-    const cublasLtEpilogue_t e = g.epilogue == GemmCall::kEpilogueBias   ? CUBLASLT_EPILOGUE_BIAS
-                                 : g.epilogue == GemmCall::kEpilogueGelu ? CUBLASLT_EPILOGUE_GELU
-                                                                         : CUBLASLT_EPILOGUE_GELU_BIAS;
+    const cublasLtEpilogue_t e = g.epilogue == GemmCall::kEpilogueBias ? CUBLASLT_EPILOGUE_BIAS
+                                 : g.epilogue == GemmCall::kEpilogueGelu
+                                     ? CUBLASLT_EPILOGUE_GELU
+                                     : CUBLASLT_EPILOGUE_GELU_BIAS;
     check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "epilogue");
   }
   auto layout = [&](cublasLtMatrixLayout_t& l, int64_t rows, int64_t cols,
@@ -186,7 +187,9 @@ CublasLtStep::CublasLtStep(const GemmCall& g) : impl_(std::make_unique<Impl>()) 
 
 CublasLtStep::~CublasLtStep() = default;
 
-uint64_t CublasLtStep::workspace_bytes() const { return impl_->workspace; }
+uint64_t CublasLtStep::workspace_bytes() const {
+  return impl_->workspace;
+}
 
 void CublasLtStep::run(const uint64_t* buffers, uint64_t workspace, void* stream) {
   Api& x = api();
@@ -197,7 +200,8 @@ void CublasLtStep::run(const uint64_t* buffers, uint64_t workspace, void* stream
   // request's, known only now (a host-side call, so it is fine inside a stream capture).
   if (g.bias >= 0) {
     const void* bias = ptr(g.bias);
-    check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "bias pointer");
+    check(x.desc_set(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+          "bias pointer");
   }
   const float alpha = 1.0f, beta = g.c.buffer >= 0 ? 1.0f : 0.0f;
   void* d = ptr(g.d.buffer);

@@ -23,14 +23,18 @@ void say(char* message, size_t size, const char* text) {
 
 extern "C" {
 
-EMMY_CUDA_STEP_EXPORT uint32_t emmy_cublaslt_step_abi_version(void) { return EMMY_CUDA_STEP_ABI_VERSION; }
+EMMY_CUDA_STEP_EXPORT uint32_t emmy_cublaslt_step_abi_version(void) {
+  return EMMY_CUDA_STEP_ABI_VERSION;
+}
 
-EMMY_CUDA_STEP_EXPORT void* emmy_cublaslt_step_prepare(const char* plan, size_t plan_size, size_t n_buffers,
-                                                       int* status, char* message, size_t message_size) {
+EMMY_CUDA_STEP_EXPORT void* emmy_cublaslt_step_prepare(const char* plan, size_t plan_size,
+                                                       size_t n_buffers, int* status, char* message,
+                                                       size_t message_size) {
   // No exception crosses the C boundary: each is a status and a message.
   *status = EMMY_CUDA_STEP_FAILED;
   try {
-    const emmy::cuda::GemmCall call = emmy::cuda::parse_gemm(std::string(plan, plan_size), int64_t(n_buffers));
+    const emmy::cuda::GemmCall call =
+        emmy::cuda::parse_gemm(std::string(plan, plan_size), int64_t(n_buffers));
     auto* step = new emmy::cuda::CublasLtStep(call);
     *status = EMMY_CUDA_STEP_OK;
     return step;
@@ -49,9 +53,9 @@ EMMY_CUDA_STEP_EXPORT uint64_t emmy_cublaslt_step_workspace_bytes(void* step) {
   return static_cast<emmy::cuda::CublasLtStep*>(step)->workspace_bytes();
 }
 
-EMMY_CUDA_STEP_EXPORT int emmy_cublaslt_step_run(void* step, const uint64_t* buffers, size_t n_buffers,
-                                                 uint64_t workspace, void* stream, char* message,
-                                                 size_t message_size) {
+EMMY_CUDA_STEP_EXPORT int emmy_cublaslt_step_run(void* step, const uint64_t* buffers,
+                                                 size_t n_buffers, uint64_t workspace, void* stream,
+                                                 char* message, size_t message_size) {
   (void)n_buffers;  // checked against the plan by prepare (parse_gemm), the list being the same
   try {
     static_cast<emmy::cuda::CublasLtStep*>(step)->run(buffers, workspace, stream);

@@ -253,8 +253,9 @@ GemmCall plan_gemm(const ir::Graph& g, const KnobValues& knobs, Packer* packer) 
     v = mm;
   }
   if (v != mm)
-    refuse("the kernel computes " + std::string(ir::to_string(g.node(v).op)) +
-           " from the product (cuBLASLt's epilogues here: bias, residual, gelu(approximate='tanh'))");
+    refuse(
+        "the kernel computes " + std::string(ir::to_string(g.node(v).op)) +
+        " from the product (cuBLASLt's epilogues here: bias, residual, gelu(approximate='tanh'))");
 
   // The problem in row-major terms.
   const bool linear = p.op == ir::Op::linear;
@@ -348,7 +349,8 @@ GemmCall plan_cublaslt(const ir::Graph& g, const KnobValues& knobs) {
   return plan_gemm(g, knobs, nullptr);
 }
 
-std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs, const std::string& library) {
+std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs,
+                              const std::string& library) {
   ModuleBuilder m(g);
   Packer packer(g, m);
   const GemmCall call = plan_gemm(g, knobs, &packer);

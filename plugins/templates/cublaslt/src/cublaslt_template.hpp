@@ -15,8 +15,8 @@
 // (FailureKind::refused): the generated template stays the one for such kernels.
 //
 // Knobs: algo = index into cublasLtMatmulAlgoGetHeuristic's results (best first; an index past
-// the ones it returns is refused by the step's prepare, in the worker), workspace = MiB offered to it (split-K and some
-// kernels need one; 0 excludes them).
+// the ones it returns is refused by the step's prepare, in the worker), workspace = MiB offered to
+// it (split-K and some kernels need one; 0 excludes them).
 //
 // A template plugin (plugins/templates/cublaslt, KIND template EXTENDS cuda: cublaslt_plugin.hpp)
 // shipped with Emmy. Shipped in-tree, it builds its modules with the cuda backend's own module
@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
-#include "gemm_call.hpp"
 #include "emmy/backend.hpp"
 #include "emmy/ir.hpp"
+#include "gemm_call.hpp"
 #include "module.hpp"
 #include "templates.hpp"
 
@@ -51,7 +51,8 @@ GemmCall plan_cublaslt(const ir::Graph& g, const KnobValues& knobs);
 // An operand that is a view of kernel inputs cuBLASLt cannot read in place (two strides in one
 // dim, e.g. o_proj's merged heads) is first copied contiguous by a generated kernel of the
 // module; anything else it cannot take is refused.
-std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs, const std::string& library);
+std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs,
+                              const std::string& library);
 
 // The prefix of the step's functions (cublaslt_step.cpp).
 inline constexpr const char* kStepPrefix = "emmy_cublaslt_step";
