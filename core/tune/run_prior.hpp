@@ -1,7 +1,7 @@
-// The prior of one run (docs/DESIGN.md, The prior): the plugin the options pick, its state from
-// the home's checkpoint (else the pretrained state shipped beside the plugin), the state the run's
-// searches start from (an identical re-run's: tune/rerun.hpp), and, when the run ends, its rows
-// learned and the checkpoint and re-run record written.
+// The prior of one run (docs/DESIGN.md, The prior's checkpoint): the plugin the options pick, its
+// state from the home's checkpoint (else the pretrained state shipped beside the plugin), the state
+// the run's searches start from (an identical re-run's: tune/rerun.hpp), and, when the run ends,
+// its rows learned and the checkpoint and re-run record written.
 #pragma once
 
 #include <memory>
