@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The C++ sources follow .clang-format (issue 23): exit 1 naming every file clang-format would
-# change, with the first lines of its diff; `scripts/check-format.sh --fix` formats them instead.
+# change, with the first of its complaints; `scripts/check-format.sh --fix` formats them instead.
 # Runs over the files git tracks (C++ sources and headers, the CUDA worker included), from the
 # repository root; ctest runs it as `format.clang_format`, so CI's test command checks it.
 set -euo pipefail
@@ -13,13 +13,11 @@ if ((fix)); then
   clang-format -i "${files[@]}"
   exit 0
 fi
-bad=0
-for f in "${files[@]}"; do
-  if ! diff -q <(clang-format "$f") "$f" >/dev/null; then
-    echo "not formatted: $f ($(clang-format --version | head -1); scripts/check-format.sh --fix)"
-    diff -u "$f" <(clang-format "$f") | sed -n '3,12p'
-    bad=1
-  fi
-done
-((bad == 0)) && echo "check-format: ${#files[@]} files follow .clang-format"
-exit $bad
+# One clang-format process for every file (one per file took 100 s on a loaded 2-core machine).
+if ! out=$(clang-format --dry-run --Werror "${files[@]}" 2>&1); then
+  echo "$out" | grep -E '^[^ ]+:[0-9]+:[0-9]+: error' | cut -d: -f1 | sort -u |
+    sed "s|^|not formatted: |; s|\$| ($(clang-format --version | head -1); scripts/check-format.sh --fix)|"
+  echo "$out" | head -20
+  exit 1
+fi
+echo "check-format: ${#files[@]} files follow .clang-format"
