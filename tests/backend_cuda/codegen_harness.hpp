@@ -3,9 +3,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <nvrtc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "cuda_backend.hpp"
@@ -32,6 +35,46 @@ inline MeasureResult build_offline(CudaBackend& backend, const ir::Slice& s,
   }
   if (source) *source = art.source;
   return failure;
+}
+
+// What NVRTC and ptxas make of a module at the deploy regime's options (nvrtc_compiler.cpp):
+// its PTX, the compile log with ptxas's resource report, and the figures read from it.
+struct CompileReport {
+  bool ok = false;
+  std::string ptx, log;
+  int registers = -1, spill_bytes = -1;  // the largest over the module's kernels
+};
+
+inline CompileReport compile_report(const std::string& source) {
+  CompileReport f;
+  nvrtcProgram prog = nullptr;
+  EXPECT_EQ(nvrtcCreateProgram(&prog, source.c_str(), "emmy_kernel.cu", 0, nullptr, nullptr),
+            NVRTC_SUCCESS);
+  const char* opts[] = {"--gpu-architecture=sm_90a", "--std=c++17", "-default-device",
+                        "-Xptxas=-O3", "-Xptxas=-v"};
+  const nvrtcResult r = nvrtcCompileProgram(prog, 5, opts);
+  size_t n = 0;
+  nvrtcGetProgramLogSize(prog, &n);
+  f.log.assign(n, '\0');
+  nvrtcGetProgramLog(prog, f.log.data());
+  f.log.resize(n > 0 ? n - 1 : 0);  // the terminating NUL
+  f.ok = r == NVRTC_SUCCESS;
+  EXPECT_TRUE(f.ok) << f.log << "\n" << source;
+  if (f.ok) {
+    nvrtcGetPTXSize(prog, &n);
+    f.ptx.assign(n, '\0');
+    nvrtcGetPTX(prog, f.ptx.data());
+    f.ptx.resize(n > 0 ? n - 1 : 0);
+  }
+  nvrtcDestroyProgram(&prog);
+  const std::regex used(R"(Used (\d+) registers)"), spill(R"((\d+) bytes spill stores)");
+  for (auto it = std::sregex_iterator(f.log.begin(), f.log.end(), used);
+       it != std::sregex_iterator(); ++it)
+    f.registers = std::max(f.registers, std::stoi((*it)[1]));
+  for (auto it = std::sregex_iterator(f.log.begin(), f.log.end(), spill);
+       it != std::sregex_iterator(); ++it)
+    f.spill_bytes = std::max(f.spill_bytes, std::stoi((*it)[1]));
+  return f;
 }
 
 }  // namespace emmy::cuda::test

@@ -156,8 +156,10 @@ TEST(CudaKnobConstraints, TheCodePathAndTheTileShapeAreAskedBeforeTheFineKnobs) 
   std::vector<std::string> order;
   for (const ForkSite& site : passes::knob_forks(cuda_capabilities(), "matmul"))
     order.push_back(site.name);
+  // The split of K and the clusters change how the tiles fill the GPU: decided with the tile.
   EXPECT_EQ(order, (std::vector<std::string>{"matmul.wgmma", "matmul.tile_m", "matmul.tile_n",
-                                             "matmul.tile_k", "matmul.warps", "matmul.stages"}));
+                                             "matmul.splits", "matmul.cluster", "matmul.tile_k",
+                                             "matmul.warps", "matmul.stages"}));
 }
 
 }  // namespace

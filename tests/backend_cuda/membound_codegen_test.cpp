@@ -22,6 +22,7 @@
 #include <regex>
 #include <sstream>
 
+#include "codegen_harness.hpp"
 #include "expr.hpp"
 #include "module.hpp"
 #include "perf_graphs.hpp"
@@ -49,28 +50,10 @@ struct Facts {
 
 Facts inspect(const std::string& source) {
   Facts f;
-  nvrtcProgram prog = nullptr;
-  EXPECT_EQ(nvrtcCreateProgram(&prog, source.c_str(), "emmy_kernel.cu", 0, nullptr, nullptr),
-            NVRTC_SUCCESS);
-  // The deploy regime's options (nvrtc_compiler.cpp) and ptxas's resource report.
-  const char* opts[] = {"--gpu-architecture=sm_90a", "--std=c++17", "-default-device",
-                        "-Xptxas=-O3", "-Xptxas=-v"};
-  const nvrtcResult r = nvrtcCompileProgram(prog, 5, opts);
-  size_t n = 0;
-  nvrtcGetProgramLogSize(prog, &n);
-  f.log.assign(n, '\0');
-  nvrtcGetProgramLog(prog, f.log.data());
-  f.log.resize(n > 0 ? n - 1 : 0);  // the terminating NUL
-  EXPECT_EQ(r, NVRTC_SUCCESS) << f.log << "\n" << source;
-  if (r != NVRTC_SUCCESS) {
-    nvrtcDestroyProgram(&prog);
-    return f;
-  }
-  nvrtcGetPTXSize(prog, &n);
-  f.ptx.assign(n, '\0');
-  nvrtcGetPTX(prog, f.ptx.data());
-  f.ptx.resize(n > 0 ? n - 1 : 0);
-  nvrtcDestroyProgram(&prog);
+  const test::CompileReport report = test::compile_report(source);
+  f.ptx = report.ptx, f.log = report.log;
+  f.registers = report.registers, f.spill_bytes = report.spill_bytes;
+  if (!report.ok) return f;
   std::istringstream lines(f.ptx);
   std::string line;
   bool stored = false;
@@ -92,11 +75,6 @@ Facts inspect(const std::string& source) {
     }
     if (std::regex_search(line, std::regex(R"(\b(div|rem)\.[su]64\b)"))) f.div64++;
   }
-  std::smatch m;
-  if (std::regex_search(f.log, m, std::regex(R"(Used (\d+) registers)")))
-    f.registers = std::stoi(m[1]);
-  if (std::regex_search(f.log, m, std::regex(R"((\d+) bytes spill stores)")))
-    f.spill_bytes = std::stoi(m[1]);
   return f;
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 
 #include "codegen_harness.hpp"
@@ -25,6 +26,7 @@ namespace fs = std::filesystem;
 using Knobs = std::map<std::string, double>;
 using perf::describe;
 using perf::one_kernel;
+using wgmma_test::specialized;
 using wgmma_test::two_wgmma_linears;
 using wgmma_test::wgmma;
 
@@ -44,7 +46,7 @@ TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
       std::find_if(knobs.begin(), knobs.end(), [](const KnobSpec& k) { return k.name == "wgmma"; });
   ASSERT_NE(it, knobs.end());
   EXPECT_EQ(it->values,
-            (std::vector<double>{0, 1}));  // the default stays mma.sync: it fits every kernel
+            (std::vector<double>{0, 1, 2}));  // the default stays mma.sync: it fits every kernel
 }
 
 TEST(CudaWgmmaCodegen, AcceptedTilesCompileForSm90aWithTheirTensorMaps) {
@@ -77,6 +79,82 @@ TEST(CudaWgmmaCodegen, AcceptedTilesCompileForSm90aWithTheirTensorMaps) {
     EXPECT_EQ(plan.launches.at(0).block, int64_t(k.at("warps")) * 32);
     MeasureResult r = build(s);
     EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
+  }
+}
+
+// wgmma=2: a producer warpgroup beside the consumers, stages handed back through mbarriers (no
+// block barrier in the loop), registers moved to two consumer warpgroups, K split over blocks.
+TEST(CudaWgmmaCodegen, SpecializedTilesCompileWithoutSpillsOrBlockBarriersInTheLoop) {
+  struct Case {
+    ir::Graph g;
+    int64_t n;
+    Knobs k;
+  };
+  std::vector<Case> cases;
+  for (const Knobs& k :
+       {specialized(64, 128, 4), specialized(128, 128, 4), specialized(128, 256, 3, 1, 64, 8),
+        specialized(128, 128, 4, 2), specialized(128, 64, 4, 4), specialized(64, 128, 4, 4),
+        specialized(64, 256, 4, 2, 64, 8), specialized(128, 128, 3, 2, 32, 8),
+        specialized(128, 128, 4, 1, 64, 8, 2), specialized(128, 256, 3, 1, 64, 8, 2),
+        specialized(128, 64, 4, 2, 64, 8, 2), specialized(64, 128, 4, 1, 64, 4, 2),
+        specialized(128, 128, 6, 1, 64, 8), specialized(128, 128, 6, 2, 64, 8, 2)})
+    cases.push_back({perf::linear(512, 2048, 1024, false), 1024, k});
+  cases.push_back({perf::linear(200, 136, 72, true), 72, specialized(64, 64, 2, 2, 32)});
+  cases.push_back({layout::bmm_transposed_b(3, 70, 48, 40), 40, specialized(64, 64, 2)});
+  for (const Case& c : cases) {
+    ir::Slice s = one_kernel(c.g, "matmul", c.k);
+    const std::string source = generate_source(s);
+    const int64_t warps = int64_t(c.k.at("warps")), splits = int64_t(c.k.at("splits"));
+    const Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.launches.size(), 1u) << describe(c.k);
+    EXPECT_EQ(plan.launches[0].block, warps * 32 + 128) << describe(c.k);
+    EXPECT_EQ(plan.launches[0].grid[0],
+              (c.n + int64_t(c.k.at("tile_n")) - 1) / int64_t(c.k.at("tile_n")) * splits)
+        << describe(c.k);
+    // Partial tiles and counters: two scratch buffers exactly when K is split.
+    EXPECT_EQ(plan.scratch_bytes.size(), splits > 1 ? 2u : 0u) << describe(c.k);
+    EXPECT_EQ(source.find("setmaxnreg") != std::string::npos, warps == 8) << describe(c.k);
+    // Clusters of two along M: B's box is half the tile, multicast to both blocks.
+    const int64_t cluster = c.k.count("cluster") ? int64_t(c.k.at("cluster")) : 1;
+    EXPECT_EQ(source.find("__cluster_dims__(1, 2, 1)") != std::string::npos, cluster == 2);
+    EXPECT_EQ(source.find(".multicast::cluster") != std::string::npos, cluster == 2);
+    ASSERT_EQ(plan.tensor_maps.size(), 2u);
+    EXPECT_EQ(plan.tensor_maps[1].box[1], int64_t(c.k.at("tile_n")) / cluster) << describe(c.k);
+    const size_t loop =
+        source.find("for (int kt = emmy_kt0; kt < emmy_kt1; ++kt) {\n  const int i");
+    const size_t consumer = source.find("for (int kt = emmy_kt0", loop + 1);
+    const size_t end = source.find("wgmma.wait_group.sync.aligned 0");
+    ASSERT_NE(consumer, std::string::npos) << source;
+    ASSERT_NE(end, std::string::npos);
+    EXPECT_EQ(source.substr(consumer, end - consumer).find("__syncthreads"), std::string::npos)
+        << describe(c.k);
+    const test::CompileReport report = test::compile_report(source);
+    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
+    std::printf("[ ptxas    ] %-44s %3d registers, %d bytes spilled\n", describe(c.k).c_str(),
+                report.registers, report.spill_bytes);
+    MeasureResult r = build(s);
+    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+  }
+}
+
+TEST(CudaWgmmaCodegen, WhatTheSpecializedPathCannotTakeIsRefusedByName) {
+  const ir::Graph g = perf::linear(128, 128, 128, false);  // K = 128: 2 slices of 64
+  Knobs one_stage = specialized(64, 64, 2);
+  one_stage["stages"] = 1;
+  Knobs split_plain = wgmma(64, 64, 2);
+  split_plain["splits"] = 2;
+  for (const auto& [k, reason] : std::vector<std::pair<Knobs, std::string>>{
+           {one_stage, "stages >= 2"},
+           {split_plain, "wgmma=2"},
+           {specialized(64, 64, 2, 4), "exceeds the 2"},
+           {specialized(128, 64, 2, 1, 64, 8, 2), "do not pair up"}}) {
+    ir::Slice s = one_kernel(g, "matmul", k);
+    try {
+      generate_source(s);
+      ADD_FAILURE() << describe(k) << ": not refused";
+    } catch (const KnobRefused& e) {
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-// On a GPU (ctest label "gpu"): the matmul template's Hopper path (wgmma=1, TMA + wgmma) against
+// On a GPU (ctest label "gpu"): the matmul template's Hopper paths (wgmma=1, TMA + wgmma, and
+// wgmma=2, warp-specialized with splits of K) against
 // the reference interpreter on ragged shapes (M, N and K not multiples of the tile: TMA's
 // zero fill), with a fused bias + SiLU epilogue, a transposed B and a batched one; then the
 // median time of mma.sync's best known settings and of the wgmma tiles on the real Qwen3
@@ -21,6 +22,7 @@ namespace {
 using Knobs = std::map<std::string, double>;
 using perf::describe;
 using perf::one_kernel;
+using wgmma_test::specialized;
 using wgmma_test::two_wgmma_linears;
 using wgmma_test::wgmma;
 
@@ -39,6 +41,15 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
   MeasureResult res;
   Status st = backend().build(s, Regime::deploy, art, res);
   EXPECT_TRUE(st.ok()) << st.message();
+  // Splits of K and clusters depend on the shape (slices to split, tiles to pair): a refusal
+  // there is the template's answer, not a failure.
+  const bool shape_dependent =
+      (k.count("splits") && k.at("splits") > 1) || (k.count("cluster") && k.at("cluster") > 1);
+  if (shape_dependent && res.failure == FailureKind::refused) {
+    std::printf("[ wgmma    ] %-4s %-34s %-62s %s\n", "-", what.c_str(), describe(k).c_str(),
+                res.message.c_str());
+    return -1;
+  }
   EXPECT_EQ(res.failure, FailureKind::none) << what << " " << describe(k) << ": " << res.message;
   if (!st.ok() || res.failure != FailureKind::none) return -1;
   std::vector<ir::HostTensor> inputs = ir::random_inputs(s.graph, 17);
@@ -76,7 +87,11 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
     for (const Knobs& k :
          {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4),
           wgmma(64, 256, 2), wgmma(64, 64, 1, 16), wgmma(64, 128, 3, 32, 8),
-          wgmma(128, 256, 2, 32, 8), wgmma(64, 64, 4, 16, 8)})
+          wgmma(128, 256, 2, 32, 8), wgmma(64, 64, 4, 16, 8), specialized(64, 64, 2),
+          specialized(128, 128, 3, 1, 64, 8), specialized(128, 256, 3, 1, 64, 8),
+          specialized(64, 128, 4, 2), specialized(128, 64, 2, 4, 32, 8),
+          specialized(64, 32, 3, 2, 16), specialized(64, 64, 2, 1, 64, 4, 2),
+          specialized(128, 128, 3, 1, 64, 8, 2), specialized(64, 128, 4, 2, 32, 4, 2)})
       expect_matches_reference(sh.g, k, sh.what, 3, reference);
   }
 }

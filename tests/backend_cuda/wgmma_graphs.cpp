@@ -9,6 +9,16 @@ std::map<std::string, double> wgmma(int64_t tile_m, int64_t tile_n, int64_t stag
           {"stages", double(stages)}, {"wgmma", 1}};
 }
 
+std::map<std::string, double> specialized(int64_t tile_m, int64_t tile_n, int64_t stages,
+                                          int64_t splits, int64_t tile_k, int64_t warps,
+                                          int64_t cluster) {
+  std::map<std::string, double> k = wgmma(tile_m, tile_n, stages, tile_k, warps);
+  k["wgmma"] = 2;
+  k["splits"] = double(splits);
+  k["cluster"] = double(cluster);
+  return k;
+}
+
 ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2) {
   ir::Slice s;
   ir::Builder b(s.graph);

@@ -14,6 +14,12 @@ namespace emmy::cuda::wgmma_test {
 std::map<std::string, double> wgmma(int64_t tile_m, int64_t tile_n, int64_t stages,
                                     int64_t tile_k = 64, int64_t warps = 0);
 
+// Matmul knobs with wgmma=2 (a producer warpgroup besides `warps` consumers; warps 0 = 4 per 64
+// rows of tile_m), K split over `splits` blocks, clusters of `cluster` blocks sharing B.
+std::map<std::string, double> specialized(int64_t tile_m, int64_t tile_n, int64_t stages,
+                                          int64_t splits = 1, int64_t tile_k = 64,
+                                          int64_t warps = 0, int64_t cluster = 1);
+
 // Two chained bf16 linears (x @ w1^T, then @ w2^T), each a wgmma=1 kernel, as one slice: the
 // tuner's assembled program, whose modules share one tensor-map table.
 ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2);

@@ -44,7 +44,10 @@ struct Plan {
   int64_t BM = 0, BN = 0, BK = 0;  // tile_m, tile_n, tile_k
   int64_t W = 0, T = 0;            // warps, threads
   int64_t stages = 1;
-  bool use_wgmma = false;
+  bool use_wgmma = false;    // wgmma >= 1: the Hopper path
+  bool specialized = false;  // wgmma = 2: its warp-specialized loop (tmpl_matmul_wgmma_ws.cpp)
+  int64_t splits = 1;        // split-K (specialized only)
+  int64_t cluster = 1;       // blocks per cluster along M sharing B (specialized only)
   ir::DType a_t = ir::DType::f32, b_t = ir::DType::f32;
   bool sixteen = false;  // both operands bf16, or both f16
   int64_t WM = 0;        // tensor cores: warps along M (0: they do not tile the block)
@@ -129,6 +132,8 @@ class Kernel {
   std::string product_buf;
   Body b{1};
   int64_t dynamic_smem = 0;
+  int64_t grid_x_factor = 1;  // blocks per tile column along grid x (split-K)
+  std::string kernel_attributes;
   std::string note;  // the path's summary, after the knobs in the module's first line
 };
 

@@ -62,15 +62,31 @@ Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs) {
         break;
       }
   const int64_t stages = knobs.count("stages") ? knobs.at("stages") : 1;
-  const bool use_wgmma = knobs.count("wgmma") && knobs.at("wgmma") == 1;
+  const int64_t wgmma = knobs.count("wgmma") ? knobs.at("wgmma") : 0;
+  const bool use_wgmma = wgmma == 1 || wgmma == 2;
   pl.W = W, pl.WM = WM, pl.stages = stages, pl.use_wgmma = use_wgmma;
+  pl.specialized = wgmma == 2;
+  pl.splits = knobs.count("splits") ? knobs.at("splits") : 1;
+  if (pl.splits != 1 && !pl.specialized)
+    throw KnobRefused("matmul: splits=" + std::to_string(pl.splits) +
+                      " is a knob of the warp-specialized path (wgmma=2)");
+  pl.cluster = knobs.count("cluster") ? knobs.at("cluster") : 1;
+  if (pl.cluster != 1 && !pl.specialized)
+    throw KnobRefused("matmul: cluster=" + std::to_string(pl.cluster) +
+                      " is a knob of the warp-specialized path (wgmma=2)");
+  if (stages > 4 && !pl.specialized)
+    throw KnobRefused("matmul: stages=" + std::to_string(stages) +
+                      " is a ring depth of the warp-specialized path (wgmma=2) only");
+  // The producer warpgroup comes on top of the `warps` consumers.
+  if (pl.specialized) pl.T += 128;
   if (stages > 1 && WM == 0 && !use_wgmma)
     throw KnobRefused("matmul: stages=" + std::to_string(stages) +
                       " needs the tensor-core path (bf16/f16 operands, tile_k a multiple of 16, "
                       "warps that tile the block)");
   // Hopper: TMA + wgmma (tmpl_matmul_wgmma.cpp), both operands K-major kernel inputs.
   if (use_wgmma && !sixteen)
-    throw KnobRefused("matmul: wgmma=1 takes bf16/f16 operands of one dtype");
+    throw KnobRefused("matmul: wgmma=" + std::to_string(wgmma) +
+                      " takes bf16/f16 operands of one dtype");
   pl.path = use_wgmma ? Path::wgmma : WM > 0 ? Path::mma_sync : Path::simt;
   if (pl.path == Path::simt && !simt_ok)
     throw KnobRefused("matmul: tile_m=" + std::to_string(BM) + " tile_n=" + std::to_string(BN) +

@@ -37,11 +37,30 @@ struct WgmmaTile {
   int64_t tile_k = 64;  // 16, 32 or 64: rows of 32, 64 or 128 bytes, swizzled at that width
   int64_t warps = 4;    // 4 per warpgroup; tile_m / 64 of them along M, the rest along N
   int64_t stages = 2;   // ring depth (1: no copy overlaps the products)
+  // wgmma=2: a producer warpgroup issues the copies, the `warps` are consumers only, and stages
+  // are handed back through "empty" mbarriers instead of a block barrier per slice
+  // (tmpl_matmul_wgmma_ws.cpp).
+  bool specialized = false;
+  // Split of K over this many blocks per output tile (specialized only); the last block of a
+  // tile to finish adds the others' partial sums, in split order, before the epilogue.
+  int64_t splits = 1;
+  // 2: blocks go in clusters of two along M that share the B tile, each copying half of it to
+  // both with TMA multicast (specialized only): the L2-to-SM traffic per product drops by a
+  // quarter to a third, which is what bounds these products (tmpl_matmul_wgmma_ws.cpp).
+  int64_t cluster = 1;
+};
+
+// The product's extent as the grid sees it (the split-K scratch is sized by its tiles).
+struct WgmmaGrid {
+  int64_t M = 0, N = 0, batch = 1;
 };
 
 struct WgmmaLoop {
   int64_t shared_bytes = 0;  // dynamic shared memory
   int64_t n_per_warpgroup = 0;
+  int64_t threads = 0;  // per block (the consumers' 32 * warps, plus a producer warpgroup)
+  int64_t splits = 1;   // blocks along grid x per tile column: ceil(N / tile_n) * splits
+  std::string kernel_attributes;  // e.g. the cluster's dims, before __launch_bounds__
 };
 
 // Emits the main loop into `b` (threads: 32 * warps) and returns what the launch and the
@@ -52,5 +71,34 @@ struct WgmmaLoop {
 // take.
 WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
                               const TmaOperand& bop, int64_t K, const WgmmaTile& tile);
+
+// The warp-specialized loop (tile.specialized), with the same exit contract for the consumer
+// threads (threadIdx.x < 32 * warps; the producer warpgroup has returned). With tile.splits > 1
+// it adds two scratch buffers (partial sums, per-tile counters) before its tensor maps, and only
+// the block that completes a tile reaches the epilogue, holding the whole sum.
+WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
+                                 const TmaOperand& bop, int64_t K, const WgmmaTile& tile,
+                                 const WgmmaGrid& grid);
+
+// What both loops share (tmpl_matmul_wgmma.cpp).
+namespace wgmma_text {
+struct TileGeometry {
+  int64_t wg_m = 1, wg_n = 1, n_wg = 0;  // warpgroups along M and N, columns per warpgroup
+  int64_t row_bytes = 0, a_bytes = 0, stage_bytes = 0, smem = 0;
+};
+// Refuses (KnobRefused) a tile or operand the wgmma path cannot take; else its geometry.
+TileGeometry check_tile(ir::DType dtype, const TmaOperand& a, const TmaOperand& bop, int64_t K,
+                        const WgmmaTile& tile);
+std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t tile_k,
+                       int64_t box_rows);
+std::string tma_copy(const TmaOperand& op, const std::string& map, const std::string& dst,
+                     const std::string& row, const std::string& multicast = "");
+std::string wgmma_call(ir::DType dtype, int64_t tile_n);
+// Fills the loop text's @NAMES@ common to both loops.
+std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand& bop,
+                        const std::string& map_a, const std::string& map_b, ir::DType dtype,
+                        int64_t K, const WgmmaTile& tile, const TileGeometry& geo);
+void append_lines(Body& b, const std::string& text);
+}  // namespace wgmma_text
 
 }  // namespace emmy::cuda

@@ -200,15 +200,17 @@ std::string ModuleBuilder::add_tensor_map(const std::string& pointer, std::vecto
 }
 
 void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], int64_t block,
-                               const std::string& body, int64_t shared_bytes) {
+                               const std::string& body, int64_t shared_bytes,
+                               const std::string& attributes) {
   Launch l;
   l.kernel = name;
   for (int i = 0; i < 3; ++i) l.grid[i] = grid[i];
   l.block = block;
   l.shared_bytes = shared_bytes;
   plan_.launches.push_back(l);
-  std::string k = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") " +
-                  name + "(void* const* __restrict__ emmy_buf) {\n";
+  std::string k = "extern \"C\" __global__ void " + (attributes.empty() ? "" : attributes + " ") +
+                  "__launch_bounds__(" + std::to_string(block) + ") " + name +
+                  "(void* const* __restrict__ emmy_buf) {\n";
   size_t n_in = g_.inputs().size();
   for (size_t i = 0; i < pointers_.size(); ++i) {
     const auto& [ptr, dtype] = pointers_[i];

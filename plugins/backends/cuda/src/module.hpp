@@ -78,8 +78,11 @@ class ModuleBuilder {
   std::string add_tensor_map(const std::string& pointer, std::vector<int64_t> dims,
                              std::vector<int64_t> strides_bytes, std::vector<int64_t> box,
                              int64_t swizzle_bytes);
+  // `attributes` go before __launch_bounds__ (e.g. __cluster_dims__: a compile-time cluster,
+  // which a plain launch honours, so the plan's launch line needs nothing more).
   void add_kernel(const std::string& name, const int64_t grid[3], int64_t block,
-                  const std::string& body, int64_t shared_bytes = 0);
+                  const std::string& body, int64_t shared_bytes = 0,
+                  const std::string& attributes = "");
   // A library step (its buffers index the module's pointers: inputs, outputs, scratch); throws
   // emmy::Error when one is outside them or the step cannot be written as a plan line.
   void add_library_step(const LibraryStep& step);

@@ -32,16 +32,24 @@ BackendCaps cuda_capabilities() {
   // (tile_k, warps, stages) after, so the search settles what decides most before the rest.
   caps.templates["matmul"] = {
       // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; bf16/f16 K-major operands read straight
-      // from kernel inputs, tile_m 64 or 128, whole warpgroups: tmpl_matmul_wgmma.cpp).
-      {"wgmma", {0, 1}},           {"tile_m", {64, 32, 128}}, {"tile_n", {64, 32, 128, 256}},
-      {"tile_k", {16, 8, 32, 64}}, {"warps", {4, 2, 8}},      {"stages", {1, 2, 3, 4}},
+      // from kernel inputs, tile_m 64 or 128, whole warpgroups: tmpl_matmul_wgmma.cpp); 2 = the
+      // same with a producer warpgroup besides the `warps` consumers and no block barrier in
+      // the loop (tmpl_matmul_wgmma_ws.cpp). splits: K split over that many blocks per tile
+      // (wgmma=2 only), for products whose tiles do not fill the SMs. cluster: 2 = pairs of
+      // blocks along M share the B tile through TMA multicast (wgmma=2 only).
+      {"wgmma", {0, 1, 2}},  {"tile_m", {64, 32, 128}},   {"tile_n", {64, 32, 128, 256}},
+      {"splits", {1, 2, 4}}, {"cluster", {1, 2}},         {"tile_k", {16, 8, 32, 64}},
+      {"warps", {4, 2, 8}},  {"stages", {1, 2, 3, 4, 6}},
   };
   caps.constraints["matmul"] = {table_constraint(
-      caps.templates["matmul"], {"wgmma", "tile_m", "tile_n", "tile_k", "warps", "stages"},
+      caps.templates["matmul"],
+      {"wgmma", "tile_m", "tile_n", "splits", "cluster", "tile_k", "warps", "stages"},
       [](const std::map<std::string, double>& k) { return matmul_knob_refusal(k).empty(); },
       "the matmul template's tile rules (wgmma: tile_m 64 or 128, tile_k 16, 32 or 64, warps a "
       "multiple of 4 per 64 rows of tile_m, tile_n in multiples of 8 per warpgroup, the stages' "
-      "shared memory; stages > 1: tile_k a multiple of 16 and warps tiling the block; else the "
+      "shared memory; wgmma=2: stages >= 2; splits > 1, cluster 2 and stages > 4 only with "
+      "wgmma=2; stages > 1: tile_k a "
+      "multiple of 16 and warps tiling the block; else the "
       "tile split over the threads; one stage within 48 KiB of static shared memory)")};
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
   // shared-memory tile; warps: per block, 16 query rows each, more split the key/value tiles'
@@ -119,7 +127,15 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
   };
   const int64_t BM = at("tile_m", 64), BN = at("tile_n", 64), BK = at("tile_k", 16);
   const int64_t W = at("warps", 4), stages = at("stages", 1);
-  if (at("wgmma", 0) == 1) {
+  const int64_t wgmma = at("wgmma", 0), splits = at("splits", 1);
+  if (splits != 1 && wgmma != 2) return "splits > 1 is a knob of the warp-specialized wgmma=2";
+  if (at("cluster", 1) != 1 && wgmma != 2)
+    return "cluster=2 is a knob of the warp-specialized wgmma=2";
+  if (wgmma == 2 && stages < 2) return "wgmma=2 hands stages between warps: stages >= 2";
+  // More bytes in flight cover the copies' latency under load on the specialized path (its
+  // consumers waited on the ring's barriers at 4 stages: ncu, docs/PERFORMANCE.md).
+  if (stages > 4 && wgmma != 2) return "stages > 4 is a ring depth of the wgmma=2 path only";
+  if (wgmma == 1 || wgmma == 2) {
     if (BM != 64 && BM != 128) return "wgmma=1 needs tile_m 64 or 128 (64 rows per warpgroup)";
     if (BK != 16 && BK != 32 && BK != 64) return "wgmma=1 needs tile_k 16, 32 or 64";
     const int64_t wg_m = BM / 64, warpgroups = W / 4;

@@ -87,12 +87,22 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
 void emit_wgmma(Kernel& k) {
   const int64_t BM = k.pl.BM, BN = k.pl.BN, BK = k.pl.BK, W = k.pl.W, stages = k.pl.stages;
   const WgmmaOperands ops = plan_wgmma_operands(k.g, k.m, k.mt);
-  const WgmmaLoop loop = emit_wgmma_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K,
-                                             WgmmaTile{BM, BN, BK, W, stages});
+  WgmmaTile tile{BM, BN, BK, W, stages};
+  tile.specialized = k.pl.specialized;
+  tile.splits = k.pl.splits;
+  tile.cluster = k.pl.cluster;
+  const WgmmaLoop loop = tile.specialized
+                             ? emit_wgmma_ws_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K,
+                                                      tile, WgmmaGrid{k.mt.M, k.mt.N, k.mt.batch})
+                             : emit_wgmma_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K, tile);
   k.dynamic_smem = loop.shared_bytes;
+  k.grid_x_factor = loop.splits;
+  k.kernel_attributes = loop.kernel_attributes;
   const int64_t NW = loop.n_per_warpgroup;
   k.note = " wgmma m64n" + std::to_string(NW) + "k16 TMA swizzle " + std::to_string(BK * 2) +
-           "B stages=" + std::to_string(stages);
+           "B stages=" + std::to_string(stages) + (tile.specialized ? " producer warpgroup" : "") +
+           (loop.splits > 1 ? " split-K " + std::to_string(loop.splits) : "") +
+           (tile.cluster > 1 ? " B multicast to clusters of 2" : "");
   const std::string row = "m0 + emmy_wg_m * 64 + (warp & 3) * 16 + grp";
   const std::string col = "n0 + emmy_wg_n * " + std::to_string(NW) + " + j * 8 + tig * 2";
   if (k.mt.N % 2 == 0)
@@ -117,7 +127,7 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
   const Plan& pl = k.pl;
   const int64_t BM = pl.BM, BN = pl.BN, BK = pl.BK, stages = pl.stages,
                 static_smem = pl.static_smem;
-  int64_t grid[3] = {ceil_div(k.mt.N, BN), ceil_div(k.mt.M, BM), k.mt.batch};
+  int64_t grid[3] = {ceil_div(k.mt.N, BN) * k.grid_x_factor, ceil_div(k.mt.M, BM), k.mt.batch};
   // Static shared memory (the one-stage paths) is capped at 48 KiB by the compiler.
   if (static_smem > 48 * 1024)
     throw KnobRefused(
@@ -129,7 +139,7 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
     throw KnobRefused("matmul: stages=" + std::to_string(stages) + " needs " +
                       std::to_string(k.dynamic_smem) +
                       " bytes of shared memory, more than a block gets");
-  k.m.add_kernel("emmy_matmul", grid, pl.T, k.b.code(), k.dynamic_smem);
+  k.m.add_kernel("emmy_matmul", grid, pl.T, k.b.code(), k.dynamic_smem, k.kernel_attributes);
   if (!k.unfused.empty()) {
     // Second kernel: the remaining outputs, reading the product from scratch.
     ExprGen e2(k.g);
@@ -140,10 +150,12 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
     // writing them again would give the same values, so the pointwise helper may write all.
     add_pointwise_kernel(mb, e2, "emmy_matmul_epilogue", 256, 1);
   }
-  return k.m.finish(
-      "template: matmul tile_m=" + std::to_string(BM) + " tile_n=" + std::to_string(BN) +
-      " tile_k=" + std::to_string(BK) + " warps=" + std::to_string(knobs.at("warps")) +
-      " stages=" + std::to_string(stages) + (pl.use_wgmma ? " wgmma=1" : "") + k.note);
+  return k.m.finish("template: matmul tile_m=" + std::to_string(BM) +
+                    " tile_n=" + std::to_string(BN) + " tile_k=" + std::to_string(BK) + " warps=" +
+                    std::to_string(knobs.at("warps")) + " stages=" + std::to_string(stages) +
+                    (pl.use_wgmma ? " wgmma=" + std::to_string(pl.specialized ? 2 : 1) : "") +
+                    (pl.splits > 1 ? " splits=" + std::to_string(pl.splits) : "") +
+                    (pl.cluster > 1 ? " cluster=" + std::to_string(pl.cluster) : "") + k.note);
 }
 
 }  // namespace

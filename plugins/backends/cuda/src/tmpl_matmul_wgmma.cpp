@@ -21,7 +21,7 @@
 
 namespace emmy::cuda {
 
-namespace {
+namespace wgmma_text {
 
 // A tensor map of `op`: 2-D {K, rows}, or 3-D {K, rows, batch} when it has one matrix per batch.
 std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t tile_k,
@@ -36,14 +36,18 @@ std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_
 }
 
 // One TMA copy of `op`'s box at (k, row[, bz]) into shared address `dst`, completing on `bar`.
+// With a `multicast` mask (a 16-bit expression) the box lands at the same offset, and completes
+// on the same barrier, in every block of the cluster the mask names.
 std::string tma_copy(const TmaOperand& op, const std::string& map, const std::string& dst,
-                     const std::string& row) {
-  const bool batched = op.batch > 1;
+                     const std::string& row, const std::string& multicast) {
+  const bool batched = op.batch > 1, mc = !multicast.empty();
   return std::string("asm volatile(\"cp.async.bulk.tensor.") + (batched ? "3d" : "2d") +
-         ".shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3" +
-         (batched ? ", %5" : "") + "}], [%4];\" :: \"r\"(" + dst + "), \"l\"(" + map +
-         "), \"r\"(kt * @BK@), \"r\"((int)(" + row + ")), \"r\"(emmy_full_at(s))" +
-         (batched ? ", \"r\"((int)bz)" : "") + " : \"memory\");";
+         ".shared::cluster.global.mbarrier::complete_tx::bytes" +
+         (mc ? ".multicast::cluster" : "") + " [%0], [%1, {%2, %3" + (batched ? ", %5" : "") +
+         "}], [%4]" + (mc ? (batched ? ", %6" : ", %5") : "") + ";\" :: \"r\"(" + dst +
+         "), \"l\"(" + map + "), \"r\"(kt * @BK@), \"r\"((int)(" + row +
+         ")), \"r\"(emmy_full_at(s))" + (batched ? ", \"r\"((int)bz)" : "") +
+         (mc ? ", \"h\"((unsigned short)(" + multicast + "))" : "") + " : \"memory\");";
 }
 
 // wgmma m64n<tile_n>k16 with both operands from shared memory (descriptors da, db), adding to
@@ -63,6 +67,10 @@ std::string wgmma_call(ir::DType dtype, int64_t tile_n) {
          ", p, 1, 1, 0, 0;\\n}\"\n" + "            : " + operands +
          "\n            : \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");";
 }
+
+}  // namespace wgmma_text
+
+namespace {
 
 // The loop, with @NAMES@ filled in by emit_wgmma_mainloop.
 const char* const kMainLoop = R"(extern __shared__ __align__(1024) unsigned char emmy_wgmma_smem[];
@@ -126,58 +134,78 @@ asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 
 }  // namespace
 
-WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
-                              const TmaOperand& bop, int64_t K, const WgmmaTile& tile) {
+namespace wgmma_text {
+
+TileGeometry check_tile(ir::DType dtype, const TmaOperand& a, const TmaOperand& bop, int64_t K,
+                        const WgmmaTile& tile) {
   if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
-    throw KnobRefused("matmul: wgmma=1 takes bf16/f16 operands");
+    throw KnobRefused("matmul: wgmma takes bf16/f16 operands");
   if (tile.tile_m != 64 && tile.tile_m != 128)
-    throw KnobRefused("matmul: wgmma=1 needs tile_m 64 or 128 (64 rows per warpgroup)");
+    throw KnobRefused("matmul: wgmma needs tile_m 64 or 128 (64 rows per warpgroup)");
   if (tile.tile_k != 16 && tile.tile_k != 32 && tile.tile_k != 64)
     throw KnobRefused(
-        "matmul: wgmma=1 needs tile_k 16, 32 or 64 (rows of 32, 64 or 128 bytes, the TMA swizzle "
+        "matmul: wgmma needs tile_k 16, 32 or 64 (rows of 32, 64 or 128 bytes, the TMA swizzle "
         "widths)");
-  const int64_t wg_m = tile.tile_m / 64, warpgroups = tile.warps / 4;
-  if (tile.warps % 4 != 0 || warpgroups % wg_m != 0)
+  TileGeometry geo;
+  geo.wg_m = tile.tile_m / 64;
+  const int64_t warpgroups = tile.warps / 4;
+  if (tile.warps % 4 != 0 || warpgroups % geo.wg_m != 0)
     throw KnobRefused(
-        "matmul: wgmma=1 needs warps a multiple of 4 per 64 rows of tile_m (whole warpgroups), "
+        "matmul: wgmma needs warps a multiple of 4 per 64 rows of tile_m (whole warpgroups), "
         "not " +
         std::to_string(tile.warps) + " for tile_m=" + std::to_string(tile.tile_m));
-  const int64_t wg_n = warpgroups / wg_m, n_wg = tile.tile_n / wg_n;
-  if (tile.tile_n % wg_n != 0 || n_wg % 8 != 0 || n_wg > 256)
-    throw KnobRefused("matmul: wgmma=1 splits tile_n over " + std::to_string(wg_n) +
+  geo.wg_n = warpgroups / geo.wg_m;
+  geo.n_wg = tile.tile_n / geo.wg_n;
+  if (tile.tile_n % geo.wg_n != 0 || geo.n_wg % 8 != 0 || geo.n_wg > 256)
+    throw KnobRefused("matmul: wgmma splits tile_n over " + std::to_string(geo.wg_n) +
                       " warpgroups: each needs a multiple of 8 columns up to 256");
   for (const TmaOperand* op : {&a, &bop})
     if (op->row_stride % 8 != 0 || (op->batch > 1 && op->batch_stride % 8 != 0) || K % 8 != 0)
-      throw KnobRefused("matmul: wgmma=1 needs 16-byte aligned rows (TMA global strides)");
-  const int64_t row_bytes = tile.tile_k * 2, a_bytes = tile.tile_m * row_bytes;
-  const int64_t stage_bytes = (tile.tile_m + tile.tile_n) * row_bytes;
-  const int64_t smem = tile.stages * stage_bytes + 1024;
-  if (smem > 227 * 1024)
-    throw KnobRefused("matmul: wgmma=1 with stages=" + std::to_string(tile.stages) + " needs " +
-                      std::to_string(smem) + " bytes of shared memory, more than a block gets");
-  const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
-                    map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n);
-  std::string text = kMainLoop;
+      throw KnobRefused("matmul: wgmma needs 16-byte aligned rows (TMA global strides)");
+  geo.row_bytes = tile.tile_k * 2;
+  geo.a_bytes = tile.tile_m * geo.row_bytes;
+  geo.stage_bytes = (tile.tile_m + tile.tile_n) * geo.row_bytes;
+  geo.smem = tile.stages * geo.stage_bytes + 1024;
+  if (geo.smem > 227 * 1024)
+    throw KnobRefused("matmul: wgmma with stages=" + std::to_string(tile.stages) + " needs " +
+                      std::to_string(geo.smem) + " bytes of shared memory, more than a block gets");
+  return geo;
+}
+
+std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand& bop,
+                        const std::string& map_a, const std::string& map_b, ir::DType dtype,
+                        int64_t K, const WgmmaTile& tile, const TileGeometry& geo) {
   text = replace_all(text, "@COPY_A@", tma_copy(a, map_a, "a_dst", "m0"));
-  text = replace_all(text, "@COPY_B@", tma_copy(bop, map_b, "b_dst", "n0"));
-  text = replace_all(text, "@WGMMA@", wgmma_call(dtype, n_wg));
+  // A cluster of two blocks along M shares the B tile: each copies its half to both.
+  text = replace_all(
+      text, "@COPY_B@",
+      tile.cluster == 2
+          ? tma_copy(bop, map_b,
+                     "b_dst + emmy_rank * " + std::to_string(tile.tile_n / 2 * geo.row_bytes) + "u",
+                     "n0 + emmy_rank * " + std::to_string(tile.tile_n / 2), "3")
+          : tma_copy(bop, map_b, "b_dst", "n0"));
+  text = replace_all(text, "@WGMMA@", wgmma_call(dtype, geo.n_wg));
   text = replace_all(text, "@MAP_A@", map_a);
   text = replace_all(text, "@MAP_B@", map_b);
   text = replace_all(text, "@STAGES@", std::to_string(tile.stages));
   text = replace_all(text, "@PIPE@", tile.stages > 1 ? "1" : "0");
-  text = replace_all(text, "@STAGE_BYTES@", std::to_string(stage_bytes));
-  text = replace_all(text, "@A_BYTES@", std::to_string(a_bytes));
-  text = replace_all(text, "@WG_A_BYTES@", std::to_string(64 * row_bytes));
-  text = replace_all(text, "@WG_B_BYTES@", std::to_string(n_wg * row_bytes));
-  text = replace_all(text, "@WG_N@", std::to_string(wg_n));
+  text = replace_all(text, "@STAGE_BYTES@", std::to_string(geo.stage_bytes));
+  text = replace_all(text, "@A_BYTES@", std::to_string(geo.a_bytes));
+  text = replace_all(text, "@WG_A_BYTES@", std::to_string(64 * geo.row_bytes));
+  text = replace_all(text, "@WG_B_BYTES@", std::to_string(geo.n_wg * geo.row_bytes));
+  text = replace_all(text, "@WG_N@", std::to_string(geo.wg_n));
   text = replace_all(text, "@BM@", std::to_string(tile.tile_m));
   text = replace_all(text, "@BN@", std::to_string(tile.tile_n));
   text = replace_all(text, "@BK@", std::to_string(tile.tile_k));
   text = replace_all(text, "@K16@", std::to_string(tile.tile_k / 16));
-  text = replace_all(text, "@SBO@", std::to_string(8 * row_bytes / 16));
-  text = replace_all(text, "@MODE@", row_bytes == 128 ? "1" : row_bytes == 64 ? "2" : "3");
-  text = replace_all(text, "@NJ@", std::to_string(n_wg / 8));
+  text = replace_all(text, "@SBO@", std::to_string(8 * geo.row_bytes / 16));
+  text = replace_all(text, "@MODE@", geo.row_bytes == 128 ? "1" : geo.row_bytes == 64 ? "2" : "3");
+  text = replace_all(text, "@NJ@", std::to_string(geo.n_wg / 8));
   text = replace_all(text, "@KT@", std::to_string((K + tile.tile_k - 1) / tile.tile_k));
+  return text;
+}
+
+void append_lines(Body& b, const std::string& text) {
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
@@ -185,7 +213,18 @@ WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const 
     b.line(text.substr(start, end - start));
     start = end + 1;
   }
-  return WgmmaLoop{smem, n_wg};
+}
+
+}  // namespace wgmma_text
+
+WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
+                              const TmaOperand& bop, int64_t K, const WgmmaTile& tile) {
+  using namespace wgmma_text;
+  const TileGeometry geo = check_tile(dtype, a, bop, K, tile);
+  const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
+                    map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n);
+  append_lines(b, fill_common(kMainLoop, a, bop, map_a, map_b, dtype, K, tile, geo));
+  return WgmmaLoop{geo.smem, geo.n_wg, tile.warps * 32, 1, ""};
 }
 
 }  // namespace emmy::cuda

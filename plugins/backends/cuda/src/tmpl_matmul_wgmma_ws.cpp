@@ -1,0 +1,244 @@
+// The matmul template's warp-specialized Hopper loop (knob wgmma=2, matmul_wgmma.hpp).
+//
+// Why: in the wgmma=1 loop thread 0 of a consumer warp issues every copy and a block barrier per
+// k-slice tells it a stage is free, so every slice costs all warps a barrier and the copies
+// wait behind thread 0's own products. Here a producer warpgroup (one elected thread) only
+// copies: it waits on a stage's "empty" mbarrier, arms its "full" one and issues both TMA
+// copies; each consumer warp waits on "full", issues its wgmmas and, once the previous slice's
+// products are done (wait_group 1), arrives on that slice's "empty" barrier. No block-wide
+// barrier is left in the main loop. With two consumer warpgroups the producer gives registers
+// back (setmaxnreg) so that the consumers' accumulators (up to 128 floats) fit.
+//
+// Split-K (tile.splits > 1): blocks along grid x take (tile column, split) pairs; split s adds
+// the k-slices [s * KT / splits, (s + 1) * KT / splits). Each block writes its f32 partial tile
+// to scratch (coalesced: accumulator-major, thread-minor), counts itself on the tile's counter,
+// and the block that counts last adds all partials in split order (so the result's bits do not
+// depend on which block came last) and runs the epilogue; the counter is reset by that block,
+// scratch being zeroed when allocated. Products of M = 512 fill only 32 of 132 SMs with
+// 128 x 128 tiles when N = 1024 (o_proj, down): splitting K is how they fill the GPU.
+#include <string>
+
+#include "expr.hpp"
+#include "matmul_wgmma.hpp"
+#include "module.hpp"
+
+namespace emmy::cuda {
+
+namespace {
+
+const char* const kSpecializedLoop = R"(extern __shared__ __align__(1024) unsigned char emmy_wgmma_smem[];
+__shared__ __align__(8) unsigned long long emmy_full[@STAGES@];
+__shared__ __align__(8) unsigned long long emmy_empty[@STAGES@];
+// The dynamic buffer is over-allocated by 1024 bytes: its start rounded up to the swizzle period.
+const unsigned emmy_base = ((unsigned)__cvta_generic_to_shared(emmy_wgmma_smem) + 1023u) & ~1023u;
+const unsigned emmy_full0 = (unsigned)__cvta_generic_to_shared(&emmy_full[0]);
+const unsigned emmy_empty0 = (unsigned)__cvta_generic_to_shared(&emmy_empty[0]);
+auto emmy_full_at = [&](int s) { return emmy_full0 + 8u * (unsigned)s; };
+auto emmy_empty_at = [&](int s) { return emmy_empty0 + 8u * (unsigned)s; };
+auto emmy_wait = [](unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+};
+const long long bz = blockIdx.z;
+const int emmy_split = (int)(blockIdx.x / @TILES_N@u);
+const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)(blockIdx.x % @TILES_N@u) * @BN@LL;
+const int emmy_kt0 = emmy_split * @KT@ / @SPLITS@, emmy_kt1 = (emmy_split + 1) * @KT@ / @SPLITS@;
+const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;
+const int emmy_n = emmy_kt1 - emmy_kt0;  // this block's k-slices
+@RANK@
+if (threadIdx.x == 0) {
+  for (int s = 0; s < @STAGES@; ++s) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(emmy_full_at(s)) : "memory");
+    // Every consumer warp (of every block of the cluster) hands a stage back.
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_empty_at(s)), "r"(@EMPTY_COUNT@) : "memory");
+  }
+  // The barriers' initialisation, visible to the copy engine before it completes on them.
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+@START_SYNC@
+if (warp >= @CW@) {
+  @PRODUCER_REGS@
+  if (warp == @CW@ && lane == 0) {
+    asm volatile("prefetch.tensormap [%0];" :: "l"(@MAP_A@) : "memory");
+    asm volatile("prefetch.tensormap [%0];" :: "l"(@MAP_B@) : "memory");
+    for (int kt = emmy_kt0; kt < emmy_kt1; ++kt) {
+      const int i = kt - emmy_kt0, s = i % @STAGES@;
+      // The stage's previous slice (i - stages) handed back by every consumer warp.
+      if (i >= @STAGES@) emmy_wait(emmy_empty_at(s), (unsigned)(i / @STAGES@ - 1) & 1u);
+      const unsigned a_dst = emmy_base + (unsigned)s * @STAGE_BYTES@u, b_dst = a_dst + @A_BYTES@u;
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(emmy_full_at(s)), "r"(@STAGE_BYTES@) : "memory");
+      @COPY_A@
+      @COPY_B@
+    }
+    @PRODUCER_TAIL@
+  }
+  return;
+}
+@CONSUMER_REGS@
+@RELEASE@
+const int emmy_wg_m = (warp >> 2) / @WG_N@, emmy_wg_n = (warp >> 2) % @WG_N@;
+float acc[@NJ@][4];
+#pragma unroll
+for (int j = 0; j < @NJ@; ++j) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
+for (int kt = emmy_kt0; kt < emmy_kt1; ++kt) {
+  const int i = kt - emmy_kt0, s = i % @STAGES@;
+  emmy_wait(emmy_full_at(s), (unsigned)(i / @STAGES@) & 1u);
+  const unsigned a_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + (unsigned)emmy_wg_m * @WG_A_BYTES@u;
+  const unsigned b_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + @A_BYTES@u + (unsigned)emmy_wg_n * @WG_B_BYTES@u;
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  #pragma unroll
+  for (int kk = 0; kk < @K16@; ++kk) {
+    // Descriptors: start >> 4, leading offset 1 (unused with a swizzle), 8-row stride >> 4,
+    // swizzle mode in bits 62-63 (1: 128-byte, 2: 64-byte, 3: 32-byte).
+    const unsigned long long da = (unsigned long long)(((a_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
+    const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
+    @WGMMA@
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  // Slice i stays in flight; slice i - 1's products are done, so its stage goes back.
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  if (i > 0) emmy_release((i - 1) % @STAGES@);
+}
+asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+if (emmy_n > 0) emmy_release((emmy_n - 1) % @STAGES@);
+)";
+
+const char* const kSplitReduction = R"({
+  // Split-K: this block's partial tile, then the last block of the tile adds them all.
+  float* const emmy_part = @PART@ + (((long long)blockIdx.z * gridDim.y + blockIdx.y) * @TILES_N@LL + blockIdx.x % @TILES_N@u) * @TILE_FLOATS@LL * @SPLITS@;
+  #pragma unroll
+  for (int j = 0; j < @NJ@; ++j)
+    #pragma unroll
+    for (int q = 0; q < 4; ++q)
+      __stcg(emmy_part + emmy_split * @TILE_FLOATS@LL + (j * 4 + q) * @CT@ + threadIdx.x, acc[j][q]);
+  __threadfence();
+  asm volatile("bar.sync 1, @CT@;" ::: "memory");
+  __shared__ unsigned emmy_last;
+  if (threadIdx.x == 0) {
+    unsigned* const emmy_count = (unsigned*)@COUNT@ + ((long long)blockIdx.z * gridDim.y + blockIdx.y) * @TILES_N@LL + blockIdx.x % @TILES_N@u;
+    emmy_last = atomicAdd(emmy_count, 1u) == @SPLITS@u - 1u;
+    if (emmy_last) *emmy_count = 0u;  // ready for the next launch
+  }
+  asm volatile("bar.sync 1, @CT@;" ::: "memory");
+  if (!emmy_last) return;
+  __threadfence();
+  // In split order whichever block is last: the same sum, bit for bit, every run.
+  #pragma unroll
+  for (int j = 0; j < @NJ@; ++j)
+    #pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float sum = 0.f;
+      for (int o = 0; o < @SPLITS@; ++o)
+        sum += o == emmy_split ? acc[j][q] : __ldcg(emmy_part + o * @TILE_FLOATS@LL + (j * 4 + q) * @CT@ + threadIdx.x);
+      acc[j][q] = sum;
+    }
+}
+)";
+
+}  // namespace
+
+WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
+                                 const TmaOperand& bop, int64_t K, const WgmmaTile& tile,
+                                 const WgmmaGrid& grid) {
+  using namespace wgmma_text;
+  const TileGeometry geo = check_tile(dtype, a, bop, K, tile);
+  if (tile.stages < 2)
+    throw KnobRefused(
+        "matmul: wgmma=2 hands stages between warps and needs stages >= 2 (one slice in "
+        "flight while the next lands)");
+  const int64_t KT = (K + tile.tile_k - 1) / tile.tile_k;
+  if (tile.splits < 1 || tile.splits > KT)
+    throw KnobRefused("matmul: splits=" + std::to_string(tile.splits) + " exceeds the " +
+                      std::to_string(KT) + " k-slices of tile_k " + std::to_string(tile.tile_k));
+  const int64_t tiles_n = (grid.N + tile.tile_n - 1) / tile.tile_n;
+  const int64_t tiles = tiles_n * ((grid.M + tile.tile_m - 1) / tile.tile_m) * grid.batch;
+  const int64_t CT = tile.warps * 32, tile_floats = tile.tile_m * tile.tile_n;
+  // Scratch before the tensor maps (module.hpp): the partial tiles and one counter per tile.
+  std::string part, count;
+  if (tile.splits > 1) {
+    part = m.add_scratch(ir::DType::f32, tiles * tile.splits * tile_floats);
+    count = m.add_scratch(ir::DType::i32, tiles);
+  }
+  const int64_t tiles_m = (grid.M + tile.tile_m - 1) / tile.tile_m;
+  if (tile.cluster != 1 && tile.cluster != 2)
+    throw KnobRefused("matmul: cluster=" + std::to_string(tile.cluster) + ": 1 or 2");
+  if (tile.cluster == 2 && tiles_m % 2 != 0)
+    throw KnobRefused("matmul: cluster=2 pairs the blocks along M, and " +
+                      std::to_string(tiles_m) + " tiles of tile_m " +
+                      std::to_string(tile.tile_m) + " do not pair up");
+  const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
+                    map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n / tile.cluster);
+  std::string text = fill_common(kSpecializedLoop, a, bop, map_a, map_b, dtype, K, tile, geo);
+  const bool pair = tile.cluster == 2;
+  text = replace_all(text, "@RANK@",
+                     pair ? "unsigned emmy_rank;\nasm(\"mov.u32 %0, %%cluster_ctarank;\" : "
+                            "\"=r\"(emmy_rank));"
+                          : "");
+  text = replace_all(text, "@EMPTY_COUNT@", std::to_string(tile.warps * tile.cluster));
+  // A cluster starts together: no block may multicast into a peer's barriers before the peer
+  // has initialised them.
+  text = replace_all(
+      text, "@START_SYNC@",
+      pair ? "asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\");\n"
+             "asm volatile(\"barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");"
+           : "__syncthreads();");
+  // The peer's consumers arrive on this block's "empty" barriers until its last slices: the
+  // producer waits for every slice to be handed back before the block may exit.
+  text = replace_all(
+      text, "@PRODUCER_TAIL@",
+      pair ? "for (int i = emmy_n > @STAGES@ ? emmy_n - @STAGES@ : 0; i < emmy_n; ++i) "
+             "emmy_wait(emmy_empty_at(i % @STAGES@), (unsigned)(i / @STAGES@) & 1u);"
+           : "");
+  text = replace_all(
+      text, "@RELEASE@",
+      pair ? "// Lane r hands the stage back to block r of the cluster (both read its B halves).\n"
+             "auto emmy_release = [&](int s) {\n"
+             "  __syncwarp();\n"
+             "  if (lane < 2) {\n"
+             "    unsigned remote;\n"
+             "    asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(remote) : "
+             "\"r\"(emmy_empty_at(s)), \"r\"(lane));\n"
+             "    asm volatile(\"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\" "
+             ":: \"r\"(remote) : \"memory\");\n"
+             "  }\n"
+             "};"
+           : "auto emmy_release = [&](int s) {\n"
+             "  __syncwarp();\n"
+             "  if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: "
+             "\"r\"(emmy_empty_at(s)) : \"memory\");\n"
+             "};");
+  text = replace_all(text, "@STAGES@", std::to_string(tile.stages));
+  // Two consumer warpgroups: 2 x 128 x 232 + 128 x 40 registers fit the SM's 64K.
+  const bool move_registers = tile.warps >= 8;
+  text = replace_all(text, "@PRODUCER_REGS@",
+                     move_registers
+                         ? "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");"
+                         : "");
+  text = replace_all(text, "@CONSUMER_REGS@",
+                     move_registers
+                         ? "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\" ::: \"memory\");"
+                         : "");
+  text = replace_all(text, "@CW@", std::to_string(tile.warps));
+  text = replace_all(text, "@TILES_N@", std::to_string(tiles_n));
+  text = replace_all(text, "@SPLITS@", std::to_string(tile.splits));
+  append_lines(b, text);
+  if (tile.splits > 1) {
+    std::string red = kSplitReduction;
+    red = replace_all(red, "@PART@", part);
+    red = replace_all(red, "@COUNT@", count);
+    red = replace_all(red, "@TILES_N@", std::to_string(tiles_n));
+    red = replace_all(red, "@TILE_FLOATS@", std::to_string(tile_floats));
+    red = replace_all(red, "@SPLITS@", std::to_string(tile.splits));
+    red = replace_all(red, "@NJ@", std::to_string(geo.n_wg / 8));
+    red = replace_all(red, "@CT@", std::to_string(CT));
+    append_lines(b, red);
+  }
+  WgmmaLoop loop{geo.smem, geo.n_wg, CT + 128, tile.splits, ""};
+  if (pair) loop.kernel_attributes = "__cluster_dims__(1, 2, 1)";
+  return loop;
+}
+
+}  // namespace emmy::cuda

@@ -1,0 +1,155 @@
+// On a GPU (ctest label "gpu"): every product of the Qwen3-0.6B layer at M = 512, 2048 and 4096
+// (B=1 S=512, B=1 S=2048, B=8 S=512), bf16, timed in one process as the tuner times them (the
+// worker: CUDA graph replay, L2 flushed before each sample, median): cuBLASLt at its first
+// heuristic algorithms beside the matmul template's warp-specialized path (wgmma=2) over a set of
+// tiles and splits of K. Every generated result is compared with cuBLASLt's for the same inputs
+// (and, at M = 512, both with the reference interpreter). Prints one line per product with the
+// best of each and their ratio; asserts correctness only (speed is a benchmark, not a test).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "cublaslt_library.hpp"
+#include "cublaslt_plugin_harness.hpp"
+#include "cuda_backend.hpp"
+#include "cuda_graphs.hpp"
+#include "gpu_harness.hpp"
+#include "ir/interpreter.hpp"
+#include "perf_graphs.hpp"
+#include "wgmma_graphs.hpp"
+
+namespace emmy::cuda::test {
+namespace {
+
+using Knobs = std::map<std::string, double>;
+using wgmma_test::specialized;
+
+CudaBackend& backend() {
+  static CudaBackend b(gpu_test_options("emmy-cuda-matmul-sweep-gpu-test"));
+  static CudaBackend& with = with_cublaslt(b);
+  return with;
+}
+
+// x[M,K] x w[N,K]^T (+ r[M,N] where `residual`: o_proj's and down's form in the layer).
+Case product(int64_t M, int64_t K, int64_t N, bool residual) {
+  Case c;
+  c.name = std::to_string(M) + "x" + std::to_string(K) + "->" + std::to_string(N) +
+           (residual ? " +r" : "");
+  ir::Builder b(c.graph);
+  auto x = b.input("x", {ir::DType::bf16, {M, K}});
+  auto w = b.input("w", {ir::DType::bf16, {N, K}}, "weight");
+  auto y = b.linear(x, w);
+  if (residual) y = b.add(y, b.input("r", {ir::DType::bf16, {M, N}}));
+  b.output(y);
+  return c;
+}
+
+struct Timed {
+  double us = -1;
+  std::vector<std::vector<uint8_t>> outputs;
+};
+
+Timed run(const Case& c, const std::vector<ir::HostTensor>& inputs) {
+  Timed t;
+  ir::Slice s = slice_of(c);
+  Artifact art;
+  MeasureResult res;
+  EXPECT_TRUE(backend().build(s, Regime::deploy, art, res).ok());
+  if (res.failure == FailureKind::refused) return t;  // a tile this product cannot take
+  EXPECT_EQ(res.failure, FailureKind::none) << c.name << " " << perf::describe(c.knobs) << ": "
+                                            << res.message;
+  if (res.failure != FailureKind::none) return t;
+  Status st = backend().measure(s, art, timing_request(inputs, 20), res);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(res.failure, FailureKind::none)
+      << c.name << " " << perf::describe(c.knobs) << ": " << res.message;
+  if (!st.ok() || res.failure != FailureKind::none) return t;
+  t.us = res.median_us;
+  t.outputs = res.outputs.tensors;
+  return t;
+}
+
+TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
+  ASSERT_TRUE(cublaslt_library().present) << cublaslt_library().why;
+  struct Product {
+    const char* what;
+    int64_t K, N;
+    bool residual;
+  };
+  const Product products[] = {{"qkv", 1024, 4096, false},
+                              {"o_proj", 2048, 1024, true},
+                              {"gate+up", 1024, 6144, false},
+                              {"down", 3072, 1024, true}};
+  // Tiles of two consumer warpgroups (the one-warpgroup tiles were 20-30 % slower in the first
+  // sweep), alone and in clusters of two sharing B; splits of K for the products of N = 1024.
+  const std::vector<Knobs> tiles = {
+      specialized(128, 128, 4),
+      specialized(128, 256, 3, 1, 64, 8),
+      specialized(64, 256, 4, 1, 64, 8),
+      specialized(128, 128, 4, 2, 64, 8),
+      specialized(128, 64, 4, 2, 64, 8),
+      specialized(128, 128, 4, 1, 64, 8, 2),
+      specialized(128, 256, 3, 1, 64, 8, 2),
+      specialized(128, 256, 4, 1, 64, 8, 2),
+      specialized(128, 128, 4, 2, 64, 8, 2),
+      specialized(128, 64, 4, 2, 64, 8, 2),
+      specialized(64, 256, 4, 1, 64, 8, 2),
+      specialized(128, 128, 6, 1, 64, 8),
+      specialized(128, 128, 6, 2, 64, 8),
+      specialized(128, 64, 6, 2, 64, 8),
+      specialized(128, 256, 4, 1, 64, 8),
+      specialized(128, 128, 6, 1, 64, 8, 2)};
+  for (int64_t M : {512, 2048, 4096})
+    for (const Product& p : products) {
+      Case lt = product(M, p.K, p.N, p.residual);
+      const std::vector<ir::HostTensor> inputs = ir::random_inputs(lt.graph, 23);
+      std::vector<ir::HostTensor> reference;
+      if (M == 512) reference = ir::evaluate(lt.graph, inputs);
+      auto check = [&](const Timed& t, const std::vector<ir::HostTensor>& expected,
+                       const std::string& what) {
+        ASSERT_EQ(t.outputs.size(), expected.size()) << what;
+        for (size_t i = 0; i < expected.size(); ++i)
+          EXPECT_EQ(ir::compare(expected[i], ir::HostTensor{expected[i].type, t.outputs[i]}), "")
+              << what;
+      };
+      lt.templ = "cublaslt";
+      Timed best_lt;
+      for (double algo : {0.0, 1.0, 2.0, 3.0}) {
+        lt.knobs = {{"algo", algo}};
+        Timed t = run(lt, inputs);
+        if (t.us > 0 && (best_lt.us < 0 || t.us < best_lt.us)) best_lt = t;
+      }
+      ASSERT_GT(best_lt.us, 0) << lt.name;
+      if (!reference.empty()) check(best_lt, reference, lt.name + " cublaslt");
+      std::vector<ir::HostTensor> lt_result;
+      for (size_t i = 0; i < best_lt.outputs.size(); ++i)
+        lt_result.push_back({reference.empty() ? lt.graph.type(lt.graph.outputs[i])
+                                               : reference[i].type,
+                             best_lt.outputs[i]});
+      Case gen = lt;
+      gen.templ = "matmul";
+      double best = -1;
+      std::string best_knobs;
+      for (const Knobs& k : tiles) {
+        gen.knobs = k;
+        Timed t = run(gen, inputs);
+        if (t.us < 0) continue;
+        const std::string what = gen.name + " " + perf::describe(k);
+        check(t, reference.empty() ? lt_result : reference, what);
+        std::printf("[ tile     ] %-6s %-20s %-62s %8.2f us\n", p.what, gen.name.c_str(),
+                    perf::describe(k).c_str(), t.us);
+        if (best < 0 || t.us < best) best = t.us, best_knobs = perf::describe(k);
+      }
+      const double tflop = 2.0 * double(M) * double(p.K) * double(p.N) / 1e12;
+      std::printf(
+          "[ sweep    ] %-6s M=%-5lld %-20s cuBLASLt %8.2f us  wgmma=2 %8.2f us (%5.0f TFLOP/s)  "
+          "ratio %.2f  %s\n",
+          p.what, static_cast<long long>(M), gen.name.c_str(), best_lt.us, best,
+          best > 0 ? tflop / (best * 1e-6) : 0.0, best > 0 ? best / best_lt.us : 0.0,
+          best_knobs.c_str());
+      EXPECT_GT(best, 0) << gen.name << ": no tile of wgmma=2 ran";
+    }
+}
+
+}  // namespace
+}  // namespace emmy::cuda::test
