@@ -46,7 +46,8 @@ class Model {
   // the inputs) or a size that is not the input's.
   void bind(std::string_view name, const void* data, size_t bytes);
   // Uses `data` in place (no copy): it must stay valid and unchanged while the model runs. For
-  // weights, which would otherwise be held twice.
+  // weights, which would otherwise be held twice. cuda: a copy like bind (a device cannot read
+  // host memory in place); bind_device is the in-place way there.
   void bind_view(std::string_view name, const void* data, size_t bytes);
   // cuda: uses `device_pointer` (device memory of this process's current device, `bytes` long)
   // in place; the launches are captured again when it differs from the last one. Throws Error
