@@ -22,6 +22,13 @@
 # writing every log and JSON report under $OUT (the device tool's output folder).
 #   scripts/gpu-roundtrip.sh remote-tests [GTEST_FILTER]
 # runs only the carried GPU tests (optionally filtered), for a quick check of a backend change.
+#   scripts/gpu-roundtrip.sh remote-export
+# issue 22 on cuda: the runtime's GPU tests (CudaExportGpu*), then `emmy tune` (patience 2) +
+# `emmy export` + `emmy run` on the cuda backend of a bf16 256^3 product with the generated
+# matmul only (cublaslt=0) and with cuBLASLt offered, the Qwen3 layer 0 at seq 64, and the run
+# description's --code 512^3 product; export-*.log under $OUT, export-summary.log with one
+# PASS/FAIL line each. EMMY_EXPORT_CASES (bf16-generated bf16-cublaslt qwen-layer0 code-512)
+# picks some, EMMY_GPU_TESTS=none skips the tests.
 #   scripts/gpu-roundtrip.sh remote-pt2 [SEQ]
 # runs only the pt2 frontend's key check (pt2-keys.log: "keys identical (sdpa|eager): True"),
 # which `remote` runs too.
@@ -81,6 +88,8 @@ bundle() {
   cp -P "$build"/lib/libemmy_sdk.so* "$build"/lib/libemmy_runtime.so* "$CARRY/lib/"
   for dir in "$build" "$@"; do
     cp "$dir"/lib/emmy/plugins/* "$CARRY/lib/emmy/plugins/" 2>/dev/null
+    # Libraries beside the plugins (libemmy_cublaslt_step.so: the step library exports copy).
+    cp "$dir"/lib/emmy/*.so "$CARRY/lib/emmy/" 2>/dev/null
     cp "$dir"/libexec/emmy/* "$CARRY/libexec/emmy/" 2>/dev/null
     # GPU tests: the binaries behind ctest's "gpu" label.
     if [[ -f $dir/CTestTestfile.cmake ]]; then
@@ -390,6 +399,45 @@ pack_out() {
   echo "== logs and reports: \$OUT/roundtrip.tgz"
 }
 
+# Issue 22 on cuda (remote-export above): GPU tests of the runtime, then tune + export + run.
+remote_export() {
+  local out=${OUT:-/tmp/emmy-gpu-out} emmy=$CARRY/bin/emmy
+  mkdir -p "$out"
+  remote_env
+  remote_libtorch_plugins "$out"
+  export EMMY_DB=$EMMY_HOME/tuning.db
+  rm -rf "$EMMY_HOME"
+  [[ ${EMMY_GPU_TESTS:-} == none ]] || remote_tests "${EMMY_GPU_TESTS:-CudaExportGpu*}"
+  local bf16="torch.matmul(torch.randn(256,256,dtype=torch.bfloat16,device='cuda'), torch.randn(256,256,dtype=torch.bfloat16,device='cuda'))"
+  local tune_opts=(--patience 2 --prior roofline --no-progress)
+  : >"$out/export-summary.log"
+  # NAME, then the source and options shared by tune and export.
+  export_case() {
+    local name=$1 log=$out/export-$1.log
+    shift
+    echo "== $name: tune" | tee "$log"
+    timeout 420 "$emmy" tune "$@" "${tune_opts[@]}" >>"$log" 2>&1
+    echo "== $name: export" | tee -a "$log"
+    timeout 120 "$emmy" export "$@" --out "/tmp/emmy-export-$name.emmy" >>"$log" 2>&1
+    echo "== $name: run" | tee -a "$log"
+    timeout 120 "$emmy" -v run "/tmp/emmy-export-$name.emmy" --repeat 5 >>"$log" 2>&1
+    local rc=$?
+    ls -l "/tmp/emmy-export-$name.emmy" >>"$log" 2>&1
+    echo "$name: emmy run exit $rc, $(grep -c PASS "$log") PASS line(s)" |
+      tee -a "$out/export-summary.log"
+    tail -8 "$log"
+  }
+  # EMMY_EXPORT_CASES picks some (one device call is 10 minutes at most).
+  local cases=" ${EMMY_EXPORT_CASES:-bf16-generated bf16-cublaslt qwen-layer0 code-512} "
+  [[ $cases == *" bf16-generated "* ]] &&
+    export_case bf16-generated --backend cuda --code "$bf16" --backend-option cublaslt=0
+  [[ $cases == *" bf16-cublaslt "* ]] && export_case bf16-cublaslt --backend cuda --code "$bf16"
+  [[ $cases == *" qwen-layer0 "* ]] &&
+    export_case qwen-layer0 Qwen/Qwen3-Embedding-0.6B --layer 0 --seq 64 --backend cuda
+  [[ $cases == *" code-512 "* ]] && export_case code-512 --backend cuda --code "$CODE"
+  pack_out "$out"
+}
+
 # Only the LibTorch plugins and the run description's commands, with up to EMMY_EXAMPLE_RERUNS (default
 # 3) re-runs each: their record for docs/PERFORMANCE.md.
 remote_example() {
@@ -529,6 +577,7 @@ case ${1:-bundle} in
   remote-same-choices) shift; remote_same_choices "$@" ;;
   remote-tests) shift; remote_tests "$@" ;;
   remote-pt2) shift; remote_pt2 "$@" ;;
+  remote-export) remote_export ;;
   bundle) shift || true; bundle "$@" ;;
   *) bundle "$@" ;;
 esac

@@ -25,13 +25,15 @@ plan the tune chose in the tuning database (--db). Give the same --backend, --wo
 The export is a folder: plan.emmyplan (FlatBuffers, runtime/plan.fbs: format version, the
 environment fingerprint it was tuned on, kernels in launch order, buffers with dtype and shape,
 graph inputs and weights by name, the IR graph) and the kernels, built at the deploy setting
-(cpu: kernels.so, one extern "C" entry per kernel). libemmy_runtime loads it (emmy run checks it).
+(cpu: kernels.so, one extern "C" entry per kernel; cuda: program.cubin for the tuned architecture,
+its launches, tensor maps and library steps in the plan, and each step's library copied).
+libemmy_runtime loads it (emmy run checks it).
 
 Exit codes: 0 written, 1 failure (the library does not build, a file cannot be written),
 2 bad usage or input, untuned included: no database, no plan of this graph in this environment
 (the message names the kernels without a deploy measurement and the environments that have a
-plan), or a plan kernel without its measurement; also a backend that cannot export (cuda for
-now), 4 the database is corrupt.
+plan), or a plan kernel without its measurement; also a backend that cannot export (one whose
+plugin declares no `export` option), 4 the database is corrupt.
 
 Examples:
   emmy tune --backend cpu --code "torch.matmul(torch.randn(64,64), torch.randn(64,64))" --patience 2
@@ -59,7 +61,7 @@ int run_export(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions")
     ("trust", "the .pt file is trusted (as for emmy tune)")
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
-    ("backend", po::value<std::string>(&o.backend), "backend the tune used: cpu (the one that exports for now; default: as emmy tune chooses)")
+    ("backend", po::value<std::string>(&o.backend), "backend the tune used: cpu or cuda (default: as emmy tune chooses)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE of the backend, as tuned (repeatable)")
     ("workers", po::value<int>(&workers), "cpu: --workers of the tune (each worker's cores are part of the environment)")
     ("passes", po::value<std::string>(&o.passes), "pass pipeline, as tuned")

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <set>
 
+#include "emmy/cuda_step.h"
 #include "emmy/fork.hpp"
+#include "export/cuda_plan.hpp"
 #include "export/plan_builder.hpp"
 #include "ir/serialize.hpp"
 #include "search/pipeline.hpp"
@@ -21,8 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The file name of the cpu backend's library inside the export folder.
+// The file name of the cpu backend's library inside the export folder, and of the cuda
+// backend's cubin (one module holding every kernel of the program).
 constexpr const char* kCpuLibrary = "kernels.so";
+constexpr const char* kCudaCubin = "program.cubin";
 
 std::string short_key(const std::string& key) {
   return key.substr(0, 8);
@@ -39,8 +43,8 @@ std::shared_ptr<Backend> export_backend(const tune::TuneOptions& options, Plugin
     for (const ManifestOption& o : record->options) can_export |= o.name == "export";
   if (record && record->ok && !can_export)
     throw tune::BadInput("the " + name +
-                         " backend cannot export yet (its plugin declares no "
-                         "`export` option); tune and export with --backend cpu");
+                         " backend cannot export (its plugin declares no `export` option); "
+                         "tune and export with --backend cpu or cuda");
   tune::TuneOptions for_export = options;
   for_export.backend = name;
   for_export.backend_options["export"] = "1";
@@ -156,7 +160,47 @@ void write_atomically(const fs::path& path, const std::string& bytes) {
   if (ec) throw Error("cannot write " + path.string() + ": " + ec.message());
 }
 
+std::string read_binary(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw Error("cannot read " + what + " " + path);
+  if (bytes.empty()) throw Error(what + " " + path + " is empty or missing");
+  return bytes;
+}
+
 }  // namespace
+
+void write_export(const std::string& out, const std::string& backend, runtime::PlanData& data,
+                  const Artifact& artifact) {
+  const fs::path folder = out;
+  const bool cuda = backend == "cuda";
+  data.binary = cuda ? kCudaCubin : kCpuLibrary;
+  if (cuda) {
+    const std::vector<std::string> step_libraries = add_cuda_plan(data, artifact.source);
+    bool any_kernel = false;  // a program of library steps alone (all cuBLASLt) has no cubin
+    for (const runtime::KernelInfo& k : data.kernels)
+      for (const runtime::LaunchInfo& l : k.launches) any_kernel |= !l.is_step;
+    if (!any_kernel) data.binary.clear();
+    // The step libraries, copied: the export runs without the plugins (docs/RUNTIME.md, Library
+    // steps, says which library the cublaslt plugin's steps name and why it is self-contained).
+    data.step_libraries.clear();
+    for (const std::string& path : step_libraries) {
+      const std::string bytes = read_binary(path, "the library step library");
+      runtime::StepLibraryInfo lib;
+      lib.file = fs::path(path).filename().string();
+      lib.digest = runtime::digest(bytes);
+      lib.abi_version = EMMY_CUDA_STEP_ABI_VERSION;
+      write_atomically(folder / lib.file, bytes);
+      data.step_libraries.push_back(lib);
+    }
+  }
+  if (!data.binary.empty()) {
+    const std::string bytes = read_binary(artifact.handle, "the built program");
+    write_atomically(folder / data.binary, bytes);
+    data.binary_digest = runtime::digest(bytes);
+  }
+  write_atomically(folder / runtime::kPlanFileName, runtime::encode_plan(data));
+}
 
 ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   const tune::TuneOptions& o = options.tune;
@@ -223,7 +267,8 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
                 "): " + failure.message.substr(0, 4000));
 
   runtime::PlanData data = plan_data(program_graph, slice.grouping, [](size_t i) {
-    return "emmy_export_k" + std::to_string(i);  // the cpu backend's export symbols
+    // The cpu backend's export symbols; cuda's are its launches' (add_cuda_plan).
+    return "emmy_export_k" + std::to_string(i);
   });
   std::map<std::string, double> tuned_us;
   for (const store::PlanKernel& k : plan->kernels) {
@@ -248,7 +293,6 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   data.tuned_total_us = plan->total_us;
-  data.binary = kCpuLibrary;
 
   std::string out = options.out;
   if (out.empty()) {
@@ -260,12 +304,7 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
     out += ".emmy";
   }
   const fs::path folder = prepare_folder(out);
-  std::ifstream library(artifact.handle, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(library)), std::istreambuf_iterator<char>());
-  if (!library && !library.eof()) throw Error("cannot read the built library " + artifact.handle);
-  write_atomically(folder / kCpuLibrary, bytes);
-  data.binary_digest = runtime::digest(bytes);
-  write_atomically(folder / runtime::kPlanFileName, runtime::encode_plan(data));
+  write_export(folder.string(), report.backend, data, artifact);
   report.folder = folder.string();
   return report;
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "emmy/backend.hpp"
+#include "emmy/runtime_plan.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "tune/tune_options.hpp"
 
@@ -37,5 +39,14 @@ struct ExportReport {
 // --out that is not an export folder), store::DatabaseCorrupt, or emmy::Error (the library does
 // not build, a file cannot be written).
 ExportReport export_model(const ExportOptions& options, PluginHost& host);
+
+// The files of an export in the existing folder `out`, for a program `backend` built with its
+// option export=1 into `artifact`: the binary (cpu: kernels.so; cuda: program.cubin, none for a
+// program of library steps alone, and each step's library, by file name) and plan.emmyplan.
+// `data` is plan_data()'s with the plan's identity filled in; completed here (binary and its
+// digest; cuda: launches, device buffers, tensor maps, step libraries: cuda_plan.hpp). Throws
+// emmy::Error naming a file that cannot be read or written, or a cuda plan line that does not read.
+void write_export(const std::string& out, const std::string& backend, runtime::PlanData& data,
+                  const Artifact& artifact);
 
 }  // namespace emmy::exporter

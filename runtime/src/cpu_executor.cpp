@@ -62,6 +62,17 @@ class CpuExecutor : public Executor {
 
 }  // namespace
 
+// Host backends have no device memory: what only a device executor does is a caller's mistake.
+void Executor::upload(uint32_t, const void*, size_t) {
+  throw Error("upload: this export's backend has no device memory");
+}
+void Executor::bind_device(uint32_t, uint64_t) {
+  throw Error("bind_device: this export's backend runs on the host (bind or bind_view instead)");
+}
+uint64_t Executor::device_pointer(uint32_t) const {
+  throw Error("device_pointer: this export's backend runs on the host (output() instead)");
+}
+
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan, const std::string& folder) {
   return std::make_unique<CpuExecutor>(plan, folder);
 }

@@ -94,19 +94,38 @@ Model Model::load(const std::string& path) {
   impl->plan = decode_plan(read_file(plan_path.string()), plan_path.string());
   PlanData& plan = impl->plan;
 
-  if (plan.backend != "cpu")
+  if (plan.backend != "cpu" && plan.backend != "cuda")
     throw Error(plan_path.string() + ": an export for the " + plan.backend +
-                " backend, which this runtime cannot run yet (it runs cpu exports)");
-  if (plan.binary.empty() || plan.binary.find('/') != std::string::npos)
-    throw Error(plan_path.string() + ": the plan names no kernel library inside its folder ('" +
-                plan.binary + "')");
-  const std::string binary = impl->folder + "/" + plan.binary;
-  if (std::string got = file_digest(binary); got != plan.binary_digest)
-    throw Error(binary + ": is not the library this plan was exported with (digest " + got +
-                ", the plan says " + plan.binary_digest + ")");
+                " backend, which this runtime cannot run (it runs cpu and cuda exports)");
+  const bool cuda = plan.backend == "cuda";
+  // cuda: a program of library steps alone has no cubin.
+  if (!(cuda && plan.binary.empty())) {
+    if (plan.binary.empty() || plan.binary.find('/') != std::string::npos)
+      throw Error(plan_path.string() + ": the plan names no kernel binary inside its folder ('" +
+                  plan.binary + "')");
+    const std::string binary = impl->folder + "/" + plan.binary;
+    if (std::string got = file_digest(binary); got != plan.binary_digest)
+      throw Error(binary + ": is not the " + (cuda ? "cubin" : "library") +
+                  " this plan was exported with (digest " + got + ", the plan says " +
+                  plan.binary_digest + ")");
+  }
+  for (const StepLibraryInfo& lib : plan.step_libraries) {
+    const std::string path = impl->folder + "/" + lib.file;
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      throw Error(path + ": the library step library the plan names is missing");
+    if (std::string got = file_digest(path); got != lib.digest)
+      throw Error(path + ": is not the step library this plan was exported with (digest " + got +
+                  ", the plan says " + lib.digest + ")");
+  }
 
-  for (const BufferInfo& b : plan.buffers) {
-    impl->owned.push_back(allocate(b.bytes));
+  // cuda: host memory for the graph's inputs and outputs only (what bind copies from and
+  // run() copies the outputs into); the rest lives on the device.
+  std::vector<bool> host(plan.buffers.size(), !cuda);
+  for (uint32_t b : plan.inputs) host[b] = true;
+  for (uint32_t b : plan.outputs) host[b] = true;
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    impl->owned.push_back(host[b] ? allocate(plan.buffers[b].bytes) : Memory());
     impl->buffers.push_back(impl->owned.back().get());
   }
   impl->bound.assign(plan.inputs.size(), false);
@@ -116,6 +135,14 @@ Model Model::load(const std::string& path) {
       fill_causal_mask(b, impl->buffers[plan.inputs[i]]);
       impl->bound[i] = true;
     }
+  }
+  if (cuda) {
+    impl->executor = make_cuda_executor(plan, impl->folder);
+    for (size_t i = 0; i < plan.inputs.size(); ++i)
+      if (impl->bound[i])
+        impl->executor->upload(plan.inputs[i], impl->buffers[plan.inputs[i]],
+                               plan.buffers[plan.inputs[i]].bytes);
+    return Model(std::move(impl));
   }
   impl->executor = make_cpu_executor(plan, impl->folder);
   return Model(std::move(impl));
@@ -142,7 +169,10 @@ void Model::bind(std::string_view name, const void* data, size_t bytes) {
   impl_->checked(i, bytes);
   const uint32_t b = impl_->plan.inputs[i];
   impl_->buffers[b] = impl_->owned[b].get();  // back to its own memory if it was a view
-  if (bytes) std::memcpy(impl_->buffers[b], data, bytes);
+  if (impl_->executor->on_device())
+    impl_->executor->upload(b, data, bytes);  // straight to the device, no host copy kept
+  else if (bytes)
+    std::memcpy(impl_->buffers[b], data, bytes);
   impl_->bound[i] = true;
 }
 
@@ -150,9 +180,28 @@ void Model::bind_view(std::string_view name, const void* data, size_t bytes) {
   const size_t i = impl_->input_index(name);
   impl_->checked(i, bytes);
   if (!data) throw Error("input '" + std::string(name) + "': bind_view got a null pointer");
+  // A device cannot use host memory in place: on cuda a view is a copy (bind_device is the
+  // in-place way there).
+  if (impl_->executor->on_device()) return bind(name, data, bytes);
   // Kernels take inputs as const void* const*: a viewed input is only ever read.
   impl_->buffers[impl_->plan.inputs[i]] = const_cast<void*>(data);
   impl_->bound[i] = true;
+}
+
+void Model::bind_device(std::string_view name, uint64_t device_pointer, size_t bytes) {
+  const size_t i = impl_->input_index(name);
+  impl_->checked(i, bytes);
+  if (!device_pointer)
+    throw Error("input '" + std::string(name) + "': bind_device got a null pointer");
+  impl_->executor->bind_device(impl_->plan.inputs[i], device_pointer);
+  impl_->bound[i] = true;
+}
+
+uint64_t Model::device_pointer(std::string_view name) const {
+  for (const auto* list : {&impl_->plan.inputs, &impl_->plan.outputs})
+    for (uint32_t b : *list)
+      if (impl_->plan.buffers[b].name == name) return impl_->executor->device_pointer(b);
+  throw Error("the export has no input or output named '" + std::string(name) + "'");
 }
 
 std::vector<std::string> Model::unbound() const {

@@ -69,9 +69,42 @@ void check_plan(const PlanData& p, const std::string& where) {
     check_indices(kernel.inputs, what);
     check_indices(kernel.outputs, what);
   }
+  check_indices(p.device_buffers, "the device buffer table");
+  const size_t table = p.device_buffers.size();
+  for (size_t t = 0; t < p.tensor_maps.size(); ++t) {
+    const TensorMapInfo& m = p.tensor_maps[t];
+    const size_t rank = m.dims.size();
+    if (m.buffer >= table || rank < 1 || rank > 5 || m.strides_bytes.size() + 1 != rank ||
+        m.box.size() != rank || dtype_size(m.dtype) == 0)
+      fail("tensor map " + std::to_string(t) + " is inconsistent (buffer " +
+           std::to_string(m.buffer) + " of a table of " + std::to_string(table) + ", rank " +
+           std::to_string(rank) + ", dtype '" + m.dtype + "')");
+  }
+  for (const KernelInfo& kernel : p.kernels)
+    for (size_t l = 0; l < kernel.launches.size(); ++l) {
+      const LaunchInfo& launch = kernel.launches[l];
+      const std::string what = "kernel '" + kernel.name + "' launch " + std::to_string(l) + " ('" +
+                               (launch.is_step ? launch.step.prefix : launch.symbol) + "')";
+      if (launch.is_step) {
+        bool known = false;
+        for (const StepLibraryInfo& lib : p.step_libraries)
+          known |= lib.file == launch.step.library;
+        if (!known)
+          fail(what + " calls library '" + launch.step.library + "', which the plan lists not");
+        for (uint32_t b : launch.step.buffers)
+          if (b >= table)
+            fail(what + " names device buffer " + std::to_string(b) + " of " +
+                 std::to_string(table));
+      } else if (launch.symbol.empty() || launch.grid.size() != 3 || launch.block.size() != 3) {
+        fail(what + " has no symbol or not three grid and block sizes");
+      }
+    }
+  for (const StepLibraryInfo& lib : p.step_libraries)
+    if (lib.file.empty() || lib.file.find('/') != std::string::npos)
+      fail("step library '" + lib.file + "' is not a file name inside the export folder");
   for (uint32_t b : p.inputs) {
     const std::string& role = p.buffers[b].role;
-    if (role == "output" || role == "intermediate")
+    if (role == "output" || role == "intermediate" || role == "scratch")
       fail("graph input '" + p.buffers[b].name + "' has role '" + role + "'");
   }
   // Names are how inputs are bound and outputs read: one buffer per name among them.
@@ -94,7 +127,7 @@ uint64_t dtype_size(std::string_view dtype) {
   if (dtype == "f32" || dtype == "i32") return 4;
   if (dtype == "f16" || dtype == "bf16") return 2;
   if (dtype == "i64" || dtype == "f64") return 8;
-  if (dtype == "bool") return 1;
+  if (dtype == "bool" || dtype == "u8") return 1;  // u8: a cuda program's scratch bytes
   return 0;
 }
 
@@ -125,16 +158,37 @@ std::string encode_plan(const PlanData& p) {
     buffers.push_back(fb::CreateBufferDirect(b, x.name.c_str(), x.role.c_str(), x.dtype.c_str(),
                                              &x.shape, x.bytes, x.value_id));
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
-  for (const KernelInfo& k : p.kernels)
-    kernels.push_back(fb::CreateKernelDirect(b, k.name.c_str(), k.structural_key.c_str(),
-                                             k.templ.c_str(), k.config.c_str(), k.symbol.c_str(),
-                                             &k.inputs, &k.outputs, k.tuned_us, k.binary.c_str(),
-                                             &k.grid, &k.block, k.shared_bytes));
+  for (const KernelInfo& k : p.kernels) {
+    std::vector<flatbuffers::Offset<fb::Launch>> launches;
+    for (const LaunchInfo& l : k.launches) {
+      flatbuffers::Offset<fb::LibraryStep> step = 0;
+      if (l.is_step)
+        step = fb::CreateLibraryStepDirect(b, l.step.library.c_str(), l.step.prefix.c_str(),
+                                           &l.step.buffers, l.step.plan.c_str());
+      launches.push_back(fb::CreateLaunchDirect(b, l.is_step ? nullptr : l.symbol.c_str(), &l.grid,
+                                                &l.block, l.shared_bytes, step));
+    }
+    kernels.push_back(fb::CreateKernelDirect(
+        b, k.name.c_str(), k.structural_key.c_str(), k.templ.c_str(), k.config.c_str(),
+        k.symbol.c_str(), &k.inputs, &k.outputs, k.tuned_us, k.binary.c_str(), &k.grid, &k.block,
+        k.shared_bytes, k.launches.empty() ? nullptr : &launches));
+  }
+  std::vector<flatbuffers::Offset<fb::TensorMap>> maps;
+  for (const TensorMapInfo& m : p.tensor_maps)
+    maps.push_back(fb::CreateTensorMapDirect(b, m.buffer, m.dtype.c_str(), m.swizzle_bytes, &m.dims,
+                                             &m.strides_bytes, &m.box));
+  std::vector<flatbuffers::Offset<fb::StepLibrary>> libraries;
+  for (const StepLibraryInfo& l : p.step_libraries)
+    libraries.push_back(
+        fb::CreateStepLibraryDirect(b, l.file.c_str(), l.digest.c_str(), l.abi_version));
+  const bool cuda = !p.device_buffers.empty() || !p.device.empty();
   std::vector<uint8_t> graph(p.graph.begin(), p.graph.end());
   auto plan = fb::CreatePlanDirect(
       b, p.backend.c_str(), p.environment.c_str(), p.emmy_version.c_str(), p.source.c_str(),
       p.graph_name.c_str(), p.graph_key.c_str(), p.run_id.c_str(), p.created_unix, p.binary.c_str(),
-      p.binary_digest.c_str(), &buffers, &kernels, &p.inputs, &p.outputs, &graph, p.tuned_total_us);
+      p.binary_digest.c_str(), &buffers, &kernels, &p.inputs, &p.outputs, &graph, p.tuned_total_us,
+      cuda ? &p.device_buffers : nullptr, cuda ? &maps : nullptr, cuda ? &libraries : nullptr,
+      cuda ? p.device.c_str() : nullptr, cuda ? p.arch.c_str() : nullptr);
   b.Finish(plan);
   std::string_view inner(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 
@@ -211,6 +265,20 @@ PlanData decode_plan(std::string_view bytes, const std::string& where) {
       info.grid = vec(k->grid());
       info.block = vec(k->block());
       info.shared_bytes = k->shared_bytes();
+      if (k->launches())
+        for (const fb::Launch* l : *k->launches()) {
+          LaunchInfo launch;
+          launch.symbol = str(l->symbol());
+          launch.grid = vec(l->grid());
+          launch.block = vec(l->block());
+          launch.shared_bytes = l->shared_bytes();
+          if (const fb::LibraryStep* s = l->step()) {
+            launch.is_step = true;
+            launch.step = {s->library()->str(), s->prefix()->str(), str(s->plan()),
+                           vec(s->buffers())};
+          }
+          info.launches.push_back(std::move(launch));
+        }
       p.kernels.push_back(std::move(info));
     }
   p.inputs = vec(plan->inputs());
@@ -218,6 +286,16 @@ PlanData decode_plan(std::string_view bytes, const std::string& where) {
   if (plan->graph())
     p.graph.assign(reinterpret_cast<const char*>(plan->graph()->data()), plan->graph()->size());
   p.tuned_total_us = plan->tuned_total_us();
+  p.device_buffers = vec(plan->device_buffers());
+  if (plan->tensor_maps())
+    for (const fb::TensorMap* m : *plan->tensor_maps())
+      p.tensor_maps.push_back({m->buffer(), m->dtype()->str(), m->swizzle_bytes(), vec(m->dims()),
+                               vec(m->strides_bytes()), vec(m->box())});
+  if (plan->step_libraries())
+    for (const fb::StepLibrary* l : *plan->step_libraries())
+      p.step_libraries.push_back({l->file()->str(), str(l->digest()), l->abi_version()});
+  p.device = str(plan->device());
+  p.arch = str(plan->arch());
   check_plan(p, where);
   return p;
 }

@@ -172,10 +172,11 @@ TEST_F(RuntimeModel, ADamagedOrMixedUpExportIsRefusedByName) {
 }
 
 TEST_F(RuntimeModel, AnExportForAnotherBackendIsRefusedByName) {
-  runtime::PlanData cuda = plan_;
-  cuda.backend = "cuda";
-  write(dir_ / "export" / runtime::kPlanFileName, runtime::encode_plan(cuda));
-  EXPECT_NE(load_error().find("for the cuda backend, which this runtime cannot run yet"),
+  runtime::PlanData other = plan_;
+  other.backend = "metal";
+  write(dir_ / "export" / runtime::kPlanFileName, runtime::encode_plan(other));
+  EXPECT_NE(load_error().find("an export for the metal backend, which this runtime cannot run (it "
+                              "runs cpu and cuda exports)"),
             std::string::npos)
       << load_error();
 }

@@ -1,6 +1,8 @@
 // libemmy_runtime: runs what `emmy export` wrote (docs/RUNTIME.md). Load an export folder, bind
 // its inputs and weights by name, run, read the outputs. It depends on nothing of the tuner: no
-// database, no plugins, no compiler; the cpu backend's kernels are one shared object, loaded here.
+// database, no plugins, no compiler; the cpu backend's kernels are one shared object, loaded here,
+// the cuda backend's one cubin run through the CUDA driver (libcuda.so.1, loaded when a cuda
+// export is: the library itself links no CUDA).
 //
 //   auto model = emmy::runtime::Model::load("matmul.emmy");
 //   model.bind("x", x.data(), x.size() * sizeof(float));      // copied into the model
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,8 +46,13 @@ class Model {
   // the inputs) or a size that is not the input's.
   void bind(std::string_view name, const void* data, size_t bytes);
   // Uses `data` in place (no copy): it must stay valid and unchanged while the model runs. For
-  // weights, which would otherwise be held twice.
+  // weights, which would otherwise be held twice. cuda: a copy like bind (a device cannot read
+  // host memory in place); bind_device is the in-place way there.
   void bind_view(std::string_view name, const void* data, size_t bytes);
+  // cuda: uses `device_pointer` (device memory of this process's current device, `bytes` long)
+  // in place; the launches are captured again when it differs from the last one. Throws Error
+  // on a cpu export.
+  void bind_device(std::string_view name, uint64_t device_pointer, size_t bytes);
   // Inputs not bound yet (by name).
   std::vector<std::string> unbound() const;
 
@@ -54,6 +62,11 @@ class Model {
   // Output `index` / `name` after run(): bytes laid out as its dtype and shape say (row-major).
   const void* output(size_t index) const;
   const void* output(std::string_view name) const;
+  // cuda: the device address the kernels use for input or output `name` (the model's own
+  // memory, or what bind_device gave; valid until the Model is destroyed or bound again). An
+  // output is also copied to the host memory output() returns by run(). Throws Error on a cpu
+  // export.
+  uint64_t device_pointer(std::string_view name) const;
 
  private:
   struct Impl;

@@ -27,11 +27,36 @@ class Error : public std::runtime_error {
 
 struct BufferInfo {
   std::string name;
-  std::string role;   // input, weight, mask, causal_mask, output, intermediate
-  std::string dtype;  // f32, f16, bf16, i32, i64, bool, f64
+  std::string role;   // input, weight, mask, causal_mask, output, intermediate, scratch
+  std::string dtype;  // f32, f16, bf16, i32, i64, bool, f64, u8 (scratch)
   std::vector<int64_t> shape;
   uint64_t bytes = 0;
   int32_t value_id = -1;
+};
+
+// cuda (runtime/plan.fbs has the meaning of each field): a library step, a launch, a tensor map,
+// a step library of the export folder.
+struct LibraryStepInfo {
+  std::string library, prefix, plan;
+  std::vector<uint32_t> buffers;  // indices into PlanData::device_buffers
+};
+struct LaunchInfo {
+  std::string symbol;  // empty for a library step
+  std::vector<uint32_t> grid, block;
+  uint32_t shared_bytes = 0;
+  bool is_step = false;
+  LibraryStepInfo step;
+};
+struct TensorMapInfo {
+  uint32_t buffer = 0;  // index into PlanData::device_buffers
+  std::string dtype;    // bf16, f16, f32
+  uint32_t swizzle_bytes = 0;
+  std::vector<uint64_t> dims, strides_bytes;
+  std::vector<uint32_t> box;
+};
+struct StepLibraryInfo {
+  std::string file, digest;
+  uint32_t abi_version = 0;
 };
 
 struct KernelInfo {
@@ -46,6 +71,7 @@ struct KernelInfo {
   std::string binary;
   std::vector<uint32_t> grid, block;
   uint32_t shared_bytes = 0;
+  std::vector<LaunchInfo> launches;  // cuda: launches and library steps in order
 };
 
 struct PlanData {
@@ -58,6 +84,11 @@ struct PlanData {
   std::vector<uint32_t> inputs, outputs;
   std::string graph;  // the IR graph's FlatBuffers bytes (core/ir/graph.fbs)
   double tuned_total_us = 0;
+  // cuda
+  std::vector<uint32_t> device_buffers;  // the kernels' buffer table, as buffer indices
+  std::vector<TensorMapInfo> tensor_maps;
+  std::vector<StepLibraryInfo> step_libraries;
+  std::string device, arch;
 };
 
 // Size in bytes of one element of an IR dtype name; 0 for a name that is none.

@@ -98,10 +98,13 @@ CudaBackend::CudaBackend(const PluginOptions& options, const PluginContext& cont
       kernels_per_device_(parse_kernels_per_device(options)),
       arch_option_(option(options, "arch", "")),
       cublaslt_option_(option(options, "cublaslt", "1")),
+      export_(option(options, "export", "0") == "1"),
       compiler_(option(options, "cache_dir", default_cache_dir(context)), "sm_90a") {
   if (cublaslt_option_ != "0" && cublaslt_option_ != "1")
     throw Error("cuda backend: cublaslt '" + cublaslt_option_ +
                 "' is neither 1 (offer the cuBLASLt template) nor 0");
+  if (const std::string e = option(options, "export", "0"); e != "0" && e != "1")
+    throw Error("cuda backend: export '" + e + "' is neither 1 (build exports) nor 0");
   for (size_t i = 0; i < device_ids_.size(); ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->worker = std::make_unique<DeviceWorker>(worker_path_, device_ids_[i]);
@@ -233,6 +236,13 @@ Status CudaBackend::build_source(const std::string& source, Regime regime, Artif
     failure = MeasureResult{};
     artifact = Artifact{};
     artifact.source = source;
+    if (export_) {
+      // What the export's plan names (docs/RUNTIME.md, CUDA): comment lines, so the cubin built
+      // below is the tuned source's own.
+      const DeviceInfo* info = device_info();
+      artifact.source = "//@emmy export arch " + arch() + "\n//@emmy export device " +
+                        (info ? info->name : std::string("none")) + "\n" + source;
+    }
     const Plan plan =
         parse_plan(source);  // a source without a plan is a caller's error, not a candidate's
     if (!plan.has_kernels()) {

@@ -100,6 +100,9 @@ class CudaBackend : public Backend {
   int kernels_per_device_ = 4;
   std::string arch_option_;
   std::string cublaslt_option_;
+  // export=1 (emmy export): build() marks the program's source with the architecture its cubin
+  // is for and the device it was tuned on (`//@emmy export` lines the exporter reads).
+  bool export_ = false;
   // Template plugins taken by add_template and offered (cublaslt: not while unavailable).
   TemplatePlugins plugins_;
   std::shared_ptr<KernelTemplate> cublaslt_;  // the plugin, kept even while not offered

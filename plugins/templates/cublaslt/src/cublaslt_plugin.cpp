@@ -30,7 +30,14 @@ std::string own_library(std::string& why) {
     return "";
   }
   // Absolute: the worker runs with another working folder than the host may have had.
-  return std::filesystem::absolute(info.dli_fname).string();
+  const std::filesystem::path plugin = std::filesystem::absolute(info.dli_fname);
+  // The same step functions built alone (libemmy_cublaslt_step.so, beside the plugins' folder:
+  // it needs no libemmy_sdk), when installed: the library an export copies and libemmy_runtime
+  // loads without the tuner (docs/RUNTIME.md, Library steps).
+  std::error_code ec;
+  const std::filesystem::path alone = plugin.parent_path().parent_path() / kStepLibrary;
+  if (std::filesystem::exists(alone, ec)) return alone.string();
+  return plugin.string();
 }
 
 }  // namespace

@@ -56,6 +56,8 @@ std::string generate_cublaslt(const ir::Graph& g, const KnobValues& knobs,
 
 // The prefix of the step's functions (cublaslt_step.cpp).
 inline constexpr const char* kStepPrefix = "emmy_cublaslt_step";
+// The step functions alone in a library of their own (plugins/templates/cublaslt/CMakeLists.txt).
+inline constexpr const char* kStepLibrary = "libemmy_cublaslt_step.so";
 
 // A step's call with the module's buffer numbers (the step's list read back into it).
 GemmCall module_gemm(const LibraryStep& step);

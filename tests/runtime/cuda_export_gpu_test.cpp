@@ -1,0 +1,117 @@
+// cuda exports run by libemmy_runtime on a GPU (ctest label "gpu", scripts/gpu-roundtrip.sh
+// remote-tests CudaExportGpu*): programs built by the cuda backend with export=1 for the device's
+// architecture, written as `emmy export` writes them, loaded (cubin, device buffers, the CUDA
+// graph), bound by name, run and compared with the reference interpreter; a cuBLASLt library
+// step through the export's own copy of the step library; inputs bound again and by device
+// pointer.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "cublaslt_plugin.hpp"
+#include "cuda_export_harness.hpp"
+#include "emmy/runtime.hpp"
+#include "ir/interpreter.hpp"
+
+namespace emmy {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The step library: beside a carried worker (the GPU machine), else the build tree's.
+std::string step_library() {
+  if (const char* worker = std::getenv("EMMY_CUDA_WORKER"); worker && *worker)
+    return (fs::path(worker).parent_path() / "../../lib/emmy/libemmy_cublaslt_step.so")
+        .lexically_normal()
+        .string();
+  return EMMY_STEP_LIBRARY;
+}
+
+class CudaExportGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("emmy-cuda-export-gpu-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // The architecture is the device's (asked of it through the worker, as a tune does).
+  std::map<std::string, std::string> options() const {
+    return {{"cache_dir", (dir_ / "cache").string()}};
+  }
+  // Binds every input by name, runs, and compares each output with the interpreter's.
+  static void run_and_check(runtime::Model& model, const ir::Graph& g, uint64_t seed) {
+    std::vector<ir::HostTensor> inputs = ir::random_inputs(g, seed);
+    const auto ins = g.inputs();
+    const std::vector<runtime::BufferInfo> bound = model.inputs();
+    ASSERT_EQ(bound.size(), ins.size());
+    for (size_t i = 0; i < ins.size(); ++i)
+      model.bind(bound[i].name, inputs[i].data.data(), inputs[i].data.size());
+    model.run();
+    const std::vector<ir::HostTensor> expected = ir::evaluate(g, inputs);
+    for (size_t o = 0; o < expected.size(); ++o) {
+      ir::HostTensor actual{expected[o].type, {}};
+      const auto* out = static_cast<const unsigned char*>(model.output(o));
+      actual.data.assign(out, out + expected[o].data.size());
+      EXPECT_EQ(ir::compare(expected[o], actual, ir::lowest_precision(g)), "") << "output " << o;
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(CudaExportGpu, GeneratedKernelsRunAsTheInterpreterSays) {
+  for (ir::DType dtype : {ir::DType::f32, ir::DType::bf16}) {
+    const ir::Program program = test::two_kernel_program(dtype);
+    const fs::path folder = dir_ / ("mm-" + std::string(ir::to_string(dtype)) + ".emmy");
+    test::make_cuda_export(program, folder, options());
+    runtime::Model model = runtime::Model::load(folder.string());
+    run_and_check(model, program.graph, 7);
+    run_and_check(model, program.graph, 8);  // bound again: the same graph, other data
+
+    // Device memory used in place: a second model reads `x` and `w` from the first's device
+    // buffers (seed 8's data), and is captured again when they point elsewhere.
+    runtime::Model second = runtime::Model::load(folder.string());
+    std::vector<ir::HostTensor> inputs = ir::random_inputs(program.graph, 8);
+    second.bind("scale", inputs[0].data.data(), inputs[0].data.size());
+    second.bind_device("x", model.device_pointer("x"), inputs[1].data.size());
+    second.bind_device("w", model.device_pointer("w"), inputs[2].data.size());
+    EXPECT_EQ(second.device_pointer("x"), model.device_pointer("x"));
+    second.run();
+    const std::vector<ir::HostTensor> expected = ir::evaluate(program.graph, inputs);
+    ir::HostTensor actual{expected[0].type, {}};
+    const auto* out = static_cast<const unsigned char*>(second.output(0));
+    actual.data.assign(out, out + expected[0].data.size());
+    EXPECT_EQ(ir::compare(expected[0], actual, ir::lowest_precision(program.graph)), "");
+    // The first model's inputs bound anew (seed 9): the second, pointing at them, follows.
+    run_and_check(model, program.graph, 9);
+    inputs = ir::random_inputs(program.graph, 9);
+    second.bind("scale", inputs[0].data.data(), inputs[0].data.size());
+    second.run();
+    const std::vector<ir::HostTensor> again = ir::evaluate(program.graph, inputs);
+    actual.data.assign(out, out + again[0].data.size());
+    EXPECT_EQ(ir::compare(again[0], actual, ir::lowest_precision(program.graph)), "");
+    // Its own memory again (bind copies): a recapture, and seed 7's data gives seed 7's result.
+    run_and_check(second, program.graph, 7);
+  }
+}
+
+TEST_F(CudaExportGpu, ACublasltStepRunsThroughTheExportsCopy) {
+  ir::Program p;
+  ir::Builder b(p.graph);
+  ir::ValueId x = b.input("x", {ir::DType::bf16, {64, 128}});
+  ir::ValueId w = b.input("w", {ir::DType::bf16, {96, 128}}, "weight");
+  b.output(b.op(ir::Op::linear, {x, w}, {}, "proj"));
+  ir::Kernel k;
+  k.nodes = {p.graph.outputs[0]};
+  k.templ = "cublaslt";
+  k.knobs = {{"algo", 0}, {"workspace", 32}};
+  p.grouping.kernels = {k};
+  const test::CudaExport e = test::make_cuda_export(p, dir_ / "lt.emmy", options(),
+                                                    cuda::make_cublaslt_template(step_library()));
+  ASSERT_EQ(e.plan.step_libraries.size(), 1u);
+  runtime::Model model = runtime::Model::load(e.folder);
+  run_and_check(model, p.graph, 3);
+}
+
+}  // namespace
+}  // namespace emmy
