@@ -56,8 +56,8 @@ Timed run(const Case& c, const std::vector<ir::HostTensor>& inputs) {
   MeasureResult res;
   EXPECT_TRUE(backend().build(s, Regime::deploy, art, res).ok());
   if (res.failure == FailureKind::refused) return t;  // a tile this product cannot take
-  EXPECT_EQ(res.failure, FailureKind::none) << c.name << " " << perf::describe(c.knobs) << ": "
-                                            << res.message;
+  EXPECT_EQ(res.failure, FailureKind::none)
+      << c.name << " " << perf::describe(c.knobs) << ": " << res.message;
   if (res.failure != FailureKind::none) return t;
   Status st = backend().measure(s, art, timing_request(inputs, 20), res);
   EXPECT_TRUE(st.ok()) << st.message();
@@ -82,23 +82,22 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
                               {"down", 3072, 1024, true}};
   // Tiles of two consumer warpgroups (the one-warpgroup tiles were 20-30 % slower in the first
   // sweep), alone and in clusters of two sharing B; splits of K for the products of N = 1024.
-  const std::vector<Knobs> tiles = {
-      specialized(128, 128, 4),
-      specialized(128, 256, 3, 1, 64, 8),
-      specialized(64, 256, 4, 1, 64, 8),
-      specialized(128, 128, 4, 2, 64, 8),
-      specialized(128, 64, 4, 2, 64, 8),
-      specialized(128, 128, 4, 1, 64, 8, 2),
-      specialized(128, 256, 3, 1, 64, 8, 2),
-      specialized(128, 256, 4, 1, 64, 8, 2),
-      specialized(128, 128, 4, 2, 64, 8, 2),
-      specialized(128, 64, 4, 2, 64, 8, 2),
-      specialized(64, 256, 4, 1, 64, 8, 2),
-      specialized(128, 128, 6, 1, 64, 8),
-      specialized(128, 128, 6, 2, 64, 8),
-      specialized(128, 64, 6, 2, 64, 8),
-      specialized(128, 256, 4, 1, 64, 8),
-      specialized(128, 128, 6, 1, 64, 8, 2)};
+  const std::vector<Knobs> tiles = {specialized(128, 128, 4),
+                                    specialized(128, 256, 3, 1, 64, 8),
+                                    specialized(64, 256, 4, 1, 64, 8),
+                                    specialized(128, 128, 4, 2, 64, 8),
+                                    specialized(128, 64, 4, 2, 64, 8),
+                                    specialized(128, 128, 4, 1, 64, 8, 2),
+                                    specialized(128, 256, 3, 1, 64, 8, 2),
+                                    specialized(128, 256, 4, 1, 64, 8, 2),
+                                    specialized(128, 128, 4, 2, 64, 8, 2),
+                                    specialized(128, 64, 4, 2, 64, 8, 2),
+                                    specialized(64, 256, 4, 1, 64, 8, 2),
+                                    specialized(128, 128, 6, 1, 64, 8),
+                                    specialized(128, 128, 6, 2, 64, 8),
+                                    specialized(128, 64, 6, 2, 64, 8),
+                                    specialized(128, 256, 4, 1, 64, 8),
+                                    specialized(128, 128, 6, 1, 64, 8, 2)};
   for (int64_t M : {512, 2048, 4096})
     for (const Product& p : products) {
       Case lt = product(M, p.K, p.N, p.residual);
@@ -123,9 +122,9 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
       if (!reference.empty()) check(best_lt, reference, lt.name + " cublaslt");
       std::vector<ir::HostTensor> lt_result;
       for (size_t i = 0; i < best_lt.outputs.size(); ++i)
-        lt_result.push_back({reference.empty() ? lt.graph.type(lt.graph.outputs[i])
-                                               : reference[i].type,
-                             best_lt.outputs[i]});
+        lt_result.push_back(
+            {reference.empty() ? lt.graph.type(lt.graph.outputs[i]) : reference[i].type,
+             best_lt.outputs[i]});
       Case gen = lt;
       gen.templ = "matmul";
       double best = -1;

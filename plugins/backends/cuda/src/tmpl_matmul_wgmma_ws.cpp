@@ -26,7 +26,8 @@ namespace emmy::cuda {
 
 namespace {
 
-const char* const kSpecializedLoop = R"(extern __shared__ __align__(1024) unsigned char emmy_wgmma_smem[];
+const char* const kSpecializedLoop =
+    R"(extern __shared__ __align__(1024) unsigned char emmy_wgmma_smem[];
 __shared__ __align__(8) unsigned long long emmy_full[@STAGES@];
 __shared__ __align__(8) unsigned long long emmy_empty[@STAGES@];
 // The dynamic buffer is over-allocated by 1024 bytes: its start rounded up to the swizzle period.
@@ -166,9 +167,8 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   if (tile.cluster != 1 && tile.cluster != 2)
     throw KnobRefused("matmul: cluster=" + std::to_string(tile.cluster) + ": 1 or 2");
   if (tile.cluster == 2 && tiles_m % 2 != 0)
-    throw KnobRefused("matmul: cluster=2 pairs the blocks along M, and " +
-                      std::to_string(tiles_m) + " tiles of tile_m " +
-                      std::to_string(tile.tile_m) + " do not pair up");
+    throw KnobRefused("matmul: cluster=2 pairs the blocks along M, and " + std::to_string(tiles_m) +
+                      " tiles of tile_m " + std::to_string(tile.tile_m) + " do not pair up");
   const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
                     map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n / tile.cluster);
   std::string text = fill_common(kSpecializedLoop, a, bop, map_a, map_b, dtype, K, tile, geo);
@@ -187,11 +187,11 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
            : "__syncthreads();");
   // The peer's consumers arrive on this block's "empty" barriers until its last slices: the
   // producer waits for every slice to be handed back before the block may exit.
-  text = replace_all(
-      text, "@PRODUCER_TAIL@",
-      pair ? "for (int i = emmy_n > @STAGES@ ? emmy_n - @STAGES@ : 0; i < emmy_n; ++i) "
-             "emmy_wait(emmy_empty_at(i % @STAGES@), (unsigned)(i / @STAGES@) & 1u);"
-           : "");
+  text =
+      replace_all(text, "@PRODUCER_TAIL@",
+                  pair ? "for (int i = emmy_n > @STAGES@ ? emmy_n - @STAGES@ : 0; i < emmy_n; ++i) "
+                         "emmy_wait(emmy_empty_at(i % @STAGES@), (unsigned)(i / @STAGES@) & 1u);"
+                       : "");
   text = replace_all(
       text, "@RELEASE@",
       pair ? "// Lane r hands the stage back to block r of the cluster (both read its B halves).\n"
