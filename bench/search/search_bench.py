@@ -10,9 +10,10 @@ and random search at the same budget. Python 3 standard library only.
 
 For each kernel of the suite (an inline PyTorch expression, `emmy tune --code`), one tune per
 mode, each in a fresh home (its own EMMY_HOME and database: no cache hits across runs, a cold
-compile cache, and no prior checkpoint, so the default mlp prior starts as the roofline model
-and learns only from this run's measurements; --prior-checkpoint FILE copies a checkpoint into
-every home instead):
+compile cache, and no prior checkpoint, so the default mlp prior starts from the pretrained state
+shipped for the backend and device where there is one (cpu on x86_64, cuda on an H200: README,
+"Pretrained priors"), else as the roofline model, and learns from this run's measurements;
+--prior-checkpoint FILE copies a checkpoint into every home instead):
   p10     emmy tune --patience 10                 (the default search: MCTS, mlp prior)
   p50     emmy tune --patience 50                 (the default patience)
   flat    emmy tune --prior flat --budget N       (MCTS with no prior)

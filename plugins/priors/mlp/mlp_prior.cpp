@@ -1,10 +1,13 @@
 // The `mlp` prior: an ensemble of small networks predicting a learned correction to the roofline
-// model's estimate (roofline_model.hpp, the `roofline` prior's own model, knobs included):
-// log(measured / roofline estimate), trained online from a bounded reservoir of rows. With no
+// model's estimate (roofline_model.hpp, the `roofline` prior's own model, knobs included) with
+// its ceilings fitted to the rows (calibration.hpp: the device's scale):
+// log(measured / fitted estimate), trained online from a bounded reservoir of rows. With no
 // rows it predicts exactly what the `roofline` prior predicts (mean and uncertainty, so the
 // knob preferences such as wgmma first hold from the first run); as rows accumulate the
 // correction moves it towards what was measured. This is why it can be the default prior: it
-// starts where roofline starts and learns from every run.
+// starts where roofline starts and learns from every run. The fit, like the target's
+// normalisation, is made once, from the first rows observed (a shipped state's table), so that
+// later training never moves what the net's output means.
 //
 // State (save/load; the checkpoint's model string): vocabulary, target normalisation, network
 // parameters, Adam moments, the training RNG, the reservoir itself (rows with their regime
@@ -26,6 +29,7 @@
 #include <sstream>
 #include <string>
 
+#include "calibration.hpp"
 #include "emmy/plugin.hpp"
 #include "emmy/prior.hpp"
 #include "emmy/prior_reservoir.hpp"
@@ -42,7 +46,11 @@ constexpr char kMagic[] = "EMMY-MLP-PRIOR";
 // 2: the target is relative to the roofline estimate with knobs (1: to the knob-free floor).
 // 3: the derived inputs (derived_features.hpp) and whether the state uses them; rows' knob
 // names as vocabulary indices.
-constexpr uint32_t kFormatVersion = 3;
+// 4: the roofline's ceilings fitted to the rows (calibration.hpp). A version 3 state loads as
+// one with none fitted (the model's own ceilings, which it was trained against): it predicts
+// and learns as it did.
+constexpr uint32_t kFormatVersion = 4;
+constexpr uint32_t kOldestReadable = 3;
 
 // Every option arrives with a value: emmy's host fills in the manifest's defaults (OPTIONS in
 // CMakeLists.txt), the one place they are written.
@@ -125,6 +133,7 @@ class MlpPrior final : public Prior {
         deploy_weight_(number_option(o, "deploy_weight", 0, 1e3)),
         relative_stddev_(number_option(o, "relative_stddev", 1e-6, 1e3)),
         ceilings_(ceilings_from_options(o)),
+        calibrate_(number_option(o, "calibrate", 0, 1) != 0),
         recent_capacity_(static_cast<size_t>(number_option(o, "recent", 0, 1e5))),
         reservoir_(capacity_, seed_),
         rng_(seed_ ^ 0x9e3779b97f4a7c15ull) {
@@ -152,6 +161,7 @@ class MlpPrior final : public Prior {
         out.stddev_us = base.total_us * relative_stddev_ * (1 + 0.25 * base.missing_knobs);
         return out;
       }
+      const double base_us = calibration_.base_us(base);
       std::vector<float> x(encoder_.width());
       encoder_.encode(f, k.values, k.missing, predict_deploy_, x.data());
       std::vector<double> heads(net_.heads);
@@ -163,7 +173,7 @@ class MlpPrior final : public Prior {
       spread /= net_.heads;
       const double log_ratio = y_mean_ + y_std_ * mean;
       const double log_var = y_std_ * y_std_ * (spread + residual_var_);
-      out.mean_us = base.total_us * std::exp(log_ratio);
+      out.mean_us = base_us * std::exp(log_ratio);
       out.stddev_us = out.mean_us * std::sqrt(std::expm1(log_var));
     } catch (...) {  // allocation failure only; say "unknown" rather than crash the search
       out.mean_us = 1;
@@ -194,7 +204,10 @@ class MlpPrior final : public Prior {
         if (recent_.size() == recent_capacity_) recent_.erase(recent_.begin());
         recent_.push_back(*row);
       }
-      if (!normalised_) fix_normalisation();
+      if (!normalised_) {
+        if (calibrate_) fit_calibration();
+        fix_normalisation();
+      }
       if (net_.heads == 0) {
         net_.init(heads_, encoder_.width(), hidden_, rng_);
         // Until deploy rows arrive, a deploy prediction is exactly the rank prediction.
@@ -226,6 +239,7 @@ class MlpPrior final : public Prior {
       w.put<double>(y_mean_);
       w.put<double>(y_std_);
       w.put<double>(residual_var_);
+      calibration_.write(w);
       w.put<uint64_t>(rows_trained_);
       w.put<uint8_t>(net_.heads ? 1 : 0);
       if (net_.heads) {
@@ -253,9 +267,10 @@ class MlpPrior final : public Prior {
       StateReader r(state);
       if (r.get_string() != kMagic) throw Error("mlp prior state: not an mlp prior state");
       const uint32_t version = r.get<uint32_t>();
-      if (version != kFormatVersion)
+      if (version < kOldestReadable || version > kFormatVersion)
         throw Error("mlp prior state: format version " + std::to_string(version) +
-                    ", this build reads " + std::to_string(kFormatVersion));
+                    ", this build reads " + std::to_string(kOldestReadable) + " to " +
+                    std::to_string(kFormatVersion) + " (make it again with `emmy prior train`)");
       r.get<uint64_t>();  // the seed it was created with: informational
       // The state's input layout wins over the option, as its reservoir capacity does.
       const uint8_t derived = r.get<uint8_t>();
@@ -268,6 +283,7 @@ class MlpPrior final : public Prior {
         throw Error("mlp prior state: knob vocabulary is not sorted and unique");
       const bool normalised = r.get<uint8_t>() != 0;
       const double y_mean = r.get<double>(), y_std = r.get<double>(), resid = r.get<double>();
+      const Calibration calibration = version >= 4 ? Calibration::read(r) : Calibration();
       const uint64_t rows_trained = r.get<uint64_t>();
       Ensemble net;
       AdamState adam;
@@ -312,6 +328,7 @@ class MlpPrior final : public Prior {
       y_mean_ = y_mean;
       y_std_ = y_std;
       residual_var_ = resid;
+      calibration_ = calibration;
       rows_trained_ = rows_trained;
       net_ = std::move(net);
       adam_ = std::move(adam);
@@ -322,11 +339,24 @@ class MlpPrior final : public Prior {
   }
 
  private:
-  // What the net learns: the measured time against the roofline estimate for the same knobs.
+  // What the net learns: the measured time against the fitted roofline estimate for the same
+  // knobs.
   double target(const PriorRow& row) const {
     const KnobAssignment knobs{row.knobs, {}};
-    const double base = roofline_estimate(row.features, knobs, ceilings_).total_us;
-    return std::log(row.time_us) - std::log(base);
+    const RooflineEstimate e = roofline_estimate(row.features, knobs, ceilings_);
+    return std::log(row.time_us) - std::log(calibration_.base_us(e));
+  }
+
+  // The ceilings fitted to the reservoir's rows (before the first training), weighted as the
+  // net weighs them.
+  void fit_calibration() {
+    std::vector<CalibrationSample> samples;
+    for (const auto& row : reservoir_.items()) {
+      const RooflineEstimate e = roofline_estimate(row.features, {row.knobs, {}}, ceilings_);
+      samples.push_back({e.compute_us, e.memory_us, e.overhead_us, row.time_us,
+                         row.regime == Regime::deploy ? deploy_weight_ : 1.0});
+    }
+    calibration_ = Calibration::fit(samples);
   }
 
   void grow_vocabulary(const std::set<std::string>& names) {
@@ -408,6 +438,7 @@ class MlpPrior final : public Prior {
   double relative_stddev_;       // the roofline prior's uncertainty, used until rows arrive
   DeviceCeilings ceilings_;      // the roofline model's device, as the roofline prior's options
   DeviceFacts device_;           // the GPU the derived inputs count waves and occupancy on
+  bool calibrate_ = true;        // fit the ceilings to the first rows (option calibrate)
   TrainSettings settings_;
   // State.
   FeatureEncoder encoder_;
@@ -418,6 +449,7 @@ class MlpPrior final : public Prior {
   Ensemble net_;
   AdamState adam_;
   bool normalised_ = false;
+  Calibration calibration_;  // unfitted (the model's ceilings) until the first rows
   double y_mean_ = 0, y_std_ = 1, residual_var_ = 0;
   uint64_t rows_trained_ = 0;
 };
