@@ -109,9 +109,13 @@ bundle() {
     # They link Debian's LibTorch: not carried (rebuilt there, build_libtorch_plugin).
     rm -f "$CARRY/lib/emmy/plugins/libemmy_$n.so"
   done
+  # A manifest whose library is not carried is stale; the library is the one the manifest names
+  # (several plugins may share one: lower_matmul's is libemmy_lower.so), not libemmy_<name>.so.
   for m in "$CARRY"/lib/emmy/plugins/*.emmy-manifest; do
     n=$(basename "$m" .emmy-manifest)
-    [[ " $LIBTORCH_PLUGINS " == *" $n "* || -f $CARRY/lib/emmy/plugins/libemmy_$n.so ]] || rm -f "$m"
+    lib=$(grep -ao 'libemmy_[A-Za-z0-9_]*\.so' "$m" | head -1)
+    [[ " $LIBTORCH_PLUGINS " == *" $n "* || (-n $lib && -f $CARRY/lib/emmy/plugins/$lib) ]] ||
+      { echo "== dropping $n: its library ${lib:-?} is not in the bundle"; rm -f "$m"; }
   done
   cp "$(command -v flatc)" "$CARRY/bin/" 2>/dev/null
   # The hf frontend's shipped model configs, where the plugin looks for them.
@@ -172,6 +176,8 @@ remote_libtorch_plugins() {
     : >"$out/libtorch-build.log"
     for n in $LIBTORCH_PLUGINS; do
       [[ -f $CARRY/lib/emmy/plugins/$n.emmy-manifest ]] || continue
+      # Built earlier in this call (bundle never carries them): built once per call.
+      [[ -f $CARRY/lib/emmy/plugins/libemmy_$n.so ]] && continue
       echo "== building the $n plugin against $T (cxx11 abi $ABI)" | tee -a "$out/libtorch-build.log"
       build_libtorch_plugin "$n" "$CARRY/lib/emmy/plugins" "$CARRY/lib" "$T/include" "$T/lib" "$ABI" 2>&1 |
         tail -20 | tee -a "$out/libtorch-build.log"
@@ -538,7 +544,12 @@ remote_prior_data() {
 }
 
 remote_bench() {
+  local out=${OUT:-/tmp/emmy-gpu-out}
+  mkdir -p "$out"
   remote_env
+  # The default prior (mlp) links LibTorch: built here, as for `remote`, or the tune falls back to
+  # roofline.
+  remote_libtorch_plugins "$out"
   CARRY=$CARRY bash bench/qwen_layer/run.sh
 }
 
