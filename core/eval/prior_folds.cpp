@@ -5,19 +5,9 @@
 #include <cstdint>
 #include <map>
 
+#include "eval/prior_ranking.hpp"
+
 namespace emmy::prior_eval {
-namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-}  // namespace
 
 std::vector<int> kernel_folds(const std::vector<std::string>& kernel_of_row, int folds) {
   if (folds < 2)

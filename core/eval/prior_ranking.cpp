@@ -30,6 +30,13 @@ int sign(double x) {
   return (x > 0) - (x < 0);
 }
 
+double mean_of(const std::vector<double>& v) {
+  return v.empty() ? kNaN
+                   : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+}  // namespace
+
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) {
@@ -38,13 +45,6 @@ uint64_t fnv1a(const std::string& s) {
   }
   return h;
 }
-
-double mean_of(const std::vector<double>& v) {
-  return v.empty() ? kNaN
-                   : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
-}  // namespace
 
 std::vector<double> average_ranks(const std::vector<double>& values) {
   std::vector<size_t> order(values.size());

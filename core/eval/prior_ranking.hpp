@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ bool best_in_top_k(const std::vector<double>& predicted, const std::vector<doubl
 // The kernel a row measures (op class, dtype, shape, FLOPs, bytes) and its regime: rows of one
 // group differ only in their knobs, so ranking them is what the search asks of a prior.
 std::string kernel_group(const PriorRow& row);
+
+// FNV-1a of `s`: a hash that is the same on every machine and build (std::hash is not), so that
+// held-out splits and fold orders are reproducible.
+uint64_t fnv1a(const std::string& s);
 
 // Deterministic split: a row is held out when a hash of its content (kernel, knobs, regime; not
 // its time, so a configuration measured twice lands on one side) falls in the first `percent`.
