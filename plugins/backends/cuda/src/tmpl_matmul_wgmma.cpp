@@ -111,18 +111,7 @@ for (int kt = 0; kt < @KT@; ++kt) {
     asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
                  : "=r"(landed) : "r"(emmy_full_at(s)), "r"(parity) : "memory");
   } while (!landed);
-  const unsigned a_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + (unsigned)emmy_wg_m * @WG_A_BYTES@u;
-  const unsigned b_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + @A_BYTES@u + (unsigned)emmy_wg_n * @WG_B_BYTES@u;
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  #pragma unroll
-  for (int kk = 0; kk < @K16@; ++kk) {
-    // Descriptors: start >> 4, leading offset 1 (unused with a swizzle), 8-row stride >> 4,
-    // swizzle mode in bits 62-63 (1: 128-byte, 2: 64-byte, 3: 32-byte).
-    const unsigned long long da = (unsigned long long)(((a_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
-    const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
-    @WGMMA@
-  }
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  @SLICE_PRODUCTS@
   // With a ring, slice kt's products stay in flight while slice kt-1's are waited for; with one
   // buffer, slice kt's are waited for. Either way the slice waited for has a free stage.
   asm volatile("wgmma.wait_group.sync.aligned @PIPE@;" ::: "memory");
@@ -135,6 +124,23 @@ asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }  // namespace
 
 namespace wgmma_text {
+
+// One k-slice's products in stage s, as both loops issue them (the loop texts hold the line
+// "  @SLICE_PRODUCTS@"; its indent starts the first line): the warpgroup's A and B tiles, the
+// wgmma k16 steps through swizzled descriptors, committed as one group.
+const char* const kSliceProducts =
+    R"(const unsigned a_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + (unsigned)emmy_wg_m * @WG_A_BYTES@u;
+  const unsigned b_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + @A_BYTES@u + (unsigned)emmy_wg_n * @WG_B_BYTES@u;
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  #pragma unroll
+  for (int kk = 0; kk < @K16@; ++kk) {
+    // Descriptors: start >> 4, leading offset 1 (unused with a swizzle), 8-row stride >> 4,
+    // swizzle mode in bits 62-63 (1: 128-byte, 2: 64-byte, 3: 32-byte).
+    const unsigned long long da = (unsigned long long)(((a_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
+    const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
+    @WGMMA@
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");)";
 
 TileGeometry check_tile(ir::DType dtype, const TmaOperand& a, const TmaOperand& bop, int64_t K,
                         const WgmmaTile& tile) {
@@ -175,6 +181,7 @@ TileGeometry check_tile(ir::DType dtype, const TmaOperand& a, const TmaOperand& 
 std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand& bop,
                         const std::string& map_a, const std::string& map_b, ir::DType dtype,
                         int64_t K, const WgmmaTile& tile, const TileGeometry& geo) {
+  text = replace_all(text, "@SLICE_PRODUCTS@", kSliceProducts);
   text = replace_all(text, "@COPY_A@", tma_copy(a, map_a, "a_dst", "m0"));
   // A cluster of two blocks along M shares the B tile: each copies its half to both.
   text = replace_all(

@@ -87,18 +87,7 @@ for (int j = 0; j < @NJ@; ++j) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] =
 for (int kt = emmy_kt0; kt < emmy_kt1; ++kt) {
   const int i = kt - emmy_kt0, s = i % @STAGES@;
   emmy_wait(emmy_full_at(s), (unsigned)(i / @STAGES@) & 1u);
-  const unsigned a_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + (unsigned)emmy_wg_m * @WG_A_BYTES@u;
-  const unsigned b_tile = emmy_base + (unsigned)s * @STAGE_BYTES@u + @A_BYTES@u + (unsigned)emmy_wg_n * @WG_B_BYTES@u;
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  #pragma unroll
-  for (int kk = 0; kk < @K16@; ++kk) {
-    // Descriptors: start >> 4, leading offset 1 (unused with a swizzle), 8-row stride >> 4,
-    // swizzle mode in bits 62-63 (1: 128-byte, 2: 64-byte, 3: 32-byte).
-    const unsigned long long da = (unsigned long long)(((a_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
-    const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
-    @WGMMA@
-  }
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  @SLICE_PRODUCTS@
   // Slice i stays in flight; slice i - 1's products are done, so its stage goes back.
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
   if (i > 0) emmy_release((i - 1) % @STAGES@);
