@@ -560,6 +560,41 @@ remote_sh() {
   "$@"
 }
 
+# Issue 24's wall-time target: the causal attention at S=2048 (ATTN_CODE) tuned at the default
+# patience, once per --build-ahead value of EMMY_AHEAD_VALUES ("default 0": the run's default,
+# then none), each from an empty home (empty database, cold compile cache, the shipped prior), in
+# the same call so the walls compare. Logs (-v), JSON reports and search-wall.md under $OUT.
+remote_search_wall() {
+  local out=${OUT:-/tmp/emmy-gpu-out} v
+  mkdir -p "$out"
+  remote_env
+  remote_libtorch_plugins "$out"
+  for v in ${EMMY_AHEAD_VALUES:-default 0}; do
+    local home=/tmp/emmy-wall-$v flag=()
+    [[ $v == default ]] || flag=(--build-ahead "$v")
+    rm -rf "$home"
+    echo "== build ahead $v" | tee -a "$out/search-wall.log"
+    EMMY_HOME=$home EMMY_DB=$home/tuning.db /usr/bin/time -f "wall %e s" \
+      timeout "${EMMY_WALL_TIMEOUT:-200}" "$CARRY/bin/emmy" tune --code "$ATTN_CODE" --patience 50 \
+      -v --no-progress "${flag[@]}" --json "$out/search-wall-$v.json" >"$out/search-wall-$v.log" 2>&1
+    tail -8 "$out/search-wall-$v.log" | tee -a "$out/search-wall.log"
+  done
+  python3 - "$out" ${EMMY_AHEAD_VALUES:-default 0} <<'PY' 2>&1 | tee "$out/search-wall.md"
+import json, os, sys
+out = sys.argv[1]
+print("| --build-ahead | status | wall s | measured | deploy | cache hits | built ahead | of them picked | best total us |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for v in sys.argv[2:]:
+    try:
+        r = json.load(open(os.path.join(out, f"search-wall-{v}.json")))
+    except (OSError, ValueError) as e:
+        print(f"| {v} | no report ({e}) | | | | | | | |")
+        continue
+    print(f"| {v} | {r['status']} | {r['wall_s']:.1f} | {r['candidates_measured']} | {r['deploy_measurements']} | "
+          f"{r['cache_hits']} | {r.get('built_ahead')} | {r.get('built_ahead_used')} | {r['best_total_us']:.2f} |")
+PY
+}
+
 # The search benchmark's cuda suite (bench/search). --code needs the torchscript frontend and the
 # default prior is mlp: both are rebuilt here first, as for `remote`.
 remote_search_bench() {
@@ -585,6 +620,7 @@ case ${1:-bundle} in
   remote-prior-data) remote_prior_data ;;
   remote-search-bench) shift; remote_search_bench "$@" ;;
   remote-example) remote_example ;;
+  remote-search-wall) remote_search_wall ;;
   remote-same-choices) shift; remote_same_choices "$@" ;;
   remote-tests) shift; remote_tests "$@" ;;
   remote-pt2) shift; remote_pt2 "$@" ;;

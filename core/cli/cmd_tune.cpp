@@ -41,7 +41,9 @@ side by side, each device measuring one kernel at a time (the cuda backend keeps
 device in flight so that builds overlap measurements; --backend-option kernels_per_device=1 turns
 that off). Each kernel's search has its own seed and starts from the same prior, so per-kernel
 choices and the total do not depend on the device count (only on the timings measured); the wall
-time does.
+time does. On cuda each search also builds the candidates it would evaluate next while one is
+measured (--build-ahead N, default 8 or half the cores; 0 on cpu): their builds are then
+compile-cache hits, and what is evaluated and chosen is the same as without.
 
 Examples:
   emmy tune --backend cpu --code "torch.matmul(torch.randn(256,256), torch.randn(256,256))" --patience 10
@@ -150,6 +152,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("warmup", po::value<int>(&o.warmup)->default_value(3), "untimed repetitions before measuring")
     ("timeout", po::value<double>(&o.timeout_s)->default_value(20), "seconds (0.1 to 3600) before a candidate counts as hung")
     ("hopeless", po::value<double>(&o.hopeless_factor)->default_value(10), "set aside a grouping whose kernels' first measurements put its total beyond F times the best total, and cut short a candidate running beyond F times its kernel's best time (0: never; below 1 sets aside groupings that might still win)")
+    ("build-ahead", po::value<int>(&o.build_ahead), "build the N candidates each kernel's search would evaluate next on N threads while one is measured (never changes what is evaluated or chosen; default: 8, or half the cores, on a backend that builds beside its measurements (cuda), 0 on cpu, whose builds would disturb its timings)")
     ("gpus", po::value<int>(&gpus), "cuda: use the first N devices")
     ("devices", po::value<std::string>(&devices), "cuda: device list, e.g. 0,2")
     ("workers", po::value<int>(&workers), "cpu: measure in N worker processes, each pinned to its share of the cores (default 1; --backend-option cores_per_worker=K sets the share)")
@@ -202,6 +205,11 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     std::cerr << "emmy tune: --timeout " << vm["timeout"].as<double>()
               << " is not a number of seconds from " << kMinTimeout << " to " << kMaxTimeout
               << "\n";
+    return kExitUsage;
+  }
+  if (vm.count("build-ahead") && !(o.build_ahead >= 0 && o.build_ahead <= 64)) {
+    std::cerr << "emmy tune: --build-ahead " << o.build_ahead
+              << " is not a number of candidates from 0 to 64\n";
     return kExitUsage;
   }
   if (!(o.hopeless_factor >= 0 && std::isfinite(o.hopeless_factor))) {

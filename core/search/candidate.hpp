@@ -99,6 +99,12 @@ struct SearchOptions {
   // whatever the patience and the failures-before-success rule say, so that searches of
   // different kinds can be compared at an equal number of candidates. 0: patience decides.
   int budget = 0;
+  // > 0: before each evaluation, the search also descends this many steps further as if the
+  // candidate being evaluated, and each foreseen, had been measured at its subtree's typical
+  // time, and hands those
+  // candidates to LoopHooks::ahead, which may build them meanwhile. What the search evaluates
+  // never depends on it: a candidate built ahead is evaluated only if the tree picks it anyway.
+  int look_ahead = 0;
 };
 
 // How a search ended.

@@ -50,7 +50,7 @@ std::optional<double> usable(const Estimate& e) {
 InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& passes,
                          const BackendCaps& caps, Prior* prior, const KernelFeatures& features,
                          const Evaluate& evaluate, const InnerOptions& options,
-                         const StepCallback& on_step) {
+                         const StepCallback& on_step, const AheadCallback& ahead) {
   KnobUniverse universe(caps);
   std::string prior_error;
 
@@ -73,6 +73,7 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
                                       : p.grouping.kernels.back().knobs;
   };
   hooks.on_step = on_step;
+  hooks.ahead = ahead;
   if (prior != nullptr) {
     hooks.predict = [&](const std::map<std::string, double>& decided, const ForkSite& site,
                         size_t option) -> std::optional<double> {

@@ -2,6 +2,7 @@
 // on the kernel's slice, with the whole patience budget (docs/DESIGN.md, Two levels of search).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "emmy/backend.hpp"
@@ -22,6 +23,9 @@ struct InnerOptions : SearchOptions {
 
 using InnerResult = SearchResult;
 
+// Receives the candidates the search would evaluate next (SearchOptions::look_ahead).
+using AheadCallback = std::function<void(const std::vector<Candidate>&)>;
+
 // Runs the in-place passes of `passes` (structural ones are skipped) on a copy of `slice` for
 // every descent, answering in-place forks from the tree (any structural fork gets option 0), and
 // evaluates each new endpoint once with `evaluate`. Untried children are valued by
@@ -30,10 +34,11 @@ using InnerResult = SearchResult;
 // backend declares for the template a fork decides knobs of (ForkSite::templ), not yet decided.
 // With options.also_searched set (a slice carrying an attention producer), every pass runs and the
 // structural forks of that family are answered from the tree too, so the fused option is built.
+// With options.look_ahead > 0, `ahead` gets the candidates to build ahead before each evaluation.
 // Throws emmy::Error when a pass fails or an in-place pass changes the program's structure.
 InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& passes,
                          const BackendCaps& caps, Prior* prior, const KernelFeatures& features,
                          const Evaluate& evaluate, const InnerOptions& options = {},
-                         const StepCallback& on_step = {});
+                         const StepCallback& on_step = {}, const AheadCallback& ahead = {});
 
 }  // namespace emmy::search

@@ -5,8 +5,69 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <vector>
 
 namespace emmy::search {
+namespace {
+
+// Random selection's draw at a step: fixed by the seed and the step alone, so the look-ahead
+// knows the draws of the steps to come.
+uint64_t random_draw(const SearchOptions& options, int step) {
+  return options.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(step);
+}
+
+// What the look-ahead assumes a candidate's evaluation will say: that it succeeds at the typical
+// time of the subtree it is in (the geometric mean of the successes of its nearest ancestor that
+// has any), so the visit counts and the quality along its path move as they most often do (most
+// candidates are neither a new best nor a failure). Assuming instead that nothing is learnt (the
+// endpoint only marked done) foresaw the next candidate a third as often: the exploration terms
+// never moved, so the foreseen descents kept to one subtree.
+void assume_typical(SearchTree& shadow, int end) {
+  for (int id = end; id >= 0; id = shadow.node(id).parent) {
+    const auto& n = shadow.node(id);
+    if (n.successes > 0) {
+      shadow.record(end, true, std::exp(n.sum_log_us / n.successes));
+      return;
+    }
+  }
+  shadow.mark_exhausted(end);  // nothing succeeded above it yet: no typical time to assume
+}
+
+// The next `options.look_ahead` candidates the search would evaluate after `leaf`, each
+// evaluation assumed typical (assume_typical): descents on a copy of the tree, the real tree
+// untouched. Endpoints evaluated before (replays) are skipped, as the search skips them.
+std::vector<Candidate> look_ahead(const SearchTree& tree, int leaf, int step, ForkKind searched,
+                                  const SearchOptions& options, const LoopHooks& hooks) {
+  SearchTree shadow = tree;
+  assume_typical(shadow, leaf);
+  const bool random = options.selection == Selection::random;
+  std::vector<Candidate> out;
+  for (int tries = 0; static_cast<int>(out.size()) < options.look_ahead &&
+                      tries < 2 * options.look_ahead && !shadow.exhausted();
+       ++tries) {
+    // Every descent is a step of the real loop, replays included: the draw of the k-th descent
+    // ahead is that of step + k.
+    std::optional<uint64_t> draw;
+    if (random) draw = random_draw(options, step + 1 + tries);
+    TreeResolver resolver(shadow, searched,
+                          random ? TreeResolver::OptionPredictor{} : hooks.predict, false,
+                          options.also_searched, draw);
+    Candidate c;
+    c.program = hooks.descend(resolver);
+    const int end = resolver.endpoint();
+    if (shadow.node(end).evaluated) {
+      shadow.mark_exhausted(end);
+      continue;
+    }
+    assume_typical(shadow, end);
+    resolver.fill(c);
+    if (hooks.built_knobs) c.knobs = hooks.built_knobs(c.program);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
 
 SearchResult run_search(ForkKind searched, const SearchOptions& options, const LoopHooks& hooks) {
   SearchTree tree(TreeOptions{options.seed, options.exploration, options.best_weight});
@@ -20,7 +81,7 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     // draw (no all-defaults baseline): the plain baseline MCTS is compared with.
     const bool random = options.selection == Selection::random;
     std::optional<uint64_t> draw;
-    if (random) draw = options.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(step);
+    if (random) draw = random_draw(options, step);
     TreeResolver resolver(tree, searched, random ? TreeResolver::OptionPredictor{} : hooks.predict,
                           options.defaults_first && !random && step == 0, options.also_searched,
                           draw);
@@ -42,6 +103,8 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
       continue;
     }
 
+    if (options.look_ahead > 0 && hooks.ahead)
+      hooks.ahead(look_ahead(tree, leaf, step, searched, options, hooks));
     std::optional<double> predicted;
     if (hooks.predict_candidate && !random) predicted = hooks.predict_candidate(cand);
     Evaluation e = hooks.evaluate(cand);

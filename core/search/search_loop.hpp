@@ -25,6 +25,11 @@ struct LoopHooks {
   // The knobs a candidate records (reports, -v lines, prior rows): those of what is built. Empty:
   // the answered forks' knobs (the outer search, whose candidates are groupings, not builds).
   std::function<std::map<std::string, double>(const ir::Program&)> built_knobs;
+  // SearchOptions::look_ahead > 0: called before each evaluation with the candidates the search
+  // would evaluate next if the one about to be evaluated measured as typical, most likely first
+  // (the inner search builds them beside the measurement, tune/build_ahead.hpp). It must not
+  // change what an evaluation returns.
+  std::function<void(const std::vector<Candidate>&)> ahead;
 };
 
 SearchResult run_search(ForkKind searched, const SearchOptions& options, const LoopHooks& hooks);

@@ -94,7 +94,11 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
     if (carried == std::string::npos || p.grouping.kernels.size() != 1) return key;
     return key.substr(0, carried);
   };
+  // A configuration's key among everything built ahead in the run (BuildAhead::Job::key).
+  auto ahead_key = [&](const ir::Program& p) { return key + "\n" + program_config_key(p); };
   auto measured = [&](const search::Candidate& c, Regime regime, bool& cached) {
+    if (regime == Regime::rank && run.build_ahead != nullptr)
+      run.build_ahead->settle(ahead_key(c.program));
     CandidateMeasurement m;
     m.program = &c.program;
     m.row_key = row_key(c.program);
@@ -200,8 +204,35 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   auto on_step = [&](const search::StepInfo& info) {
     measurer.progress().step(out.name, info, info.evaluation.cached ? "cached" : "measured");
   };
+  // The candidates the search would evaluate next, built meanwhile: those neither declared
+  // refused nor already measured at rank (a re-run finds them in the database, nothing to build).
+  search::AheadCallback ahead;
+  if (run.build_ahead != nullptr && run.build_ahead->enabled() && run.settings.look_ahead > 0) {
+    options.look_ahead = run.settings.look_ahead;
+    ahead = [&](const std::vector<search::Candidate>& next) {
+      std::vector<BuildAhead::Job> jobs;
+      for (const search::Candidate& c : next) {
+        bool refused = false;
+        for (const ir::Kernel& k : c.program.grouping.kernels) {
+          auto rules = run.caps.constraints.find(k.templ);
+          if (rules != run.caps.constraints.end() && contradicted(rules->second, k.knobs))
+            refused = true;
+        }
+        if (refused || measurer.store().lookup(measurer.env(), row_key(c.program),
+                                               program_config_key(c.program), Regime::rank))
+          continue;
+        BuildAhead::Job job;
+        job.key = ahead_key(c.program);
+        job.slice.graph = c.program.graph;
+        job.slice.grouping = c.program.grouping;
+        jobs.push_back(std::move(job));
+      }
+      run.build_ahead->plan(key, std::move(jobs));
+    };
+  }
   search::InnerResult result = search::inner_search(program, run.passes, run.caps, prior.get(),
-                                                    features, recorded, options, on_step);
+                                                    features, recorded, options, on_step, ahead);
+  if (run.build_ahead != nullptr) run.build_ahead->drop(key);
   out.ok = result.found && out.best_deploy_us > 0 && !out.set_aside;
   out.stopped = out.set_aside            ? "set aside"
                 : result.out_of_budget   ? "budget"

@@ -15,6 +15,7 @@
 #include "emmy/prior.hpp"
 #include "ir/interpreter.hpp"
 #include "search/candidate.hpp"
+#include "tune/build_ahead.hpp"
 #include "tune/measurer.hpp"
 #include "tune/tune_options.hpp"
 #include "tune/tune_report.hpp"
@@ -27,6 +28,9 @@ struct KernelSearchSettings {
   int budget = 0;
   search::Selection selection = search::Selection::mcts;
   uint64_t seed = 0;  // the run's: each kernel's own comes from it and its key
+  // Candidates each search builds ahead (search::SearchOptions::look_ahead), when the context has
+  // a BuildAhead; resolved from TuneOptions::build_ahead by the run.
+  int look_ahead = 0;
 
   static KernelSearchSettings of(const TuneOptions& options);
 };
@@ -43,6 +47,7 @@ struct KernelSearchContext {
   const BackendCaps& caps;
   FreshPrior fresh_prior;
   KernelSearchSettings settings;
+  BuildAhead* build_ahead = nullptr;  // null: nothing is built ahead
 };
 
 // The outcome for one structural key.

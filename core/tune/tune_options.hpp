@@ -38,6 +38,10 @@ struct TuneOptions {
   // others) is beyond F times the best total is set aside, and a candidate running beyond F
   // times the best known time of its kernel is cut short (a timeout row with that limit). 0: never.
   double hopeless_factor = 10;
+  // --build-ahead N: each kernel's search builds the N candidates it would evaluate next while
+  // one is measured (tune/build_ahead.hpp; never changes what is evaluated). -1: the backend's
+  // default (resolve_build_ahead).
+  int build_ahead = -1;
   bool validate = true;                   // benchmark the assembled graph once at the end
   std::string db;                         // tuning database path
   std::string home;                       // EMMY_HOME (priors' checkpoints live here)

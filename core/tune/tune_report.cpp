@@ -33,6 +33,8 @@ nlohmann::json TuneReport::to_json() const {
   j["deploy_measurements"] = deploy_measurements;
   j["failures"] = failures;
   j["candidates_cut"] = candidates_cut;
+  j["built_ahead"] = built_ahead;
+  j["built_ahead_used"] = built_ahead_used;
   j["best_total_us"] = best_total_us;
   j["assembled_us"] = assembled_us;
   // The graph's typical time, what a comparison with other medians (a benchmark) takes.
@@ -106,6 +108,9 @@ std::string TuneReport::table() const {
   out << line;
   if (candidates_cut > 0)
     out << candidates_cut << " candidates cut short (far slower than their kernel's best)\n";
+  if (built_ahead > 0)
+    out << built_ahead << " candidates built ahead while others were measured, " << built_ahead_used
+        << " of them then picked by the search\n";
   for (const auto& g : set_aside) out << "grouping " << g.grouping << " " << g.reason << "\n";
   if (validated()) {
     std::snprintf(line, sizeof line,

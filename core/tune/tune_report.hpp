@@ -71,8 +71,10 @@ struct TuneReport {
   long launches = 0;  // measurements run on the device (rank and deploy)
   long deploy_measurements = 0;
   long failures = 0;
-  long candidates_cut = 0;   // cut short by the limit relative to their kernel's best time
-  double best_total_us = 0;  // Σ over the best grouping's kernels of their best deploy time
+  long candidates_cut = 0;    // cut short by the limit relative to their kernel's best time
+  long built_ahead = 0;       // candidates built ahead (tune/build_ahead.hpp)
+  long built_ahead_used = 0;  // of those, built again by the search (a compile-cache hit)
+  double best_total_us = 0;   // Σ over the best grouping's kernels of their best deploy time
   // The assembled graph: the 20th percentile of its samples over the validation's alternating
   // rounds (tune/validation.hpp); 0 = not measured.
   double assembled_us = 0;

@@ -224,7 +224,14 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   Measurer measurer({*store, *backend, env, report.run_id, progress, new_rows, counters},
                     MeasureSettings::of(options));
   std::mutex prior_mutex;  // kernels tuned side by side each ask for a fresh prior
-  const KernelSearchContext kernels{measurer, passes, caps,
+  // Builds ahead (tune/build_ahead.hpp): declared after the backend, so it stops first.
+  const int look_ahead = resolve_build_ahead(options.build_ahead, caps);
+  BuildAhead build_ahead(*backend, look_ahead);
+  KernelSearchSettings search_settings = KernelSearchSettings::of(options);
+  search_settings.look_ahead = look_ahead;
+  const KernelSearchContext kernels{measurer,
+                                    passes,
+                                    caps,
                                     [&]() -> std::shared_ptr<Prior> {
                                       if (run_prior.flat) return nullptr;
                                       std::lock_guard<std::mutex> lock(prior_mutex);
@@ -233,7 +240,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
                                       snapshot.restore(*fresh);
                                       return fresh;
                                     },
-                                    KernelSearchSettings::of(options)};
+                                    search_settings,
+                                    &build_ahead};
   report.env = env;
   report.devices = std::max(1, caps.devices);
   const int kernels_in_flight = report.devices * std::max(1, caps.kernels_per_device);
@@ -275,6 +283,8 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   auto finish = [&](const std::string& status) {
     report.status = status;
     take_counters(counters, report);
+    report.built_ahead = build_ahead.built();
+    report.built_ahead_used = build_ahead.used();
     save_run_prior(run_prior, new_rows.rows(), progress);
     report.wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

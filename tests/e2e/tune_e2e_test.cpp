@@ -89,6 +89,7 @@ TEST_F(TuneE2E, MatmulTunesAndIdenticalRerunLaunchesNothing) {
   for (const char* field :
        {"kernels_total", "candidates_built", "cache_hits", "validation_gap_pct", "wall_s"})
     EXPECT_TRUE(r1.contains(field)) << field;
+  EXPECT_EQ(r1["built_ahead"], 0);  // the cpu backend builds nothing ahead unless asked
   EXPECT_NE(first.out.find("matmul"), std::string::npos) << first.out;
 
   Completed second = emmy(tune_matmul("second.json", 3));
@@ -204,8 +205,38 @@ TEST_F(TuneE2E, TimeoutAndDeviceListsAreCheckedBeforeAnythingIsWritten) {
     EXPECT_EQ(c.exit_code, 2) << k.flags[0] << ": " << c.err;
     EXPECT_NE(c.err.find(k.says), std::string::npos) << c.err;
   }
+  for (const char* n : {"-1", "65", "x"}) {
+    Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmul, "--build-ahead", n});
+    EXPECT_EQ(c.exit_code, 2) << n << ": " << c.err;
+    EXPECT_NE(c.err.find("build-ahead"), std::string::npos) << c.err;
+  }
   EXPECT_FALSE(std::filesystem::exists(db()));
   EXPECT_NE(emmy({"tune", "--help"}).out.find("3600"), std::string::npos);
+}
+
+// --build-ahead on the cpu backend (off by default there): candidates the search would evaluate
+// next are built on other threads while one is measured, the run reports how many and how many
+// the search then picked, and an identical re-run measures and builds nothing for its search.
+TEST_F(TuneE2E, BuildingAheadIsReportedAndARerunBuildsNothing) {
+  std::vector<std::string> args = tune_matmul("ahead.json", 4);
+  args.insert(args.end(), {"--build-ahead", "2", "--no-validate"});
+  Completed first = emmy(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  json r = report("ahead.json");
+  EXPECT_EQ(r["status"], "ok");
+  EXPECT_GT(r["built_ahead"].get<int>(), 0) << r.dump(2);
+  EXPECT_LE(r["built_ahead_used"].get<int>(), r["built_ahead"].get<int>());
+  EXPECT_NE(first.out.find("built ahead while others were measured"), std::string::npos)
+      << first.out;
+  args[args.size() - 4] = path("again.json");  // the --json value
+  Completed again = emmy(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  json a = report("again.json");
+  EXPECT_EQ(a["candidates_built"], 0);
+  EXPECT_EQ(a["launches"], 0);
+  // What the re-run foresees past its last evaluation was foreseen by the first run too (and
+  // is in the compile cache); a candidate found in the database is never built ahead.
+  EXPECT_LE(a["built_ahead"].get<int>(), r["built_ahead"].get<int>());
 }
 
 // Without a usable CUDA device (this machine has no driver): --backend cuda, --gpus and an
