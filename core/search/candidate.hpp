@@ -40,6 +40,11 @@ struct Evaluation {
   // cannot win (a grouping far beyond the best total, OuterOptions::set_aside_factor); `message`
   // says why. Scored like a failure (never a best), and the tree does not return to it.
   bool set_aside = false;
+  // Non-empty: the answer this candidate gave to the fork of that name (or of a name
+  // "<set_aside_fork>@...") leads nowhere worth measuring; the tree marks the subtree under it
+  // done, so the search does not return to it (the form of an attention-fusion slice that is
+  // beyond --hopeless times the other form's best, tune/kernel_tuning.cpp).
+  std::string set_aside_fork = {};
 };
 
 using Evaluate = std::function<Evaluation(const Candidate&)>;
@@ -123,6 +128,8 @@ struct SearchResult {
   bool out_of_budget = false;       // SearchOptions::budget evaluations were made
   bool ended_by_evaluator = false;  // an evaluation asked to end the search (end_search)
   std::string prior_error;  // first error the prior reported while learning (search went on)
+  double prior_s = 0;       // spent in the prior (predictions, learning)
+  double look_ahead_s = 0;  // spent foreseeing candidates (SearchOptions::look_ahead)
 };
 
 }  // namespace emmy::search

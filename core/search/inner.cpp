@@ -1,5 +1,6 @@
 #include "search/inner.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <set>
 #include <string>
@@ -74,27 +75,39 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
   };
   hooks.on_step = on_step;
   hooks.ahead = ahead;
+  double prior_s = 0;  // time in the prior's calls
+  auto timed = [&prior_s](auto&& call) {
+    const auto start = std::chrono::steady_clock::now();
+    auto result = call();
+    prior_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  };
   if (prior != nullptr) {
     hooks.predict = [&](const std::map<std::string, double>& decided, const ForkSite& site,
                         size_t option) -> std::optional<double> {
       universe.learn(site);
       std::map<std::string, double> values = decided;
       for (const auto& [k, v] : site.options[option].knobs) values[k] = v;
-      return usable(prior->predict(features, universe.assignment(std::move(values))));
+      const KnobAssignment a = universe.assignment(std::move(values));
+      return usable(timed([&] { return prior->predict(features, a); }));
     };
     hooks.predict_candidate = [&](const Candidate& c) {
-      return usable(prior->predict(features, universe.assignment(c.knobs)));
+      const KnobAssignment a = universe.assignment(c.knobs);
+      return usable(timed([&] { return prior->predict(features, a); }));
     };
     if (options.learn)
       hooks.observed = [&](const Candidate& c, const Evaluation& e) {
         if (!e.ok) return;
-        Status s = prior->observe({prior_row(features, c.knobs, e.time_us, Regime::rank)});
+        Status s = timed([&] {
+          return prior->observe({prior_row(features, c.knobs, e.time_us, Regime::rank)});
+        });
         if (!s.ok() && prior_error.empty()) prior_error = s.message();
       };
   }
 
   InnerResult r = run_search(ForkKind::in_place, options, hooks);
   r.prior_error = prior_error;
+  r.prior_s = prior_s;
   return r;
 }
 

@@ -1,6 +1,7 @@
 #include "search/search_loop.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -14,6 +15,20 @@ namespace {
 // knows the draws of the steps to come.
 uint64_t random_draw(const SearchOptions& options, int step) {
   return options.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(step);
+}
+
+// Marks done the subtree under the answer `leaf`'s path gave to the fork `fork` (or "<fork>@..."),
+// its nearest such ancestor: nothing under it is evaluated any more.
+void set_aside_answer(SearchTree& tree, int leaf, const std::string& fork) {
+  for (int child = leaf, id = tree.node(leaf).parent; id >= 0;
+       child = id, id = tree.node(id).parent) {
+    const std::string& name = tree.node(id).site_name;
+    if (name == fork || (name.size() > fork.size() && name.compare(0, fork.size(), fork) == 0 &&
+                         name[fork.size()] == '@')) {
+      tree.mark_exhausted(child);
+      return;
+    }
+  }
 }
 
 // What the look-ahead assumes a candidate's evaluation will say: that it succeeds at the typical
@@ -103,13 +118,19 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
       continue;
     }
 
-    if (options.look_ahead > 0 && hooks.ahead)
-      hooks.ahead(look_ahead(tree, leaf, step, searched, options, hooks));
+    if (options.look_ahead > 0 && hooks.ahead) {
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<Candidate> next = look_ahead(tree, leaf, step, searched, options, hooks);
+      r.look_ahead_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      hooks.ahead(next);
+    }
     std::optional<double> predicted;
     if (hooks.predict_candidate && !random) predicted = hooks.predict_candidate(cand);
     Evaluation e = hooks.evaluate(cand);
     if (!(std::isfinite(e.time_us) && e.time_us > 0)) e.ok = false;
     tree.record(leaf, e.ok, e.time_us, predicted);
+    if (!e.set_aside_fork.empty()) set_aside_answer(tree, leaf, e.set_aside_fork);
     results[leaf] = e;
 
     ++r.evaluations;

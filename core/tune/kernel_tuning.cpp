@@ -76,6 +76,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   std::optional<Reference> reference;
   auto ensure_reference = [&]() -> const Reference& {
     if (!reference) {
+      AddElapsed timed(measurer.counters().reference_us);
       Reference r;
       r.inputs = ir::random_inputs(program.graph, search::kernel_seed(run.settings.seed, key));
       r.expected = ir::evaluate(program.graph, r.inputs);
@@ -85,6 +86,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   };
 
   double best_rank = 0;
+  std::map<size_t, double> best_by_form;  // kernel count of a candidate -> its best rank time
   // Looks the configuration up at `regime`; measures and stores it when absent.
   // In a slice carrying its attention producer (key "<fused>< <producer>", search::carried_key),
   // the fused form is one kernel over both: the very kernel the fused grouping tunes under the
@@ -154,6 +156,26 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
     }
     e.ok = true;
     e.time_us = rank.median_us;
+    // A slice carrying its attention producer searches two forms, fused (one kernel) and split
+    // (two): a form measuring beyond --hopeless times the other's best is set aside as a hopeless
+    // grouping is (the split form's materialized scores at S=2048 ran 65 ms against the fused
+    // form's 55 us, and its configurations were measured one by one, 1.2 s each).
+    const size_t form = c.program.grouping.kernels.size();
+    if (producer != nullptr && measuring.hopeless_factor > 0) {
+      for (const auto& [other, other_best] : best_by_form)
+        if (other != form && rank.median_us > measuring.hopeless_factor * other_best) {
+          e.set_aside_fork = std::string(kAttentionFork);
+          char why[200];
+          std::snprintf(why, sizeof why,
+                        "the %s form, %.4g us, is beyond %g times the other form's best (%.4g us): "
+                        "set aside",
+                        form > 1 ? "split" : "fused", rank.median_us, measuring.hopeless_factor,
+                        other_best);
+          e.message = why;
+        }
+      auto [it, fresh] = best_by_form.emplace(form, rank.median_us);
+      if (!fresh) it->second = std::min(it->second, rank.median_us);
+    }
     if (best_rank == 0 || rank.median_us <= best_rank * kDeployBand) {
       bool deploy_cached = false;
       store::MeasurementRecord deploy = measured(c, Regime::deploy, deploy_cached);
@@ -233,6 +255,8 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   search::InnerResult result = search::inner_search(program, run.passes, run.caps, prior.get(),
                                                     features, recorded, options, on_step, ahead);
   if (run.build_ahead != nullptr) run.build_ahead->drop(key);
+  measurer.counters().prior_us += static_cast<long>(result.prior_s * 1e6);
+  measurer.counters().look_ahead_us += static_cast<long>(result.look_ahead_s * 1e6);
   out.ok = result.found && out.best_deploy_us > 0 && !out.set_aside;
   out.stopped = out.set_aside            ? "set aside"
                 : result.out_of_budget   ? "budget"

@@ -76,6 +76,12 @@ double measurement_limit_s(const TuneOptions& options, double best_us, bool* rel
   return measurement_limit_s(MeasureSettings::of(options), best_us, relative);
 }
 
+AddElapsed::~AddElapsed() {
+  into_ += static_cast<long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - start_)
+                                 .count());
+}
+
 std::string program_config_key(const ir::Program& program) {
   std::string key;
   for (const ir::Kernel& k : program.grouping.kernels) {
@@ -180,7 +186,10 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
   slice.grouping = program.grouping;
   Artifact artifact;
   MeasureResult built;
-  with_one_retry("build", [&] { return s_.backend.build(slice, regime, artifact, built); });
+  {
+    AddElapsed timed(s_.counters.build_us);
+    with_one_retry("build", [&] { return s_.backend.build(slice, regime, artifact, built); });
+  }
   if (built.failure != FailureKind::refused) ++s_.counters.built;  // a refusal built nothing
   if (built.failure != FailureKind::none) {
     rec.failure = built.failure;
@@ -199,10 +208,13 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
   request.timeout_s = timeout_s > 0 ? timeout_s : settings_.timeout_s;
   request.end_to_end = end_to_end;
   MeasureResult result;
-  with_one_retry("measure", [&] {
-    ++s_.counters.launches;
-    return s_.backend.measure(slice, artifact, request, result);
-  });
+  {
+    AddElapsed timed(s_.counters.measure_us);
+    with_one_retry("measure", [&] {
+      ++s_.counters.launches;
+      return s_.backend.measure(slice, artifact, request, result);
+    });
+  }
   if (result.failure != FailureKind::none) {
     rec.failure = result.failure;
     rec.message = result.message;

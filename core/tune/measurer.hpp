@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -37,6 +38,27 @@ struct Counters {
   std::atomic<long> deploy{0};
   std::atomic<long> failures{0};
   std::atomic<long> cut{0};  // candidates cut short by the limit relative to the best known time
+  // Where the time went, in microseconds summed over the threads that spent it (kernels tuned
+  // side by side overlap): the backend's build() and measure() calls, the reference interpreter,
+  // the searches' prior (predict, learn) and their look-ahead descents.
+  std::atomic<long> build_us{0};
+  std::atomic<long> measure_us{0};
+  std::atomic<long> reference_us{0};
+  std::atomic<long> prior_us{0};
+  std::atomic<long> look_ahead_us{0};
+};
+
+// Adds the microseconds since it was made to `into` when it goes.
+class AddElapsed {
+ public:
+  explicit AddElapsed(std::atomic<long>& into) : into_(into) {}
+  ~AddElapsed();
+  AddElapsed(const AddElapsed&) = delete;
+  AddElapsed& operator=(const AddElapsed&) = delete;
+
+ private:
+  std::atomic<long>& into_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 // The prior rows measured (launched) in this run, for the prior's checkpoint at its end.
@@ -142,6 +164,7 @@ class Measurer {
   const MeasureSettings& settings() const { return settings_; }
   store::TuningStore& store() { return s_.store; }
   Progress& progress() { return s_.progress; }
+  Counters& counters() { return s_.counters; }
   const std::string& env() const { return s_.env; }
 
  private:

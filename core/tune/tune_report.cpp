@@ -35,6 +35,11 @@ nlohmann::json TuneReport::to_json() const {
   j["candidates_cut"] = candidates_cut;
   j["built_ahead"] = built_ahead;
   j["built_ahead_used"] = built_ahead_used;
+  j["time_s"] = {{"build", build_s},
+                 {"measure", measure_s},
+                 {"reference", reference_s},
+                 {"prior", prior_s},
+                 {"look_ahead", look_ahead_s}};
   j["best_total_us"] = best_total_us;
   j["assembled_us"] = assembled_us;
   // The graph's typical time, what a comparison with other medians (a benchmark) takes.
@@ -108,6 +113,11 @@ std::string TuneReport::table() const {
   out << line;
   if (candidates_cut > 0)
     out << candidates_cut << " candidates cut short (far slower than their kernel's best)\n";
+  std::snprintf(line, sizeof line,
+                "time: build %.1f s, measure %.1f s, reference %.1f s, prior %.1f s, look-ahead "
+                "%.1f s (summed over kernels tuned side by side), wall %.1f s\n",
+                build_s, measure_s, reference_s, prior_s, look_ahead_s, wall_s);
+  out << line;
   if (built_ahead > 0)
     out << built_ahead << " candidates built ahead while others were measured, " << built_ahead_used
         << " of them then picked by the search\n";

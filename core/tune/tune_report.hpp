@@ -74,7 +74,10 @@ struct TuneReport {
   long candidates_cut = 0;    // cut short by the limit relative to their kernel's best time
   long built_ahead = 0;       // candidates built ahead (tune/build_ahead.hpp)
   long built_ahead_used = 0;  // of those, built again by the search (a compile-cache hit)
-  double best_total_us = 0;   // Σ over the best grouping's kernels of their best deploy time
+  // Where the time went (Counters' *_us, in seconds): summed over threads, so kernels tuned side
+  // by side can add up to more than wall_s.
+  double build_s = 0, measure_s = 0, reference_s = 0, prior_s = 0, look_ahead_s = 0;
+  double best_total_us = 0;  // Σ over the best grouping's kernels of their best deploy time
   // The assembled graph: the 20th percentile of its samples over the validation's alternating
   // rounds (tune/validation.hpp); 0 = not measured.
   double assembled_us = 0;

@@ -106,6 +106,11 @@ void take_counters(const Counters& counters, TuneReport& report) {
   report.deploy_measurements = counters.deploy;
   report.failures = counters.failures;
   report.candidates_cut = counters.cut;
+  report.build_s = counters.build_us * 1e-6;
+  report.measure_s = counters.measure_us * 1e-6;
+  report.reference_s = counters.reference_us * 1e-6;
+  report.prior_s = counters.prior_us * 1e-6;
+  report.look_ahead_s = counters.look_ahead_us * 1e-6;
 }
 
 }  // namespace

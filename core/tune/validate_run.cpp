@@ -24,11 +24,13 @@ struct ChosenKernel {
 std::vector<ChosenKernel> prepare_chosen(uint64_t run_seed,
                                          const std::map<std::string, KernelReport>& per_key,
                                          const std::map<std::string, KernelOutcome>& outcomes,
-                                         const std::vector<std::string>& order) {
+                                         const std::vector<std::string>& order,
+                                         std::atomic<long>& reference_us) {
   std::vector<ChosenKernel> chosen;
   for (const std::string& key : order) {
     const KernelOutcome& o = outcomes.at(key);
     if (o.best_program.grouping.kernels.empty()) return {};
+    AddElapsed timed(reference_us);
     ChosenKernel c;
     c.program = &o.best_program;
     c.inputs = ir::random_inputs(o.best_program.graph, search::kernel_seed(run_seed, key) ^ 0x15);
@@ -71,6 +73,7 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
   std::vector<ir::HostTensor> inputs, expected;
   auto reference = [&] {
     if (inputs.empty()) {
+      AddElapsed timed(measurer.counters().reference_us);
       inputs = ir::random_inputs(best.program.graph, options.seed ^ 0x5eed);
       expected = ir::evaluate(best.program.graph, inputs);
     }
@@ -84,8 +87,8 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
       // (tune/validation.hpp), so the gap compares fresh measurements taken the same way (not
       // the tuned minimum, which the selection among many noisy medians biases low) and at the
       // same times, each side summarized by the same statistic of its pooled samples.
-      std::vector<ChosenKernel> chosen =
-          prepare_chosen(options.seed, best.per_key, outcomes, best.order);
+      std::vector<ChosenKernel> chosen = prepare_chosen(
+          options.seed, best.per_key, outcomes, best.order, measurer.counters().reference_us);
       bool isolated_ok = !chosen.empty();
       ValidationSides sides;
       // A round takes its samples in passes, each measuring every chosen kernel and the

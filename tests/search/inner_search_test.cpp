@@ -625,3 +625,57 @@ TEST(InnerSearch, LookingAheadOfRandomSelectionForeseesTheNextCandidateExactly) 
 
 }  // namespace
 }  // namespace emmy::search
+
+namespace emmy::search {
+namespace {
+
+// Two forks: a family of forms ("form@slice", 2 options) and a knob (4 options) under each.
+class FormsPass final : public Pass {
+ public:
+  std::string name() const override { return "test.forms"; }
+  bool in_place() const override { return true; }
+  Status run(ir::Program& p, PassContext& ctx) noexcept override {
+    return guard([&] {
+      ForkSite form{"form@slice", {}, ForkKind::in_place, ""};
+      for (int i = 0; i < 2; ++i)
+        form.options.push_back(ForkOption{"form" + std::to_string(i), {{"form", i}}});
+      const size_t f = ctx.resolver.choose(form);
+      ForkSite knob{"knob", {}, ForkKind::in_place, ""};
+      for (int i = 0; i < 4; ++i)
+        knob.options.push_back(ForkOption{"k" + std::to_string(i), {{"k", i}}});
+      const size_t k = ctx.resolver.choose(knob);
+      p.grouping.kernels[0].templ = "forms";
+      p.grouping.kernels[0].knobs = {{"form", double(f)}, {"k", double(k)}};
+    });
+  }
+};
+
+// An evaluation that sets aside its answer to a fork: nothing more under that answer is
+// evaluated, the rest of the tree is, and the search ends when that is exhausted.
+TEST(InnerSearch, AnAnswerSetAsideIsNotEvaluatedAgain) {
+  FormsPass pass;
+  std::vector<std::vector<size_t>> seen;
+  InnerOptions o = with_patience(1000);
+  BackendCaps caps;
+  caps.templates["forms"] = {KnobSpec{"form", {0, 1}}, KnobSpec{"k", {0, 1, 2, 3}}};
+  InnerResult r = inner_search(
+      one_kernel(), {&pass}, caps, nullptr, test_features(),
+      [&](const Candidate& c) {
+        seen.push_back(c.path);
+        Evaluation e;
+        e.ok = true;
+        e.time_us = c.path[0] == 1 ? 1000.0 + c.path[1] : 10.0 + c.path[1];
+        if (c.path[0] == 1) e.set_aside_fork = "form";
+        return e;
+      },
+      o);
+  EXPECT_TRUE(r.exhausted);
+  EXPECT_DOUBLE_EQ(r.best_us, 10.0);
+  int form1 = 0, form0 = 0;
+  for (const auto& p : seen) (p[0] == 1 ? form1 : form0)++;
+  EXPECT_EQ(form1, 1);
+  EXPECT_EQ(form0, 4);
+}
+
+}  // namespace
+}  // namespace emmy::search
