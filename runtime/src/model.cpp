@@ -212,12 +212,20 @@ std::vector<std::string> Model::unbound() const {
 }
 
 void Model::run() {
+  run_checked(true);
+}
+
+void Model::run_on_device() {
+  run_checked(false);
+}
+
+void Model::run_checked(bool copy_outputs) {
   if (auto missing = unbound(); !missing.empty()) {
     std::string names;
     for (const auto& n : missing) names += (names.empty() ? "" : ", ") + n;
     throw Error("run: " + std::to_string(missing.size()) + " input(s) not bound: " + names);
   }
-  impl_->executor->run(impl_->buffers);
+  impl_->executor->run(impl_->buffers, copy_outputs);
 }
 
 const void* Model::output(size_t index) const {
