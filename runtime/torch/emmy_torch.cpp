@@ -30,8 +30,8 @@ using emmy::runtime::BufferInfo;
 // The torch dtype of an IR dtype name; Undefined for one torch has no counterpart of.
 c10::ScalarType torch_dtype(const std::string& dtype) {
   static const std::map<std::string, c10::ScalarType> types = {
-      {"f32", c10::kFloat}, {"f16", c10::kHalf},  {"bf16", c10::kBFloat16}, {"f64", c10::kDouble},
-      {"i32", c10::kInt},   {"i64", c10::kLong},  {"bool", c10::kBool},     {"u8", c10::kByte}};
+      {"f32", c10::kFloat}, {"f16", c10::kHalf}, {"bf16", c10::kBFloat16}, {"f64", c10::kDouble},
+      {"i32", c10::kInt},   {"i64", c10::kLong}, {"bool", c10::kBool},     {"u8", c10::kByte}};
   auto it = types.find(dtype);
   return it == types.end() ? c10::ScalarType::Undefined : it->second;
 }
@@ -41,8 +41,7 @@ class TorchModel : public torch::CustomClassHolder {
   explicit TorchModel(const std::string& path)
       // The runtime's errors (emmy::runtime::Error, a std::runtime_error) reach Python as
       // RuntimeError with their message, which names the file or tensor and what is wrong.
-      : model_(emmy::runtime::Model::load(path)),
-        cuda_(model_.plan().backend == "cuda") {
+      : model_(emmy::runtime::Model::load(path)), cuda_(model_.plan().backend == "cuda") {
     // A device index from the environment as the runtime takes it (EMMY_CUDA_DEVICE), so the
     // output tensors are made on the device the kernels ran on.
     if (const char* d = std::getenv("EMMY_CUDA_DEVICE")) device_index_ = std::atoi(d);
@@ -135,8 +134,8 @@ class TorchModel : public torch::CustomClassHolder {
                 " in the export, the tensor is ", t.scalar_type(), " (convert it with .to())");
     int64_t count = 1;
     for (int64_t d : b.shape) count *= d;
-    TORCH_CHECK(t.numel() == count, "emmy: input '", name, "' has shape ", c10::IntArrayRef(b.shape),
-                " in the export, the tensor ", t.sizes());
+    TORCH_CHECK(t.numel() == count, "emmy: input '", name, "' has shape ",
+                c10::IntArrayRef(b.shape), " in the export, the tensor ", t.sizes());
     return b;
   }
 

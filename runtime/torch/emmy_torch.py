@@ -18,7 +18,7 @@ beside this file (the build tree's lib/ and an installation's lib/ hold both).
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import torch
 
@@ -50,6 +50,15 @@ def _packed_parts(name: str) -> List[str]:
     # A horizontal fusion's packed weight is one input named "a+b+c": the parts concatenated
     # along dim 0 (N of a [N, K] linear weight, or of a bias) in that order (fuse_horizontal).
     return name.split("+")
+
+
+def _lookup(state_dict: Mapping[str, torch.Tensor], name: str) -> Optional[torch.Tensor]:
+    # The export's name, else it without / with the "model." of a *ForCausalLM checkpoint.
+    bare = name[len("model."):] if name.startswith("model.") else name
+    for key in (name, bare, "model." + bare):
+        if key in state_dict:
+            return state_dict[key]
+    return None
 
 
 class EmmyModule(torch.nn.Module):
@@ -85,18 +94,19 @@ class EmmyModule(torch.nn.Module):
         """In place: the export reads `tensor`'s memory (held until bound again)."""
         self.handle.bind(name, tensor)
 
-    def bind_weights(self, state_dict: Mapping[str, torch.Tensor], strict: bool = True,
-                     prefixes: Iterable[str] = ("", "model.")) -> List[str]:
-        """Binds every weight input from `state_dict` (transformers names: the export's name,
-        or it under one of `prefixes`, e.g. Qwen3ForCausalLM's "model."). A packed weight
-        ("a+b+c") is the concatenation of its parts. Tensors are moved to the export's device and
-        dtype where they are not there already (that copy is what the export then holds).
-        Returns the names bound; strict: a weight the state_dict lacks is an error naming it."""
+    def bind_weights(self, state_dict: Mapping[str, torch.Tensor], strict: bool = True) -> List[str]:
+        """Binds every weight input from `state_dict`. The hf frontend names weights as the
+        checkpoint does (Qwen3ForCausalLM's "model.layers.0.mlp.up_proj.weight"); a Qwen3Model's
+        state_dict has them without "model.": either is found. A packed weight ("a+b+c") is the
+        concatenation of its parts. Tensors are moved to the export's device and dtype where they
+        are not there already (that copy is what the export then holds; a tensor already there
+        is used in place). Returns the names bound; strict: a weight the state_dict lacks is an
+        error naming it."""
         bound, missing = [], []
         for name in self.weight_names:
             parts = []
             for part in _packed_parts(name):
-                hit = next((state_dict[p + part] for p in prefixes if p + part in state_dict), None)
+                hit = _lookup(state_dict, part)
                 if hit is None:
                     missing.append(part)
                     break

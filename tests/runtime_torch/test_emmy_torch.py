@@ -163,7 +163,8 @@ class Qwen3Op(unittest.TestCase):
         self.assertEqual(m.activation_names, ["hidden_states", "cos", "sin"])
         bound = m.bind_weights(self.weights)
         self.assertEqual(len(bound), len(m.weight_names))
-        self.assertTrue(all(n.startswith("layers.1.") for n in m.weight_names), m.weight_names)
+        # named as the checkpoint (Qwen3ForCausalLM's "model."), bound from Qwen3Model's names
+        self.assertTrue(all(n.startswith("model.layers.1.") for n in m.weight_names), m.weight_names)
         x = torch.randn(1, 8, self.cfg.hidden_size, generator=torch.Generator().manual_seed(2))
         cos, sin = ref.rotary(self.cfg, 8, torch.float32)
         y = m(hidden_states=x, cos=cos, sin=sin)
@@ -180,7 +181,7 @@ class Qwen3Op(unittest.TestCase):
         m = emmy_torch.load(self.model)
         m.bind_weights(self.weights)
         loaded = time.perf_counter() - t0
-        names = set(n for w in m.weight_names for n in w.split("+"))
+        names = set(n.removeprefix("model.") for w in m.weight_names for n in w.split("+"))
         expected_names = {n for n in self.weights if n != "embed_tokens.weight"}
         self.assertEqual(names, expected_names)  # every weight of both layers and the final norm
         hf_like = ref.Qwen3Like(self.cfg, self.weights)
@@ -196,7 +197,7 @@ class Qwen3Op(unittest.TestCase):
         prefixed = {"model." + k: v for k, v in self.weights.items()}  # Qwen3ForCausalLM's names
         self.assertEqual(len(m.bind_weights(prefixed)), len(m.weight_names))
         partial = {k: v for k, v in self.weights.items() if "mlp.down_proj" not in k}
-        with self.assertRaisesRegex(KeyError, "layers.1.mlp.down_proj.weight"):
+        with self.assertRaisesRegex(KeyError, "model.layers.1.mlp.down_proj.weight"):
             m.bind_weights(partial)
         # bf16 weights are converted to the export's f32 (and that copy held)
         m2 = emmy_torch.load(self.layer)
