@@ -43,6 +43,7 @@ nlohmann::json TuneReport::to_json() const {
   // null, not 0, when the assembled graph was not measured.
   j["validation_gap_pct"] =
       validated() ? nlohmann::json(validation_gap_pct) : nlohmann::json(nullptr);
+  if (validation_rounds > 0) j["validation_rounds"] = validation_rounds;
   if (!validation_note.empty()) j["validation_note"] = validation_note;
   j["wall_s"] = wall_s;
   nlohmann::json ks = nlohmann::json::array();
@@ -111,7 +112,8 @@ std::string TuneReport::table() const {
     std::snprintf(line, sizeof line,
                   "assembled graph: %.2f us; its kernels measured again in isolation: %.2f us; "
                   "gap %+.1f%% (20th percentiles of %d alternating rounds)\n",
-                  assembled_us, isolated_us, validation_gap_pct, kValidationRounds);
+                  assembled_us, isolated_us, validation_gap_pct,
+                  validation_rounds > 0 ? validation_rounds : kValidationRounds);
     out << line;
     if (end_to_end_us > 0) {
       std::snprintf(line, sizeof line,

@@ -108,6 +108,7 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
       const int wanted = validation_samples(options.samples);
       int per_request = isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
       int pass = 0;
+      const auto validation_start = std::chrono::steady_clock::now();
       for (int r = 0; r < kValidationRounds; ++r) {
         const auto round_start = std::chrono::steady_clock::now();
         std::vector<IsolatedKernel> round;
@@ -129,6 +130,11 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
         if (!rec->ok()) break;
         sides.add_assembled_round(program_samples);
         if (isolated_ok) sides.add_isolated_round(round);
+        report.validation_rounds = r + 1;
+        const double spent =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - validation_start)
+                .count();
+        if (r + 1 >= kMinValidationRounds && spent > kValidationBudgetS) break;
         per_request = samples_per_request_within_budget(
             per_request, wanted,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
