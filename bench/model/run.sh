@@ -21,6 +21,8 @@
 #   EMMY_MODEL_SAMPLES    samples per timing (default 20)
 #   EMMY_MODEL_WEIGHTS    a model.safetensors or its folder (default: random weights)
 #   EMMY_MODEL_EXTRA      more `emmy tune` options, e.g. "--prior roofline"
+#   EMMY_MODEL_BACKEND    emmy's backend (default cuda; cpu runs the tune and export steps here,
+#                         e.g. EMMY_MODEL_SHAPES=1x8, as a dry run of this script)
 #   EMMY_BENCH_EMMY, EMMY_BENCH_PY as bench/qwen_layer/run.sh (binary; python with torch +
 #   transformers, default /opt/torch/.venv/bin/python3)
 #   EMMY_TORCH_LIBRARY    libemmy_torch.so (default $CARRY/lib/libemmy_torch.so, else build/lib/)
@@ -77,7 +79,7 @@ PY
 status=0
 for shape in ${SHAPES//,/ }; do
   b=${shape%x*} s=${shape#*x}
-  source_opts=("$MODEL" --batch "$b" --seq "$s" --backend cuda)
+  source_opts=("$MODEL" --batch "$b" --seq "$s" --backend "${EMMY_MODEL_BACKEND:-cuda}")
   if [[ $STEPS == *" tune "* ]]; then
     cmd=("$EMMY" tune "${source_opts[@]}" --patience "$PATIENCE" --no-progress "${EXTRA[@]}"
          --json "$OUT/tune-b$b-s$s.json")

@@ -109,11 +109,14 @@ std::string TuneReport::table() const {
     out << candidates_cut << " candidates cut short (far slower than their kernel's best)\n";
   for (const auto& g : set_aside) out << "grouping " << g.grouping << " " << g.reason << "\n";
   if (validated()) {
+    // A row from the database (a re-run) does not say how many rounds it took.
+    const std::string rounds = validation_rounds > 0
+                                   ? std::to_string(validation_rounds) + " alternating rounds"
+                                   : "alternating rounds, from the database";
     std::snprintf(line, sizeof line,
                   "assembled graph: %.2f us; its kernels measured again in isolation: %.2f us; "
-                  "gap %+.1f%% (20th percentiles of %d alternating rounds)\n",
-                  assembled_us, isolated_us, validation_gap_pct,
-                  validation_rounds > 0 ? validation_rounds : kValidationRounds);
+                  "gap %+.1f%% (20th percentiles of %s)\n",
+                  assembled_us, isolated_us, validation_gap_pct, rounds.c_str());
     out << line;
     if (end_to_end_us > 0) {
       std::snprintf(line, sizeof line,
