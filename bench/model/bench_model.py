@@ -146,8 +146,8 @@ def bench_shape(args, timer, emmy_torch, hf, b: int, s: int, meta: dict) -> dict
     return row
 
 
-def render(rows: list, samples: int, weights: str) -> str:
-    out = ["## Qwen3-Embedding-0.6B, whole model (28 layers + final norm), bf16", "",
+def render(rows: list, samples: int, weights: str, name: str = "Qwen3-Embedding-0.6B") -> str:
+    out = [f"## {name}, whole model (every layer + the final norm), bf16", "",
            f"Weights: {weights}. Times: median of {samples} samples, µs, L2 flushed before each "
            "(bench_torch.Timer). Emmy: the PyTorch op's whole call (its CUDA graph, the inputs "
            "copied in, the output copied out, synchronize), timed as a stream launch; eager and "
@@ -200,7 +200,7 @@ def main() -> int:
     for shape in [v for v in args.shapes.split(",") if v]:
         b, s = (int(v) for v in shape.lower().split("x"))
         rows.append(bench_shape(args, timer, emmy_torch, hf, b, s, steps.get(f"b{b}-s{s}", {})))
-    table = render(rows, args.samples, source)
+    table = render(rows, args.samples, source, os.path.basename(os.path.dirname(os.path.abspath(args.config))))
     log(table)
     with open(os.path.join(args.out, "model.md"), "w") as f:
         f.write(table)

@@ -17,10 +17,12 @@
 #   EMMY_MODEL_TUNE_TIMEOUT  seconds per tune before Ctrl-C (default 240): an interrupted tune
 #                         keeps what it measured; run the step again to continue from it
 #   EMMY_MODEL_HOME       the tuning home (default /tmp/emmy-model-home; EMMY_MODEL_FRESH=1 empties it)
-#   EMMY_MODEL_WORK       where the exports go (default /tmp/emmy-model-work)
+#   EMMY_MODEL_WORK       where the exports go (default /tmp/emmy-model-work; a folder per model)
 #   EMMY_MODEL_SAMPLES    samples per timing (default 20)
 #   EMMY_MODEL_WEIGHTS    a model.safetensors or its folder (default: random weights)
 #   EMMY_MODEL_EXTRA      more `emmy tune` options, e.g. "--prior roofline"
+#   EMMY_MODEL_SOURCE     the model (default Qwen/Qwen3-Embedding-0.6B; bench/model/tiny-qwen3 for
+#                         a smoke test: EMMY_MODEL_SHAPES=1x64, about a minute)
 #   EMMY_MODEL_BACKEND    emmy's backend (default cuda; cpu runs the tune and export steps here,
 #                         e.g. EMMY_MODEL_SHAPES=1x8, as a dry run of this script)
 #   EMMY_BENCH_EMMY, EMMY_BENCH_PY as bench/qwen_layer/run.sh (binary; python with torch +
@@ -39,9 +41,13 @@ STEPS=" ${EMMY_MODEL_STEPS:-tune export bench} "
 SHAPES=${EMMY_MODEL_SHAPES:-1x512,8x512}
 PATIENCE=${EMMY_MODEL_PATIENCE:-2}
 TUNE_TIMEOUT=${EMMY_MODEL_TUNE_TIMEOUT:-240}
-MODEL=Qwen/Qwen3-Embedding-0.6B
+# EMMY_MODEL_SOURCE: another model, e.g. bench/model/tiny-qwen3 (2 small layers: a smoke test of
+# the whole flow in about a minute before the real model's calls).
+MODEL=${EMMY_MODEL_SOURCE:-Qwen/Qwen3-Embedding-0.6B}
 CONFIG=plugins/frontends/hf/configs/$MODEL/config.json
-WORK=${EMMY_MODEL_WORK:-/tmp/emmy-model-work}
+[[ -f $MODEL/config.json ]] && CONFIG=$MODEL/config.json
+# One folder per model: a smoke test's exports never stand in for the real model's.
+WORK=${EMMY_MODEL_WORK:-/tmp/emmy-model-work}/$(basename "$MODEL")
 LIB=${EMMY_TORCH_LIBRARY:-${CARRY:+$CARRY/lib/libemmy_torch.so}}
 [[ -n $LIB && -f $LIB ]] || LIB=build/lib/libemmy_torch.so
 LOG=$OUT/model-bench.log
