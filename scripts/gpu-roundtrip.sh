@@ -47,6 +47,10 @@
 #   scripts/gpu-roundtrip.sh remote-bench
 # runs the issue-12 benchmark (bench/qwen_layer/run.sh: Emmy's tuned Qwen3 layer vs PyTorch eager,
 # cuBLAS and torch.compile); its EMMY_BENCH_* variables are documented there.
+#   scripts/gpu-roundtrip.sh remote-model-bench
+# runs the whole-model benchmark of issue 22 (bench/model/run.sh: Qwen3-Embedding-0.6B's 28
+# layers tuned and exported on cuda, loaded through the PyTorch op, checked against transformers
+# and timed against eager and torch.compile); its EMMY_MODEL_* variables are documented there.
 #   scripts/gpu-roundtrip.sh remote-search-bench [ARGS...]
 # runs the search benchmark (issue 24, bench/search/search_bench.py) on its cuda suite (the Qwen3
 # layer's distinct kernels at B=1 and B=8, S=512): per kernel the default search at patience 10
@@ -553,6 +557,32 @@ remote_bench() {
   CARRY=$CARRY bash bench/qwen_layer/run.sh
 }
 
+# libemmy_torch (the PyTorch op, runtime/torch) against this machine's PyTorch, into $CARRY/lib
+# beside the carried libemmy_runtime, with emmy_torch.py; built once per call.
+remote_emmy_torch() {
+  local out=$1 py=/opt/torch/.venv/bin/python3 T ABI
+  [[ -f $CARRY/lib/libemmy_torch.so ]] && return 0
+  [[ -x $py ]] || { echo "== no $py: libemmy_torch not built" | tee -a "$out/libtorch-build.log"; return 1; }
+  T=$($py -c "import torch, os; print(os.path.dirname(torch.__file__))")
+  ABI=$($py -c "import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))")
+  echo "== building libemmy_torch against $T (cxx11 abi $ABI)" | tee -a "$out/libtorch-build.log"
+  build_emmy_torch "$CARRY/lib" "$CARRY/lib" "$T/include" "$T/lib" "$ABI" 2>&1 | tail -20 |
+    tee -a "$out/libtorch-build.log"
+  [[ -f $CARRY/lib/libemmy_torch.so ]]
+}
+
+# Issue 22, item 4: the whole Qwen3 model tuned, exported, loaded through the PyTorch op and timed
+# against transformers eager and torch.compile (bench/model/run.sh; its EMMY_MODEL_* variables
+# pick the steps and shapes: one call is 600 s at most, bench/model/README.md splits the work).
+remote_model_bench() {
+  local out=${OUT:-/tmp/emmy-gpu-out}
+  mkdir -p "$out"
+  remote_env
+  remote_libtorch_plugins "$out"
+  remote_emmy_torch "$out" || { echo "== libemmy_torch did not build: $out/libtorch-build.log"; return 1; }
+  CARRY=$CARRY EMMY_TORCH_LIBRARY=$CARRY/lib/libemmy_torch.so bash bench/model/run.sh
+}
+
 # Any command with the carried build's environment (CARRY exported): a probe, a profile.
 remote_sh() {
   remote_env
@@ -617,6 +647,7 @@ case ${1:-bundle} in
   remote) remote ;;
   remote-sh) shift; remote_sh "$@" ;;
   remote-bench) remote_bench ;;
+  remote-model-bench) remote_model_bench ;;
   remote-prior-data) remote_prior_data ;;
   remote-search-bench) shift; remote_search_bench "$@" ;;
   remote-example) remote_example ;;

@@ -62,6 +62,33 @@ build_libtorch_plugin() {
   return $rc
 }
 
+# libemmy_torch (runtime/torch, the PyTorch op over libemmy_runtime) against a given LibTorch, with
+# emmy_torch.py copied beside it: what CMake's target emmy_torch builds, for the GPU machine.
+#   build_emmy_torch OUT_DIR RUNTIME_LIB_DIR TORCH_INCLUDE TORCH_LIB ABI
+# RUNTIME_LIB_DIR holds libemmy_runtime.so (built with the cxx11 ABI, as Debian's g++ builds: a
+# LibTorch of ABI 0 cannot link it, and is refused by name).
+build_emmy_torch() {
+  local out=$1 runtime=$2 inc=$3 lib=$4 abi=$5 incs=()
+  if [[ $abi != 1 ]]; then
+    echo "build_emmy_torch: this LibTorch uses _GLIBCXX_USE_CXX11_ABI=$abi; libemmy_runtime's API (std::string) needs 1" >&2
+    return 2
+  fi
+  [[ -f runtime/torch/emmy_torch.cpp ]] || {
+    echo "build_emmy_torch: no runtime/torch/emmy_torch.cpp (run from the repository root)" >&2
+    return 2
+  }
+  [[ $inc == /usr/include ]] || incs=(-isystem "$inc")
+  mkdir -p "$out" || return 1
+  # libtorch_cuda is not linked: a cuda output tensor's copy dispatches to it through PyTorch,
+  # which has loaded it; the op itself calls only torch::cuda::synchronize (CUDA hooks).
+  g++ -std=c++20 -O2 -fPIC -shared -Wall -Wextra -Wpedantic -Wno-unused-parameter \
+    -D_GLIBCXX_USE_CXX11_ABI="$abi" -I runtime/include "${incs[@]}" \
+    -isystem "$inc/torch/csrc/api/include" runtime/torch/emmy_torch.cpp \
+    -L"$runtime" -lemmy_runtime -L"$lib" -ltorch -ltorch_cpu -lc10 \
+    -Wl,-rpath,"$lib" -Wl,-rpath,'$ORIGIN' -o "$out/libemmy_torch.so" || return 1
+  cp runtime/torch/emmy_torch.py "$out/"
+}
+
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   set -uo pipefail
   if (($# != 6)); then

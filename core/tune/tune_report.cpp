@@ -50,6 +50,7 @@ nlohmann::json TuneReport::to_json() const {
   // null, not 0, when the assembled graph was not measured.
   j["validation_gap_pct"] =
       validated() ? nlohmann::json(validation_gap_pct) : nlohmann::json(nullptr);
+  if (validation_rounds > 0) j["validation_rounds"] = validation_rounds;
   if (!validation_note.empty()) j["validation_note"] = validation_note;
   j["wall_s"] = wall_s;
   nlohmann::json ks = nlohmann::json::array();
@@ -123,10 +124,14 @@ std::string TuneReport::table() const {
         << " of them then picked by the search\n";
   for (const auto& g : set_aside) out << "grouping " << g.grouping << " " << g.reason << "\n";
   if (validated()) {
+    // A row from the database (a re-run) does not say how many rounds it took.
+    const std::string rounds = validation_rounds > 0
+                                   ? std::to_string(validation_rounds) + " alternating rounds"
+                                   : "alternating rounds, from the database";
     std::snprintf(line, sizeof line,
                   "assembled graph: %.2f us; its kernels measured again in isolation: %.2f us; "
-                  "gap %+.1f%% (20th percentiles of %d alternating rounds)\n",
-                  assembled_us, isolated_us, validation_gap_pct, kValidationRounds);
+                  "gap %+.1f%% (20th percentiles of %s)\n",
+                  assembled_us, isolated_us, validation_gap_pct, rounds.c_str());
     out << line;
     if (end_to_end_us > 0) {
       std::snprintf(line, sizeof line,

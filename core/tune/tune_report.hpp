@@ -93,6 +93,7 @@ struct TuneReport {
   double isolated_us = 0;
   // (assembled - isolated) / isolated * 100; NaN when not measured (JSON null), never 0.
   double validation_gap_pct = std::numeric_limits<double>::quiet_NaN();
+  int validation_rounds = 0;    // the alternating rounds it took (tune/validation.hpp)
   std::string validation_note;  // why the gap was not measured, if it was not
   double wall_s = 0;
   std::vector<KernelReport> kernels;

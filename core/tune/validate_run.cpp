@@ -60,6 +60,20 @@ bool measure_chosen_again(Measurer& measurer, const std::vector<ChosenKernel>& c
   return true;
 }
 
+// The time limit of one request measuring the whole program. --timeout is a candidate's limit,
+// one kernel's; the program runs every kernel of the graph (a 28-layer model: 281 at seq 8, 0.4 s
+// a run on a 2-core cpu), so a request of warmup + samples runs outgrew it and the validation of
+// a whole model was a timeout (the worker killed). The limit grows with the sum of the kernels'
+// tuned times over the request's runs, 4x for the program's evictions and noise, on top of
+// --timeout (what the build, the load and the reference comparison get).
+double program_timeout_s(const BestGrouping& best, const TuneOptions& options, int samples) {
+  double us = 0;
+  for (const auto& [key, k] : best.per_key)
+    us += std::max(k.best_deploy_us, k.best_rank_us) * std::max(k.occurrences, 1);
+  const double runs = std::max(1, options.warmup + samples);
+  return options.timeout_s + 4.0 * us * 1e-6 * runs;
+}
+
 }  // namespace
 
 void validate_best(const BestGrouping& best, const std::map<std::string, KernelOutcome>& outcomes,
@@ -97,6 +111,7 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
       const int wanted = validation_samples(options.samples);
       int per_request = isolated_samples_per_request(wanted, static_cast<int>(chosen.size()));
       int pass = 0;
+      const auto validation_start = std::chrono::steady_clock::now();
       for (int r = 0; r < kValidationRounds; ++r) {
         const auto round_start = std::chrono::steady_clock::now();
         std::vector<IsolatedKernel> round;
@@ -105,9 +120,9 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
           const int n = std::min(per_request, wanted - taken);
           if (pass % 2 == 0 && isolated_ok)
             isolated_ok = measure_chosen_again(measurer, chosen, n, round);
-          store::MeasurementRecord program =
-              measurer.build_and_measure(best.program, Regime::deploy, inputs, expected,
-                                         /*whole_graph=*/true, /*timeout_s=*/0, n);
+          store::MeasurementRecord program = measurer.build_and_measure(
+              best.program, Regime::deploy, inputs, expected,
+              /*whole_graph=*/true, program_timeout_s(best, options, n), n);
           rec = program;
           if (!program.ok()) break;  // the program's own failure: recorded as it is
           program_samples.insert(program_samples.end(), program.samples_us.begin(),
@@ -118,6 +133,11 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
         if (!rec->ok()) break;
         sides.add_assembled_round(program_samples);
         if (isolated_ok) sides.add_isolated_round(round);
+        report.validation_rounds = r + 1;
+        const double spent =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - validation_start)
+                .count();
+        if (r + 1 >= kMinValidationRounds && spent > kValidationBudgetS) break;
         per_request = samples_per_request_within_budget(
             per_request, wanted,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
@@ -151,8 +171,9 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
       try {
         reference();
         e2e = measurer.build_and_measure(best.program, Regime::deploy, inputs, expected,
-                                         /*whole_graph=*/true, /*timeout_s=*/0, options.samples,
-                                         /*end_to_end=*/true);
+                                         /*whole_graph=*/true,
+                                         program_timeout_s(best, options, options.samples),
+                                         options.samples, /*end_to_end=*/true);
         e2e->structural_key = gkey;
         e2e->kernel_name = "end_to_end:" + (graph_name.empty() ? std::string("graph") : graph_name);
         e2e->templ = "assembled";

@@ -14,6 +14,13 @@ namespace emmy::tune {
 // milliseconds to seconds long, so the rounds are many and short: from the same runs' samples,
 // the first three of six rounds gave gaps of +27 % and +12 % where all six gave +2.3 % and +1.7 %.
 constexpr int kValidationRounds = 20;
+// A graph whose samples are long stops after the round that spends kValidationBudgetS, once it
+// has kMinValidationRounds: the whole Qwen3 model on the 2-core cpu at seq 8 (337 kernels, the
+// program 0.4 s a run, every chosen kernel measured again each pass) took its 20 rounds in about
+// 9 minutes, against 2.5 for tuning every kernel. On the H200 the model's 20 rounds fit well
+// within it (a round is budgeted at kValidationRoundBudgetS below).
+constexpr double kValidationBudgetS = 90;
+constexpr int kMinValidationRounds = 4;
 
 // Samples each measurement of a round takes: half of --samples (at least one), so that the 20
 // rounds pool 160 samples per side at the default 15.

@@ -38,7 +38,7 @@ class CpuExecutor : public Executor {
     if (handle_) dlclose(handle_);
   }
 
-  void run(const std::vector<void*>& buffers) override {
+  void run(const std::vector<void*>& buffers, bool /*copy_outputs: host memory already*/) override {
     std::vector<const void*> in;
     std::vector<void*> out;
     for (size_t k = 0; k < kernels_.size(); ++k) {

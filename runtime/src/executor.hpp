@@ -15,8 +15,9 @@ class Executor {
  public:
   virtual ~Executor() = default;
   // Runs every kernel in the plan's launch order; `buffers[i]` is plan buffer i's memory.
-  // cuda: host memory, the graph outputs copied into it after the run.
-  virtual void run(const std::vector<void*>& buffers) = 0;
+  // cuda: host memory, the graph outputs copied into it after the run unless `copy_outputs` is
+  // false (the caller reads them on the device: Model::run_on_device).
+  virtual void run(const std::vector<void*>& buffers, bool copy_outputs) = 0;
 
   // A backend whose buffers live on a device (cuda); the rest are its alone.
   virtual bool on_device() const { return false; }

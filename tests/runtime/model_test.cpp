@@ -40,31 +40,41 @@ ir::Program two_kernel_program() {
   return p;
 }
 
+// Builds `program` with the cpu backend (export=1) into `dir`/export as `emmy export` writes it;
+// returns the plan and the library's generated source.
+std::pair<runtime::PlanData, std::string> export_program(const ir::Program& program,
+                                                         const fs::path& dir) {
+  fs::create_directories(dir / "export");
+  cpu::CpuBackend backend({{"export", "1"}, {"cache_dir", (dir / "cache").string()}});
+  ir::Slice slice;
+  slice.graph = program.graph;
+  slice.grouping = exporter::launch_order(program.graph, program.grouping);
+  for (size_t i = 0; i < slice.graph.nodes.size(); ++i)
+    slice.origin.push_back(static_cast<ir::ValueId>(i));
+  Artifact artifact;
+  MeasureResult failure;
+  EXPECT_TRUE(backend.build(slice, Regime::deploy, artifact, failure).ok());
+  EXPECT_EQ(failure.failure, FailureKind::none) << failure.message;
+  runtime::PlanData plan = exporter::plan_data(slice.graph, slice.grouping, cpu::export_symbol);
+  plan.backend = "cpu";
+  plan.environment = backend.environment_fingerprint();
+  plan.binary = "kernels.so";
+  fs::copy_file(artifact.handle, dir / "export" / "kernels.so",
+                fs::copy_options::overwrite_existing);
+  plan.binary_digest = runtime::file_digest((dir / "export" / "kernels.so").string());
+  std::ofstream(dir / "export" / runtime::kPlanFileName, std::ios::binary | std::ios::trunc)
+      << runtime::encode_plan(plan);
+  return {plan, artifact.source};
+}
+
 class RuntimeModel : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("emmy-runtime-test-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "export");
     program_ = two_kernel_program();
-    cpu::CpuBackend backend({{"export", "1"}, {"cache_dir", (dir_ / "cache").string()}});
-    ir::Slice slice;
-    slice.graph = program_.graph;
-    slice.grouping = exporter::launch_order(program_.graph, program_.grouping);
-    for (size_t i = 0; i < slice.graph.nodes.size(); ++i)
-      slice.origin.push_back(static_cast<ir::ValueId>(i));
-    Artifact artifact;
-    MeasureResult failure;
-    ASSERT_TRUE(backend.build(slice, Regime::deploy, artifact, failure).ok());
-    ASSERT_EQ(failure.failure, FailureKind::none) << failure.message;
-    runtime::PlanData plan = exporter::plan_data(slice.graph, slice.grouping, cpu::export_symbol);
-    plan.backend = "cpu";
-    plan.environment = backend.environment_fingerprint();
-    plan.binary = "kernels.so";
-    fs::copy_file(artifact.handle, dir_ / "export" / "kernels.so");
-    plan.binary_digest = runtime::file_digest((dir_ / "export" / "kernels.so").string());
-    plan_ = plan;
-    write(dir_ / "export" / runtime::kPlanFileName, runtime::encode_plan(plan));
+    plan_ = export_program(program_, dir_).first;
+    ASSERT_FALSE(HasFailure());
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -179,6 +189,53 @@ TEST_F(RuntimeModel, AnExportForAnotherBackendIsRefusedByName) {
                               "runs cpu and cuda exports)"),
             std::string::npos)
       << load_error();
+}
+
+// Two layers of one shape, y = (x @ w0^T) @ w1^T with w0, w1 [8, 8]: both linears generate the
+// same source, which the export library compiles once (a 28-layer model's kernels were 281
+// copies of 23); each layer's symbol still runs with its own weights.
+TEST(RuntimeExportRepeats, ARepeatedKernelIsCompiledOnceAndEveryLayerRuns) {
+  ir::Program p;
+  ir::Builder b(p.graph);
+  p.graph.name = "two_layers";
+  ir::ValueId x = b.input("x", {ir::DType::f32, {4, 8}});
+  ir::ValueId w0 = b.input("w0", {ir::DType::f32, {8, 8}}, "weight");
+  ir::ValueId h = b.op(ir::Op::linear, {x, w0}, {}, "layers.0");
+  // Declared after h, as a frontend declares a layer's weights with the layer: the second part's
+  // inputs are then (activation, weight) like the first's, and its source the same.
+  ir::ValueId w1 = b.input("w1", {ir::DType::f32, {8, 8}}, "weight");
+  ir::ValueId y = b.op(ir::Op::linear, {h, w1}, {}, "layers.1");
+  b.output(y);
+  ir::Kernel k0, k1;
+  k0.nodes = {h};
+  k1.nodes = {y};
+  p.grouping.kernels = {k0, k1};
+  const fs::path dir =
+      fs::temp_directory_path() / ("emmy-runtime-repeats-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto [plan, source] = export_program(p, dir);
+  ASSERT_FALSE(HasFailure());
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = source.find(what); at != std::string::npos; at = source.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("namespace emmy_k"), 2u) << "one namespace opened and closed, not two kernels";
+  EXPECT_EQ(count("void emmy_export_k1(const void* const* inputs"), 1u) << source;
+  ASSERT_EQ(plan.kernels.size(), 2u);
+
+  runtime::Model model = runtime::Model::load((dir / "export").string());
+  std::vector<ir::HostTensor> inputs = ir::random_inputs(p.graph, 11);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    model.bind(model.inputs()[i].name, inputs[i].data.data(), inputs[i].data.size());
+  model.run();
+  const std::vector<ir::HostTensor> expected = ir::evaluate(p.graph, inputs);
+  ir::HostTensor actual{expected[0].type, {}};
+  const auto* out = static_cast<const unsigned char*>(model.output(0));
+  actual.data.assign(out, out + expected[0].data.size());
+  EXPECT_EQ(ir::compare(expected[0], actual), "");
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -58,6 +58,10 @@ class Model {
 
   // Runs every kernel in launch order. Throws Error naming the inputs not bound.
   void run();
+  // cuda: run() without copying the outputs to the host: read them on the device at
+  // device_pointer(name) (what the PyTorch op does: a device-to-device copy instead of a round
+  // trip through the host). output() then returns the previous run's host copy. cpu: run().
+  void run_on_device();
 
   // Output `index` / `name` after run(): bytes laid out as its dtype and shape say (row-major).
   const void* output(size_t index) const;
@@ -71,6 +75,7 @@ class Model {
  private:
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
+  void run_checked(bool copy_outputs);
   std::unique_ptr<Impl> impl_;
 };
 

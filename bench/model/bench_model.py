@@ -1,0 +1,214 @@
+"""The whole Qwen3 model through Emmy's runtime vs transformers (issue 22, item 4), one process on
+the GPU machine after run.sh has tuned and exported each shape:
+
+  1. per shape BxS, the export (`emmy export` of the whole model) loaded through the PyTorch op
+     (runtime/torch: emmy_torch.load), timed (load) and bound to the weights of transformers'
+     Qwen3Model built from the same config.json (random weights, seed 0, bf16, cuda; or the
+     model's own from a local model.safetensors, --weights), in place: no copy of a weight;
+  2. correctness: the final hidden states of Emmy (emmy_torch.run_qwen3) and of transformers
+     eager on the same embeddings, cosine similarity >= --min-cosine (0.999);
+  3. time of the full forward from the embeddings (embedding lookup excluded on every side):
+     Emmy (its own CUDA graph per call, inputs copied in, the output copied into a fresh tensor,
+     a device synchronize: the op's whole call), transformers eager and torch.compile, each as a
+     stream launch and as a torch CUDA-graph replay, timed by bench/qwen_layer/bench_torch.py's
+     Timer (L2 flushed before each sample, CUDA events, median of --samples);
+
+-> OUT/model.md (the table) and OUT/model.json (every number, the tune/export/load times).
+Exit 1 when a shape misses the cosine or has no export, so that the call's status says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "qwen_layer"))
+from bench_torch import Timer  # noqa: E402  (one timing method for every benchmark)
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def build_hf(config_path: str, weights: str | None):
+    from transformers import Qwen3Config, Qwen3Model
+    with open(config_path) as f:
+        cfg = Qwen3Config(**json.load(f))
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = Qwen3Model(cfg).to("cuda", torch.bfloat16).eval()
+    source = "random (torch.manual_seed(0), transformers' init)"
+    if weights:
+        files = sorted(glob.glob(os.path.join(weights, "*.safetensors"))) if os.path.isdir(weights) else [weights]
+        if not files:
+            raise FileNotFoundError(f"--weights {weights}: no .safetensors file there")
+        from safetensors.torch import load_file
+        state = {}
+        for f in files:
+            state.update(load_file(f, device="cuda"))
+        # Qwen3ForCausalLM checkpoints name the decoder "model.*".
+        state = {k[len("model."):] if k.startswith("model.") else k: v for k, v in state.items()}
+        missing, _ = model.load_state_dict(state, strict=False)
+        if missing:
+            raise KeyError(f"--weights {weights}: the checkpoint lacks {missing[:5]}")
+        source = ", ".join(os.path.basename(f) for f in files)
+    return cfg, model, source
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return torch.nn.functional.cosine_similarity(a.double().flatten(), b.double().flatten(), dim=0).item()
+
+
+def bench_shape(args, timer, emmy_torch, hf, b: int, s: int, meta: dict) -> dict:
+    row = {"batch": b, "seq": s, **meta}
+    path = os.path.join(args.exports, f"model-b{b}-s{s}.emmy")
+    if not os.path.isdir(path):
+        row["error"] = f"no export at {path} (run.sh's tune and export steps)"
+        log(f"== B={b} S={s}: {row['error']}")
+        return row
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    export = emmy_torch.load(path)
+    row["load_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    bound = export.bind_weights(hf.state_dict())
+    torch.cuda.synchronize()
+    row["bind_s"] = time.perf_counter() - t0
+    row["inputs"] = len(export.input_names)
+    log(f"== B={b} S={s}: loaded in {row['load_s'] * 1e3:.1f} ms, {len(bound)} weights bound in "
+        f"{row['bind_s'] * 1e3:.1f} ms")
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    ids = torch.randint(0, hf.config.vocab_size, (b, s), device="cuda", generator=g)
+    with torch.no_grad():
+        x = hf.embed_tokens(ids)
+        ref = hf(inputs_embeds=x, use_cache=False).last_hidden_state
+        got = emmy_torch.run_qwen3(export, hf, hidden_states=x)
+    row["cosine"] = cosine(got, ref)
+    row["max_abs_error"] = (got.float() - ref.float()).abs().max().item()
+    row["pass"] = row["cosine"] >= args.min_cosine
+    log(f"   cosine {row['cosine']:.6f} (>= {args.min_cosine}: {'PASS' if row['pass'] else 'FAIL'}), "
+        f"max abs error {row['max_abs_error']:.3g}")
+
+    # The same feeds run_qwen3 made, so the timed call is the op's call alone.
+    position_ids = torch.arange(s, device="cuda").unsqueeze(0)
+    cos, sin = hf.rotary_emb(x, position_ids)
+    cos, sin = cos[0].contiguous(), sin[0].contiguous()
+
+    def emmy_call():
+        return export(hidden_states=x, cos=cos, sin=sin)
+
+    def eager():
+        return hf(inputs_embeds=x, use_cache=False).last_hidden_state
+
+    compiled_model = torch.compile(hf, dynamic=False)
+
+    def compiled():
+        return compiled_model(inputs_embeds=x, use_cache=False).last_hidden_state
+
+    times, errors = {}, {}
+
+    def timed(key, how, fn):
+        # One way of timing failing (e.g. a transformers version whose forward does not capture
+        # into a CUDA graph) leaves that cell empty, named in the JSON, not the whole shape.
+        try:
+            times[key] = how(fn)
+        except Exception as e:  # noqa: BLE001
+            errors[key] = f"{type(e).__name__}: {e}"[:500]
+            log(f"   {key}: not measured ({errors[key][:200]})")
+            torch.cuda.synchronize()
+
+    with torch.no_grad():
+        timed("emmy", timer.stream_us, emmy_call)
+        timed("eager_stream", timer.stream_us, eager)
+        timed("eager_graph", timer.graph_us, eager)
+        t0 = time.perf_counter()
+        timed("compile_first_call", lambda fn: fn(), compiled)  # the compile itself, not a time
+        times.pop("compile_first_call", None)
+        row["compile_s"] = time.perf_counter() - t0
+        if "compile_first_call" not in errors:
+            timed("compile_stream", timer.stream_us, compiled)
+            timed("compile_graph", timer.graph_us, compiled)
+    row["us"], row["timing_errors"] = times, errors
+    compile_times = [times[k] for k in ("compile_stream", "compile_graph") if k in times]
+    if "emmy" in times and compile_times:
+        row["emmy_over_compile"] = times["emmy"] / min(compile_times)
+    log("   " + ", ".join(f"{k} {v:.0f} us" for k, v in times.items()) +
+        f"; Emmy / best torch.compile = {row.get('emmy_over_compile', float('nan')):.3f} (target <= 0.75)")
+    del export
+    torch.cuda.empty_cache()
+    return row
+
+
+def render(rows: list, samples: int, weights: str, name: str = "Qwen3-Embedding-0.6B") -> str:
+    out = [f"## {name}, whole model (every layer + the final norm), bf16", "",
+           f"Weights: {weights}. Times: median of {samples} samples, µs, L2 flushed before each "
+           "(bench_torch.Timer). Emmy: the PyTorch op's whole call (its CUDA graph, the inputs "
+           "copied in, the output copied out, synchronize), timed as a stream launch; eager and "
+           "torch.compile as a stream launch and as a replay of a torch CUDA graph.", "",
+           "| B | S | cosine | Emmy | eager | eager (graph) | compile | compile (graph) | Emmy / compile | tune s | export s | load ms |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['batch']} | {r['seq']} | {r['error']} |" + " |" * 10)
+            continue
+        t = r["us"]
+        cell = [f"{t[k]:.0f}" if k in t else "—" for k in
+                ("emmy", "eager_stream", "eager_graph", "compile_stream", "compile_graph")]
+        ratio = f"{r['emmy_over_compile']:.3f}" if "emmy_over_compile" in r else "—"
+        out.append(
+            f"| {r['batch']} | {r['seq']} | {r['cosine']:.5f} | {' | '.join(cell)} | {ratio} | "
+            f"{r.get('tune_s', '?')} | {r.get('export_s', '?')} | {r['load_s'] * 1e3:.0f} |")
+    out += ["", "Emmy / compile: over the faster of the two torch.compile columns (issue 22's "
+            "target: <= 0.75). Export + load target: < 1 s."]
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", default="1x512,8x512", help="BxS list")
+    ap.add_argument("--exports", required=True, help="folder with model-bB-sS.emmy and steps.json")
+    ap.add_argument("--config", required=True, help="the model's config.json")
+    ap.add_argument("--weights", default="", help="a model.safetensors (or its folder) to use")
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--min-cosine", type=float, default=0.999)
+    ap.add_argument("--library", default=None, help="libemmy_torch.so (default: beside emmy_torch.py)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    import emmy_torch
+    emmy_torch.load_library(args.library)
+    import transformers
+    log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{torch.cuda.get_device_name(0)}; emmy_torch {emmy_torch._loaded}")
+    # run.sh's tune/export wall times per shape, for the table.
+    steps = {}
+    steps_path = os.path.join(args.exports, "steps.json")
+    if os.path.exists(steps_path):
+        with open(steps_path) as f:
+            steps = json.load(f)
+    _, hf, source = build_hf(args.config, args.weights or None)
+    timer = Timer(args.samples)
+    rows = []
+    for shape in [v for v in args.shapes.split(",") if v]:
+        b, s = (int(v) for v in shape.lower().split("x"))
+        rows.append(bench_shape(args, timer, emmy_torch, hf, b, s, steps.get(f"b{b}-s{s}", {})))
+    table = render(rows, args.samples, source, os.path.basename(os.path.dirname(os.path.abspath(args.config))))
+    log(table)
+    with open(os.path.join(args.out, "model.md"), "w") as f:
+        f.write(table)
+    with open(os.path.join(args.out, "model.json"), "w") as f:
+        json.dump({"samples": args.samples, "weights": source, "shapes": rows}, f, indent=1)
+    return 0 if rows and all(r.get("pass") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
