@@ -29,15 +29,7 @@ void BuildAhead::plan(const std::string& owner, std::vector<Job> jobs) {
   if (!enabled()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // The owner's older wishes that were not started go: its search has moved on.
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->owner == owner) {
-        state_.erase(it->job.key);
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    drop_queued(owner);  // its older wishes not started: its search has moved on
     for (Job& j : jobs) {
       if (state_.count(j.key)) continue;
       state_[j.key] = State::queued;
@@ -67,6 +59,10 @@ bool BuildAhead::settle(const std::string& key) {
 void BuildAhead::drop(const std::string& owner) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  drop_queued(owner);
+}
+
+void BuildAhead::drop_queued(const std::string& owner) {
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (it->owner == owner) {
       state_.erase(it->job.key);

@@ -61,6 +61,7 @@ class BuildAhead {
     Job job;
   };
   void work();
+  void drop_queued(const std::string& owner);  // mutex_ held
 
   Backend& backend_;
   mutable std::mutex mutex_;

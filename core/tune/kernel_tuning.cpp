@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "emmy/knob_constraints.hpp"
 #include "emmy/templates.hpp"
@@ -115,24 +116,32 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
     return measurer.measure(m, ensure_reference, cached);
   };
 
+  // The first kernel of `p` whose knobs its template declares it refuses (BackendCaps::
+  // constraints), and the rule; {nullptr, nullptr} when none.
+  auto declared_refusal =
+      [&](const ir::Program& p) -> std::pair<const ir::Kernel*, const KnobConstraint*> {
+    for (const ir::Kernel& k : p.grouping.kernels) {
+      auto rules = run.caps.constraints.find(k.templ);
+      if (rules == run.caps.constraints.end()) continue;
+      if (const KnobConstraint* broken = contradicted(rules->second, k.knobs)) return {&k, broken};
+    }
+    return {nullptr, nullptr};
+  };
+
   double step_deploy_us = 0;  // the deploy time of the candidate being evaluated (0: none)
   search::Evaluate evaluate = [&](const search::Candidate& c) -> search::Evaluation {
     check_interrupt();
     search::Evaluation e;
     // A combination its template declares it refuses (BackendCaps::constraints) is not built:
     // the lowering passes do not offer one, so this only catches a pass that asks other forks.
-    for (const ir::Kernel& k : c.program.grouping.kernels) {
-      auto rules = run.caps.constraints.find(k.templ);
-      if (rules == run.caps.constraints.end()) continue;
-      if (const KnobConstraint* broken = contradicted(rules->second, k.knobs)) {
-        ++out.evaluations;
-        ++out.failures;
-        e.ok = false;
-        e.refused = true;
-        e.cached = true;  // nothing ran
-        e.message = "refused: " + k.templ + ": " + broken->reason + " (declared; not built)";
-        return e;
-      }
+    if (const auto [k, broken] = declared_refusal(c.program); broken != nullptr) {
+      ++out.evaluations;
+      ++out.failures;
+      e.ok = false;
+      e.refused = true;
+      e.cached = true;  // nothing ran
+      e.message = "refused: " + k->templ + ": " + broken->reason + " (declared; not built)";
+      return e;
     }
     store::MeasurementRecord rank = measured(c, Regime::rank, e.cached);
     ++out.evaluations;
@@ -234,14 +243,9 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
     ahead = [&](const std::vector<search::Candidate>& next) {
       std::vector<BuildAhead::Job> jobs;
       for (const search::Candidate& c : next) {
-        bool refused = false;
-        for (const ir::Kernel& k : c.program.grouping.kernels) {
-          auto rules = run.caps.constraints.find(k.templ);
-          if (rules != run.caps.constraints.end() && contradicted(rules->second, k.knobs))
-            refused = true;
-        }
-        if (refused || measurer.store().lookup(measurer.env(), row_key(c.program),
-                                               program_config_key(c.program), Regime::rank))
+        if (declared_refusal(c.program).second != nullptr ||
+            measurer.store().lookup(measurer.env(), row_key(c.program),
+                                    program_config_key(c.program), Regime::rank))
           continue;
         BuildAhead::Job job;
         job.key = ahead_key(c.program);
