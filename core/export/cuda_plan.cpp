@@ -42,7 +42,9 @@ std::vector<std::string> add_cuda_plan(runtime::PlanData& data, const std::strin
     std::istringstream f(line.substr(8));
     std::string what;
     f >> what;
-    if (what == "export") {
+    if (what == "awaits_producers") {
+      data.kernels_await_producers = true;
+    } else if (what == "export") {
       std::string key, value;
       f >> key;
       std::getline(f, value);

@@ -72,6 +72,9 @@ void Executor::bind_device(uint32_t, uint64_t) {
 uint64_t Executor::device_pointer(uint32_t) const {
   throw Error("device_pointer: this export's backend runs on the host (output() instead)");
 }
+void Executor::enqueue(uint64_t) {
+  throw Error("enqueue: this export's backend runs on the host (run() instead)");
+}
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan, const std::string& folder) {
   return std::make_unique<CpuExecutor>(plan, folder);

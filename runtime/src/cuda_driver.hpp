@@ -39,11 +39,13 @@ struct CudaDriver {
   X(cuStreamSynchronize) \
   X(cuStreamBeginCapture) \
   X(cuStreamEndCapture) \
+  X(cuStreamIsCapturing) \
   X(cuGraphInstantiate) \
   X(cuGraphLaunch) \
   X(cuGraphDestroy) \
   X(cuGraphExecDestroy) \
   X(cuLaunchKernel) \
+  X(cuLaunchKernelEx) \
   X(cuTensorMapEncodeTiled)
 // clang-format on
 #define EMMY_CUDA_MEMBER(name) decltype(&::name) name = nullptr;

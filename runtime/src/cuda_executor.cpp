@@ -20,6 +20,13 @@ namespace {
 
 constexpr size_t kMessageBytes = 4096;
 
+// EMMY_CUDA_OVERLAP=0 launches every kernel after the previous one has finished, even where the
+// plan allows overlapping (to measure what the overlap gains, or to rule it out).
+bool overlap_disabled() {
+  const char* v = std::getenv("EMMY_CUDA_OVERLAP");
+  return v && std::string(v) == "0";
+}
+
 // A step library's C ABI (emmy/cuda_step.h), resolved by name from the export folder's copy.
 struct StepFunctions {
   EmmyCudaStepPrepareFn prepare = nullptr;
@@ -44,7 +51,8 @@ struct Step {
 
 class CudaExecutor : public Executor {
  public:
-  CudaExecutor(const PlanData& plan, const std::string& folder) : plan_(plan) {
+  CudaExecutor(const PlanData& plan, const std::string& folder)
+      : plan_(plan), overlap_(plan.kernels_await_producers && !overlap_disabled()) {
     // The step libraries first: a missing one or one of another ABI version is named whether or
     // not this machine has a driver (they make no CUDA call until prepared).
     for (const KernelInfo& k : plan_.kernels)
@@ -83,6 +91,34 @@ class CudaExecutor : public Executor {
     const size_t slot = slot_of(buffer);
     if (views_[slot] != pointer) stale_ = true;
     views_[slot] = pointer;
+  }
+
+  void enqueue(uint64_t stream) override {
+    Context scope(*this);
+    CUstream caller = reinterpret_cast<CUstream>(stream);
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    check(cu_->cuStreamIsCapturing(caller, &capturing), "cuStreamIsCapturing", "");
+    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+      // The caller records a graph of its own (torch.cuda.graph): the launches go into it one
+      // by one, over the table as it stands; rewriting the table would be a copy the capture
+      // forbids, so the bindings must have been run once already.
+      if (stale_ || !exec_)
+        throw Error(
+            "enqueue: the stream is capturing a graph, and the inputs were bound anew since the "
+            "last run: run once outside the capture first");
+      const std::vector<CUdeviceptr> table = current_table();
+      for (size_t i = 0; i < order_.size(); ++i)
+        if (std::string failure = enqueue(order_[i], table, overlaps(i), caller); !failure.empty())
+          throw Error(failure);
+      return;
+    }
+    if (stale_ || !exec_) {
+      // The buffer table and tensor maps are rewritten by the capture: a run still in flight
+      // on the caller's stream reads them, so it finishes first.
+      check(cu_->cuStreamSynchronize(caller), "waiting for the caller's stream", "");
+      capture();
+    }
+    check(cu_->cuGraphLaunch(exec_, caller), "cuGraphLaunch on the caller's stream", "");
   }
 
   uint64_t device_pointer(uint32_t buffer) const override {
@@ -269,9 +305,21 @@ class CudaExecutor : public Executor {
   }
 
   // The buffer table and tensor maps over the current pointers, then the graph of every launch.
-  void capture() {
+  // The device buffer table as the kernels read it: each plan device buffer's pointer.
+  std::vector<CUdeviceptr> current_table() const {
     std::vector<CUdeviceptr> table;
     for (uint32_t b : plan_.device_buffers) table.push_back(device_pointer(b));
+    return table;
+  }
+
+  // A kernel right after another kernel overlaps its tail when the cubin's kernels await their
+  // producers (PlanData::kernels_await_producers), as the tuner's worker timed them.
+  bool overlaps(size_t i) const {
+    return overlap_ && i > 0 && !order_[i].launch->is_step && !order_[i - 1].launch->is_step;
+  }
+
+  void capture() {
+    std::vector<CUdeviceptr> table = current_table();
     if (tmaps_) {
       std::vector<CUtensorMap> encoded(plan_.tensor_maps.size());
       for (size_t i = 0; i < encoded.size(); ++i) encode(plan_.tensor_maps[i], table, encoded[i]);
@@ -289,8 +337,8 @@ class CudaExecutor : public Executor {
     check(cu_->cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
           "cuStreamBeginCapture", "");
     std::string failure;
-    for (const Step& s : order_) {
-      failure = enqueue(s, table);
+    for (size_t i = 0; i < order_.size(); ++i) {
+      failure = enqueue(order_[i], table, overlaps(i), stream_);
       if (!failure.empty()) break;
     }
     CUgraph graph = nullptr;
@@ -306,16 +354,32 @@ class CudaExecutor : public Executor {
     stale_ = false;
   }
 
-  // One launch or step onto the capturing stream; "" or what failed (named by kernel).
-  std::string enqueue(const Step& s, const std::vector<CUdeviceptr>& table) {
+  // One launch or step onto `stream` (capturing: ours, or the caller's); "" or what failed (named
+  // by kernel).
+  std::string enqueue(const Step& s, const std::vector<CUdeviceptr>& table, bool overlap,
+                      CUstream stream) {
     const LaunchInfo& l = *s.launch;
     if (!l.is_step) {
       void* args[] = {&table_};
-      CUresult r =
-          cu_->cuLaunchKernel(s.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
-                              l.block[2], l.shared_bytes, stream_, args, nullptr);
+      CUlaunchConfig config = {};
+      config.gridDimX = l.grid[0];
+      config.gridDimY = l.grid[1];
+      config.gridDimZ = l.grid[2];
+      config.blockDimX = l.block[0];
+      config.blockDimY = l.block[1];
+      config.blockDimZ = l.block[2];
+      config.sharedMemBytes = l.shared_bytes;
+      config.hStream = stream;
+      CUlaunchAttribute attribute = {};
+      attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attribute.value.programmaticStreamSerializationAllowed = 1;
+      if (overlap) {
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+      }
+      CUresult r = cu_->cuLaunchKernelEx(&config, s.function, args, nullptr);
       return r == CUDA_SUCCESS ? ""
-                               : "kernel '" + s.kernel->name + "': cuLaunchKernel " + l.symbol +
+                               : "kernel '" + s.kernel->name + "': cuLaunchKernelEx " + l.symbol +
                                      ": " + cu_->describe(r);
     }
     const PreparedStep& p = steps_[s.prepared];
@@ -323,7 +387,7 @@ class CudaExecutor : public Executor {
     for (uint32_t b : l.step.buffers) mine.push_back(table.at(b));
     std::string message(kMessageBytes, '\0');
     int status = p.fn->run(p.handle, mine.data(), mine.size(), p.workspace ? workspace_ : 0,
-                           static_cast<void*>(stream_), message.data(), message.size());
+                           static_cast<void*>(stream), message.data(), message.size());
     if (status == EMMY_CUDA_STEP_OK) return "";
     message.resize(std::min(message.find('\0'), message.size()));
     return "kernel '" + s.kernel->name + "': library step " + l.step.prefix + " failed: " + message;
@@ -394,6 +458,7 @@ class CudaExecutor : public Executor {
   std::vector<uint64_t> views_;       // per slot: the caller's device memory, 0 for own
   CUdeviceptr workspace_ = 0, table_ = 0, tmaps_ = 0;
   bool stale_ = true;
+  const bool overlap_;  // launches overlap their predecessor's tail (enqueue)
 };
 
 }  // namespace

@@ -18,6 +18,9 @@ class Executor {
   // cuda: host memory, the graph outputs copied into it after the run unless `copy_outputs` is
   // false (the caller reads them on the device: Model::run_on_device).
   virtual void run(const std::vector<void*>& buffers, bool copy_outputs) = 0;
+  // cuda: launches the program on the caller's stream `stream` (a CUstream) and returns without
+  // waiting: Model::enqueue. Others throw Error.
+  virtual void enqueue(uint64_t stream);
 
   // A backend whose buffers live on a device (cuda); the rest are its alone.
   virtual bool on_device() const { return false; }

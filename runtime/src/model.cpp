@@ -226,12 +226,22 @@ void Model::run_on_device() {
   run_checked(false);
 }
 
-void Model::run_checked(bool copy_outputs) {
+void Model::enqueue(uint64_t stream) {
+  check_bound("enqueue");
+  impl_->executor->enqueue(stream);
+}
+
+void Model::check_bound(const char* what) const {
   if (auto missing = unbound(); !missing.empty()) {
     std::string names;
     for (const auto& n : missing) names += (names.empty() ? "" : ", ") + n;
-    throw Error("run: " + std::to_string(missing.size()) + " input(s) not bound: " + names);
+    throw Error(std::string(what) + ": " + std::to_string(missing.size()) +
+                " input(s) not bound: " + names);
   }
+}
+
+void Model::run_checked(bool copy_outputs) {
+  check_bound("run");
   impl_->executor->run(impl_->buffers, copy_outputs);
 }
 

@@ -188,7 +188,8 @@ std::string encode_plan(const PlanData& p) {
       p.graph_name.c_str(), p.graph_key.c_str(), p.run_id.c_str(), p.created_unix, p.binary.c_str(),
       p.binary_digest.c_str(), &buffers, &kernels, &p.inputs, &p.outputs, &graph, p.tuned_total_us,
       cuda ? &p.device_buffers : nullptr, cuda ? &maps : nullptr, cuda ? &libraries : nullptr,
-      cuda ? p.device.c_str() : nullptr, cuda ? p.arch.c_str() : nullptr);
+      cuda ? p.device.c_str() : nullptr, cuda ? p.arch.c_str() : nullptr,
+      p.kernels_await_producers);
   b.Finish(plan);
   std::string_view inner(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 
@@ -296,6 +297,7 @@ PlanData decode_plan(std::string_view bytes, const std::string& where) {
       p.step_libraries.push_back({l->file()->str(), str(l->digest()), l->abi_version()});
   p.device = str(plan->device());
   p.arch = str(plan->arch());
+  p.kernels_await_producers = plan->kernels_await_producers();
   check_plan(p, where);
   return p;
 }

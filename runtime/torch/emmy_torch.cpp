@@ -7,6 +7,7 @@
 //   m.bind("layers.0.mlp.up_proj.weight", w)   # used in place (held by m), never copied
 //   m.set("hidden_states", x)                  # copied into a tensor of m's own, bound once
 //   y = m.run()                                # fresh tensors, one per output
+//   y = m.run_on(torch.cuda.current_stream().cuda_stream)  # cuda: stream-ordered, no host wait
 //
 // Why `set` copies into a tensor of its own rather than binding the caller's: on cuda the
 // runtime records the launches into one CUDA graph, captured again whenever a bound address
@@ -78,6 +79,18 @@ class TorchModel : public torch::CustomClassHolder {
       it = staged_.emplace(name, own).first;
     }
     it->second.copy_(t.reshape(b.shape));
+  }
+
+  // cuda: the export launched on `stream` (PyTorch's current stream, torch.cuda.current_stream()
+  // .cuda_stream), nothing waited for on the host: the inputs set and the outputs' copies are on
+  // that stream too, so the call is ordered like any PyTorch op's. Each output a fresh tensor.
+  std::vector<at::Tensor> run_on(int64_t stream) {
+    TORCH_CHECK(cuda_, "emmy: run_on(stream) runs a cuda export; this one is ", backend(),
+                " (run() instead)");
+    model_.enqueue(static_cast<uint64_t>(stream));
+    std::vector<at::Tensor> out;
+    for (const BufferInfo& b : model_.outputs()) out.push_back(output_tensor(b));
+    return out;
   }
 
   // Runs the export; each output as a fresh tensor (its own memory, valid after the next run).
@@ -187,5 +200,6 @@ TORCH_LIBRARY(emmy, m) {
       .def("shape", &TorchModel::shape)
       .def("bind", &TorchModel::bind)
       .def("set", &TorchModel::set)
-      .def("run", &TorchModel::run);
+      .def("run", &TorchModel::run)
+      .def("run_on", &TorchModel::run_on);
 }

@@ -29,6 +29,35 @@ PluginOptions offline(const std::string& cache) {
   return {{"arch", "sm_90a"}, {"cache_dir", cache}, {"worker", "/nonexistent"}};
 }
 
+// Every kernel of `source` waits for its producers before its body (the device prelude's
+// griddepcontrol.wait, Plan::awaits_producers), and the plan says so: what lets the worker and
+// the runtime launch it overlapping the previous kernel's tail. A kernel without the call,
+// launched that way, could read its producer's results before they are written.
+void expect_every_kernel_awaits_its_producers(const std::string& source) {
+  const std::string entry = "extern \"C\" __global__";
+  size_t kernels = 0;
+  for (size_t at = source.find(entry); at != std::string::npos; at = source.find(entry, at + 1)) {
+    ++kernels;
+    const size_t open = source.find(") {\n", at);
+    ASSERT_NE(open, std::string::npos);
+    // Only the pointer table's reads (emmy_buf, not written by any kernel) come before it.
+    const size_t call = source.find("emmy_await_producers();", open);
+    ASSERT_NE(call, std::string::npos) << source.substr(at, 400);
+    const std::string before = source.substr(open + 4, call - open - 4);
+    for (size_t line = 0; line < before.size();) {
+      const size_t end = before.find('\n', line);
+      const std::string text = before.substr(line, end - line);
+      EXPECT_TRUE(text.find("emmy_buf[") != std::string::npos ||
+                  text.find("__builtin_assume(__isGlobal(") != std::string::npos ||
+                  text.find_first_not_of(' ') == std::string::npos)
+          << "before the wait: " << text;
+      line = end == std::string::npos ? before.size() : end + 1;
+    }
+  }
+  EXPECT_GT(kernels, 0u);
+  EXPECT_TRUE(parse_plan(source).awaits_producers);
+}
+
 class EveryTemplate : public ::testing::TestWithParam<int> {};
 
 TEST_P(EveryTemplate, GeneratesTheTemplateAndCompilesToACubin) {
@@ -39,6 +68,7 @@ TEST_P(EveryTemplate, GeneratesTheTemplateAndCompilesToACubin) {
   EXPECT_EQ(used, c.templ) << source;
   Plan plan = parse_plan(source);
   EXPECT_FALSE(plan.launches.empty());
+  expect_every_kernel_awaits_its_producers(source);
 
   CudaBackend backend(offline(temp_cache(c.name)));
   Artifact art;
@@ -129,6 +159,7 @@ TEST(CudaCodegen, SeveralKernelsBecomeOneProgram) {
   ASSERT_GE(plan.launches.size(), 3u);  // rows (fused: one kernel), matmul, one copy
   EXPECT_EQ(plan.launches.front().kernel, "k1_emmy_rows");
   EXPECT_EQ(plan.launches.back().kernel, "emmy_copy2");
+  expect_every_kernel_awaits_its_producers(source);  // the stitched kernels and the copy
   // Each launch names its kernel of the program (the worker flushes L2 before each and times
   // them one by one); the output copy is part of the last kernel's time.
   EXPECT_EQ(plan.launches.front().group, 0);
@@ -177,6 +208,9 @@ TEST(CudaCodegen, PlanSurvivesTheSource) {
   EXPECT_EQ(q.launches[1].shared_bytes, 1024);
   EXPECT_EQ(q.launches[0].group, 0);  // a module of one kernel: no group field
   EXPECT_EQ(q.launches[1].group, 4);
+  EXPECT_FALSE(q.awaits_producers);  // a source of before the rule: one launch after the other
+  p.awaits_producers = true;
+  EXPECT_TRUE(parse_plan(render_plan(p)).awaits_producers);
   EXPECT_THROW(parse_plan("no plan here"), Error);
   EXPECT_THROW(parse_plan("//@emmy launch k 1 1 1 32 0 -1\n"), Error);
 }

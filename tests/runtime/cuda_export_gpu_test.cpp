@@ -6,10 +6,12 @@
 // pointer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
 #include "cublaslt_plugin.hpp"
+#include "cuda_driver.hpp"
 #include "cuda_export_harness.hpp"
 #include "emmy/runtime.hpp"
 #include "ir/interpreter.hpp"
@@ -92,6 +94,53 @@ TEST_F(CudaExportGpu, GeneratedKernelsRunAsTheInterpreterSays) {
     EXPECT_EQ(ir::compare(again[0], actual, ir::lowest_precision(program.graph)), "");
     // Its own memory again (bind copies): a recapture, and seed 7's data gives seed 7's result.
     run_and_check(second, program.graph, 7);
+  }
+}
+
+// The PyTorch op's way: the program launched on the caller's stream, nothing waited for on the
+// host, the output read back on that stream; several calls queued back to back, with the
+// launches overlapping (the default) and one after the other (EMMY_CUDA_OVERLAP=0): the same
+// bytes as the interpreter's every time.
+TEST_F(CudaExportGpu, EnqueuedOnTheCallersStreamWithAndWithoutOverlap) {
+  const ir::Program program = test::two_kernel_program(ir::DType::bf16);
+  const fs::path folder = dir_ / "enqueue.emmy";
+  test::make_cuda_export(program, folder, options());
+  const std::vector<ir::HostTensor> inputs = ir::random_inputs(program.graph, 11);
+  const std::vector<ir::HostTensor> expected = ir::evaluate(program.graph, inputs);
+  for (const char* overlap : {"1", "0"}) {
+    SCOPED_TRACE(std::string("EMMY_CUDA_OVERLAP=") + overlap);
+    ::setenv("EMMY_CUDA_OVERLAP", overlap, 1);
+    runtime::Model model = runtime::Model::load(folder.string());
+    ::unsetenv("EMMY_CUDA_OVERLAP");
+    EXPECT_TRUE(model.plan().kernels_await_producers);
+    const auto ins = program.graph.inputs();
+    for (size_t i = 0; i < ins.size(); ++i)
+      model.bind(model.inputs()[i].name, inputs[i].data.data(), inputs[i].data.size());
+    const runtime::CudaDriver& cu = runtime::CudaDriver::get();
+    CUdevice device = 0;
+    CUcontext context = nullptr;
+    ASSERT_EQ(cu.cuDeviceGet(&device, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cu.cuDevicePrimaryCtxRetain(&context, device), CUDA_SUCCESS);
+    ASSERT_EQ(cu.cuCtxPushCurrent(context), CUDA_SUCCESS);
+    CUstream stream = nullptr;
+    ASSERT_EQ(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ir::HostTensor actual{expected[0].type, {}};
+    actual.data.resize(expected[0].data.size());
+    for (int call = 0; call < 3; ++call) {
+      std::fill(actual.data.begin(), actual.data.end(), 0);
+      model.enqueue(reinterpret_cast<uint64_t>(stream));
+      model.enqueue(reinterpret_cast<uint64_t>(stream));  // queued behind the first
+      ASSERT_EQ(cu.cuStreamSynchronize(stream), CUDA_SUCCESS);
+      ASSERT_EQ(cu.cuMemcpyDtoH(actual.data.data(), model.device_pointer(model.outputs()[0].name),
+                                actual.data.size()),
+                CUDA_SUCCESS);
+      EXPECT_EQ(ir::compare(expected[0], actual, ir::lowest_precision(program.graph)), "")
+          << "call " << call;
+    }
+    cu.cuStreamDestroy(stream);
+    CUcontext popped = nullptr;
+    cu.cuCtxPopCurrent(&popped);
+    cu.cuDevicePrimaryCtxRelease(device);
   }
 }
 

@@ -63,6 +63,8 @@ TEST_F(CudaExportOffline, TheProgramIsACubinAndItsPlanLinesAreThePlans) {
   EXPECT_EQ(plan.device, "none");  // no device here: the fingerprint says so too
   EXPECT_EQ(plan.binary, "program.cubin");
   EXPECT_EQ(plan.binary_digest, runtime::digest(cubin));
+  // Every kernel of the cubin waits for its producers: the runtime may overlap the launches.
+  EXPECT_TRUE(plan.kernels_await_producers);
   ASSERT_EQ(plan.kernels.size(), 2u);
   for (size_t k = 0; k < 2; ++k) {
     ASSERT_FALSE(plan.kernels[k].launches.empty()) << k;
@@ -106,6 +108,9 @@ TEST_F(CudaExportOffline, LaunchesTensorMapsAndStepsSurviveThePlanFile) {
   const runtime::PlanData back = runtime::decode_plan(runtime::encode_plan(p), "round trip");
   EXPECT_EQ(back.device, "NVIDIA H200");
   EXPECT_EQ(back.arch, "sm_90a");
+  EXPECT_TRUE(back.kernels_await_producers);
+  p.kernels_await_producers = false;  // an export of before the rule reads back as such
+  EXPECT_FALSE(runtime::decode_plan(runtime::encode_plan(p), "old").kernels_await_producers);
   EXPECT_EQ(back.device_buffers, p.device_buffers);
   ASSERT_EQ(back.kernels.size(), p.kernels.size());
   for (size_t k = 0; k < p.kernels.size(); ++k) {

@@ -147,6 +147,14 @@ TEST_F(RuntimeModel, MistakesInBindingAreNamed) {
     EXPECT_NE(std::string(e.what()).find("not bound: scale, x, w"), std::string::npos) << e.what();
   }
   try {
+    model.enqueue(0);
+    FAIL() << "enqueued unbound";
+  } catch (const runtime::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("enqueue: 3 input(s) not bound: scale, x, w"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
     model.bind("weights", x.data(), 128);
     FAIL();
   } catch (const runtime::Error& e) {
@@ -162,6 +170,24 @@ TEST_F(RuntimeModel, MistakesInBindingAreNamed) {
               std::string::npos)
         << e.what();
   }
+}
+
+// enqueue is the cuda form of run (a stream of the caller's): a cpu export says to run() instead.
+TEST_F(RuntimeModel, ACpuExportIsNotEnqueuedOnAStream) {
+  runtime::Model model = runtime::Model::load(folder());
+  std::vector<std::vector<char>> data;
+  for (const auto& b : model.inputs()) {
+    data.emplace_back(b.bytes, 0);
+    model.bind(b.name, data.back().data(), b.bytes);
+  }
+  try {
+    model.enqueue(0);
+    FAIL() << "a cpu export was enqueued";
+  } catch (const runtime::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("runs on the host (run() instead)"), std::string::npos)
+        << e.what();
+  }
+  model.run();  // what it takes instead
 }
 
 TEST_F(RuntimeModel, ADamagedOrMixedUpExportIsRefusedByName) {

@@ -62,6 +62,13 @@ class Model {
   // device_pointer(name) (what the PyTorch op does: a device-to-device copy instead of a round
   // trip through the host). output() then returns the previous run's host copy. cpu: run().
   void run_on_device();
+  // cuda: launches the program on `stream` (a CUstream of this process's current device, e.g.
+  // PyTorch's current stream) and returns at once: ordered after what the stream already holds
+  // (inputs written there) and before what follows (reading the outputs at device_pointer
+  // there). Nothing waits on the host, so back-to-back calls keep the GPU busy. Binding another
+  // device pointer makes the next call wait for the stream once (the launches are captured
+  // again). Throws Error on a cpu export, or naming the inputs not bound.
+  void enqueue(uint64_t stream);
 
   // Output `index` / `name` after run(): bytes laid out as its dtype and shape say (row-major).
   const void* output(size_t index) const;
@@ -76,6 +83,7 @@ class Model {
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   void run_checked(bool copy_outputs);
+  void check_bound(const char* what) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -89,6 +89,9 @@ struct PlanData {
   std::vector<TensorMapInfo> tensor_maps;
   std::vector<StepLibraryInfo> step_libraries;
   std::string device, arch;
+  // Every kernel of the cubin waits for its producers before reading (runtime/plan.fbs): a
+  // launch right after another kernel's is made overlapping its tail.
+  bool kernels_await_producers = false;
 };
 
 // Size in bytes of one element of an IR dtype name; 0 for a name that is none.

@@ -101,6 +101,7 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   o.put(uint32_t(spec.use_graph ? 1 : 0));
   o.put(spec.flush_bytes);
   o.put(uint32_t(spec.end_to_end ? 1 : 0));
+  o.put(uint32_t(spec.plan.awaits_producers ? 1 : 0));
   auto deadline = wire::Clock::now() + std::chrono::milliseconds(int64_t(spec.timeout_s * 1000));
   wire::Reader in{process_.fd(), &deadline};
   uint32_t tag = o.send(process_.fd()) ? in.get<uint32_t>() : 0;

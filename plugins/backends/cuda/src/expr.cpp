@@ -919,6 +919,17 @@ __device__ __forceinline__ double emmy_gelu_tanh(double x) { return 0.5 * x * (1
 template <typename T> __device__ __forceinline__ T emmy_floordiv(T a, T b) { T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
 __device__ __forceinline__ float emmy_warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
 __device__ __forceinline__ float emmy_warp_max(float v) { for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
+// Programmatic dependent launch (sm_90): every kernel's first statement. Launched right after
+// another kernel with programmatic stream serialization, its blocks may start while that kernel's
+// last blocks run; the wait holds them until it has finished and its writes are visible. The
+// trigger lets the next kernel's blocks start likewise once all of this one's are resident.
+// Launched plainly, both are no-ops.
+__device__ __forceinline__ void emmy_await_producers() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 )";
   return text;
 }

@@ -81,7 +81,7 @@ Launch parse_step(std::istringstream& f, const std::string& line) {
 }  // namespace
 
 std::string render_plan(const Plan& plan) {
-  std::string s;
+  std::string s = plan.awaits_producers ? "//@emmy awaits_producers\n" : "";
   for (int64_t b : plan.scratch_bytes) s += "//@emmy scratch " + std::to_string(b) + "\n";
   for (const TensorMap& t : plan.tensor_maps) {
     s += "//@emmy tmap " + std::to_string(t.buffer) + " " + std::string(ir::to_string(t.dtype)) +
@@ -110,7 +110,9 @@ Plan parse_plan(const std::string& source) {
     std::istringstream f(line.substr(8));
     std::string what;
     f >> what;
-    if (what == "scratch") {
+    if (what == "awaits_producers") {
+      plan.awaits_producers = true;
+    } else if (what == "scratch") {
       int64_t b = -1;
       f >> b;
       if (!f || b < 0) throw Error("cuda backend: bad plan line '" + line + "'");
@@ -208,6 +210,7 @@ void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], i
   l.block = block;
   l.shared_bytes = shared_bytes;
   plan_.launches.push_back(l);
+  plan_.awaits_producers = true;  // the first statement below
   std::string k = "extern \"C\" __global__ void " + (attributes.empty() ? "" : attributes + " ") +
                   "__launch_bounds__(" + std::to_string(block) + ") " + name +
                   "(void* const* __restrict__ emmy_buf) {\n";
@@ -226,7 +229,8 @@ void ModuleBuilder::add_kernel(const std::string& name, const int64_t grid[3], i
   if (!plan_.tensor_maps.empty())
     k += "  const unsigned long long emmy_tmaps = (unsigned long long)emmy_buf[" +
          std::to_string(pointers_.size()) + "];\n";
-  k += body + "}\n\n";
+  // Before the body reads anything a previous kernel wrote (Plan::awaits_producers).
+  k += "  emmy_await_producers();\n" + body + "}\n\n";
   kernels_ += k;
 }
 

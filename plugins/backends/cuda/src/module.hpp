@@ -47,6 +47,12 @@ struct Plan {
   std::vector<Launch> launches;
   std::vector<int64_t> scratch_bytes;
   std::vector<TensorMap> tensor_maps;
+  // Every kernel of the module calls emmy_await_producers() before it reads anything (the
+  // device prelude's griddepcontrol.wait), so a launch that follows another kernel's may be made
+  // with programmatic stream serialization: its blocks start while the previous kernel's last
+  // blocks finish, and wait there for its results. Sources from before that rule lack the line
+  // and are launched one after the other, as they were timed.
+  bool awaits_producers = false;
   // Whether any step launches a kernel of the module (a plan of library calls alone has no cubin).
   bool has_kernels() const {
     for (const Launch& l : launches)
@@ -58,7 +64,8 @@ struct Plan {
 // "//@emmy scratch N", "//@emmy launch NAME GX GY GZ BLOCK SMEM [GROUP]",
 // "//@emmy step GROUP LIBRARY PREFIX N BUFFER... : PLAN" (a library step, in plan order with the
 // launches; LIBRARY and PREFIX without blanks, PLAN the rest of the line) and
-// "//@emmy tmap BUFFER DTYPE SWIZZLE RANK DIMS... STRIDES... BOX..." lines.
+// "//@emmy tmap BUFFER DTYPE SWIZZLE RANK DIMS... STRIDES... BOX..." lines, and
+// "//@emmy awaits_producers" (Plan::awaits_producers).
 std::string render_plan(const Plan& plan);
 // Reads the plan back from a source; throws emmy::Error when it has no launch line or a bad one.
 Plan parse_plan(const std::string& source);

@@ -73,6 +73,9 @@ std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plug
   for (size_t k = 0; k < g.outputs.size(); ++k)
     where.emplace(g.outputs[k], int64_t(ins.size() + k));
   Plan plan;
+  // Every kernel of the program awaits its producers when every module's does (the byte
+  // copies below are written that way too).
+  plan.awaits_producers = true;
   std::string kernels, notes;
   auto new_scratch = [&](int64_t bytes) {
     plan.scratch_bytes.push_back(std::max<int64_t>(bytes, 1));
@@ -98,6 +101,8 @@ std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plug
     std::string used;
     std::string source = generate_source(sub, &used, plugins);
     Plan sub_plan = parse_plan(source);
+    plan.awaits_producers =
+        plan.awaits_producers && (sub_plan.awaits_producers || !sub_plan.has_kernels());
     // Local buffer i of the sub-module -> global index.
     std::vector<int64_t> global;
     for (ir::ValueId v : sub.graph.inputs()) global.push_back(where.at(sub.origin.at(size_t(v))));
@@ -142,6 +147,7 @@ std::string generate_program(const ir::Slice& slice, const TemplatePlugins& plug
     std::string name = "emmy_copy" + std::to_string(k);
     kernels += "extern \"C\" __global__ void __launch_bounds__(256) " + name +
                "(void* const* __restrict__ emmy_buf) {\n"
+               "  emmy_await_producers();\n"
                "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
                "  if (i < " +
                std::to_string(bytes) + "LL) ((unsigned char*)emmy_buf[" + std::to_string(slot) +

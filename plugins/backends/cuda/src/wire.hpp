@@ -10,7 +10,8 @@
 //           u32 n_in x str bytes, u32 n_out x u64 size, u32 n_scratch x u64 size,
 //           u32 n_tmap x (u32 buffer, u32 dtype (kTmap*), u32 swizzle bytes, u32 rank,
 //                         rank x u64 dim, rank-1 x u64 stride bytes, rank x u32 box),
-//           i32 warmup, i32 samples, u32 use_graph, u64 flush bytes, u32 end_to_end
+//           i32 warmup, i32 samples, u32 use_graph, u64 flush bytes, u32 end_to_end,
+//           u32 awaits_producers (Plan::awaits_producers: kernels may be launched overlapping)
 //                                             -> u32 kOk, u32 n x f64 us, u32 n_out x str bytes
 //   any failure                               -> u32 kFail, str message (the worker then exits)
 //   a library step the library will not run   -> u32 kRefused, str message (nothing was allocated;

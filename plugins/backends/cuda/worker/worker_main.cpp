@@ -168,6 +168,10 @@ void run(wire::Reader& in, int out_fd) {
   uint32_t use_graph = in.get<uint32_t>();
   uint64_t flush_bytes = in.get<uint64_t>();
   const bool end_to_end = in.get<uint32_t>() != 0;
+  // EMMY_CUDA_OVERLAP=0: one kernel after the other all the same (as the runtime takes it).
+  const char* overlap_env = std::getenv("EMMY_CUDA_OVERLAP");
+  const bool awaits_producers =
+      in.get<uint32_t>() != 0 && !(overlap_env && std::string(overlap_env) == "0");
   if (!in.ok) std::exit(3);
 
   init();
@@ -255,6 +259,9 @@ void run(wire::Reader& in, int out_fd) {
 
   CUstream stream = nullptr;
   check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  // A kernel right after another kernel of the range overlaps its tail when the module's kernels
+  // await their producers (programmatic stream serialization, as the runtime launches them);
+  // the first of a range follows a flush or an event, and a library's kernels know nothing of it.
   auto launch_range = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       const auto& l = launches[i];
@@ -263,9 +270,23 @@ void run(wire::Reader& in, int out_fd) {
         continue;
       }
       void* args[] = {&table};
-      check(cuLaunchKernel(fns[i], unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]),
-                           unsigned(l.block), 1, 1, unsigned(l.smem), stream, args, nullptr),
-            ("cuLaunchKernel " + l.kernel).c_str());
+      CUlaunchConfig config = {};
+      config.gridDimX = unsigned(l.grid[0]);
+      config.gridDimY = unsigned(l.grid[1]);
+      config.gridDimZ = unsigned(l.grid[2]);
+      config.blockDimX = unsigned(l.block);
+      config.blockDimY = config.blockDimZ = 1;
+      config.sharedMemBytes = unsigned(l.smem);
+      config.hStream = stream;
+      CUlaunchAttribute overlap = {};
+      overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      overlap.value.programmaticStreamSerializationAllowed = 1;
+      if (awaits_producers && i > begin && !launches[i - 1].library) {
+        config.attrs = &overlap;
+        config.numAttrs = 1;
+      }
+      check(cuLaunchKernelEx(&config, fns[i], args, nullptr),
+            ("cuLaunchKernelEx " + l.kernel).c_str());
     }
   };
   auto launch_all = [&]() { launch_range(0, fns.size()); };
