@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -136,6 +137,37 @@ TEST(Interpreter, LargeProductsSplitOverCoresMatchAPlainLoop) {
   expect_near(c.values(c.b.matmul(x, b)), mm, 1e-4);
   // And the same bits every time.
   EXPECT_EQ(c.values(c.b.linear(x, w)), c.values(c.b.linear(x, w)));
+}
+
+// linear is computed in tiles (outputs 32 at a time, every row against a tile) for speed, and each
+// output is still the one fixed sum: four partial sums over k mod 4, the tail into the first,
+// combined as (s0 + s1) + (s2 + s3). f64, so no rounding hides a change of order; sizes that
+// leave remainders (outputs past a tile, K of 4k + 1), small and split over the cores.
+TEST(Interpreter, TiledLinearSumsEachOutputInTheOneFixedOrder) {
+  for (auto [M, K, N] : {std::array<int64_t, 3>{7, 13, 37}, std::array<int64_t, 3>{99, 385, 70}}) {
+    std::vector<double> xs(M * K), ws(N * K), bias(N);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.37 * static_cast<double>(i)) * 1e3;
+    for (size_t i = 0; i < ws.size(); ++i) ws[i] = std::cos(0.11 * static_cast<double>(i)) / 3;
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.1 * static_cast<double>(i);
+    Case c;
+    auto x = c.in(DType::f64, {M, K}, xs);
+    auto w = c.in(DType::f64, {N, K}, ws);
+    auto b = c.in(DType::f64, {N}, bias);
+    std::vector<double> want(M * N);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s[4] = {};
+        int64_t k = 0;
+        for (; k + 4 <= K; k += 4)
+          for (int u = 0; u < 4; ++u) s[u] += xs[i * K + k + u] * ws[j * K + k + u];
+        for (; k < K; ++k) s[0] += xs[i * K + k] * ws[j * K + k];
+        want[i * N + j] = ((s[0] + s[1]) + (s[2] + s[3])) + bias[j];
+      }
+    const std::vector<double> got = c.values(c.b.op(Op::linear, {x, w, b}));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << M << "x" << K << "->" << N << ", element " << i;
+  }
 }
 
 TEST(Interpreter, ArithmeticWithBroadcastingAndAlpha) {
