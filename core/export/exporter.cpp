@@ -253,11 +253,7 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   grouping.kernels = plan->program_kernels;
   if (std::string bad = ir::verify_grouping(program_graph, grouping); !bad.empty())
     throw Error("the stored plan's program is not a valid grouping (" + bad + ")");
-  ir::Slice slice;
-  slice.graph = program_graph;
-  slice.grouping = launch_order(program_graph, grouping);
-  for (size_t i = 0; i < program_graph.nodes.size(); ++i)
-    slice.origin.push_back(static_cast<ir::ValueId>(i));
+  const ir::Slice slice = program_slice(program_graph, grouping);
   Artifact artifact;
   MeasureResult failure;
   if (Status st = backend->build(slice, Regime::deploy, artifact, failure); !st.ok())

@@ -34,6 +34,14 @@ ir::Grouping launch_order(const ir::Graph& g, const ir::Grouping& grouping) {
   return ordered;
 }
 
+ir::Slice program_slice(const ir::Graph& g, const ir::Grouping& grouping) {
+  ir::Slice slice;
+  slice.graph = g;
+  slice.grouping = launch_order(g, grouping);
+  for (size_t i = 0; i < g.nodes.size(); ++i) slice.origin.push_back(static_cast<ir::ValueId>(i));
+  return slice;
+}
+
 runtime::PlanData plan_data(const ir::Graph& g, const ir::Grouping& ordered,
                             const std::function<std::string(size_t)>& symbol) {
   runtime::PlanData plan;

@@ -16,6 +16,10 @@ namespace emmy::exporter {
 // (the grouping's order among ready ones). Throws emmy::Error on a cycle.
 ir::Grouping launch_order(const ir::Graph& g, const ir::Grouping& grouping);
 
+// The slice a backend builds an export's library from: the whole graph, its kernels in
+// launch_order, every node its own origin.
+ir::Slice program_slice(const ir::Graph& g, const ir::Grouping& grouping);
+
 // The plan's buffers, kernels (in `ordered`'s order, kernel i calling symbol(i) with its
 // ir::boundary inputs and outputs), inputs and outputs, and the graph's bytes. Buffer names: a
 // graph input's node name ("input<i>" when it has none, ".<n>" added to a repeated one), a graph

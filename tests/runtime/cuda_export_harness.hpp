@@ -54,11 +54,7 @@ inline CudaExport make_cuda_export(const ir::Program& program, const std::filesy
     Status added = backend.add_template(templ);
     EXPECT_TRUE(added.ok()) << added.message();
   }
-  ir::Slice slice;
-  slice.graph = program.graph;
-  slice.grouping = exporter::launch_order(program.graph, program.grouping);
-  for (size_t i = 0; i < slice.graph.nodes.size(); ++i)
-    slice.origin.push_back(static_cast<ir::ValueId>(i));
+  const ir::Slice slice = exporter::program_slice(program.graph, program.grouping);
   MeasureResult failure;
   Status st = backend.build(slice, Regime::deploy, out.artifact, failure);
   if (!st.ok()) throw Error("build: " + st.message());

@@ -46,11 +46,7 @@ std::pair<runtime::PlanData, std::string> export_program(const ir::Program& prog
                                                          const fs::path& dir) {
   fs::create_directories(dir / "export");
   cpu::CpuBackend backend({{"export", "1"}, {"cache_dir", (dir / "cache").string()}});
-  ir::Slice slice;
-  slice.graph = program.graph;
-  slice.grouping = exporter::launch_order(program.graph, program.grouping);
-  for (size_t i = 0; i < slice.graph.nodes.size(); ++i)
-    slice.origin.push_back(static_cast<ir::ValueId>(i));
+  const ir::Slice slice = exporter::program_slice(program.graph, program.grouping);
   Artifact artifact;
   MeasureResult failure;
   EXPECT_TRUE(backend.build(slice, Regime::deploy, artifact, failure).ok());
