@@ -170,6 +170,27 @@ TEST(Interpreter, TiledLinearSumsEachOutputInTheOneFixedOrder) {
   }
 }
 
+// matmul sums each output in k order, one multiply and one add a step: exactly what the plain
+// loop gives, in f64, for a batch with a width that is no multiple of a vector's.
+TEST(Interpreter, MatmulSumsEachOutputInKOrder) {
+  const int64_t Bt = 3, M = 5, K = 11, N = 19;
+  std::vector<double> as(Bt * M * K), bs(Bt * K * N);
+  for (size_t i = 0; i < as.size(); ++i) as[i] = std::sin(0.29 * static_cast<double>(i)) * 1e2;
+  for (size_t i = 0; i < bs.size(); ++i) bs[i] = std::cos(0.13 * static_cast<double>(i)) / 7;
+  Case c;
+  auto a = c.in(DType::f64, {Bt, M, K}, as);
+  auto b = c.in(DType::f64, {Bt, K, N}, bs);
+  std::vector<double> want(Bt * M * N, 0.0);
+  for (int64_t p = 0; p < Bt; ++p)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < N; ++j)
+          want[(p * M + i) * N + j] += as[(p * M + i) * K + k] * bs[(p * K + k) * N + j];
+  const std::vector<double> got = c.values(c.b.matmul(a, b));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+}
+
 TEST(Interpreter, ArithmeticWithBroadcastingAndAlpha) {
   Case c;
   auto x = c.in(DType::f32, {2, 1}, {1, 2});
