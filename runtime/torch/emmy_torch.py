@@ -68,7 +68,10 @@ class EmmyModule(torch.nn.Module):
         super().__init__()
         self.handle = handle
         self.backend = handle.backend()
-        self.device = torch.device("cuda" if self.backend == "cuda" else "cpu")
+        # The runtime runs a cuda export on device $EMMY_CUDA_DEVICE (default 0), whatever
+        # PyTorch's current device: its tensors and streams are taken there.
+        self.device = (torch.device("cuda", int(os.environ.get("EMMY_CUDA_DEVICE") or 0))
+                       if self.backend == "cuda" else torch.device("cpu"))
         self.input_names: List[str] = list(handle.input_names())
         self.output_names: List[str] = list(handle.output_names())
         # Asked once: a call into the custom class costs microseconds, and forward() would ask
