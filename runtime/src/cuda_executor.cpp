@@ -304,7 +304,6 @@ class CudaExecutor : public Executor {
     check(cu_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", "");
   }
 
-  // The buffer table and tensor maps over the current pointers, then the graph of every launch.
   // The device buffer table as the kernels read it: each plan device buffer's pointer.
   std::vector<CUdeviceptr> current_table() const {
     std::vector<CUdeviceptr> table;
@@ -318,6 +317,7 @@ class CudaExecutor : public Executor {
     return overlap_ && i > 0 && !order_[i].launch->is_step && !order_[i - 1].launch->is_step;
   }
 
+  // The buffer table and tensor maps over the current pointers, then the graph of every launch.
   void capture() {
     std::vector<CUdeviceptr> table = current_table();
     if (tmaps_) {

@@ -110,6 +110,9 @@ class MatmulOp(unittest.TestCase):
         m.handle.set("arg1", b)
         a.zero_()
         torch.testing.assert_close(m.handle.run()[0], expected, rtol=1e-4, atol=1e-4)
+        # run_on(stream) is the cuda form: a cpu export names what to call instead
+        with self.assertRaisesRegex(RuntimeError, r"run_on\(stream\) runs a cuda export; this one is cpu"):
+            m.handle.run_on(0)
 
     def test_bind_is_in_place_and_outputs_are_fresh(self):
         m = emmy_torch.load(self.path)
