@@ -12,6 +12,7 @@
 #include <map>
 
 #include "cuda_driver.hpp"
+#include "emmy/cuda_launch.hpp"
 #include "emmy/cuda_step.h"
 #include "executor.hpp"
 
@@ -19,13 +20,6 @@ namespace emmy::runtime {
 namespace {
 
 constexpr size_t kMessageBytes = 4096;
-
-// EMMY_CUDA_OVERLAP=0 launches every kernel after the previous one has finished, even where the
-// plan allows overlapping (to measure what the overlap gains, or to rule it out).
-bool overlap_disabled() {
-  const char* v = std::getenv("EMMY_CUDA_OVERLAP");
-  return v && std::string(v) == "0";
-}
 
 // A step library's C ABI (emmy/cuda_step.h), resolved by name from the export folder's copy.
 struct StepFunctions {
@@ -52,7 +46,7 @@ struct Step {
 class CudaExecutor : public Executor {
  public:
   CudaExecutor(const PlanData& plan, const std::string& folder)
-      : plan_(plan), overlap_(plan.kernels_await_producers && !overlap_disabled()) {
+      : plan_(plan), overlap_(plan.kernels_await_producers && !cuda_launch::overlap_disabled()) {
     // The step libraries first: a missing one or one of another ABI version is named whether or
     // not this machine has a driver (they make no CUDA call until prepared).
     for (const KernelInfo& k : plan_.kernels)
@@ -361,23 +355,9 @@ class CudaExecutor : public Executor {
     const LaunchInfo& l = *s.launch;
     if (!l.is_step) {
       void* args[] = {&table_};
-      CUlaunchConfig config = {};
-      config.gridDimX = l.grid[0];
-      config.gridDimY = l.grid[1];
-      config.gridDimZ = l.grid[2];
-      config.blockDimX = l.block[0];
-      config.blockDimY = l.block[1];
-      config.blockDimZ = l.block[2];
-      config.sharedMemBytes = l.shared_bytes;
-      config.hStream = stream;
-      CUlaunchAttribute attribute = {};
-      attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attribute.value.programmaticStreamSerializationAllowed = 1;
-      if (overlap) {
-        config.attrs = &attribute;
-        config.numAttrs = 1;
-      }
-      CUresult r = cu_->cuLaunchKernelEx(&config, s.function, args, nullptr);
+      const cuda_launch::KernelLaunch launch(l.grid.data(), l.block.data(), l.shared_bytes, stream,
+                                             overlap);
+      CUresult r = cu_->cuLaunchKernelEx(&launch.config, s.function, args, nullptr);
       return r == CUDA_SUCCESS ? ""
                                : "kernel '" + s.kernel->name + "': cuLaunchKernelEx " + l.symbol +
                                      ": " + cu_->describe(r);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "emmy/cuda_launch.hpp"
 #include "emmy/timing.hpp"
 #include "library_steps.hpp"
 #include "wire.hpp"
@@ -168,10 +169,7 @@ void run(wire::Reader& in, int out_fd) {
   uint32_t use_graph = in.get<uint32_t>();
   uint64_t flush_bytes = in.get<uint64_t>();
   const bool end_to_end = in.get<uint32_t>() != 0;
-  // EMMY_CUDA_OVERLAP=0: one kernel after the other all the same (as the runtime takes it).
-  const char* overlap_env = std::getenv("EMMY_CUDA_OVERLAP");
-  const bool awaits_producers =
-      in.get<uint32_t>() != 0 && !(overlap_env && std::string(overlap_env) == "0");
+  const bool awaits_producers = in.get<uint32_t>() != 0 && !emmy::cuda_launch::overlap_disabled();
   if (!in.ok) std::exit(3);
 
   init();
@@ -270,22 +268,12 @@ void run(wire::Reader& in, int out_fd) {
         continue;
       }
       void* args[] = {&table};
-      CUlaunchConfig config = {};
-      config.gridDimX = unsigned(l.grid[0]);
-      config.gridDimY = unsigned(l.grid[1]);
-      config.gridDimZ = unsigned(l.grid[2]);
-      config.blockDimX = unsigned(l.block);
-      config.blockDimY = config.blockDimZ = 1;
-      config.sharedMemBytes = unsigned(l.smem);
-      config.hStream = stream;
-      CUlaunchAttribute overlap = {};
-      overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      overlap.value.programmaticStreamSerializationAllowed = 1;
-      if (awaits_producers && i > begin && !launches[i - 1].library) {
-        config.attrs = &overlap;
-        config.numAttrs = 1;
-      }
-      check(cuLaunchKernelEx(&config, fns[i], args, nullptr),
+      const unsigned grid[3] = {unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2])};
+      const unsigned block[3] = {unsigned(l.block), 1, 1};
+      const emmy::cuda_launch::KernelLaunch launch(
+          grid, block, unsigned(l.smem), stream,
+          awaits_producers && i > begin && !launches[i - 1].library);
+      check(cuLaunchKernelEx(&launch.config, fns[i], args, nullptr),
             ("cuLaunchKernelEx " + l.kernel).c_str());
     }
   };
