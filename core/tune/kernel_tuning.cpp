@@ -249,8 +249,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
           continue;
         BuildAhead::Job job;
         job.key = ahead_key(c.program);
-        job.slice.graph = c.program.graph;
-        job.slice.grouping = c.program.grouping;
+        job.slice = candidate_slice(c.program);
         jobs.push_back(std::move(job));
       }
       run.build_ahead->plan(key, std::move(jobs));

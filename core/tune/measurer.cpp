@@ -82,6 +82,13 @@ AddElapsed::~AddElapsed() {
                                  .count());
 }
 
+ir::Slice candidate_slice(const ir::Program& program) {
+  ir::Slice slice;
+  slice.graph = program.graph;
+  slice.grouping = program.grouping;
+  return slice;
+}
+
 std::string program_config_key(const ir::Program& program) {
   std::string key;
   for (const ir::Kernel& k : program.grouping.kernels) {
@@ -181,9 +188,7 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
   rec.run_id = s_.run_id;
   rec.unix_time = unix_now();
 
-  ir::Slice slice;
-  slice.graph = program.graph;
-  slice.grouping = program.grouping;
+  const ir::Slice slice = candidate_slice(program);
   Artifact artifact;
   MeasureResult built;
   {

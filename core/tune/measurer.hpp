@@ -120,6 +120,11 @@ double measurement_limit_s(const TuneOptions& options, double best_us, bool* rel
 // The configuration key of a (lowered) slice program: templ + knobs of each kernel.
 std::string program_config_key(const ir::Program& program);
 
+// The slice the backend builds for a candidate program (its graph and grouping): one definition
+// for the measured build and the build ahead (tune/build_ahead.hpp), whose compile-cache entry
+// the measured build finds only when both hand the backend the same slice.
+ir::Slice candidate_slice(const ir::Program& program);
+
 // Host buffers <-> tensors of the reference interpreter.
 Buffers to_buffers(const std::vector<ir::HostTensor>& tensors);
 
