@@ -537,12 +537,6 @@ TEST(InnerSearch, RandomSelectionIgnoresThePriorAndFollowsTheSeed) {
   EXPECT_LT(defaults_first, 8);
 }
 
-}  // namespace
-}  // namespace emmy::search
-
-namespace emmy::search {
-namespace {
-
 // What a search with look-ahead hands to LoopHooks::ahead, and what it then evaluates.
 struct LookAheadRun {
   std::vector<std::vector<size_t>> evaluated;  // paths, in order
@@ -622,12 +616,6 @@ TEST(InnerSearch, LookingAheadOfRandomSelectionForeseesTheNextCandidateExactly) 
     EXPECT_EQ(run.ahead[s - 1].front(), run.evaluated[s]) << "step " << s;
   }
 }
-
-}  // namespace
-}  // namespace emmy::search
-
-namespace emmy::search {
-namespace {
 
 // Two forks: a family of forms ("form@slice", 2 options) and a knob (4 options) under each.
 class FormsPass final : public Pass {
