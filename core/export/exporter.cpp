@@ -204,9 +204,16 @@ void write_export(const std::string& out, const std::string& backend, runtime::P
 
 ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   const tune::TuneOptions& o = options.tune;
-  tune::check_plugin_options(o, host);
   ExportReport report;
+  auto since = std::chrono::steady_clock::now();
+  auto lap = [&](const char* step) {
+    const auto now = std::chrono::steady_clock::now();
+    report.seconds.emplace_back(step, std::chrono::duration<double>(now - since).count());
+    since = now;
+  };
+  tune::check_plugin_options(o, host);
   std::shared_ptr<Backend> backend = export_backend(o, host, report.backend);
+  lap("backend");
 
   // The graph, as the tune loads it (tune/run_setup.hpp): its key finds the plan.
   const ir::Graph graph = tune::import_graph({o.source, o.code, o.frontend_options}, o.frontend,
@@ -214,6 +221,7 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
                               .graph;
   const std::string gkey = tune::graph_key(graph);
   report.env = backend->environment_fingerprint();
+  lap("graph");
 
   std::unique_ptr<store::TuningStore> store;
   try {
@@ -246,6 +254,7 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   }
   report.run_id = plan->run_id;
   report.tuned_total_us = plan->total_us;
+  lap("database");
 
   // The program as the tune deployed it, in launch order, built by the backend in one library.
   ir::Graph program_graph = ir::parse(plan->program_graph);
@@ -261,6 +270,7 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
   if (failure.failure != FailureKind::none)
     throw Error("the export's library does not build (" + std::string(to_string(failure.failure)) +
                 "): " + failure.message.substr(0, 4000));
+  lap("build");
 
   runtime::PlanData data = plan_data(program_graph, slice.grouping, [](size_t i) {
     // The cpu backend's export symbols; cuda's are its launches' (add_cuda_plan).
@@ -299,9 +309,11 @@ ExportReport export_model(const ExportOptions& options, PluginHost& host) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
     out += ".emmy";
   }
+  lap("plan");
   const fs::path folder = prepare_folder(out);
   write_export(folder.string(), report.backend, data, artifact);
   report.folder = folder.string();
+  lap("write");
   return report;
 }
 

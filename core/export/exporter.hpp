@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "emmy/backend.hpp"
@@ -33,6 +34,9 @@ struct ExportReport {
   std::string backend, env, run_id;
   double tuned_total_us = 0;
   std::vector<std::string> kernels;  // "name  template  config", in launch order
+  // Wall seconds of each step in order ("backend", "graph", "database", "build", "plan", "write"),
+  // printed by `emmy export`: the export-time target is met or missed by one of them.
+  std::vector<std::pair<std::string, double>> seconds;
 };
 
 // Throws Untuned, tune::BadInput (a source no frontend takes, a backend that cannot export, an

@@ -212,5 +212,34 @@ TEST(CudaMemboundCodegen, PerHeadNormReadsTheProjectionInSixteenByteLoads) {
               describe(k).c_str(), f.wide_loads, f.wide_stores, f.registers);
 }
 
+// Several rows per thread (knob items): each row's loads as above, and every row's share of the
+// projection loaded before the first shuffle (the bytes in flight a 128-wide row lacks).
+TEST(CudaMemboundCodegen, SeveralRowsPerThreadLoadEveryRowBeforeReducing) {
+  for (int items : {2, 4}) {
+    const ir::Graph g = qk_norm_rope(512, 16, 128, 4096, 0);
+    Knobs k{{"vec", 8}, {"row_warp", 1}, {"block", 128}, {"items", double(items)}};
+    const std::string source = generate_source(one_kernel(g, "reduction", k));
+    const Facts f = inspect(source);
+    EXPECT_EQ(f.narrow_loads, 0) << source;
+    EXPECT_EQ(f.narrow_stores, 0) << source;
+    EXPECT_EQ(f.spill_bytes, 0) << f.log;
+    // Per row: x, cos, sin, and in each half of the cat the partner chunk of x and of the weight
+    // (each half's code is the row's own); the weight's own chunk is the same for every row.
+    EXPECT_EQ(f.wide_loads, 1 + 7 * items) << source;
+    EXPECT_EQ(f.wide_stores, items) << source;
+    const size_t first_shuffle = source.find("__shfl_xor_sync(0xffffffffu, acc");
+    ASSERT_NE(first_shuffle, std::string::npos) << source;
+    // The loads of x (in0) before the first shuffle: one per row.
+    int early = 0;
+    for (size_t at = source.find("__ldg((const uint4*)&in0["); at < first_shuffle;
+         at = source.find("__ldg((const uint4*)&in0[", at + 1))
+      ++early;
+    EXPECT_EQ(early, items) << source;
+    EXPECT_EQ(parse_plan(source).launches.at(0).grid[0], 512 * 16 / 8 / items);
+    std::printf("[ membound ] q_norm+rope 512x16x128 %s: %d 16-byte loads, %d stores, %d regs\n",
+                describe(k).c_str(), f.wide_loads, f.wide_stores, f.registers);
+  }
+}
+
 }  // namespace
 }  // namespace emmy::cuda::perf

@@ -136,6 +136,20 @@ TEST(CudaPerfCodegen, PerHeadNormWithRopeAndTransposeIsOneFusedKernel) {
       expect_compiles(s, "qk_norm_rope " + describe(k), "fused, row in registers");
       EXPECT_EQ(parse_plan(generate_source(s)).launches.size(), 1u) << describe(k);
     }
+  // Several rows per thread: the grid shrinks by `items`, every slot's row its own guard.
+  for (double items : {2.0, 4.0}) {
+    Knobs k{{"vec", 8.0}, {"row_warp", 1.0}, {"block", 128.0}, {"items", items}};
+    ir::Slice s = one_kernel(qk_norm_rope(24, 4, 128, 1024, 512), "reduction", k);
+    expect_compiles(s, "qk_norm_rope " + describe(k), "items=" + std::to_string(int(items)));
+    const std::string source = generate_source(s);
+    EXPECT_EQ(parse_plan(source).launches.at(0).grid[0], 96 / (8 * static_cast<int>(items)))
+        << describe(k);
+    EXPECT_NE(source.find("emmy_row_ok" + std::to_string(int(items) - 1)), std::string::npos);
+  }
+  // ... and only with a warp per row (a block per row holds one row).
+  expect_refused(
+      one_kernel(qk_norm_rope(24, 4, 128, 1024, 512), "reduction", {{"row_warp", 0}, {"items", 2}}),
+      "items without row_warp", "need row_warp=1");
   // A relabelling is not a reshape: an output that views the rows as something else keeps the
   // two-pass kernels (and a fused-only knob is refused).
   ir::Graph g;

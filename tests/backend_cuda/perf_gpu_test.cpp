@@ -118,6 +118,23 @@ TEST(CudaPerfGpu, FusedPerHeadNormWithRopeMatchesTheReference) {
     }
 }
 
+// Several rows per thread (items): the rows a block's worth apart, the last block's slots past
+// the end (37 x 4 = 148 rows: 8 rows per 128 threads at vec 8, so 16 or 32 per block) clamped
+// and not stored, and a row reduced over several warps' lanes (rmsnorm over 1024 at vec 4).
+TEST(CudaPerfGpu, SeveralRowsPerThreadMatchTheReference) {
+  for (double items : {2.0, 4.0})
+    for (double vec : {4.0, 8.0}) {
+      Knobs k{{"vec", vec}, {"row_warp", 1.0}, {"block", 128.0}, {"items", items}};
+      expect_matches_reference(qk_norm_rope(37, 4, 128, 1536, 512), "reduction", k,
+                               "k_norm+rope 37x4x128");
+      expect_matches_reference(qk_norm_rope(512, 16, 128, 4096, 0), "reduction", k,
+                               "q_norm+rope 512x16x128");
+      expect_matches_reference(rmsnorm(37, 1024), "reduction", k, "rmsnorm 37x1024");
+      expect_matches_reference(softmax(21, 1000, DType::bf16), "reduction", k,
+                               "softmax bf16 21x1000");
+    }
+}
+
 TEST(CudaPerfGpu, PipelinedMatmulMatchesTheReference) {
   const std::vector<Knobs> configs = {
       {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}},

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 #include <vector>
 
@@ -44,6 +45,12 @@ TEST_F(ExportE2E, TunedMatmulExportsRunsAndMatchesTheInterpreter) {
   Completed exported = export_code(kMatmul, "mm.emmy");
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_NE(exported.out.find("exported 1 kernels"), std::string::npos) << exported.out;
+  // Where the export's time went, step by step (the whole model's export is held to a second).
+  EXPECT_TRUE(std::regex_search(exported.out,
+                                std::regex("in [0-9.]+ s: plugins [0-9.]+, backend [0-9.]+, graph "
+                                           "[0-9.]+, database [0-9.]+, build [0-9.]+, plan "
+                                           "[0-9.]+, write [0-9.]+\n")))
+      << exported.out;
   EXPECT_TRUE(std::filesystem::exists(path("mm.emmy/plan.emmyplan")));
   EXPECT_TRUE(std::filesystem::exists(path("mm.emmy/kernels.so")));
   Completed ran = emmy({"run", path("mm.emmy"), "--seed", "3"});

@@ -146,8 +146,10 @@ void reduction_tiles(TileFigures& t, const ProblemDims& p, const KernelFeatures&
   if (backend == Backend::cuda) {
     const double block = knob(k, "block", 256);
     const bool row_warp = knob(k, "row_warp", 0) > 0;
+    // items: rows per thread with row_warp (the template's knob; 1 where it is absent).
+    const double rows_per_thread = row_warp ? knob(k, "items", 1) : 1;
     lanes = row_warp ? 32 : block;
-    t.items = row_warp ? ceil_div(rows, block / 32) : rows;
+    t.items = row_warp ? ceil_div(rows, block / 32 * rows_per_thread) : rows;
     t.blocks_per_sm = cuda_blocks_per_sm(block, 0, d);
     t.units = d.sms * std::max(1.0, t.blocks_per_sm);
   } else {
@@ -157,7 +159,8 @@ void reduction_tiles(TileFigures& t, const ProblemDims& p, const KernelFeatures&
   }
   t.steps = ceil_div(inner, lanes * vec);
   t.padding = t.steps * lanes * vec / inner;
-  t.per_thread = inner / lanes;
+  t.per_thread = inner / lanes *
+                 (backend == Backend::cuda && knob(k, "row_warp", 0) > 0 ? knob(k, "items", 1) : 1);
   t.step_bytes = f.bytes / std::max(1.0, t.items * std::max(1.0, t.steps));
   t.intensity = f.bytes > 0 ? f.flops / f.bytes : 0;
   t.aligned = std::fmod(inner, vec) == 0;

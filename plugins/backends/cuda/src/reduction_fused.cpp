@@ -2,7 +2,10 @@
 // (row_warp=1) or one block (row_warp=0) per row; each thread reads its share of the row once,
 // `vec` consecutive elements at a time (aligned loads of up to 16 bytes), keeps it in registers,
 // combines the row reductions with warp shuffles (and shared memory across warps) and writes the
-// outputs from those registers with vector stores.
+// outputs from those registers with vector stores. With row_warp=1 and items > 1 a thread holds
+// its share of `items` rows, a block's worth of rows apart, and issues all their loads before the
+// first shuffle: a short row (a 128-wide attention head: one 16-byte load a thread) otherwise
+// leaves too few bytes in flight to stream at DRAM bandwidth.
 #include <functional>
 #include <map>
 
@@ -19,32 +22,38 @@ class FusedKernel {
   std::string generate();
 
  private:
-  void declare_row();
+  void declare_rows();
   void declare_chunks();
-  // Every element of this thread's share of v, as (guard, value) pairs; computed in the kernel's
-  // outer scope so that later uses of the same element reuse the registers.
-  void each_element(ir::ValueId v,
+  // Every element of this thread's share of v in row slot j, as (guard, value) pairs; computed in
+  // the kernel's outer scope so that later uses of the same element reuse the registers.
+  void each_element(ir::ValueId v, size_t j,
                     const std::function<void(const std::string&, const std::string&)>& use);
   void accumulate(const std::string& acc, const std::string& guard, const std::string& next);
   void combine(const std::string& acc, const std::string& op);
-  void reduce(ir::ValueId r);
+  void reduce(ir::ValueId r, size_t j);
+  // Binds every reduction to its result in row slot j (the outputs of that row read them).
+  void bind_results(size_t j);
   void store_outputs();
 
   const ir::Graph& g;
   const std::vector<ir::ValueId>& reductions;
-  const int64_t block, vec;
+  const int64_t block, vec, items;
   const bool row_warp;
   const std::vector<std::vector<int64_t>>& output_row_dims;
   const ir::Shape shape;
   const int64_t row_len, rows;
   int64_t threads_per_row = 0, step = 0, chunks = 0, rows_per_block = 0;
-  bool shared_warp = false;
+  bool guarded_rows = false;  // rows past the end are computed again (clamped) and not stored
   ModuleBuilder m;
   ExprGen e;
   Body b{1};
   std::string it, lit;                        // the index type and its literal suffix
   std::map<std::string, std::string> guards;  // chunk -> its guard ("" when always inside)
-  Index idx;                                  // the row's index, its last entry the column
+  // Per row slot: the row's variable, its store guard ("" = always inside), its index (the last
+  // entry the column), and what its reductions are bound to.
+  std::vector<std::string> row_var, row_ok;
+  std::vector<Index> idx;
+  std::vector<std::map<ir::ValueId, ExprGen::Reader>> results;
 };
 
 FusedKernel::FusedKernel(const ir::Graph& graph, const Match& mt, const Plan& pl)
@@ -52,6 +61,7 @@ FusedKernel::FusedKernel(const ir::Graph& graph, const Match& mt, const Plan& pl
       reductions(mt.reductions),
       block(pl.block),
       vec(pl.vec),
+      items(pl.items),
       row_warp(pl.row_warp),
       output_row_dims(pl.output_row_dims),
       shape(graph.type(graph.node(reductions[0]).inputs[0]).shape),
@@ -67,37 +77,52 @@ FusedKernel::FusedKernel(const ir::Graph& graph, const Match& mt, const Plan& pl
     while (threads_per_row > 1 && (threads_per_row / 2) * vec >= row_len) threads_per_row /= 2;
   step = threads_per_row * vec;
   chunks = ceil_div(row_len, step);
-  rows_per_block = row_warp ? block / threads_per_row : 1;
-  shared_warp = row_warp && threads_per_row < 32;
+  rows_per_block = row_warp ? block / threads_per_row * items : 1;
+  guarded_rows = row_warp && (threads_per_row < 32 || items > 1);
 }
 
-void FusedKernel::declare_row() {
+void FusedKernel::declare_rows() {
   // Row and column indices in 32 bits where every buffer allows (index_type): no 64-bit
   // arithmetic but the final address computations.
   it = index_type(g);
   lit = it == "unsigned" ? "u" : "LL";
   if (!row_warp) b.line("__shared__ float emmy_part[33];");
-  if (shared_warp) {
+  const std::string tpr = std::to_string(threads_per_row);
+  if (guarded_rows) {
     // Lanes of a row past the end compute the last row again (every lane of the warp must take
-    // part in its shuffles) and store nothing.
-    const std::string tpr = std::to_string(threads_per_row);
+    // part in its shuffles) and store nothing. Slot j's row is a block's worth of rows after
+    // slot j - 1's, so each slot's loads stay coalesced across the block.
     b.line("const " + it + " emmy_lane = threadIdx.x & " + std::to_string(threads_per_row - 1) +
            lit + ";");
     b.line("const " + it + " emmy_row = (" + it + ")blockIdx.x * " +
            std::to_string(rows_per_block) + lit + " + threadIdx.x / " + tpr + lit + ";");
-    b.line("const bool emmy_row_ok = emmy_row < " + std::to_string(rows) + lit + ";");
-    b.line("const " + it + " row = emmy_row_ok ? emmy_row : " + std::to_string(rows - 1) + lit +
-           ";");
+    for (int64_t j = 0; j < items; ++j) {
+      const std::string sj = std::to_string(j), r = items == 1 ? "row" : "row" + sj,
+                        ok = items == 1 ? "emmy_row_ok" : "emmy_row_ok" + sj,
+                        at = j == 0 ? "emmy_row"
+                                    : "(emmy_row + " +
+                                          std::to_string(j * (block / threads_per_row)) + lit + ")";
+      b.line("const bool " + ok + " = " + at + " < " + std::to_string(rows) + lit + ";");
+      b.line("const " + it + " " + r + " = " + ok + " ? " + at + " : " + std::to_string(rows - 1) +
+             lit + ";");
+      row_var.push_back(r);
+      row_ok.push_back(ok);
+    }
   } else if (row_warp) {
     b.line("const " + it + " emmy_lane = threadIdx.x & 31;");
     b.line("const " + it + " row = (" + it + ")blockIdx.x * " + std::to_string(rows_per_block) +
            lit + " + (threadIdx.x >> 5);");
     b.line("if (row >= " + std::to_string(rows) + lit +
            ") return;  // whole warps leave: no block barrier follows");
+    row_var.push_back("row");
+    row_ok.push_back("");
   } else {
     b.line("const " + it + " emmy_lane = threadIdx.x;");
     b.line("const " + it + " row = blockIdx.x;");
+    row_var.push_back("row");
+    row_ok.push_back("");
   }
+  results.resize(row_var.size());
 }
 
 void FusedKernel::declare_chunks() {
@@ -118,28 +143,31 @@ void FusedKernel::declare_chunks() {
   auto ins = g.inputs();
   for (size_t i = 0; i < ins.size(); ++i)
     bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
-  idx = unflatten("row", ir::Shape(shape.begin(), shape.end() - 1), lit);
-  idx.push_back("");
-}
-
-void FusedKernel::each_element(
-    ir::ValueId v, const std::function<void(const std::string&, const std::string&)>& use) {
-  for (int64_t q = 0; q < chunks; ++q) {
-    const std::string c = "emmy_c" + std::to_string(q) + "_";
-    for (int64_t u = 0; u < vec; ++u) {
-      idx.back() = vec_column(c, u);
-      use(guards[c], e.value(v, idx, b));
-    }
+  for (const std::string& r : row_var) {
+    idx.push_back(unflatten(r, ir::Shape(shape.begin(), shape.end() - 1), lit));
+    idx.back().push_back("");
   }
 }
 
+void FusedKernel::each_element(
+    ir::ValueId v, size_t j,
+    const std::function<void(const std::string&, const std::string&)>& use) {
+  Index& at = idx[j];
+  for (int64_t q = 0; q < chunks; ++q) {
+    const std::string c = "emmy_c" + std::to_string(q) + "_";
+    for (int64_t u = 0; u < vec; ++u) {
+      at.back() = vec_column(c, u);
+      use(guards[c], e.value(v, at, b));
+    }
+  }
+}
 void FusedKernel::accumulate(const std::string& acc, const std::string& guard,
                              const std::string& next) {
   b.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) + ";");
 }
 
 void FusedKernel::combine(const std::string& acc, const std::string& op) {
-  if (shared_warp)  // xor partners below threads_per_row stay inside the row's aligned lanes
+  if (row_warp && threads_per_row < 32)  // xor partners below threads_per_row stay in the row
     b.line("for (int o = " + std::to_string(threads_per_row / 2) + "; o > 0; o >>= 1) " + acc +
            " = " +
            (op == "sum" ? acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"
@@ -151,14 +179,19 @@ void FusedKernel::combine(const std::string& acc, const std::string& op) {
     block_combine(b, acc, op);
 }
 
-void FusedKernel::reduce(ir::ValueId r) {
+void FusedKernel::bind_results(size_t j) {
+  for (const auto& [r, reader] : results[j]) e.bind(r, reader);
+}
+
+void FusedKernel::reduce(ir::ValueId r, size_t j) {
   ExprGen& e = this->e;
+  bind_results(j);  // an earlier reduction of the same row (softmax's max) reads its own
   const ir::Node& n = g.node(r);
   const ir::ValueId x = n.inputs[0];
   const bool is_max = n.op == ir::Op::amax || n.op == ir::Op::softmax;
   const std::string acc = e.fresh("acc");
   b.line("float " + acc + " = " + (is_max ? "-INFINITY" : "0.f") + ";");
-  each_element(x, [&](const std::string& guard, const std::string& xv) {
+  each_element(x, j, [&](const std::string& guard, const std::string& xv) {
     accumulate(acc, guard,
                is_max ? "fmaxf(" + acc + ", (float)" + xv + ")" : acc + " + (float)" + xv);
   });
@@ -167,19 +200,21 @@ void FusedKernel::reduce(ir::ValueId r) {
   if (n.op == ir::Op::softmax) {
     const std::string s = e.fresh("sum");
     b.line("float " + s + " = 0.f;");
-    each_element(x, [&](const std::string& guard, const std::string& xv) {
+    each_element(x, j, [&](const std::string& guard, const std::string& xv) {
       accumulate(s, guard, s + " + expf((float)" + xv + " - " + acc + ")");
     });
     combine(s, "sum");
-    e.bind(r, [&e, x, t, acc, s](const Index& i, Body& body) {
+    results[j][r] = [&e, x, t, acc, s](const Index& i, Body& body) {
       return rounded(t.dtype, "expf((float)" + e.value(x, i, body) + " - " + acc + ") / " + s);
-    });
+    };
   } else {
     const std::string res = e.fresh("red");
     const std::string val =
         n.op == ir::Op::mean ? acc + " / " + std::to_string(row_len) + ".f" : acc;
     b.line("const float " + res + " = " + rounded(t.dtype, val) + ";");
-    e.bind(r, [t, res](const Index&, Body&) { return "(" + compute_type(t.dtype) + ")" + res; });
+    results[j][r] = [t, res](const Index&, Body&) {
+      return "(" + compute_type(t.dtype) + ")" + res;
+    };
   }
 }
 
@@ -187,33 +222,37 @@ void FusedKernel::store_outputs() {
   // Every output value first, then the stores: loads the outputs still need (a weight, the
   // other half of a rotation) are then all issued before anything is written.
   struct Store {
-    size_t output;
+    size_t output, slot;
     std::string chunk, offset;
     std::vector<std::string> vals;
   };
   std::vector<Store> stores;
-  for (size_t k = 0; k < g.outputs.size(); ++k) {
-    const ir::Shape& out_shape = g.type(g.outputs[k]).shape;
-    // The output's own index of this thread's row: its leading dims relabel the row's.
-    Index oidx(out_shape.size());
-    const std::vector<int64_t>& dims = output_row_dims.at(k);
-    for (size_t d = 0; d + 1 < out_shape.size(); ++d)
-      oidx[d] = idx.at(static_cast<size_t>(dims[d]));
-    for (int64_t q = 0; q < chunks; ++q) {
-      const std::string c = "emmy_c" + std::to_string(q) + "_";
-      std::vector<std::string> vals;
-      for (int64_t u = 0; u < vec; ++u) {
-        oidx.back() = vec_column(c, u);
-        vals.push_back(e.value(g.outputs[k], oidx, b));
+  for (size_t j = 0; j < row_var.size(); ++j) {
+    bind_results(j);
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      const ir::Shape& out_shape = g.type(g.outputs[k]).shape;
+      // The output's own index of this thread's row: its leading dims relabel the row's.
+      Index oidx(out_shape.size());
+      const std::vector<int64_t>& dims = output_row_dims.at(k);
+      for (size_t d = 0; d + 1 < out_shape.size(); ++d)
+        oidx[d] = idx[j].at(static_cast<size_t>(dims[d]));
+      for (int64_t q = 0; q < chunks; ++q) {
+        const std::string c = "emmy_c" + std::to_string(q) + "_";
+        std::vector<std::string> vals;
+        for (int64_t u = 0; u < vec; ++u) {
+          oidx.back() = vec_column(c, u);
+          vals.push_back(e.value(g.outputs[k], oidx, b));
+        }
+        oidx.back() = c;
+        stores.push_back({k, j, c, flat_offset(oidx, out_shape), std::move(vals)});
       }
-      oidx.back() = c;
-      stores.push_back({k, c, flat_offset(oidx, out_shape), std::move(vals)});
     }
   }
   for (const Store& st : stores) {
     const ir::DType dt = g.type(g.outputs[st.output]).dtype;
     std::string guard = guards[st.chunk];
-    if (shared_warp) guard = guard.empty() ? "emmy_row_ok" : "emmy_row_ok && " + guard;
+    const std::string& ok = row_ok[st.slot];
+    if (!ok.empty()) guard = guard.empty() ? ok : ok + " && " + guard;
     if (guard.empty()) {
       store_vector(b, dt, m.output_name(st.output), st.offset, st.vals);
     } else {
@@ -225,14 +264,22 @@ void FusedKernel::store_outputs() {
 }
 
 std::string FusedKernel::generate() {
-  declare_row();
+  declare_rows();
   declare_chunks();
-  for (ir::ValueId r : reductions) reduce(r);
+  // Several rows: every row's share of the first reduction's input is loaded before any row
+  // reduces, so the thread's loads are all in flight at once.
+  if (row_var.size() > 1)
+    for (size_t j = 0; j < row_var.size(); ++j)
+      each_element(g.node(reductions[0]).inputs[0], j,
+                   [](const std::string&, const std::string&) {});
+  for (size_t j = 0; j < row_var.size(); ++j)
+    for (ir::ValueId r : reductions) reduce(r, j);
   store_outputs();
   int64_t grid[3] = {ceil_div(rows, rows_per_block), 1, 1};
   m.add_kernel("emmy_rows", grid, block, b.code());
   return m.finish("template: reduction block=" + std::to_string(block) +
                   " vec=" + std::to_string(vec) + " row_warp=" + std::to_string(row_warp ? 1 : 0) +
+                  (items > 1 ? " items=" + std::to_string(items) : std::string()) +
                   " fused, row in registers");
 }
 

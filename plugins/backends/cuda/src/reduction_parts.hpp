@@ -27,13 +27,15 @@ Match match(const ir::Graph& g);
 struct Plan {
   int64_t block = 256;
   int64_t vec = 1;
+  int64_t items = 1;  // rows per thread (row_warp only): their loads in flight together
   bool row_warp = false;
   bool fused = false;
   // Fused: per output, the row dim each of its leading dims runs over (a relabelling of the rows).
   std::vector<std::vector<int64_t>> output_row_dims;
 };
 
-// Throws KnobRefused for vec not dividing the row, or vec / row_warp where only two passes work.
+// Throws KnobRefused for vec not dividing the row, vec / row_warp / items where only two passes
+// work, or items > 1 without row_warp.
 Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs);
 
 // Block-wide combine of `acc` (float) into every thread; `op` is "sum" or "max".

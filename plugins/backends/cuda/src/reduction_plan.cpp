@@ -170,15 +170,20 @@ Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs) {
   pl.block = knobs.at("block");
   const int64_t vec = knobs.count("vec") ? knobs.at("vec") : 1;
   const bool row_warp = knobs.count("row_warp") && knobs.at("row_warp") != 0;
-  const std::string knob_text = "vec=" + std::to_string(vec) + (row_warp ? " row_warp=1" : "");
+  const int64_t items = knobs.count("items") ? knobs.at("items") : 1;
+  const std::string knob_text = "vec=" + std::to_string(vec) + (row_warp ? " row_warp=1" : "") +
+                                (items > 1 ? " items=" + std::to_string(items) : "");
+  if (items > 1 && !row_warp)
+    throw KnobRefused("reduction: " + knob_text +
+                      ": several rows per thread need row_warp=1 (a block per row holds one)");
   const int64_t row_len = mt.row_len;
   if (row_len % vec != 0)
     throw KnobRefused("reduction: " + knob_text + ": vec does not divide the row length " +
                       std::to_string(row_len));
-  pl.vec = vec, pl.row_warp = row_warp;
+  pl.vec = vec, pl.row_warp = row_warp, pl.items = std::max<int64_t>(1, items);
   const std::string why = unfused_reason(g, mt, pl, pl.output_row_dims);
   pl.fused = why.empty();
-  if (!pl.fused && (vec != 1 || row_warp))
+  if (!pl.fused && (vec != 1 || row_warp || items > 1))
     throw KnobRefused("reduction: " + knob_text + " needs the fused kernel, but " + why);
   return pl;
 }

@@ -22,9 +22,18 @@ BackendCaps cuda_capabilities() {
   // work for every kernel of its template (knob values a kernel cannot take are refused).
   caps.templates["pointwise"] = {
       {"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
-  // row_warp: 1 = one warp per row (block/32 rows per block), 0 = one block per row.
-  caps.templates["reduction"] = {
-      {"block", {256, 128, 512, 1024}}, {"vec", {1, 4, 8}}, {"row_warp", {0, 1}}};
+  // row_warp: 1 = one warp per row (block/32 rows per block), 0 = one block per row. items:
+  // rows per thread with row_warp=1, their loads in flight together (reduction_fused.cpp).
+  caps.templates["reduction"] = {{"block", {256, 128, 512, 1024}},
+                                 {"vec", {1, 4, 8}},
+                                 {"row_warp", {0, 1}},
+                                 {"items", {1, 2, 4}}};
+  caps.constraints["reduction"] = {table_constraint(
+      caps.templates["reduction"], {"row_warp", "items"},
+      [](const std::map<std::string, double>& k) {
+        return k.at("items") <= 1 || k.at("row_warp") != 0;
+      },
+      "the reduction template's rows per thread (items > 1 only with row_warp=1)")};
   // stages: 1 = one shared-memory buffer loaded by plain copies; 2..4 = a cp.async ring of that
   // many tile_k slices with ldmatrix fragments (tensor-core path, 16-byte-copyable operands).
   // Default tile: 64x64x16 with 4 warps, enough blocks to fill the GPU for small products.
