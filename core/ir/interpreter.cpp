@@ -181,7 +181,8 @@ class Interpreter {
  public:
   explicit Interpreter(const Graph& g) : g_(g), values_(g.nodes.size()) {}
 
-  std::vector<HostTensor> run(const std::vector<HostTensor>& inputs) {
+  std::vector<HostTensor> run(const std::vector<HostTensor>& inputs,
+                              const std::function<void()>& before_node) {
     auto ids = g_.inputs();
     if (inputs.size() != ids.size())
       throw Error("evaluate: graph '" + g_.name + "' has " + std::to_string(ids.size()) +
@@ -197,6 +198,7 @@ class Interpreter {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
       if (n.op == Op::input) continue;
+      if (before_node) before_node();  // outside the try: what it throws is not renamed
       Value out;
       current_ = i;
       try {
@@ -835,8 +837,13 @@ HostTensor from_doubles(const TensorType& type, const std::vector<double>& value
 }
 
 std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& inputs) {
+  return evaluate(g, inputs, {});
+}
+
+std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& inputs,
+                                 const std::function<void()>& before_node) {
   if (auto msg = verify(g); !msg.empty()) throw Error("evaluate: invalid graph: " + msg);
-  return Interpreter(g).run(inputs);
+  return Interpreter(g).run(inputs, before_node);
 }
 
 std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed) {

@@ -80,7 +80,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
       AddElapsed timed(measurer.counters().reference_us);
       Reference r;
       r.inputs = ir::random_inputs(program.graph, search::kernel_seed(run.settings.seed, key));
-      r.expected = ir::evaluate(program.graph, r.inputs);
+      r.expected = ir::evaluate(program.graph, r.inputs, check_interrupt);
       reference.emplace(std::move(r));
     }
     return *reference;

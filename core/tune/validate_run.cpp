@@ -6,6 +6,7 @@
 
 #include "ir/interpreter.hpp"
 #include "search/prior_snapshot.hpp"
+#include "tune/interrupt.hpp"
 #include "tune/tuner.hpp"
 #include "tune/validation.hpp"
 
@@ -34,7 +35,7 @@ std::vector<ChosenKernel> prepare_chosen(uint64_t run_seed,
     ChosenKernel c;
     c.program = &o.best_program;
     c.inputs = ir::random_inputs(o.best_program.graph, search::kernel_seed(run_seed, key) ^ 0x15);
-    c.expected = ir::evaluate(o.best_program.graph, c.inputs);
+    c.expected = ir::evaluate(o.best_program.graph, c.inputs, check_interrupt);
     c.occurrences = per_key.at(key).occurrences;
     chosen.push_back(std::move(c));
   }
@@ -89,7 +90,7 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
     if (inputs.empty()) {
       AddElapsed timed(measurer.counters().reference_us);
       inputs = ir::random_inputs(best.program.graph, options.seed ^ 0x5eed);
-      expected = ir::evaluate(best.program.graph, inputs);
+      expected = ir::evaluate(best.program.graph, inputs, check_interrupt);
     }
   };
   std::string config = assembled_config_key(best.program);

@@ -2,6 +2,7 @@
 // they fall back), the paths it picks, and NVRTC compiling what it generates for sm_90a.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -137,6 +138,47 @@ TEST(CudaAttention, OperandsNotContiguousAlongTheHeadDimUseGenericLoads) {
   ASSERT_EQ(used, "attention");
   EXPECT_NE(source.find("bf16 warps=4x2 Q:16B\n"), std::string::npos) << source.substr(0, 1500);
   compiles(c);
+}
+
+// On sm_90a the attention's first values (its default, the search's first candidate) are the
+// Hopper path's measured best, a combination the template takes; elsewhere the table's order.
+// The values offered are the same either way.
+TEST(CudaAttention, HopperStartsOnItsOwnPath) {
+  auto first = [](const BackendCaps& caps) {
+    std::map<std::string, double> knobs;
+    for (const KnobSpec& k : caps.templates.at("attention")) knobs[k.name] = k.values.at(0);
+    return knobs;
+  };
+  auto sorted = [](const BackendCaps& caps) {
+    std::map<std::string, std::vector<double>> values;
+    for (const KnobSpec& k : caps.templates.at("attention")) {
+      values[k.name] = k.values;
+      std::sort(values[k.name].begin(), values[k.name].end());
+    }
+    return values;
+  };
+  const BackendCaps hopper =
+      CudaBackend({{"arch", "sm_90a"}, {"worker", "/nonexistent"}}).capabilities();
+  const BackendCaps ampere =
+      CudaBackend({{"arch", "sm_80"}, {"worker", "/nonexistent"}}).capabilities();
+  const std::map<std::string, double> h = first(hopper), a = first(ampere);
+  EXPECT_EQ(h.at("wgmma"), 1);
+  EXPECT_EQ(h.at("block_kv"), 64);
+  EXPECT_EQ(h.at("warps"), 4);
+  EXPECT_EQ(h.at("stages"), 3);
+  EXPECT_EQ(h.at("persistent"), 0);
+  EXPECT_EQ(attention_knob_refusal(h), "");
+  EXPECT_EQ(a, first(BackendCaps(cuda_capabilities())));
+  EXPECT_EQ(a.at("wgmma"), 0);
+  EXPECT_EQ(attention_knob_refusal(a), "");
+  EXPECT_EQ(sorted(hopper), sorted(ampere));
+  // The default generates the Hopper path for Qwen3's attention.
+  Case c = qwen3_attention(512, 8);
+  c.knobs = h;
+  std::string used;
+  const std::string source = generate_source(slice_of(c), &used);
+  EXPECT_EQ(used, "attention");
+  EXPECT_NE(source.find("wgmma.mma_async"), std::string::npos);
 }
 
 TEST(CudaAttention, EveryKnobValueGeneratesTheTemplate) {

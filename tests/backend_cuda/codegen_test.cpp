@@ -173,6 +173,50 @@ TEST(CudaCodegen, SeveralKernelsBecomeOneProgram) {
   fs::remove_all(fs::path(art.handle).parent_path());
 }
 
+// Kernels of one structure (a model's layers) are generated once per template and knobs
+// (program.cpp): their texts in the program differ only by the prefix and the buffers, and a
+// kernel of the same structure at other knobs is its own.
+TEST(CudaCodegen, KernelsOfOneStructureAreGeneratedOnceAtTheirOwnKnobs) {
+  ir::Graph g;
+  ir::Builder b(g);
+  ir::Slice s;
+  ir::ValueId x = b.input("x", {ir::DType::f32, {64, 256}});
+  for (int layer = 0; layer < 3; ++layer) {
+    x = b.op(ir::Op::silu, {x}, {}, "layers." + std::to_string(layer) + ".act");
+    ir::Kernel k;
+    k.nodes = {x};
+    k.templ = "pointwise";
+    k.knobs = {{"vec", layer == 2 ? 4.0 : 1.0}};
+    s.grouping.kernels.push_back(k);
+  }
+  g.outputs = {x};
+  s.graph = g;
+  for (size_t v = 0; v < g.nodes.size(); ++v) s.origin.push_back(static_cast<ir::ValueId>(v));
+  ASSERT_EQ(ir::verify_grouping(g, s.grouping), "");
+  const std::string source = generate_source(s);
+  // Kernel i's text, without its prefix and with every buffer index as "#".
+  auto body = [&](int i) {
+    const std::string name = "k" + std::to_string(i) + "_emmy_pointwise(";
+    const size_t at = source.find(name);
+    EXPECT_NE(at, std::string::npos) << name;
+    const size_t end = source.find("\n}\n", at);
+    std::string text = source.substr(at + name.size(), end - at - name.size()), out;
+    for (size_t p = 0; p < text.size(); ++p) {
+      out += text[p];
+      if (text.compare(p, 9, "emmy_buf[") == 0) {
+        out += "mmy_buf[#";
+        for (p += 9; p < text.size() && std::isdigit(static_cast<unsigned char>(text[p]));) ++p;
+        --p;
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(body(0), body(1));  // two layers, one text
+  EXPECT_NE(body(0), body(2));  // vec=4: 16-byte accesses
+  EXPECT_EQ(body(0).find("uint4"), std::string::npos) << body(0);
+  EXPECT_NE(body(2).find("uint4"), std::string::npos) << body(2);
+}
+
 TEST(CudaCodegen, RejectsUndeclaredKnobValues) {
   EXPECT_THROW(resolve_knobs("matmul", {{"tile_m", 48}}), Error);
   EXPECT_THROW(resolve_knobs("nosuch", {}), Error);

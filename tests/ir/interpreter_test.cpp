@@ -432,6 +432,35 @@ TEST(Interpreter, EvaluatesRandomGraphsDeterministically) {
   }
 }
 
+// The hook runs before every computed node (not the inputs); what it throws stops the evaluation
+// there and reaches the caller as it was thrown (emmy tune's Ctrl-C, tune/interrupt.hpp), not
+// renamed as the node's error.
+TEST(Interpreter, AHookBeforeEachNodeCanStopTheEvaluation) {
+  struct Stop {
+    int at;
+  };
+  Case c;
+  auto x = c.in(DType::f32, {2, 2}, {1, 2, 3, 4});
+  auto y = c.b.mul(x, x);
+  auto z = c.b.add(y, x);
+  auto r = c.b.op(Op::neg, {z});
+  c.g.outputs = {r};
+  int calls = 0;
+  auto all = evaluate(c.g, c.inputs, [&] { ++calls; });
+  EXPECT_EQ(calls, 3);
+  expect_near(to_doubles(all.at(0)), {-2, -6, -12, -20});
+  calls = 0;
+  try {
+    evaluate(c.g, c.inputs, [&] {
+      if (++calls == 2) throw Stop{calls};
+    });
+    ADD_FAILURE() << "the hook's exception did not stop the evaluation";
+  } catch (const Stop& s) {
+    EXPECT_EQ(s.at, 2);
+  }
+  EXPECT_EQ(calls, 2);  // nothing after the node it stopped before
+}
+
 TEST(Compare, TolerancesAndMessages) {
   TensorType f{DType::f32, {2, 2}};
   auto e = from_doubles(f, {1, 2, 3, 4});

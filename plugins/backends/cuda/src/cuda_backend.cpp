@@ -158,6 +158,7 @@ Status CudaBackend::add_template(std::shared_ptr<KernelTemplate> templ) noexcept
 
 BackendCaps CudaBackend::capabilities() const {
   BackendCaps caps = cuda_capabilities();
+  order_for_arch(caps, arch());
   for (const auto& [name, plugin] : plugins_) {
     caps.templates[name] = plugin->knobs();
     caps.alternatives[plugin->alternative_to()].push_back(name);

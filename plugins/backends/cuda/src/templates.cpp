@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "emmy/knob_constraints.hpp"
 #include "emmy/status.hpp"
@@ -19,7 +20,8 @@ BackendCaps cuda_capabilities() {
   // vec: elements per thread access (aligned loads/stores of up to 16 bytes: 8 bf16/f16, 4 f32);
   // refused (a build error) where the innermost extent is not a multiple of it.
   // The first value of each knob is the untuned default, the search's first candidate: it must
-  // work for every kernel of its template (knob values a kernel cannot take are refused).
+  // work for every kernel of its template (knob values a kernel cannot take are refused). On
+  // sm_90a the attention starts on its Hopper path instead (order_for_arch, below).
   caps.templates["pointwise"] = {
       {"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
   // row_warp: 1 = one warp per row (block/32 rows per block), 0 = one block per row. items:
@@ -86,6 +88,22 @@ BackendCaps cuda_capabilities() {
   // Alternatives (cuBLASLt beside the matmul) are template plugins: CudaBackend::capabilities()
   // adds those it took and offers.
   return caps;
+}
+
+void order_for_arch(BackendCaps& caps, const std::string& arch) {
+  int major = 0;
+  if (arch.rfind("sm_", 0) != 0 || std::sscanf(arch.c_str() + 3, "%d", &major) != 1) return;
+  if (major != 90) return;  // "sm_90a" reads 90; wgmma is sm_90a's alone
+  auto it = caps.templates.find("attention");
+  if (it == caps.templates.end()) return;
+  const std::map<std::string, double> first = {
+      {"wgmma", 1}, {"block_kv", 64}, {"warps", 4}, {"stages", 3}};
+  for (KnobSpec& k : it->second) {
+    auto f = first.find(k.name);
+    if (f == first.end()) continue;
+    auto at = std::find(k.values.begin(), k.values.end(), f->second);
+    if (at != k.values.end()) std::rotate(k.values.begin(), at, at + 1);
+  }
 }
 
 std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {
