@@ -1,5 +1,6 @@
 // Ctrl-C during a tuning run: the handler only sets a flag; the run checks it before every
-// candidate and before every node of a reference the interpreter computes (ir::evaluate's hook),
+// candidate, every build and measurement (the validation's too) and every node of a reference the
+// interpreter computes (ir::evaluate's hook),
 // stops the search by throwing Interrupted, and still writes what it has (every
 // measurement is already in the database: nothing measured is lost).
 #pragma once

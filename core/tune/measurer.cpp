@@ -188,6 +188,10 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
   rec.run_id = s_.run_id;
   rec.unix_time = unix_now();
 
+  // Ctrl-C is honoured before every build and every measurement, not only between a search's
+  // candidates: the validation's requests (a whole model's, minutes at B=8) ran to the end of
+  // the run without looking at it.
+  check_interrupt();
   const ir::Slice slice = candidate_slice(program);
   Artifact artifact;
   MeasureResult built;
@@ -206,6 +210,7 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
       artifact.source.find(kFellBackNote) != std::string::npos)
     rec.templ = std::string(kTemplateFallback);
 
+  check_interrupt();  // a build can take long (a whole model's program)
   MeasureRequest request;
   request.inputs = to_buffers(inputs);
   request.warmup = settings_.warmup;

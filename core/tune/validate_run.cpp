@@ -81,6 +81,12 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
                    const std::string& graph_name, const TuneOptions& options, Measurer& measurer,
                    store::TuningStore& store, TuneReport& report) {
   const std::string gkey = graph_key(best.program.graph);
+  // A whole model's validation is minutes of its own (the reference, then rounds of requests
+  // carrying every weight): -v says when it starts.
+  if (options.verbose)
+    measurer.progress().message(
+        "validating the best grouping (" + std::to_string(best.program.grouping.kernels.size()) +
+        " kernels): the reference, then the chosen kernels and the assembled graph in rounds");
   // The best grouping's graph, not the frontend's: structural passes may have rewritten it
   // (packed weights of a horizontal fusion are inputs of their own). Its reference is computed
   // once, when the first uncached measurement below needs it (the whole graph in the

@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <thread>
+#include <vector>
 
 namespace emmy::backend_support::wire {
 namespace {
@@ -41,6 +43,36 @@ TEST(Wire, ValuesAndByteStringsRoundTrip) {
   EXPECT_EQ(r.get_string(), "");
   EXPECT_TRUE(r.ok);
   EXPECT_FALSE(r.timed_out);
+}
+
+// Lent byte strings of 64 KiB or more are written from the caller's memory, not copied into the
+// message; the stream is the same, pieces before, between and after them in order.
+TEST(Wire, LongLentByteStringsAreNotCopiedAndArriveInOrder) {
+  SocketPair s;
+  std::vector<unsigned char> big(3 << 20), bigger(5 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<unsigned char>(i * 7);
+  for (size_t i = 0; i < bigger.size(); ++i) bigger[i] = static_cast<unsigned char>(i * 13 + 1);
+  const std::vector<unsigned char> edge(Writer::kLentBytes - 1, 9);
+  Writer w;
+  w.put(uint32_t{7});
+  w.lend_bytes(big.data(), big.size());
+  w.put_string("between");
+  w.lend_bytes(bigger.data(), bigger.size());
+  w.lend_bytes(edge.data(), edge.size());  // one byte short: copied
+  w.put(int64_t{-1});
+  EXPECT_LT(w.bytes.size(), Writer::kLentBytes + 64);  // neither big piece was copied
+  std::thread reader([&] {
+    Reader r{s.fd[1]};
+    EXPECT_EQ(r.get<uint32_t>(), 7u);
+    EXPECT_EQ(r.get_bytes(), big);
+    EXPECT_EQ(r.get_string(), "between");
+    EXPECT_EQ(r.get_bytes(), bigger);
+    EXPECT_EQ(r.get_bytes(), edge);
+    EXPECT_EQ(r.get<int64_t>(), -1);
+    EXPECT_TRUE(r.ok);
+  });
+  EXPECT_TRUE(w.send(s.fd[0]));
+  reader.join();
 }
 
 TEST(Wire, ALengthOverTheLimitFailsTheRead) {

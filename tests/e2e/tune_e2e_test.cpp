@@ -162,6 +162,44 @@ TEST_F(TuneE2E, SecondWriterRefusedAndCtrlCKeepsMeasurements) {
   EXPECT_GT(report("next.json")["cache_hits"].get<int>(), 0);
 }
 
+// SIGINT to emmy alone (as `timeout -s INT` sends it) while it validates the best grouping: the
+// validation's requests look at it too, so the run stops there with 130 (it used to finish the
+// validation and store a plan as if nothing had been asked), keeping every measurement and
+// storing no plan.
+TEST_F(TuneE2E, CtrlCDuringTheValidationStopsIt) {
+  std::vector<std::string> args = {"tune",
+                                   "--backend",
+                                   "cpu",
+                                   "--code",
+                                   "torch.matmul(torch.randn(256,256), torch.randn(256,256))",
+                                   "--patience",
+                                   "1",
+                                   "--samples",
+                                   "300",
+                                   "--prior",
+                                   "roofline",
+                                   "-v",
+                                   "--no-progress",
+                                   "--json",
+                                   path("validating.json")};
+  pid_t pid = emmy::test::start(argv(args), env(), path("validating"));
+  bool validating = false;
+  for (int i = 0; i < 6000 && !validating; ++i) {
+    validating = emmy::test::read_file(path("validating.err")).find("validating the best") !=
+                 std::string::npos;
+    if (!validating) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(validating) << emmy::test::read_file(path("validating.err"));
+  kill(pid, SIGINT);
+  EXPECT_EQ(emmy::test::wait_for(pid), 130) << emmy::test::read_file(path("validating.err"));
+  EXPECT_EQ(report("validating.json")["status"], "interrupted");
+  EXPECT_GE(stored_variants("matmul"), 1);
+  Completed exported =
+      emmy({"export", "--backend", "cpu", "--code", args[4], "--out", path("validating.emmy")});
+  EXPECT_NE(exported.exit_code, 0) << "an interrupted validation stored a plan";
+  EXPECT_NE(exported.err.find("no tuned plan for this graph"), std::string::npos) << exported.err;
+}
+
 TEST_F(TuneE2E, BadInputIsAClearErrorWithExitCode2) {
   Completed none = emmy({"tune", "--backend", "cpu"});
   EXPECT_EQ(none.exit_code, 2);

@@ -44,7 +44,7 @@ void WorkerProcess::run(const std::string& library, const MeasureRequest& reques
   w.put(static_cast<int32_t>(request.samples));
   w.put(static_cast<uint32_t>(request.end_to_end ? 1 : 0));
   w.put(static_cast<uint32_t>(request.inputs.tensors.size()));
-  for (const auto& t : request.inputs.tensors) w.put_bytes(t.data(), t.size());
+  for (const auto& t : request.inputs.tensors) w.lend_bytes(t.data(), t.size());
   w.put(static_cast<uint32_t>(output_bytes.size()));
   for (uint64_t b : output_bytes) w.put(b);
 

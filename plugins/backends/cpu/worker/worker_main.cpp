@@ -58,7 +58,7 @@ void reply_error(const std::string& message) {
   proto::Writer w;
   w.put(proto::kReplyError);
   w.put_string(message);
-  proto::write_all(1, w.bytes.data(), w.bytes.size());
+  w.send(1);
 }
 
 }  // namespace
@@ -181,7 +181,7 @@ int main() {
     w.put(static_cast<uint32_t>(times.size()));
     for (double t : times) w.put(t);
     w.put(static_cast<uint32_t>(outputs.size()));
-    for (auto& o : outputs) w.put_bytes(o.data, o.size);
-    if (!proto::write_all(1, w.bytes.data(), w.bytes.size())) return 3;
+    for (auto& o : outputs) w.lend_bytes(o.data, o.size);
+    if (!w.send(1)) return 3;
   }
 }

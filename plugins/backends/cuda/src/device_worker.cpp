@@ -79,7 +79,7 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     o.put(l.group);
   }
   o.put(uint32_t(spec.inputs->tensors.size()));
-  for (const auto& t : spec.inputs->tensors) o.put_bytes(t.data(), t.size());
+  for (const auto& t : spec.inputs->tensors) o.lend_bytes(t.data(), t.size());
   o.put(uint32_t(spec.output_bytes.size()));
   for (uint64_t s : spec.output_bytes) o.put(s);
   o.put(uint32_t(spec.plan.scratch_bytes.size()));

@@ -378,7 +378,7 @@ void run(wire::Reader& in, int out_fd) {
   reply.put(uint32_t(times.size()));
   for (double t : times) reply.put(t);
   reply.put(uint32_t(outputs.size()));
-  for (const auto& o : outputs) reply.put_string(o);
+  for (const auto& o : outputs) reply.lend_bytes(o.data(), o.size());
   cuEventDestroy(start);
   cuEventDestroy(stop);
   for (CUevent e : group_events) cuEventDestroy(e);

@@ -24,9 +24,14 @@ bool write_all(int fd, const void* data, size_t size);
 bool read_all(int fd, void* data, size_t size, const Clock::time_point* deadline = nullptr,
               bool* timed_out = nullptr);
 
-// A message built in memory and written in one go.
+// A message built in memory and written by send(). What put* is given is copied into it; a byte
+// string given to lend_bytes (kLentBytes or more) is not: send() writes it from the caller's
+// memory, which must stay as it is until then. The tensors of a request or a reply are lent, so a
+// whole model's weights (2.4 GB in f32) are not copied into the message, and grown into it, once
+// more per measurement.
 struct Writer {
-  std::string bytes;
+  static constexpr uint64_t kLentBytes = 64 * 1024;
+  std::string bytes;  // what follows the last lent piece (everything, when none is)
   template <typename T>
   void put(const T& v) {
     bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
@@ -37,7 +42,27 @@ struct Writer {
     bytes.append(static_cast<const char*>(data), size);
   }
   void put_string(const std::string& s) { put_bytes(s.data(), s.size()); }
-  bool send(int fd) const { return write_all(fd, bytes.data(), bytes.size()); }
+  // The same bytes on the wire as put_bytes; shorter than kLentBytes they are copied all the same.
+  void lend_bytes(const void* data, uint64_t size) {
+    if (size < kLentBytes) return put_bytes(data, size);
+    put(size);
+    lent_.push_back({std::move(bytes), static_cast<const char*>(data), size});
+    bytes.clear();
+  }
+  bool send(int fd) const {
+    for (const Lent& l : lent_)
+      if (!write_all(fd, l.before.data(), l.before.size()) || !write_all(fd, l.data, l.size))
+        return false;
+    return write_all(fd, bytes.data(), bytes.size());
+  }
+
+ private:
+  struct Lent {
+    std::string before;  // the copied part ahead of it
+    const char* data;
+    uint64_t size;
+  };
+  std::vector<Lent> lent_;
 };
 
 // Typed values read straight from a file descriptor. After the first failure every read returns
