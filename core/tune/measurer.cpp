@@ -181,7 +181,7 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
                                                      const std::vector<ir::HostTensor>& inputs,
                                                      const std::vector<ir::HostTensor>& expected,
                                                      bool whole_graph, double timeout_s,
-                                                     int samples, bool end_to_end) {
+                                                     int samples, bool end_to_end, Buffers* lent) {
   store::MeasurementRecord rec;
   rec.regime = regime;
   rec.env = s_.env;
@@ -212,7 +212,19 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
 
   check_interrupt();  // a build can take long (a whole model's program)
   MeasureRequest request;
-  request.inputs = to_buffers(inputs);
+  if (lent) {
+    request.inputs = std::move(*lent);
+  } else {
+    request.inputs = to_buffers(inputs);
+  }
+  // The lent inputs go back to the caller however the call ends.
+  struct GiveBack {
+    Buffers* to;
+    Buffers& from;
+    ~GiveBack() {
+      if (to) *to = std::move(from);
+    }
+  } give_back{lent, request.inputs};
   request.warmup = settings_.warmup;
   request.samples = samples > 0 ? samples : settings_.samples;
   request.timeout_s = timeout_s > 0 ? timeout_s : settings_.timeout_s;

@@ -155,12 +155,15 @@ class Measurer {
   // (rec.timeout_s records it). `templ` is set (to "fallback") only when the backend built its
   // fallback kernel for a one-kernel program lowered to a template. `samples` > 0 overrides
   // --samples (the validation's short rounds). `end_to_end` times a program of several kernels as
-  // one (MeasureRequest::end_to_end).
+  // one (MeasureRequest::end_to_end). `lent`: `inputs` already as Buffers, moved into the request
+  // and back for the call instead of copied (a whole model's validation sends its weights, 2.4 GB
+  // in f32, in every request).
   store::MeasurementRecord build_and_measure(const ir::Program& program, Regime regime,
                                              const std::vector<ir::HostTensor>& inputs,
                                              const std::vector<ir::HostTensor>& expected,
                                              bool whole_graph = false, double timeout_s = 0,
-                                             int samples = 0, bool end_to_end = false);
+                                             int samples = 0, bool end_to_end = false,
+                                             Buffers* lent = nullptr);
 
   // A stored row for (key, config, regime) in this environment, counted as a cache hit.
   std::optional<store::MeasurementRecord> look_up(const std::string& key, const std::string& config,

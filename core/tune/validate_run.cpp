@@ -92,11 +92,13 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
   // once, when the first uncached measurement below needs it (the whole graph in the
   // interpreter is the expensive part).
   std::vector<ir::HostTensor> inputs, expected;
+  Buffers sent;  // the inputs as every request of the program carries them, made once (lent)
   auto reference = [&] {
     if (inputs.empty()) {
       AddElapsed timed(measurer.counters().reference_us);
       inputs = ir::random_inputs(best.program.graph, options.seed ^ 0x5eed);
       expected = ir::evaluate(best.program.graph, inputs, check_interrupt);
+      sent = to_buffers(inputs);
     }
   };
   std::string config = assembled_config_key(best.program);
@@ -129,7 +131,8 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
             isolated_ok = measure_chosen_again(measurer, chosen, n, round);
           store::MeasurementRecord program = measurer.build_and_measure(
               best.program, Regime::deploy, inputs, expected,
-              /*whole_graph=*/true, program_timeout_s(best, options, n), n);
+              /*whole_graph=*/true, program_timeout_s(best, options, n), n,
+              /*end_to_end=*/false, &sent);
           rec = program;
           if (!program.ok()) break;  // the program's own failure: recorded as it is
           program_samples.insert(program_samples.end(), program.samples_us.begin(),
@@ -180,7 +183,7 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
         e2e = measurer.build_and_measure(best.program, Regime::deploy, inputs, expected,
                                          /*whole_graph=*/true,
                                          program_timeout_s(best, options, options.samples),
-                                         options.samples, /*end_to_end=*/true);
+                                         options.samples, /*end_to_end=*/true, &sent);
         e2e->structural_key = gkey;
         e2e->kernel_name = "end_to_end:" + (graph_name.empty() ? std::string("graph") : graph_name);
         e2e->templ = "assembled";

@@ -75,4 +75,40 @@ TEST(RecordTemplate, AFallbackBuiltForAnotherTemplateIsRecordedAsFallback) {
   fs::remove_all(home);
 }
 
+// Inputs lent as Buffers (the validation's, made once) are what the request carries, checked
+// against the reference like copied ones, and are the caller's again afterwards, unchanged; lent
+// wrong inputs are a wrong result, so they are really what was sent.
+TEST(RecordTemplate, LentInputsAreSentAndGivenBack) {
+  const fs::path home = fs::temp_directory_path() / ("emmy-lent-" + std::to_string(getpid()));
+  fs::remove_all(home);
+  fs::create_directories(home);
+  auto backend = load_cpu_backend((home / "cache").string());
+  auto store = emmy::store::TuningStore::open_writer((home / "tuning.db").string());
+  emmy::tune::TuneOptions options;
+  options.samples = 3;
+  options.warmup = 1;
+  emmy::tune::Progress progress(false, false);
+  emmy::tune::Counters counters;
+  emmy::tune::PriorRowSink rows;
+  emmy::tune::Measurer measurer(
+      {*store, *backend, backend->environment_fingerprint(), "test-run", progress, rows, counters},
+      emmy::tune::MeasureSettings::of(options));
+  emmy::ir::Program p = softmax_lowered_to("reduction");
+  auto inputs = emmy::ir::random_inputs(p.graph, 7);
+  auto expected = emmy::ir::evaluate(p.graph, inputs);
+  emmy::Buffers lent = emmy::tune::to_buffers(inputs);
+  const emmy::Buffers before = lent;
+  emmy::store::MeasurementRecord rec = measurer.build_and_measure(
+      p, emmy::Regime::rank, inputs, expected, false, 0, 0, false, &lent);
+  EXPECT_TRUE(rec.ok()) << rec.message;
+  EXPECT_EQ(lent.tensors, before.tensors);
+  emmy::Buffers wrong = emmy::tune::to_buffers(emmy::ir::random_inputs(p.graph, 8));
+  rec = measurer.build_and_measure(p, emmy::Regime::rank, inputs, expected, false, 0, 0, false,
+                                   &wrong);
+  EXPECT_EQ(rec.failure, emmy::FailureKind::wrong_result) << rec.message;
+  EXPECT_FALSE(wrong.tensors.empty());
+  store.reset();
+  fs::remove_all(home);
+}
+
 }  // namespace
