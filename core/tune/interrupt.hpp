@@ -1,8 +1,7 @@
 // Ctrl-C during a tuning run: the handler only sets a flag; the run checks it before every
 // candidate, every build and measurement (the validation's too) and every node of a reference the
-// interpreter computes (ir::evaluate's hook),
-// stops the search by throwing Interrupted, and still writes what it has (every
-// measurement is already in the database: nothing measured is lost).
+// interpreter computes (ir::evaluate's hook), stops by throwing Interrupted, and still writes what
+// it has (every measurement is already in the database: nothing measured is lost).
 #pragma once
 
 #include "emmy/status.hpp"

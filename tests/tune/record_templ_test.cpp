@@ -41,22 +41,46 @@ emmy::ir::Program softmax_lowered_to(const std::string& templ) {
   return p;
 }
 
-TEST(RecordTemplate, AFallbackBuiltForAnotherTemplateIsRecordedAsFallback) {
-  const fs::path home =
-      fs::temp_directory_path() / ("emmy-record-templ-" + std::to_string(getpid()));
+// A fresh folder named `name` (and this process), empty.
+fs::path fresh_home(const std::string& name) {
+  const fs::path home = fs::temp_directory_path() / (name + std::to_string(getpid()));
   fs::remove_all(home);
   fs::create_directories(home);
-  auto backend = load_cpu_backend((home / "cache").string());
-  auto store = emmy::store::TuningStore::open_writer((home / "tuning.db").string());
-  emmy::tune::TuneOptions options;
-  options.samples = 3;
-  options.warmup = 1;
-  emmy::tune::Progress progress(false, false);
+  return home;
+}
+
+// A Measurer over the real cpu backend and a RocksDB store in a home of its own, removed after.
+struct CpuMeasurer {
+  explicit CpuMeasurer(const std::string& name)
+      : home(fresh_home(name)),
+        backend(load_cpu_backend((home / "cache").string())),
+        store(emmy::store::TuningStore::open_writer((home / "tuning.db").string())),
+        measurer({*store, *backend, backend->environment_fingerprint(), "test-run", progress, rows,
+                  counters},
+                 settings()) {}
+  ~CpuMeasurer() {
+    store.reset();
+    fs::remove_all(home);
+  }
+  static emmy::tune::MeasureSettings settings() {
+    emmy::tune::TuneOptions options;
+    options.samples = 3;
+    options.warmup = 1;
+    return emmy::tune::MeasureSettings::of(options);
+  }
+
+  const fs::path home;
+  std::shared_ptr<emmy::Backend> backend;
+  std::unique_ptr<emmy::store::TuningStore> store;
+  emmy::tune::Progress progress{false, false};
   emmy::tune::Counters counters;
   emmy::tune::PriorRowSink rows;
-  emmy::tune::Measurer measurer(
-      {*store, *backend, backend->environment_fingerprint(), "test-run", progress, rows, counters},
-      emmy::tune::MeasureSettings::of(options));
+  emmy::tune::Measurer measurer;
+};
+
+TEST(RecordTemplate, AFallbackBuiltForAnotherTemplateIsRecordedAsFallback) {
+  CpuMeasurer cpu("emmy-record-templ-");
+  emmy::tune::Measurer& measurer = cpu.measurer;
 
   for (const std::string templ : {"pointwise", "reduction"}) {
     emmy::ir::Program p = softmax_lowered_to(templ);
@@ -71,28 +95,14 @@ TEST(RecordTemplate, AFallbackBuiltForAnotherTemplateIsRecordedAsFallback) {
     else
       EXPECT_EQ(rec.templ, "") << "the reduction template built it: the caller's template stands";
   }
-  store.reset();
-  fs::remove_all(home);
 }
 
 // Inputs lent as Buffers (the validation's, made once) are what the request carries, checked
 // against the reference like copied ones, and are the caller's again afterwards, unchanged; lent
 // wrong inputs are a wrong result, so they are really what was sent.
 TEST(RecordTemplate, LentInputsAreSentAndGivenBack) {
-  const fs::path home = fs::temp_directory_path() / ("emmy-lent-" + std::to_string(getpid()));
-  fs::remove_all(home);
-  fs::create_directories(home);
-  auto backend = load_cpu_backend((home / "cache").string());
-  auto store = emmy::store::TuningStore::open_writer((home / "tuning.db").string());
-  emmy::tune::TuneOptions options;
-  options.samples = 3;
-  options.warmup = 1;
-  emmy::tune::Progress progress(false, false);
-  emmy::tune::Counters counters;
-  emmy::tune::PriorRowSink rows;
-  emmy::tune::Measurer measurer(
-      {*store, *backend, backend->environment_fingerprint(), "test-run", progress, rows, counters},
-      emmy::tune::MeasureSettings::of(options));
+  CpuMeasurer cpu("emmy-lent-");
+  emmy::tune::Measurer& measurer = cpu.measurer;
   emmy::ir::Program p = softmax_lowered_to("reduction");
   auto inputs = emmy::ir::random_inputs(p.graph, 7);
   auto expected = emmy::ir::evaluate(p.graph, inputs);
@@ -107,8 +117,6 @@ TEST(RecordTemplate, LentInputsAreSentAndGivenBack) {
                                    &wrong);
   EXPECT_EQ(rec.failure, emmy::FailureKind::wrong_result) << rec.message;
   EXPECT_FALSE(wrong.tensors.empty());
-  store.reset();
-  fs::remove_all(home);
 }
 
 }  // namespace

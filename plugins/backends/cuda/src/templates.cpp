@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "emmy/knob_constraints.hpp"
 #include "emmy/status.hpp"
@@ -91,9 +90,7 @@ BackendCaps cuda_capabilities() {
 }
 
 void order_for_arch(BackendCaps& caps, const std::string& arch) {
-  int major = 0;
-  if (arch.rfind("sm_", 0) != 0 || std::sscanf(arch.c_str() + 3, "%d", &major) != 1) return;
-  if (major != 90) return;  // "sm_90a" reads 90; wgmma is sm_90a's alone
+  if (arch != "sm_90a") return;  // wgmma is sm_90a's alone (CudaBackend::arch() spells it so)
   auto it = caps.templates.find("attention");
   if (it == caps.templates.end()) return;
   const std::map<std::string, double> first = {
