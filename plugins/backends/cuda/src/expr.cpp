@@ -313,6 +313,71 @@ int64_t affine_column(const std::string& s, const std::string& token, int64_t al
                       std::string& base_of_first);
 }  // namespace
 
+// A warp's lanes read 32 consecutive groups of columns; where a part of a cat is narrower than
+// that (rotate_half's halves of a 128-wide head), the lanes of one warp fall in different parts
+// and a branch per part diverges: the warp runs every part's branch in turn, each branch's loads
+// behind the previous one's, and none of them can be issued before the branch.
+bool ExprGen::parts_narrower_than_a_warp(const ir::Node& cat, int64_t dim, int64_t group) const {
+  for (ir::ValueId part : cat.inputs)
+    if (g_.type(part).shape[size_t(dim)] >= 32 * group) return false;
+  return true;
+}
+
+// The group of columns starting at index `at` (its last entry a multiple of `group`) of the cat
+// v, every part
+// computed and the group's own part selected: each part reads its columns at the group's column
+// clamped into the part (a column group of its own, so its reads stay vector loads), which keeps
+// every read inside the part's row whichever part the group is in. No branch, so the compiler
+// may issue all the parts' loads together, and early (before a row's reduction, say).
+std::string ExprGen::select_group_without_branches(ir::ValueId v, const Index& at, int64_t group,
+                                                   Body& b) {
+  const ir::Node& n = g_.node(v);
+  const int64_t rank = static_cast<int64_t>(n.type.shape.size()), dim = rank - 1;
+  const std::string& chooser = at[size_t(dim)];
+  std::vector<std::vector<std::string>> parts;
+  std::vector<int64_t> ends;
+  int64_t begin = 0;
+  for (ir::ValueId part : n.inputs) {
+    const int64_t len = g_.type(part).shape[size_t(dim)];
+    // One variable per clamp, shared by every row that reads the same columns (a weight read in
+    // the part is then loaded once for all of a thread's rows).
+    const std::string clamp = "(int)min(max((long long)(" + chooser + ") - " +
+                              std::to_string(begin) + "LL, 0LL), " + std::to_string(len - group) +
+                              "LL)";
+    std::string col;
+    if (const std::string* hit = b.recall("clamp:" + clamp)) {
+      col = *hit;
+    } else {
+      col = fresh("emmy_k") + "_";
+      b.line("const int " + col + " = " + clamp + ";");
+      b.remember("clamp:" + clamp, col);
+      group_columns(col, group);
+    }
+    std::vector<std::string> vals;
+    for (int64_t w = 0; w < group; ++w) {
+      Index sub = at;
+      sub[size_t(dim)] = vec_column(col, w);
+      std::string val = value(part, sub, b);
+      if (compute_type(g_.type(part).dtype) != compute_type(n.type.dtype))
+        val = "((" + compute_type(n.type.dtype) + ")(" + val + "))";
+      vals.push_back(val);
+    }
+    parts.push_back(std::move(vals));
+    begin += len;
+    ends.push_back(begin);
+  }
+  const std::string var = fresh("c");
+  b.line(compute_type(n.type.dtype) + " " + var + "[" + std::to_string(group) + "];");
+  for (int64_t w = 0; w < group; ++w) {
+    std::string pick = parts.back()[size_t(w)];
+    for (size_t p = parts.size() - 1; p-- > 0;)
+      pick = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " +
+             parts[p][size_t(w)] + " : " + pick + ")";
+    b.line(var + "[" + std::to_string(w) + "] = " + pick + ";");
+  }
+  return var;
+}
+
 std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
   const ir::Node& n = g_.node(v);
   ir::ValueId x = n.inputs.at(0);
@@ -437,6 +502,11 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
       }
       const int64_t count = group > 0 ? group : 1;
       const std::string chooser = group > 0 ? element(0)[size_t(dim)] : idx[size_t(dim)];
+      if (group > 0 && parts_narrower_than_a_warp(n, dim, group)) {
+        std::string var = select_group_without_branches(v, element(0), group, b);
+        b.remember(key, var);
+        return var + "[" + std::to_string(u) + "]";
+      }
       std::string var = fresh("c");
       b.line(compute_type(n.type.dtype) + " " + var +
              (group > 0 ? "[" + std::to_string(group) + "]" : "") + ";");
@@ -832,6 +902,13 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
               token = tok;
               if (!g.empty()) guard = g;
             }
+        // A group the expression made itself (a cat's part read at a clamped column: always
+        // inside the row, so unguarded).
+        if (token.empty())
+          for (const auto& [tok, n] : e.column_groups())
+            if (n == vec && !guards.count(tok))
+              for (const std::string& c : idx)
+                if (mentions(c, tok)) token = tok;
         int64_t u = token.empty() || idx.empty() ? -1 : column_offset(idx.back(), token);
         std::string
             shifted;  // the innermost index of the access, where it is not the group's own column

@@ -89,6 +89,7 @@ class ExprGen {
   // of vec then picks one part for the whole group, with one condition the compiler sees as the
   // same for each of the group's elements (and can merge, loads included).
   void group_columns(const std::string& token, int64_t vec) { groups_[token] = vec; }
+  const std::map<std::string, int64_t>& column_groups() const { return groups_; }
 
   // Operand indices of a linear/matmul/bmm node at output index `out` and depth `k`.
   void gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a,
@@ -99,6 +100,8 @@ class ExprGen {
   std::string elementwise(ir::ValueId v, const Index& idx, Body& b);
   std::string index_op(ir::ValueId v, const Index& idx, Body& b);
   bool selects_exact_values(ir::ValueId v) const;
+  bool parts_narrower_than_a_warp(const ir::Node& cat, int64_t dim, int64_t group) const;
+  std::string select_group_without_branches(ir::ValueId v, const Index& at, int64_t group, Body& b);
   std::string reduce(ir::ValueId v, const Index& idx, Body& b);
   std::string softmax(ir::ValueId v, const Index& idx, Body& b);
   std::string gemm(ir::ValueId v, const Index& idx, Body& b);
