@@ -35,6 +35,9 @@
 #   scripts/gpu-roundtrip.sh remote-sh COMMAND...
 # runs COMMAND with the carried build's environment (LD_LIBRARY_PATH, EMMY_CUDA_WORKER, CARRY),
 # e.g. a one-off profile of a GPU test under ncu.
+#   scripts/gpu-roundtrip.sh remote-interrupt
+# a whole-model cuda tune given SIGINT once its validation starts: the exit status (130), the
+# seconds it took to stop, and `emmy export`'s answer (no plan stored); interrupt.md under $OUT.
 #   scripts/gpu-roundtrip.sh remote-same-choices record|check
 # scripts/same-choices.sh there (the run description's commands choose the same configurations
 # over the same database before and after a change), then the GPU tests.
@@ -590,6 +593,42 @@ remote_sh() {
   "$@"
 }
 
+# Ctrl-C during a whole model's validation (docs/DESIGN.md: Ctrl-C stops before the next build
+# or measurement): tunes Qwen3-Embedding-0.6B at EMMY_INTERRUPT_SHAPE (default 1x512) from an
+# empty home with -v, sends SIGINT once the log says the validation started, and reports the
+# exit status (130 expected), the seconds from the signal to the exit and what `emmy export`
+# then says (no plan stored); interrupt.{log,md} under $OUT. The tune is killed after
+# EMMY_INTERRUPT_LIMIT seconds (default 400) whatever happens.
+remote_interrupt() {
+  local out=${OUT:-/tmp/emmy-gpu-out} shape=${EMMY_INTERRUPT_SHAPE:-1x512}
+  local limit=${EMMY_INTERRUPT_LIMIT:-400} home=/tmp/emmy-interrupt log pid t0 sent="" rc
+  mkdir -p "$out"
+  remote_env
+  rm -rf "$home"
+  log=$out/interrupt.log
+  EMMY_HOME=$home "$CARRY/bin/emmy" tune Qwen/Qwen3-Embedding-0.6B --batch "${shape%x*}" \
+    --seq "${shape#*x}" --backend cuda --patience 2 -v --no-progress >"$log" 2>&1 &
+  pid=$!
+  t0=$SECONDS
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS - t0 < limit)); do
+    if [[ -z $sent ]] && grep -q "validating the best grouping" "$log"; then
+      sent=$SECONDS
+      kill -INT "$pid"
+      echo "== SIGINT sent at $((sent - t0)) s, during the validation" | tee -a "$out/interrupt.md"
+    fi
+    sleep 0.5
+  done
+  kill -0 "$pid" 2>/dev/null && { echo "== still running after $limit s: killed" | tee -a "$out/interrupt.md"; kill -KILL "$pid"; }
+  wait "$pid"
+  rc=$?
+  echo "== exit $rc, $((SECONDS - ${sent:-$t0})) s after the signal (130 = interrupted cleanly)" |
+    tee -a "$out/interrupt.md"
+  tail -5 "$log" | tee -a "$out/interrupt.md"
+  EMMY_HOME=$home "$CARRY/bin/emmy" export Qwen/Qwen3-Embedding-0.6B --batch "${shape%x*}" \
+    --seq "${shape#*x}" --backend cuda --out /tmp/emmy-interrupt.export 2>&1 | tail -2 |
+    tee -a "$out/interrupt.md"
+}
+
 # Issue 24's wall-time target: the causal attention at S=2048 (ATTN_CODE) tuned at the default
 # patience, once per --build-ahead value of EMMY_AHEAD_VALUES ("default 0": the run's default,
 # then none), each from an empty home (empty database, cold compile cache, the shipped prior), in
@@ -646,6 +685,7 @@ remote_search_bench() {
 case ${1:-bundle} in
   remote) remote ;;
   remote-sh) shift; remote_sh "$@" ;;
+  remote-interrupt) remote_interrupt ;;
   remote-bench) remote_bench ;;
   remote-model-bench) remote_model_bench ;;
   remote-prior-data) remote_prior_data ;;

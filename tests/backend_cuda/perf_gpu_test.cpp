@@ -118,6 +118,19 @@ TEST(CudaPerfGpu, FusedPerHeadNormWithRopeMatchesTheReference) {
     }
 }
 
+// q_norm + RoPE at B=8 S=512's rows (65536 heads of 128), written transposed ([heads, seq], what
+// the attention reads today) and in the projection's order: the cost of the transposed write.
+TEST(CudaPerfGpu, PerHeadNormInEitherOrderAtBatch8Rows) {
+  for (bool transposed : {true, false})
+    for (double items : {1.0, 4.0})
+      for (double vec : {4.0, 8.0}) {
+        Knobs k{{"vec", vec}, {"row_warp", 1.0}, {"block", 128.0}, {"items", items}};
+        expect_matches_reference(
+            qk_norm_rope(4096, 16, 128, 4096, 0, transposed), "reduction", k,
+            transposed ? "q_norm+rope 4096x16x128 to [h,s]" : "q_norm+rope 4096x16x128 to [s,h]");
+      }
+}
+
 // Several rows per thread (items): the rows a block's worth apart, the last block's slots past
 // the end (37 x 4 = 148 rows: 8 rows per 128 threads at vec 8, so 16 or 32 per block) clamped
 // and not stored, and a row reduced over several warps' lanes (rmsnorm over 1024 at vec 4).

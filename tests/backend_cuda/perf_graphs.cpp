@@ -63,8 +63,8 @@ ir::Graph rmsnorm(int64_t rows, int64_t cols) {
   return g;
 }
 
-ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width,
-                       int64_t offset) {
+ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width, int64_t offset,
+                       bool transposed) {
   ir::Graph g;
   ir::Builder b(g);
   auto proj = b.input("qkv", {DType::bf16, {1, seq, width}});
@@ -75,10 +75,13 @@ ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t wid
   auto xf = b.cast(x, DType::f32);
   auto var = b.mean(b.pow(xf, b.constant(2.0)), {3}, true);
   auto y = b.mul(xf, b.unary(ir::Op::rsqrt, b.add(var, b.constant(1e-6))));
-  auto normed = b.transpose(b.mul(w, b.cast(y, DType::bf16)), 1, 2);
+  auto normed = b.mul(w, b.cast(y, DType::bf16));
+  if (transposed) normed = b.transpose(normed, 1, 2);
   auto x1 = b.slice(normed, 3, 0, head_dim / 2), x2 = b.slice(normed, 3, head_dim / 2, head_dim);
   auto rot = b.cat({b.unary(ir::Op::neg, x2), x1}, 3);
-  b.output(b.add(b.mul(normed, cos), b.mul(rot, sin)));
+  auto c = transposed ? cos : b.view(cos, {1, seq, 1, head_dim}),
+       s = transposed ? sin : b.view(sin, {1, seq, 1, head_dim});
+  b.output(b.add(b.mul(normed, c), b.mul(rot, s)));
   return g;
 }
 

@@ -25,8 +25,10 @@ ir::Graph rmsnorm(int64_t rows, int64_t cols);
 // A Qwen3 layer's q_norm / k_norm kernel: heads x head_dim columns at `offset` of a projection's
 // output [1, seq, width] (bf16), viewed per head, RMSNorm over head_dim with its weight, turned
 // to [1, heads, seq, head_dim] and rotated (RoPE: x * cos + rotate_half(x) * sin, cos and sin
-// [seq, head_dim]), as the hf frontend groups it.
-ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width, int64_t offset);
+// [seq, head_dim]), as the hf frontend groups it. `transposed` false: the same values left in
+// the projection's order [1, seq, heads, head_dim] (cos and sin broadcast over the heads).
+ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width, int64_t offset,
+                       bool transposed = true);
 // softmax(x * 0.125) over the last dim of x[rows, cols].
 ir::Graph softmax(int64_t rows, int64_t cols, ir::DType t);
 // bf16 x[m, k] @ w[n, k]^T (+ bias, silu when `epilogue`).
