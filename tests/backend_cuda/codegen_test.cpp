@@ -292,6 +292,37 @@ TEST(CudaCompiler, CachesByContentAndRegime) {
   fs::remove_all(dir);
 }
 
+// A program of several kernels compiles split over the machine's cores; the cubin is cached under
+// the same key as a serial compile's (the code is the same), so either finds the other's.
+TEST(CudaCompiler, ProgramsOfSeveralKernelsCompileSplitUnderTheSerialKey) {
+  std::string dir = temp_cache("split");
+  NvrtcCompiler c(dir, "sm_90a");
+  std::string src;
+  for (int k = 0; k < 4; ++k)
+    src += "extern \"C\" __global__ void k" + std::to_string(k) +
+           "(float* p) { p[threadIdx.x] = p[threadIdx.x] * " + std::to_string(k + 2) +
+           ".f + 1.f; }\n";
+  CompileOutcome split = c.compile(src, Regime::deploy, 4);
+  ASSERT_TRUE(split.ok) << split.log;
+  EXPECT_FALSE(split.cached);
+  EXPECT_GT(fs::file_size(split.cubin_path), 0u);
+  // NVRTC 13 (this machine's and CI's) takes the option; an older one falls back to serial.
+  if (std::stoi(nvrtc_version()) >= 13) {
+    EXPECT_TRUE(nvrtc_compiles_programs_split());
+  }
+  CompileOutcome serial = c.compile(src, Regime::deploy, 1);
+  EXPECT_TRUE(serial.cached);
+  EXPECT_EQ(serial.cubin_path, split.cubin_path);
+  // And from the other side: a serial compile first, then the split one finds it.
+  std::string other = temp_cache("split2");
+  NvrtcCompiler c2(other, "sm_90a");
+  CompileOutcome first = c2.compile(src, Regime::rank, 1);
+  ASSERT_TRUE(first.ok) << first.log;
+  EXPECT_TRUE(c2.compile(src, Regime::rank, 4).cached);
+  fs::remove_all(dir);
+  fs::remove_all(other);
+}
+
 TEST(CudaCompiler, ParallelBuildsShareTheCache) {
   // Builds run in threads while devices measure: the same sources from several threads at once
   // give whole, identical cubins.

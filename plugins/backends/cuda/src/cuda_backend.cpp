@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "cublaslt_library.hpp"
 #include "expr.hpp"
@@ -252,7 +253,10 @@ Status CudaBackend::build_source(const std::string& source, Regime regime, Artif
       return Status::Ok();
     }
     NvrtcCompiler c(compiler_.cache_dir(), arch());
-    CompileOutcome r = c.compile(source, regime);
+    std::set<std::string> kernels;
+    for (const Launch& l : plan.launches)
+      if (!l.is_library()) kernels.insert(l.kernel);
+    CompileOutcome r = c.compile(source, regime, static_cast<int>(kernels.size()));
     if (!r.ok) {
       failure.failure = FailureKind::build_error;
       failure.message = r.log.size() > 16000 ? r.log.substr(0, 16000) + "\n[... truncated]" : r.log;

@@ -2,6 +2,7 @@
 
 #include <nvrtc.h>
 
+#include <atomic>
 #include <filesystem>
 
 #include "emmy/status.hpp"
@@ -24,7 +25,17 @@ std::vector<std::string> NvrtcCompiler::options(Regime regime) const {
           regime == Regime::rank ? "-Xptxas=-O1" : "-Xptxas=-O3"};
 }
 
-CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime) const {
+namespace {
+// Whether this NVRTC takes --split-compile: unknown (-1) until a program's compile says so; an
+// NVRTC without it answers NVRTC_ERROR_INVALID_OPTION once, and programs compile serially after.
+std::atomic<int> g_split_compile{-1};
+}  // namespace
+
+bool nvrtc_compiles_programs_split() {
+  return g_split_compile.load() == 1;
+}
+
+CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime, int kernels) const {
   CompileOutcome out;
   std::vector<std::string> opts = options(regime);
   std::string key_text = "nvrtc " + nvrtc_version() + "\n";
@@ -45,7 +56,23 @@ CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime) 
     throw Error("cuda backend: nvrtcCreateProgram failed");
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
-  nvrtcResult r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  nvrtcResult r = NVRTC_ERROR_INVALID_OPTION;
+  if (kernels > 1 && g_split_compile.load() != 0) {
+    std::vector<const char*> split = argv;
+    split.push_back("--split-compile=0");  // 0: as many threads as the machine has
+    r = nvrtcCompileProgram(prog, static_cast<int>(split.size()), split.data());
+    if (r == NVRTC_ERROR_INVALID_OPTION) {
+      g_split_compile.store(0);
+      nvrtcDestroyProgram(&prog);
+      if (nvrtcCreateProgram(&prog, source.c_str(), "emmy_kernel.cu", 0, nullptr, nullptr) !=
+          NVRTC_SUCCESS)
+        throw Error("cuda backend: nvrtcCreateProgram failed");
+    } else {
+      g_split_compile.store(1);
+    }
+  }
+  if (r == NVRTC_ERROR_INVALID_OPTION)
+    r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
   if (log_size > 1) {
