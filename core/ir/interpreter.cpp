@@ -3,11 +3,14 @@
 #include "ir/interpreter.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <numbers>
 #include <thread>
 #include <vector>
@@ -846,45 +849,79 @@ std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& 
   return Interpreter(g).run(inputs, before_node);
 }
 
-std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed) {
-  std::vector<HostTensor> out;
-  auto ids = g.inputs();
-  for (size_t k = 0; k < ids.size(); ++k) {
-    const Node& n = g.node(ids[k]);
-    const TensorType& t = n.type;
-    uint64_t state = seed ^ (0xA0761D6478BD642FULL * (k + 1));
-    auto count = static_cast<size_t>(t.numel());
-    std::vector<double> v(count);
-    if (is_floating(t.dtype)) {
-      for (double& x : v) x = 2.0 * unit(state) - 1.0;
-    } else if (t.dtype == DType::boolean) {
-      int64_t cols = t.rank() >= 1 ? t.shape.back() : 1;
-      int64_t rows = t.rank() >= 2 ? t.shape[t.shape.size() - 2] : 1;
-      bool causal = n.attr_string("role", "input") == "causal_mask";
-      for (size_t i = 0; i < count; ++i) {
-        int64_t col = cols ? static_cast<int64_t>(i) % cols : 0;
-        int64_t row = cols && rows ? (static_cast<int64_t>(i) / cols) % rows : 0;
-        v[i] = causal ? (col <= row) : (col == 0 || unit(state) < 0.75);
+namespace {
+
+// Input k of g, from its own stream of `seed` (random_inputs says what it holds).
+HostTensor random_input(const Graph& g, const std::vector<ValueId>& ids, size_t k, uint64_t seed) {
+  const Node& n = g.node(ids[k]);
+  const TensorType& t = n.type;
+  uint64_t state = seed ^ (0xA0761D6478BD642FULL * (k + 1));
+  auto count = static_cast<size_t>(t.numel());
+  std::vector<double> v(count);
+  if (is_floating(t.dtype)) {
+    for (double& x : v) x = 2.0 * unit(state) - 1.0;
+  } else if (t.dtype == DType::boolean) {
+    int64_t cols = t.rank() >= 1 ? t.shape.back() : 1;
+    int64_t rows = t.rank() >= 2 ? t.shape[t.shape.size() - 2] : 1;
+    bool causal = n.attr_string("role", "input") == "causal_mask";
+    for (size_t i = 0; i < count; ++i) {
+      int64_t col = cols ? static_cast<int64_t>(i) % cols : 0;
+      int64_t row = cols && rows ? (static_cast<int64_t>(i) / cols) % rows : 0;
+      v[i] = causal ? (col <= row) : (col == 0 || unit(state) < 0.75);
+    }
+  } else {
+    // Integers: embedding indices must address a row; anything else avoids 0 (divisors).
+    int64_t rows = -1;
+    for (const Node& user : g.nodes)
+      if (user.op == Op::embedding && user.inputs.size() == 2 && user.inputs[1] == ids[k]) {
+        int64_t r = g.type(user.inputs[0]).shape.at(0);
+        rows = rows < 0 ? r : std::min(rows, r);
       }
-    } else {
-      // Integers: embedding indices must address a row; anything else avoids 0 (divisors).
-      int64_t rows = -1;
-      for (const Node& user : g.nodes)
-        if (user.op == Op::embedding && user.inputs.size() == 2 && user.inputs[1] == ids[k]) {
-          int64_t r = g.type(user.inputs[0]).shape.at(0);
-          rows = rows < 0 ? r : std::min(rows, r);
-        }
-      for (double& x : v) {
-        if (rows > 0) {
-          x = static_cast<double>(splitmix64(state) % static_cast<uint64_t>(rows));
-        } else {
-          auto m = static_cast<int64_t>(splitmix64(state) % 18);  // 0..17 -> -9..-1, 1..9
-          x = static_cast<double>(m < 9 ? m - 9 : m - 8);
-        }
+    for (double& x : v) {
+      if (rows > 0) {
+        x = static_cast<double>(splitmix64(state) % static_cast<uint64_t>(rows));
+      } else {
+        auto m = static_cast<int64_t>(splitmix64(state) % 18);  // 0..17 -> -9..-1, 1..9
+        x = static_cast<double>(m < 9 ? m - 9 : m - 8);
       }
     }
-    out.push_back(from_doubles(t, v));
   }
+  return from_doubles(t, v);
+}
+
+}  // namespace
+
+std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed) {
+  return random_inputs(g, seed, {});
+}
+
+std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed,
+                                      const std::function<void()>& before_input) {
+  const auto ids = g.inputs();
+  std::vector<HostTensor> out(ids.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&] {
+    for (size_t k; !stop.load() && (k = next.fetch_add(1)) < ids.size();) {
+      try {
+        if (before_input) before_input();
+        out[k] = random_input(g, ids, k, seed);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        stop.store(true);
+      }
+    }
+  };
+  const size_t threads =
+      std::min<size_t>(ids.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
   return out;
 }
 

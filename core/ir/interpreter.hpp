@@ -44,8 +44,14 @@ std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& 
 // floats uniform in [-1, 1); integers used as embedding indices in [0, rows), other integers
 // in [-9, 9] without 0 (safe divisors); bool inputs of role "causal_mask" lower-triangular
 // (true where column <= row), other bool inputs random (3/4 true) with the first element of
-// every last-dimension row true, so no softmax row is fully masked.
+// every last-dimension row true, so no softmax row is fully masked. Each input is drawn from its
+// own stream (seed and position), so the inputs are made on every core at once, and the same
+// whatever the number of cores. `before_input` runs before each input is made (on any of those
+// threads; what it throws is rethrown here once they stop): a whole model's weights are seconds
+// to make, which a Ctrl-C should not have to wait for.
 std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed);
+std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed,
+                                      const std::function<void()>& before_input);
 
 // "" when `actual` matches `expected` within the dtype's tolerance (|a - e| <= atol + rtol*|e|:
 // f32 1e-4, f16 5e-3, bf16 2e-2, f64 1e-9; integers and bool exactly; NaN matches NaN, an

@@ -79,7 +79,8 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
     if (!reference) {
       AddElapsed timed(measurer.counters().reference_us);
       Reference r;
-      r.inputs = ir::random_inputs(program.graph, search::kernel_seed(run.settings.seed, key));
+      r.inputs = ir::random_inputs(program.graph, search::kernel_seed(run.settings.seed, key),
+                                   check_interrupt);
       r.expected = ir::evaluate(program.graph, r.inputs, check_interrupt);
       reference.emplace(std::move(r));
     }

@@ -34,7 +34,8 @@ std::vector<ChosenKernel> prepare_chosen(uint64_t run_seed,
     AddElapsed timed(reference_us);
     ChosenKernel c;
     c.program = &o.best_program;
-    c.inputs = ir::random_inputs(o.best_program.graph, search::kernel_seed(run_seed, key) ^ 0x15);
+    c.inputs = ir::random_inputs(o.best_program.graph, search::kernel_seed(run_seed, key) ^ 0x15,
+                                 check_interrupt);
     c.expected = ir::evaluate(o.best_program.graph, c.inputs, check_interrupt);
     c.occurrences = per_key.at(key).occurrences;
     chosen.push_back(std::move(c));
@@ -96,7 +97,7 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
   auto reference = [&] {
     if (inputs.empty()) {
       AddElapsed timed(measurer.counters().reference_us);
-      inputs = ir::random_inputs(best.program.graph, options.seed ^ 0x5eed);
+      inputs = ir::random_inputs(best.program.graph, options.seed ^ 0x5eed, check_interrupt);
       expected = ir::evaluate(best.program.graph, inputs, check_interrupt);
       sent = to_buffers(inputs);
     }

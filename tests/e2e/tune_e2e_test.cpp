@@ -2,6 +2,7 @@
 // generated C++ built by the system compiler and timed in a worker process.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -198,6 +199,48 @@ TEST_F(TuneE2E, CtrlCDuringTheValidationStopsIt) {
       emmy({"export", "--backend", "cpu", "--code", args[4], "--out", path("validating.emmy")});
   EXPECT_NE(exported.exit_code, 0) << "an interrupted validation stored a plan";
   EXPECT_NE(exported.err.find("no tuned plan for this graph"), std::string::npos) << exported.err;
+}
+
+// SIGINT to emmy alone while a candidate's compiler runs (a compiler that would take 300 s): emmy
+// passes the signal on to its children, as a terminal's Ctrl-C reaches the process group, so the
+// build ends at once and the run stops with 130. The killed build is the machinery's failure, so
+// no failure row is stored. Without the forwarding emmy waited for the compiler to end.
+TEST_F(TuneE2E, InterruptReachesTheCompilerStillRunning) {
+  const std::string cc = path("slowcc"), started = path("slowcc.started");
+  {
+    std::ofstream script(cc);
+    script << "#!/bin/sh\n"
+           << "if [ \"$1\" = \"--version\" ]; then echo 'slowcc 1.0'; exit 0; fi\n"
+           << "touch '" << started << "'\n"
+           << "exec sleep 300\n";
+  }
+  std::filesystem::permissions(cc, std::filesystem::perms::owner_all);
+  std::vector<std::string> args = {
+      "tune",   "--backend",        "cpu", "--backend-option", "compiler=" + cc, "--code",
+      kMatmul,  "--patience",       "1",   "--prior",          "roofline",       "--no-progress",
+      "--json", path("slowcc.json")};
+  pid_t pid = emmy::test::start(argv(args), env(), path("slowrun"));
+  for (int i = 0; i < 3000 && !std::filesystem::exists(started); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(std::filesystem::exists(started)) << emmy::test::read_file(path("slowrun.err"));
+  kill(pid, SIGINT);
+  // Far below the compiler's 300 s: a run that waits for it has not passed the signal on.
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 600 && !ended; ++i) {
+    ended = waitpid(pid, &status, WNOHANG) == pid;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "emmy did not stop within 60 s of SIGINT while its compiler ran\n"
+           << emmy::test::read_file(path("slowrun.err"));
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << emmy::test::read_file(path("slowrun.err"));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << emmy::test::read_file(path("slowrun.err"));
+  EXPECT_EQ(report("slowcc.json")["status"], "interrupted");
+  EXPECT_EQ(stored_failures(), 0) << "the killed build was stored as the candidate's failure";
 }
 
 TEST_F(TuneE2E, BadInputIsAClearErrorWithExitCode2) {

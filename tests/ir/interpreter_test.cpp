@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -459,6 +460,37 @@ TEST(Interpreter, AHookBeforeEachNodeCanStopTheEvaluation) {
     EXPECT_EQ(s.at, 2);
   }
   EXPECT_EQ(calls, 2);  // nothing after the node it stopped before
+}
+
+// random_inputs makes the inputs on every core; each input comes from its own stream, so they are
+// what one thread made before (the hash below is of the serial version's tensors, 2026-12-03).
+// The hook runs once per input, and what it throws stops the making and reaches the caller.
+TEST(Interpreter, RandomInputsAreMadeInParallelAsBeforeAndAHookCanStopThem) {
+  Graph g;
+  Builder b(g);
+  std::vector<ValueId> ins;
+  const DType types[] = {DType::f32, DType::bf16, DType::f16, DType::i64, DType::boolean};
+  for (int k = 0; k < 40; ++k)
+    ins.push_back(b.input("x" + std::to_string(k), {types[k % 5], {k + 1, 33}}));
+  g.outputs = ins;
+  uint64_t hash = 1469598103934665603ULL;
+  int calls = 0;
+  const auto made = random_inputs(g, 7, [&] { ++calls; });
+  ASSERT_EQ(made.size(), ins.size());
+  for (const HostTensor& t : made)
+    for (unsigned char c : t.data) hash = (hash ^ c) * 1099511628211ULL;
+  EXPECT_EQ(calls, 40);
+  EXPECT_EQ(hash, 12640046225020552249ULL) << "the inputs are not the serial version's";
+  const auto again = random_inputs(g, 7);
+  for (size_t k = 0; k < made.size(); ++k) EXPECT_EQ(made[k].data, again[k].data) << k;
+  struct Stop {};
+  std::atomic<int> seen{0};
+  EXPECT_THROW(random_inputs(g, 7,
+                             [&] {
+                               if (++seen == 5) throw Stop{};
+                             }),
+               Stop);
+  EXPECT_LT(seen.load(), 40);
 }
 
 TEST(Compare, TolerancesAndMessages) {
