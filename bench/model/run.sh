@@ -5,7 +5,9 @@
 # and builds the LibTorch plugins and libemmy_torch first):
 #   tune     per shape BxS: `emmy tune Qwen/Qwen3-Embedding-0.6B --batch B --seq S --backend cuda`
 #            (the whole model: no --layer) into EMMY_MODEL_HOME, kept between calls of a warm
-#            machine: a shape already tuned there is a re-run that measures nothing new
+#            machine: a shape already tuned there is a re-run that measures nothing new; its
+#            report, its whole output and `emmy eval failures` -> $OUT/tune-bB-sS.{json,log},
+#            $OUT/failures-bB-sS.log
 #   export   per shape: `emmy export` of the same into $WORK/model-bB-sS.emmy (wall time kept)
 #   bench    bench_model.py: each export loaded through the PyTorch op, checked against
 #            transformers' Qwen3Model (cosine >= 0.999, same random weights, bf16) and timed
@@ -93,10 +95,14 @@ for shape in ${SHAPES//,/ }; do
     t0=$(now)
     # SIGINT first and --foreground, as bench/qwen_layer/run.sh: emmy stops cleanly and keeps
     # what it measured.
-    timeout --foreground -s INT -k 30 "$TUNE_TIMEOUT" "${cmd[@]}" 2>&1 | tail -30 | tee -a "$LOG"
+    # The whole output is kept beside the report (tune-bBsS.log); the bench's log gets its end.
+    timeout --foreground -s INT -k 30 "$TUNE_TIMEOUT" "${cmd[@]}" 2>&1 |
+      tee "$OUT/tune-b$b-s$s.log" | tail -30 | tee -a "$LOG"
     rc=${PIPESTATUS[0]}
     t=$(elapsed "$t0" "$(now)")
     log "tune wall $t s (rc $rc)"
+    # What failed, and why (the report counts them only).
+    "$EMMY" eval failures >"$OUT/failures-b$b-s$s.log" 2>&1 || true
     record "b$b-s$s" tune_s "$t"
     ((rc == 0)) || status=1
   fi
