@@ -313,6 +313,13 @@ int64_t affine_column(const std::string& s, const std::string& token, int64_t al
                       std::string& base_of_first);
 }  // namespace
 
+// Expression e, a value of `from`, in v's compute type (a cat's part in the cat's).
+std::string ExprGen::as_type_of(ir::ValueId v, const std::string& e, ir::ValueId from) const {
+  const std::string to = compute_type(g_.type(v).dtype);
+  if (compute_type(g_.type(from).dtype) == to) return e;
+  return "((" + to + ")(" + e + "))";
+}
+
 // A warp's lanes read 32 consecutive groups of columns; where a part of a cat is narrower than
 // that (rotate_half's halves of a 128-wide head), the lanes of one warp fall in different parts
 // and a branch per part diverges: the warp runs every part's branch in turn, each branch's loads
@@ -324,11 +331,11 @@ bool ExprGen::parts_narrower_than_a_warp(const ir::Node& cat, int64_t dim, int64
 }
 
 // The group of columns starting at index `at` (its last entry a multiple of `group`) of the cat
-// v, every part
-// computed and the group's own part selected: each part reads its columns at the group's column
-// clamped into the part (a column group of its own, so its reads stay vector loads), which keeps
-// every read inside the part's row whichever part the group is in. No branch, so the compiler
-// may issue all the parts' loads together, and early (before a row's reduction, say).
+// v, every part computed and the group's own part selected: each part reads its columns at the
+// group's column clamped into the part (a column group of its own, so its reads stay vector
+// loads), which keeps every read inside the part's row whichever part the group is in. No
+// branch, so the compiler may issue all the parts' loads together, and early (before a row's
+// reduction, say).
 std::string ExprGen::select_group_without_branches(ir::ValueId v, const Index& at, int64_t group,
                                                    Body& b) {
   const ir::Node& n = g_.node(v);
@@ -357,10 +364,7 @@ std::string ExprGen::select_group_without_branches(ir::ValueId v, const Index& a
     for (int64_t w = 0; w < group; ++w) {
       Index sub = at;
       sub[size_t(dim)] = vec_column(col, w);
-      std::string val = value(part, sub, b);
-      if (compute_type(g_.type(part).dtype) != compute_type(n.type.dtype))
-        val = "((" + compute_type(n.type.dtype) + ")(" + val + "))";
-      vals.push_back(val);
+      vals.push_back(as_type_of(v, value(part, sub, b), part));
     }
     parts.push_back(std::move(vals));
     begin += len;
@@ -384,10 +388,6 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
   const ir::Shape& out = n.type.shape;
   const ir::Shape& in = g_.type(x).shape;
   int64_t rank = static_cast<int64_t>(out.size());
-  auto cast_to_self = [&](const std::string& e, ir::ValueId from) {
-    if (compute_type(g_.type(from).dtype) == compute_type(n.type.dtype)) return e;
-    return "((" + compute_type(n.type.dtype) + ")(" + e + "))";
-  };
   switch (n.op) {
     case Op::view:
     case Op::reshape:
@@ -520,7 +520,7 @@ std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
           sub[size_t(dim)] =
               "((long long)(" + sub[size_t(dim)] + ") - " + std::to_string(begin) + "LL)";
           const std::string target = group > 0 ? var + "[" + std::to_string(w) + "]" : var;
-          inner.line(target + " = " + cast_to_self(value(part, sub, inner), part) + ";");
+          inner.line(target + " = " + as_type_of(v, value(part, sub, inner), part) + ";");
         }
         std::string head =
             p == 0 ? "if ((long long)(" + chooser + ") < " + std::to_string(begin + len) + "LL)"
@@ -895,20 +895,18 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
   e.bind(
       v,
       [&e, t, ptr, vec, size, chunk, can_vector, guards](const Index& idx, Body& b) -> std::string {
+        // The template's groups (each with its guard) and those the expression made itself (a
+        // cat's part read at a clamped column: always inside the row, so unguarded).
         std::string token, guard;
-        for (const auto& [tok, g] : guards)
+        for (const auto& [tok, n] : e.column_groups()) {
+          if (n != vec) continue;
+          auto g = guards.find(tok);
           for (const std::string& c : idx)
             if (mentions(c, tok)) {
               token = tok;
-              if (!g.empty()) guard = g;
+              if (g != guards.end() && !g->second.empty()) guard = g->second;
             }
-        // A group the expression made itself (a cat's part read at a clamped column: always
-        // inside the row, so unguarded).
-        if (token.empty())
-          for (const auto& [tok, n] : e.column_groups())
-            if (n == vec && !guards.count(tok))
-              for (const std::string& c : idx)
-                if (mentions(c, tok)) token = tok;
+        }
         int64_t u = token.empty() || idx.empty() ? -1 : column_offset(idx.back(), token);
         std::string
             shifted;  // the innermost index of the access, where it is not the group's own column

@@ -100,6 +100,7 @@ class ExprGen {
   std::string elementwise(ir::ValueId v, const Index& idx, Body& b);
   std::string index_op(ir::ValueId v, const Index& idx, Body& b);
   bool selects_exact_values(ir::ValueId v) const;
+  std::string as_type_of(ir::ValueId v, const std::string& e, ir::ValueId from) const;
   bool parts_narrower_than_a_warp(const ir::Node& cat, int64_t dim, int64_t group) const;
   std::string select_group_without_branches(ir::ValueId v, const Index& at, int64_t group, Body& b);
   std::string reduce(ir::ValueId v, const Index& idx, Body& b);

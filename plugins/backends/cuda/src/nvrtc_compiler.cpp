@@ -51,9 +51,12 @@ CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime, 
     return out;
   }
   nvrtcProgram prog = nullptr;
-  if (nvrtcCreateProgram(&prog, source.c_str(), "emmy_kernel.cu", 0, nullptr, nullptr) !=
-      NVRTC_SUCCESS)
-    throw Error("cuda backend: nvrtcCreateProgram failed");
+  auto create = [&] {
+    if (nvrtcCreateProgram(&prog, source.c_str(), "emmy_kernel.cu", 0, nullptr, nullptr) !=
+        NVRTC_SUCCESS)
+      throw Error("cuda backend: nvrtcCreateProgram failed");
+  };
+  create();
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   nvrtcResult r = NVRTC_ERROR_INVALID_OPTION;
@@ -64,9 +67,7 @@ CompileOutcome NvrtcCompiler::compile(const std::string& source, Regime regime, 
     if (r == NVRTC_ERROR_INVALID_OPTION) {
       g_split_compile.store(0);
       nvrtcDestroyProgram(&prog);
-      if (nvrtcCreateProgram(&prog, source.c_str(), "emmy_kernel.cu", 0, nullptr, nullptr) !=
-          NVRTC_SUCCESS)
-        throw Error("cuda backend: nvrtcCreateProgram failed");
+      create();  // a program is compiled once
     } else {
       g_split_compile.store(1);
     }
