@@ -44,6 +44,8 @@ struct Facts {
   int wide_loads = 0, wide_stores = 0;      // ld/st.global .v4 of 32-bit words: 16 bytes
   int narrow_loads = 0, narrow_stores = 0;  // data accesses of fewer than 16 bytes
   int div64 = 0;                            // 64-bit division / remainder
+  int conversions = 0;                      // cvt to 16 bits (F2FP, a quarter of the FMA rate)
+  int shuffles = 0;                         // shfl.sync
   bool loads_before_stores = true;          // the last wide load precedes the first store
   int registers = -1, spill_bytes = -1;
 };
@@ -74,6 +76,10 @@ Facts inspect(const std::string& source) {
       stored = true;
     }
     if (std::regex_search(line, std::regex(R"(\b(div|rem)\.[su]64\b)"))) f.div64++;
+    if (line.find("cvt.rn.bf16") != std::string::npos ||
+        line.find("cvt.rn.f16") != std::string::npos)
+      f.conversions++;
+    if (line.find("shfl.sync") != std::string::npos) f.shuffles++;
   }
   return f;
 }
@@ -202,10 +208,17 @@ TEST(CudaMemboundCodegen, PerHeadNormReadsTheProjectionInSixteenByteLoads) {
   EXPECT_EQ(f.narrow_stores, 0) << source;
   EXPECT_EQ(f.div64, 0) << source;
   EXPECT_EQ(f.spill_bytes, 0) << f.log;
-  // x, the weight, cos, sin, and for each half of rotate_half's cat the chunk of x and of the
-  // weight at the group's column clamped into that half (36 loads when the cat branched per
-  // element).
-  EXPECT_EQ(f.wide_loads, 8) << source;
+  // x, the weight, cos and sin: rotate_half's partner half is the normed row at another lane's
+  // columns, taken from that lane with a shuffle (36 loads when the cat branched per element, 8
+  // when each half was read and normed again at the group's column clamped into it).
+  EXPECT_EQ(f.wide_loads, 4) << source;
+  EXPECT_EQ(f.shuffles, 4 + 8) << f.ptx;  // the row's sum over 16 lanes, then the partners
+  // Per element, the roundings to bf16 the reference makes: x * rsqrt and the weight's product,
+  // x * cos, rot * sin and their sum. The negation of a bf16 is one already, and so is the sum
+  // when it is stored (its top 16 bits): 11 conversions per element when both halves' partners
+  // were normed again, each negation rounded again and the store converted again; on sm_90 the
+  // kernel was bound by them.
+  EXPECT_EQ(f.conversions, 5 * 8) << f.ptx;
   // The halves of a 128-wide head are narrower than a warp's 32 groups, so a branch per half
   // would diverge and keep the partner's loads behind it: the half is selected without a branch,
   // and no branch comes before the last load (the only one left guards the store of a row past
@@ -220,6 +233,21 @@ TEST(CudaMemboundCodegen, PerHeadNormReadsTheProjectionInSixteenByteLoads) {
               describe(k).c_str(), f.wide_loads, f.wide_stores, f.registers);
 }
 
+// rotate_half in a pointwise kernel (no row held by a warp's lanes, so no shuffle): both halves
+// of the cat are slices of x, so x is read once at the group's own half's partner column (not
+// once per half), and its negation is not rounded again.
+TEST(CudaMemboundCodegen, RotateHalfReadsThePartnerHalfOnceAndNegatesWithoutRounding) {
+  Knobs k{{"vec", 8}, {"items", 1}, {"block", 128}};
+  const std::string source =
+      generate_source(one_kernel(rotate_half(64, 128, ir::DType::bf16), "pointwise", k));
+  const Facts f = inspect(source);
+  EXPECT_EQ(f.narrow_loads, 0) << source;
+  EXPECT_EQ(f.spill_bytes, 0) << f.log;
+  EXPECT_EQ(f.wide_loads, 3) << source;  // x, x's other half, cos
+  // x * cos and the sum; the sum is stored as its top 16 bits (4 per element before).
+  EXPECT_EQ(f.conversions, 2 * 8) << f.ptx;
+}
+
 // Several rows per thread (knob items): each row's loads as above, and every row's share of the
 // projection loaded before the first shuffle (the bytes in flight a 128-wide row lacks).
 TEST(CudaMemboundCodegen, SeveralRowsPerThreadLoadEveryRowBeforeReducing) {
@@ -232,12 +260,11 @@ TEST(CudaMemboundCodegen, SeveralRowsPerThreadLoadEveryRowBeforeReducing) {
     const Facts f = inspect(source);
     EXPECT_EQ(f.narrow_loads, 0) << source;
     EXPECT_EQ(f.narrow_stores, 0) << source;
-    // ptxas, left to its own register target, keeps items=4 at 96 registers and spills 8 bytes
-    // for it (108 registers and none under -maxrregcount 128).
-    EXPECT_LE(f.spill_bytes, items == 4 ? 8 : 0) << f.log;
-    // Per row: x, cos, sin, and x at the group's column clamped into each half of the cat; the
-    // weight's chunks (its own and the two clamped ones) are the same for every row.
-    EXPECT_EQ(f.wide_loads, 3 + 5 * items) << source;
+    EXPECT_EQ(f.spill_bytes, 0) << f.log;
+    // Per row: x, cos and sin (the other half from another lane); the weight's chunk is the same
+    // for every row.
+    EXPECT_EQ(f.wide_loads, 1 + 3 * items) << source;
+    EXPECT_EQ(f.conversions, 5 * 8 * items) << f.ptx;
     EXPECT_EQ(f.wide_stores, items) << source;
     const size_t first_shuffle = source.find("__shfl_xor_sync(0xffffffffu, acc");
     ASSERT_NE(first_shuffle, std::string::npos) << source;

@@ -148,7 +148,7 @@ std::string ExprGen::value(ir::ValueId v, const Index& idx, Body& b) {
   std::string key = memo_key(v, idx) + "#bound";
   if (const std::string* hit = b.recall(key)) return *hit;
   std::string expr = it->second(idx, b);
-  return b.keep(key, compute_type(g_.type(v).dtype), fresh("v"), expr);
+  return kept(b, key, g_.type(v).dtype, expr);
 }
 
 std::string ExprGen::compute(ir::ValueId v, const Index& idx, Body& b) {
@@ -174,7 +174,39 @@ std::string ExprGen::compute(ir::ValueId v, const Index& idx, Body& b) {
     expr = gemm(v, idx, b);
   else
     throw Unsupported("cuda codegen: op " + std::string(ir::to_string(n.op)) + " is not supported");
-  return b.keep(key, compute_type(n.type.dtype), fresh("v"), expr);
+  return kept(b, key, n.type.dtype, expr);
+}
+
+const std::string& ExprGen::kept(Body& b, const std::string& key, DType t,
+                                 const std::string& expr) {
+  const std::string& var = b.keep(key, compute_type(t), fresh("v"), expr);
+  if (t == DType::bf16 && exact_bf16(expr)) exact_bf16_.insert(var);
+  return var;
+}
+
+namespace {
+// Whether `e` is one call of `fn` (its argument list closes at e's last character).
+bool one_call(const std::string& e, const std::string& fn) {
+  if (e.size() <= fn.size() + 1 || e.compare(0, fn.size(), fn) != 0 || e[fn.size()] != '(' ||
+      e.back() != ')')
+    return false;
+  int depth = 0;
+  for (size_t i = fn.size(); i < e.size(); ++i) {
+    if (e[i] == '(') ++depth;
+    if (e[i] == ')' && --depth == 0) return i + 1 == e.size();
+  }
+  return false;
+}
+}  // namespace
+
+bool ExprGen::exact_bf16(const std::string& e) const {
+  const std::string f = e.rfind("(float)", 0) == 0 ? e.substr(7) : e;  // a cast to float keeps it
+  return exact_bf16_.count(f) != 0 || one_call(f, "emmy_rbf") || one_call(f, "emmy_bf2f");
+}
+
+std::string ExprGen::stored(DType t, const std::string& v) const {
+  if (t == DType::bf16 && exact_bf16(v)) return "emmy_bf_bits(" + v + ")";
+  return store_element(t, v);
 }
 
 // Operand i of v read at the broadcast of idx, converted to the compute type of `to`.
@@ -287,6 +319,10 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
   }
   if (t == DType::boolean) return "(bool)(" + e + ")";
   if (n.op == Op::where && selects_exact_values(v)) return "(" + ct + ")(" + e + ")";
+  // The negation of a bf16 value, or a bf16 value cast to bf16, is that dtype's value already.
+  if (t == DType::bf16 && (n.op == Op::neg || n.op == Op::cast) &&
+      g_.type(n.inputs.at(0)).dtype == DType::bf16 && exact_bf16(in(0)))
+    return *exact_bf16_.insert("(" + e + ")").first;
   return round_to(t, "(" + ct + ")(" + e + ")");
 }
 
@@ -331,18 +367,47 @@ bool ExprGen::parts_narrower_than_a_warp(const ir::Node& cat, int64_t dim, int64
 }
 
 // The group of columns starting at index `at` (its last entry a multiple of `group`) of the cat
-// v, every part computed and the group's own part selected: each part reads its columns at the
-// group's column clamped into the part (a column group of its own, so its reads stay vector
-// loads), which keeps every read inside the part's row whichever part the group is in. No
-// branch, so the compiler may issue all the parts' loads together, and early (before a row's
-// reduction, say).
+// v, every part computed and the group's own part selected, with no branch, so the compiler may
+// issue all the parts' loads together, and early (before a row's reduction, say). Parts that
+// are slices of one value (rotate_half) compute it once at the group's own part's column
+// (parts_of_one_base); others read their columns at the group's column clamped into the part (a
+// column group of its own, so its reads stay vector loads), which keeps every read inside the
+// part's row whichever part the group is in (parts_clamped).
 std::string ExprGen::select_group_without_branches(ir::ValueId v, const Index& at, int64_t group,
                                                    Body& b) {
   const ir::Node& n = g_.node(v);
   const int64_t rank = static_cast<int64_t>(n.type.shape.size()), dim = rank - 1;
   const std::string& chooser = at[size_t(dim)];
-  std::vector<std::vector<std::string>> parts;
+  std::vector<std::vector<std::string>> parts = parts_of_one_base(v, at, group, b);
+  if (parts.empty()) parts = parts_clamped(v, at, group, b);
   std::vector<int64_t> ends;
+  int64_t begin = 0;
+  for (ir::ValueId part : n.inputs) ends.push_back(begin += g_.type(part).shape[size_t(dim)]);
+  const std::string var = fresh("c");
+  b.line(compute_type(n.type.dtype) + " " + var + "[" + std::to_string(group) + "];");
+  for (int64_t w = 0; w < group; ++w) {
+    std::string pick = parts.back()[size_t(w)];
+    bool exact = n.type.dtype == DType::bf16 && exact_bf16(pick);
+    for (size_t p = parts.size() - 1; p-- > 0;) {
+      pick = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " +
+             parts[p][size_t(w)] + " : " + pick + ")";
+      exact = exact && exact_bf16(parts[p][size_t(w)]);
+    }
+    const std::string element = var + "[" + std::to_string(w) + "]";
+    b.line(element + " = " + pick + ";");
+    if (exact) exact_bf16_.insert(element);
+  }
+  return var;
+}
+
+// Each part of the cat v read at the group's column clamped into the part: the group's values
+// of every part (select_group_without_branches picks the group's own).
+std::vector<std::vector<std::string>> ExprGen::parts_clamped(ir::ValueId v, const Index& at,
+                                                             int64_t group, Body& b) {
+  const ir::Node& n = g_.node(v);
+  const int64_t dim = int64_t(n.type.shape.size()) - 1;
+  const std::string& chooser = at[size_t(dim)];
+  std::vector<std::vector<std::string>> parts;
   int64_t begin = 0;
   for (ir::ValueId part : n.inputs) {
     const int64_t len = g_.type(part).shape[size_t(dim)];
@@ -368,18 +433,163 @@ std::string ExprGen::select_group_without_branches(ir::ValueId v, const Index& a
     }
     parts.push_back(std::move(vals));
     begin += len;
-    ends.push_back(begin);
   }
-  const std::string var = fresh("c");
-  b.line(compute_type(n.type.dtype) + " " + var + "[" + std::to_string(group) + "];");
+  return parts;
+}
+
+// A part of a cat along `dim` seen as `base` read `shift` columns further along that dim (through
+// slices of step 1) and negated or not: rotate_half's halves are a slice, and the negation of a
+// slice, of one value. Nothing when the part is not of that form.
+std::optional<ExprGen::SlicedPart> ExprGen::sliced_part(ir::ValueId part, int64_t dim) const {
+  SlicedPart s;
+  ir::ValueId x = part;
+  const DType t = g_.type(part).dtype;
+  for (;;) {
+    const ir::Node& n = g_.node(x);
+    if (n.op == Op::neg && n.inputs.size() == 1 && g_.type(n.inputs[0]).dtype == t &&
+        g_.type(n.inputs[0]).shape == n.type.shape) {
+      s.negated = !s.negated;
+    } else if (n.op == Op::slice &&
+               wrap_dim(n.attr_int("dim", 0), int64_t(n.type.shape.size())) == dim &&
+               n.attr_int("step", 1) == 1) {
+      const int64_t size = g_.type(n.inputs[0]).shape[size_t(dim)];
+      int64_t start = n.attr_int("start", 0);
+      if (start < 0) start += size;
+      s.shift += std::max<int64_t>(0, std::min(start, size));
+    } else {
+      break;
+    }
+    x = n.inputs[0];
+  }
+  if (x == part) return std::nullopt;
+  s.base = x;
+  return s;
+}
+
+// Where every part of the cat v is the same base value sliced (and negated or not, sliced_part),
+// the base is computed once per element of the group, at the column of the group's own part
+// (its column moved by that part's slice), and each part is that value with its sign: one chain
+// of the base per element, where clamped reads computed it once per part (rotate_half: the
+// norm of the partner half, twice, each with two roundings to bf16). Per part, the group's
+// values; empty when the parts are not of that form.
+std::vector<std::vector<std::string>> ExprGen::parts_of_one_base(ir::ValueId v, const Index& at,
+                                                                 int64_t group, Body& b) {
+  const ir::Node& n = g_.node(v);
+  const int64_t dim = int64_t(n.type.shape.size()) - 1;
+  const std::string& chooser = at[size_t(dim)];
+  std::vector<SlicedPart> sliced;
+  for (ir::ValueId part : n.inputs) {
+    std::optional<SlicedPart> s = sliced_part(part, dim);
+    if (!s || s->base != (sliced.empty() ? s->base : sliced[0].base) || s->shift % group != 0)
+      return {};
+    sliced.push_back(*s);
+  }
+  if (std::vector<std::vector<std::string>> parts = parts_from_other_lanes(v, at, group, sliced, b);
+      !parts.empty())
+    return parts;
+  // The base's column for the group: the chooser moved into the base by its part's slice.
+  std::string column = "";
+  int64_t begin = 0;
+  std::vector<std::string> moved;
+  for (size_t p = 0; p < n.inputs.size(); ++p) {
+    moved.push_back("(long long)(" + chooser + ") + " + std::to_string(sliced[p].shift - begin) +
+                    "LL");
+    begin += g_.type(n.inputs[p]).shape[size_t(dim)];
+  }
+  column = moved.back();
+  begin = 0;
+  std::vector<int64_t> ends;
+  for (ir::ValueId part : n.inputs) ends.push_back(begin += g_.type(part).shape[size_t(dim)]);
+  for (size_t p = moved.size() - 1; p-- > 0;)
+    column = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " + moved[p] +
+             " : " + column + ")";
+  std::string col;
+  if (const std::string* hit = b.recall("basecol:" + column)) {
+    col = *hit;
+  } else {
+    col = fresh("emmy_k") + "_";
+    b.line("const int " + col + " = (int)(" + column + ");");
+    b.remember("basecol:" + column, col);
+    group_columns(col, group);
+  }
+  const DType t = g_.type(sliced[0].base).dtype;
+  std::vector<std::vector<std::string>> parts(n.inputs.size());
   for (int64_t w = 0; w < group; ++w) {
-    std::string pick = parts.back()[size_t(w)];
-    for (size_t p = parts.size() - 1; p-- > 0;)
-      pick = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " +
-             parts[p][size_t(w)] + " : " + pick + ")";
-    b.line(var + "[" + std::to_string(w) + "] = " + pick + ";");
+    Index sub = at;
+    sub[size_t(dim)] = vec_column(col, w);
+    const std::string x = value(sliced[0].base, sub, b);
+    std::string negated = "(-" + x + ")";
+    if (t == DType::bf16 && exact_bf16(x))
+      exact_bf16_.insert(negated);
+    else
+      negated = round_to(t, "(" + compute_type(t) + ")" + negated);
+    for (size_t p = 0; p < n.inputs.size(); ++p)
+      parts[p].push_back(as_type_of(v, sliced[p].negated ? negated : x, n.inputs[p]));
   }
-  return var;
+  return parts;
+}
+
+// parts_of_one_base where the template holds the row one column group per lane (row_lanes):
+// each lane computes the base at its own group, and takes the group its part reads from the lane
+// holding it (a shuffle, where computing it again cost the partner's whole chain: for q/k-norm +
+// RoPE two roundings to bf16 per element, the unit that bound the kernel). Empty when the group
+// is not a template's lane group or the base is not one row of that width.
+std::vector<std::vector<std::string>> ExprGen::parts_from_other_lanes(
+    ir::ValueId v, const Index& at, int64_t group, const std::vector<SlicedPart>& sliced, Body& b) {
+  const ir::Node& n = g_.node(v);
+  const int64_t dim = int64_t(n.type.shape.size()) - 1;
+  const std::string& chooser = at[size_t(dim)];
+  const auto lanes = std::find_if(row_lanes_.begin(), row_lanes_.end(),
+                                  [&](const auto& r) { return chooser == vec_column(r.first, 0); });
+  if (lanes == row_lanes_.end() || groups_.count(lanes->first) == 0 ||
+      groups_.at(lanes->first) != group)
+    return {};
+  const std::string& token = lanes->first;
+  const auto& [lane, width] = lanes->second;
+  const ir::ValueId base = sliced[0].base;
+  if (g_.type(base).shape.back() != width * group || n.type.shape.back() != width * group)
+    return {};
+  for (int64_t d = 0; d < dim; ++d)  // the row: the same for every lane of the group's row
+    if (at[size_t(d)].find(token) != std::string::npos) return {};
+  // The lane holding the group the part reads: this lane moved by the part's slice, in groups.
+  std::vector<std::string> moved;
+  std::vector<int64_t> ends;
+  int64_t begin = 0;
+  for (size_t p = 0; p < n.inputs.size(); ++p) {
+    moved.push_back("(int)(" + lane + ") + " + std::to_string((sliced[p].shift - begin) / group));
+    ends.push_back(begin += g_.type(n.inputs[p]).shape[size_t(dim)]);
+  }
+  std::string source = moved.back();
+  for (size_t p = moved.size() - 1; p-- > 0;)
+    source = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " + moved[p] +
+             " : " + source + ")";
+  std::string src;
+  if (const std::string* hit = b.recall("srclane:" + source)) {
+    src = *hit;
+  } else {
+    src = fresh("emmy_src");
+    b.line("const int " + src + " = " + source + ";");
+    b.remember("srclane:" + source, src);
+  }
+  const DType t = g_.type(base).dtype;
+  std::vector<std::vector<std::string>> parts(n.inputs.size());
+  for (int64_t w = 0; w < group; ++w) {
+    Index own = at;
+    own[size_t(dim)] = vec_column(token, w);
+    const std::string mine = value(base, own, b);
+    const std::string x = b.keep(
+        "shfl:" + memo_key(base, own), compute_type(t), fresh("v"),
+        "__shfl_sync(0xffffffffu, " + mine + ", " + src + ", " + std::to_string(width) + ")");
+    if (t == DType::bf16 && exact_bf16(mine)) exact_bf16_.insert(x);
+    std::string negated = "(-" + x + ")";
+    if (t == DType::bf16 && exact_bf16(x))
+      exact_bf16_.insert(negated);
+    else
+      negated = round_to(t, "(" + compute_type(t) + ")" + negated);
+    for (size_t p = 0; p < n.inputs.size(); ++p)
+      parts[p].push_back(as_type_of(v, sliced[p].negated ? negated : x, n.inputs[p]));
+  }
+  return parts;
 }
 
 std::string ExprGen::index_op(ir::ValueId v, const Index& idx, Body& b) {
@@ -954,14 +1164,21 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
 
 void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
                   const std::vector<std::string>& values) {
+  store_vector(b, t, ptr, offset, values, nullptr);
+}
+
+void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
+                  const std::vector<std::string>& values, const ExprGen* e) {
   const int64_t n = static_cast<int64_t>(values.size()), size = ir::size_of(t);
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, 16 / size));
   const std::string at = access_type(chunk * size), st = storage_type(t);
   for (int64_t first = 0; first < n; first += chunk) {
     std::string line = "{ __align__(16) " + st + " emmy_st[" + std::to_string(chunk) + "];";
     for (int64_t u = 0; u < chunk; ++u)
-      line += " emmy_st[" + std::to_string(u) +
-              "] = " + store_element(t, values[size_t(first + u)]) + ";";
+      line += " emmy_st[" + std::to_string(u) + "] = " +
+              (e ? e->stored(t, values[size_t(first + u)])
+                 : store_element(t, values[size_t(first + u)])) +
+              ";";
     line += " *(" + at + "*)&" + ptr + "[" + offset + " + " + std::to_string(first) +
             "LL] = *(const " + at + "*)emmy_st; }";
     b.line(line);
@@ -979,6 +1196,8 @@ __device__ __forceinline__ float emmy_bf2f(unsigned short h) { return __uint_as_
 __device__ __forceinline__ unsigned short emmy_f2bf(float f) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(f)); return (unsigned short)r; }
 __device__ __forceinline__ float emmy_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short emmy_f2h(float f) { unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(f)); return (unsigned short)r; }
+// A float that holds a bf16 value exactly (ExprGen::exact_bf16) is stored as its top 16 bits.
+__device__ __forceinline__ unsigned short emmy_bf_bits(float f) { return (unsigned short)(__float_as_uint(f) >> 16); }
 __device__ __forceinline__ float emmy_rbf(float f) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(f)); return __uint_as_float(r << 16); }
 __device__ __forceinline__ float emmy_rh(float f) { return emmy_h2f(emmy_f2h(f)); }
 __device__ __forceinline__ float emmy_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -91,6 +92,23 @@ class ExprGen {
   void group_columns(const std::string& token, int64_t vec) { groups_[token] = vec; }
   const std::map<std::string, int64_t>& column_groups() const { return groups_; }
 
+  // The template holds a row's column groups one per lane: the group named `token` of this thread
+  // is lane `lane` of `width` consecutive lanes, which together hold the row's width * vec columns
+  // (every lane of the warp runs the same code, none past the row's end). A value of the same row
+  // at another group is then a shuffle from the lane that holds it (parts_of_one_base).
+  void row_lanes(const std::string& token, const std::string& lane, int64_t width) {
+    row_lanes_[token] = {lane, width};
+  }
+
+  // Whether expression `e`, of a bf16 value, holds that value exactly: a load, a result rounded
+  // to bf16, or a variable or cat element holding one. Such a value is negated without being
+  // rounded again and stored as its top 16 bits: on sm_90 every conversion to 16 bits is an F2FP
+  // instruction at a quarter of the FMA rate, and the q/k-norm + RoPE kernel was bound by them.
+  bool exact_bf16(const std::string& e) const;
+  // The 16-bit (or other storage) value of `v` for a store of dtype t (store_element, or the top
+  // half of an exact bf16).
+  std::string stored(ir::DType t, const std::string& v) const;
+
   // Operand indices of a linear/matmul/bmm node at output index `out` and depth `k`.
   void gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a,
                      Index& b) const;
@@ -103,14 +121,31 @@ class ExprGen {
   std::string as_type_of(ir::ValueId v, const std::string& e, ir::ValueId from) const;
   bool parts_narrower_than_a_warp(const ir::Node& cat, int64_t dim, int64_t group) const;
   std::string select_group_without_branches(ir::ValueId v, const Index& at, int64_t group, Body& b);
+  struct SlicedPart {
+    ir::ValueId base = -1;
+    int64_t shift = 0;
+    bool negated = false;
+  };
+  std::optional<SlicedPart> sliced_part(ir::ValueId part, int64_t dim) const;
+  std::vector<std::vector<std::string>> parts_clamped(ir::ValueId v, const Index& at, int64_t group,
+                                                      Body& b);
+  std::vector<std::vector<std::string>> parts_from_other_lanes(
+      ir::ValueId v, const Index& at, int64_t group, const std::vector<SlicedPart>& sliced,
+      Body& b);
+  std::vector<std::vector<std::string>> parts_of_one_base(ir::ValueId v, const Index& at,
+                                                          int64_t group, Body& b);
   std::string reduce(ir::ValueId v, const Index& idx, Body& b);
   std::string softmax(ir::ValueId v, const Index& idx, Body& b);
   std::string gemm(ir::ValueId v, const Index& idx, Body& b);
   std::string operand(ir::ValueId v, size_t i, const Index& idx, ir::DType to, Body& b);
+  // b.keep of v's expression under `key`, noting whether the variable holds an exact bf16.
+  const std::string& kept(Body& b, const std::string& key, ir::DType t, const std::string& expr);
 
   const ir::Graph& g_;
   std::map<ir::ValueId, Reader> bound_;
   std::map<std::string, int64_t> groups_;
+  std::set<std::string> exact_bf16_;  // variables (and cat elements) holding exact bf16 values
+  std::map<std::string, std::pair<std::string, int64_t>> row_lanes_;  // token -> lane, width
   int counter_ = 0;
 };
 
@@ -130,6 +165,9 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
 // element `offset` (a multiple of values.size()), in aligned accesses of up to 16 bytes.
 void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
                   const std::vector<std::string>& values);
+// The same, each value converted by e->stored (exact bf16 values without a conversion).
+void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
+                  const std::vector<std::string>& values, const ExprGen* e);
 
 // Elementwise ops: emmy::is_elementwise_op (emmy/templates.hpp), shared with the passes.
 bool is_index_op(ir::Op op);  // index remaps, incl. embedding (a gather)

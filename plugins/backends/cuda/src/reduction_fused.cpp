@@ -140,6 +140,10 @@ void FusedKernel::declare_chunks() {
       guards[c] = v;
     }
   }
+  // A row of one chunk held whole by the lanes of one warp: a value of the row at another lane's
+  // columns (rotate_half's other half) is a shuffle away.
+  if (row_warp && chunks == 1 && row_len == step)
+    e.row_lanes("emmy_c0_", "emmy_lane", threads_per_row);
   auto ins = g.inputs();
   for (size_t i = 0; i < ins.size(); ++i)
     bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
@@ -254,10 +258,10 @@ void FusedKernel::store_outputs() {
     const std::string& ok = row_ok[st.slot];
     if (!ok.empty()) guard = guard.empty() ? ok : ok + " && " + guard;
     if (guard.empty()) {
-      store_vector(b, dt, m.output_name(st.output), st.offset, st.vals);
+      store_vector(b, dt, m.output_name(st.output), st.offset, st.vals, &e);
     } else {
       Body store(b);
-      store_vector(store, dt, m.output_name(st.output), st.offset, st.vals);
+      store_vector(store, dt, m.output_name(st.output), st.offset, st.vals, &e);
       b.block("if (" + guard + ")", store);
     }
   }

@@ -233,7 +233,7 @@ std::string generate_fallback(const ir::Graph& g) {
     b.line("const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;");
     b.line("if (i >= " + std::to_string(n) + "LL) return;");
     std::string val = e.compute(v, unflatten("i", t.shape), b);
-    b.line(dst + "[i] = " + store_element(t.dtype, val) + ";");
+    b.line(dst + "[i] = " + e.stored(t.dtype, val) + ";");
     int64_t grid[3] = {ceil_div(n, 128), 1, 1};
     m.add_kernel("emmy_node" + std::to_string(kernel_no++), grid, 128, b.code());
   };
@@ -259,7 +259,7 @@ std::string generate_fallback(const ir::Graph& g) {
     b.line("const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;");
     b.line("if (i >= " + std::to_string(n) + "LL) return;");
     std::string val = e.value(o, unflatten("i", t.shape), b);
-    b.line(m.output_name(k) + "[i] = " + store_element(t.dtype, val) + ";");
+    b.line(m.output_name(k) + "[i] = " + e.stored(t.dtype, val) + ";");
     int64_t grid[3] = {ceil_div(n, 128), 1, 1};
     m.add_kernel("emmy_copy" + std::to_string(k), grid, 128, b.code());
   }
@@ -273,7 +273,7 @@ void emit_outputs_at(ExprGen& e, const ModuleBuilder& m, const std::string& i, B
     const ir::TensorType& t = g.type(g.outputs[k]);
     Body inner(b);
     std::string val = e.value(g.outputs[k], unflatten(i, t.shape), inner);
-    inner.line(m.output_name(k) + "[" + i + "] = " + store_element(t.dtype, val) + ";");
+    inner.line(m.output_name(k) + "[" + i + "] = " + e.stored(t.dtype, val) + ";");
     b.block("if (" + i + " < " + std::to_string(numel_of(t.shape)) + "LL)", inner);
   }
 }
@@ -378,11 +378,12 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
                                s + " * " + std::to_string(vec) + "LL)";
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       if (even) {
-        store_vector(b, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k]);
+        store_vector(b, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k],
+                     &e);
       } else {
         Body store(b);
         store_vector(store, g.type(g.outputs[k]).dtype, m.output_name(k), offset,
-                     vals[size_t(j)][k]);
+                     vals[size_t(j)][k], &e);
         b.block("if (emmy_ok" + s + ")", store);
       }
     }

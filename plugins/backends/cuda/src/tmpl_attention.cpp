@@ -403,13 +403,13 @@ void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p,
   const ir::Shape& out = g.type(M2).shape;
   if (!scratch.empty())
     store.line(scratch + "[" + flat_offset(oi, out) +
-               "] = " + store_element(g.type(M2).dtype, e.value(M2, oi, store)) + ";");
+               "] = " + e.stored(g.type(M2).dtype, e.value(M2, oi, store)) + ";");
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     if (!fused[k]) continue;
     const FusedStore at = *fused_store(g, M2, g.outputs[k], oi);
     std::string v = e.value(at.value, oi, store);
     store.line(m.output_name(k) + "[" + at.offset +
-               "] = " + store_element(g.type(g.outputs[k]).dtype, v) + ";");
+               "] = " + e.stored(g.type(g.outputs[k]).dtype, v) + ";");
   }
   b.block("if (gm < " + num(p.Sq) + "LL)", store);
 }
@@ -434,7 +434,7 @@ void stage_output(ExprGen& e, const Parts& p, const std::string& acc, const std:
   const FusedStore at = *fused_store(g, M2, g.outputs[0], oi);
   const std::string v = e.value(at.value, oi, store);
   store.line("asm volatile(\"st.shared.u16 [%0], %1;\" :: \"r\"(" + address + "), \"h\"(" +
-             store_element(g.type(g.outputs[0]).dtype, v) + ") : \"memory\");");
+             e.stored(g.type(g.outputs[0]).dtype, v) + ") : \"memory\");");
   b.block("if (gm < " + num(p.Sq) + "LL)", store);
 }
 

@@ -66,11 +66,11 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   auto write = [&](const std::string& ptr, ir::DType dt, ir::ValueId v) {
     std::string v0 = e.value(v, oi, store);
     if (!pair) {
-      store.line(ptr + "[" + flat_offset(oi, out) + "] = " + store_element(dt, v0) + ";");
+      store.line(ptr + "[" + flat_offset(oi, out) + "] = " + e.stored(dt, v0) + ";");
       return;
     }
     std::string v1 = e.value(v, oi1, store);
-    store_vector(store, dt, ptr, flat_offset(oi, out), {v0, v1});
+    store_vector(store, dt, ptr, flat_offset(oi, out), {v0, v1}, &e);
   };
   if (!product_buf.empty()) write(product_buf, pt.dtype, mm);
   for (size_t k = 0; k < g.outputs.size(); ++k) {
