@@ -26,7 +26,8 @@ constexpr const char* kProduct = "torch.matmul(torch.randn(37,100), torch.randn(
 bool cpu_has(const std::string& flag) {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("flags", 0) == 0) return (line + " ").find(" " + flag + " ") != std::string::npos;
+    if (line.rfind("flags", 0) == 0)
+      return (line + " ").find(" " + flag + " ") != std::string::npos;
   return false;
 }
 

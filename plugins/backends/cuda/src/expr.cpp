@@ -380,24 +380,61 @@ std::string ExprGen::select_group_without_branches(ir::ValueId v, const Index& a
   const std::string& chooser = at[size_t(dim)];
   std::vector<std::vector<std::string>> parts = parts_of_one_base(v, at, group, b);
   if (parts.empty()) parts = parts_clamped(v, at, group, b);
-  std::vector<int64_t> ends;
-  int64_t begin = 0;
-  for (ir::ValueId part : n.inputs) ends.push_back(begin += g_.type(part).shape[size_t(dim)]);
   const std::string var = fresh("c");
   b.line(compute_type(n.type.dtype) + " " + var + "[" + std::to_string(group) + "];");
   for (int64_t w = 0; w < group; ++w) {
-    std::string pick = parts.back()[size_t(w)];
-    bool exact = n.type.dtype == DType::bf16 && exact_bf16(pick);
-    for (size_t p = parts.size() - 1; p-- > 0;) {
-      pick = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " +
-             parts[p][size_t(w)] + " : " + pick + ")";
-      exact = exact && exact_bf16(parts[p][size_t(w)]);
+    std::vector<std::string> options;
+    bool exact = n.type.dtype == DType::bf16;
+    for (const std::vector<std::string>& part : parts) {
+      options.push_back(part[size_t(w)]);
+      exact = exact && exact_bf16(part[size_t(w)]);
     }
     const std::string element = var + "[" + std::to_string(w) + "]";
-    b.line(element + " = " + pick + ";");
+    b.line(element + " = " + by_part(n, dim, chooser, options) + ";");
     if (exact) exact_bf16_.insert(element);
   }
   return var;
+}
+
+// The option of the part of cat n (along dim) that column `chooser` lies in, as one expression.
+std::string ExprGen::by_part(const ir::Node& n, int64_t dim, const std::string& chooser,
+                             const std::vector<std::string>& options) const {
+  std::vector<int64_t> ends;
+  int64_t end = 0;
+  for (ir::ValueId part : n.inputs) ends.push_back(end += g_.type(part).shape[size_t(dim)]);
+  std::string pick = options.back();
+  for (size_t p = options.size() - 1; p-- > 0;)
+    pick = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " + options[p] +
+           " : " + pick + ")";
+  return pick;
+}
+
+// `const int` variable of expr, one per distinct expr in b's scope (memo `kind:expr`); with a
+// group, a column group of its own (group_columns: a token emmy_k<n>_), so that reads at it stay
+// vector loads; without, emmy_src<n>, a lane.
+std::string ExprGen::int_variable(const std::string& kind, const std::string& expr, int64_t group,
+                                  Body& b) {
+  if (const std::string* hit = b.recall(kind + ":" + expr)) return *hit;
+  const std::string var = group > 0 ? fresh("emmy_k") + "_" : fresh("emmy_src");
+  b.line("const int " + var + " = " + expr + ";");
+  b.remember(kind + ":" + expr, var);
+  if (group > 0) group_columns(var, group);
+  return var;
+}
+
+// Value x of a cat's common base as each part of v sees it (its sign, in v's compute type),
+// appended to parts: a negation of an exact bf16 is one, else it is rounded as the op would be.
+void ExprGen::signed_parts(ir::ValueId v, const std::vector<SlicedPart>& sliced,
+                           const std::string& x, std::vector<std::vector<std::string>>& parts) {
+  const ir::Node& n = g_.node(v);
+  const DType t = g_.type(sliced[0].base).dtype;
+  std::string negated = "(-" + x + ")";
+  if (t == DType::bf16 && exact_bf16(x))
+    exact_bf16_.insert(negated);
+  else
+    negated = round_to(t, "(" + compute_type(t) + ")" + negated);
+  for (size_t p = 0; p < n.inputs.size(); ++p)
+    parts[p].push_back(as_type_of(v, sliced[p].negated ? negated : x, n.inputs[p]));
 }
 
 // Each part of the cat v read at the group's column clamped into the part: the group's values
@@ -416,15 +453,7 @@ std::vector<std::vector<std::string>> ExprGen::parts_clamped(ir::ValueId v, cons
     const std::string clamp = "(int)min(max((long long)(" + chooser + ") - " +
                               std::to_string(begin) + "LL, 0LL), " + std::to_string(len - group) +
                               "LL)";
-    std::string col;
-    if (const std::string* hit = b.recall("clamp:" + clamp)) {
-      col = *hit;
-    } else {
-      col = fresh("emmy_k") + "_";
-      b.line("const int " + col + " = " + clamp + ";");
-      b.remember("clamp:" + clamp, col);
-      group_columns(col, group);
-    }
+    const std::string col = int_variable("clamp", clamp, group, b);
     std::vector<std::string> vals;
     for (int64_t w = 0; w < group; ++w) {
       Index sub = at;
@@ -488,43 +517,20 @@ std::vector<std::vector<std::string>> ExprGen::parts_of_one_base(ir::ValueId v, 
       !parts.empty())
     return parts;
   // The base's column for the group: the chooser moved into the base by its part's slice.
-  std::string column = "";
-  int64_t begin = 0;
   std::vector<std::string> moved;
+  int64_t begin = 0;
   for (size_t p = 0; p < n.inputs.size(); ++p) {
     moved.push_back("(long long)(" + chooser + ") + " + std::to_string(sliced[p].shift - begin) +
                     "LL");
     begin += g_.type(n.inputs[p]).shape[size_t(dim)];
   }
-  column = moved.back();
-  begin = 0;
-  std::vector<int64_t> ends;
-  for (ir::ValueId part : n.inputs) ends.push_back(begin += g_.type(part).shape[size_t(dim)]);
-  for (size_t p = moved.size() - 1; p-- > 0;)
-    column = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " + moved[p] +
-             " : " + column + ")";
-  std::string col;
-  if (const std::string* hit = b.recall("basecol:" + column)) {
-    col = *hit;
-  } else {
-    col = fresh("emmy_k") + "_";
-    b.line("const int " + col + " = (int)(" + column + ");");
-    b.remember("basecol:" + column, col);
-    group_columns(col, group);
-  }
-  const DType t = g_.type(sliced[0].base).dtype;
+  const std::string col =
+      int_variable("basecol", "(int)(" + by_part(n, dim, chooser, moved) + ")", group, b);
   std::vector<std::vector<std::string>> parts(n.inputs.size());
   for (int64_t w = 0; w < group; ++w) {
     Index sub = at;
     sub[size_t(dim)] = vec_column(col, w);
-    const std::string x = value(sliced[0].base, sub, b);
-    std::string negated = "(-" + x + ")";
-    if (t == DType::bf16 && exact_bf16(x))
-      exact_bf16_.insert(negated);
-    else
-      negated = round_to(t, "(" + compute_type(t) + ")" + negated);
-    for (size_t p = 0; p < n.inputs.size(); ++p)
-      parts[p].push_back(as_type_of(v, sliced[p].negated ? negated : x, n.inputs[p]));
+    signed_parts(v, sliced, value(sliced[0].base, sub, b), parts);
   }
   return parts;
 }
@@ -553,24 +559,12 @@ std::vector<std::vector<std::string>> ExprGen::parts_from_other_lanes(
     if (at[size_t(d)].find(token) != std::string::npos) return {};
   // The lane holding the group the part reads: this lane moved by the part's slice, in groups.
   std::vector<std::string> moved;
-  std::vector<int64_t> ends;
   int64_t begin = 0;
   for (size_t p = 0; p < n.inputs.size(); ++p) {
     moved.push_back("(int)(" + lane + ") + " + std::to_string((sliced[p].shift - begin) / group));
-    ends.push_back(begin += g_.type(n.inputs[p]).shape[size_t(dim)]);
+    begin += g_.type(n.inputs[p]).shape[size_t(dim)];
   }
-  std::string source = moved.back();
-  for (size_t p = moved.size() - 1; p-- > 0;)
-    source = "((long long)(" + chooser + ") < " + std::to_string(ends[p]) + "LL ? " + moved[p] +
-             " : " + source + ")";
-  std::string src;
-  if (const std::string* hit = b.recall("srclane:" + source)) {
-    src = *hit;
-  } else {
-    src = fresh("emmy_src");
-    b.line("const int " + src + " = " + source + ";");
-    b.remember("srclane:" + source, src);
-  }
+  const std::string src = int_variable("srclane", by_part(n, dim, chooser, moved), 0, b);
   const DType t = g_.type(base).dtype;
   std::vector<std::vector<std::string>> parts(n.inputs.size());
   for (int64_t w = 0; w < group; ++w) {
@@ -581,13 +575,7 @@ std::vector<std::vector<std::string>> ExprGen::parts_from_other_lanes(
         "shfl:" + memo_key(base, own), compute_type(t), fresh("v"),
         "__shfl_sync(0xffffffffu, " + mine + ", " + src + ", " + std::to_string(width) + ")");
     if (t == DType::bf16 && exact_bf16(mine)) exact_bf16_.insert(x);
-    std::string negated = "(-" + x + ")";
-    if (t == DType::bf16 && exact_bf16(x))
-      exact_bf16_.insert(negated);
-    else
-      negated = round_to(t, "(" + compute_type(t) + ")" + negated);
-    for (size_t p = 0; p < n.inputs.size(); ++p)
-      parts[p].push_back(as_type_of(v, sliced[p].negated ? negated : x, n.inputs[p]));
+    signed_parts(v, sliced, x, parts);
   }
   return parts;
 }

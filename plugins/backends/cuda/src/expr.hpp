@@ -127,6 +127,12 @@ class ExprGen {
     bool negated = false;
   };
   std::optional<SlicedPart> sliced_part(ir::ValueId part, int64_t dim) const;
+  std::string by_part(const ir::Node& n, int64_t dim, const std::string& chooser,
+                      const std::vector<std::string>& options) const;
+  std::string int_variable(const std::string& kind, const std::string& expr, int64_t group,
+                           Body& b);
+  void signed_parts(ir::ValueId v, const std::vector<SlicedPart>& sliced, const std::string& x,
+                    std::vector<std::vector<std::string>>& parts);
   std::vector<std::vector<std::string>> parts_clamped(ir::ValueId v, const Index& at, int64_t group,
                                                       Body& b);
   std::vector<std::vector<std::string>> parts_from_other_lanes(
