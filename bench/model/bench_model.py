@@ -15,6 +15,9 @@ the GPU machine after run.sh has tuned and exported each shape:
      torch.compile, each as a stream launch and as a torch CUDA-graph replay, timed by
      bench/qwen_layer/bench_torch.py's Timer (L2 flushed before each sample, CUDA events, median
      of --samples);
+  4. Emmy's and torch.compile's graph replays again, one right after the other in each of
+     --rounds rounds (the order swapped every round): the median of the rounds' ratios, which a
+     drift of the GPU's clocks between the columns above (timed minutes apart) cannot favour;
 
 -> OUT/model.md (the table) and OUT/model.json (every number, the tune/export/load times).
 Exit 1 when a shape misses the cosine or has no export, so that the call's status says so.
@@ -26,6 +29,7 @@ import argparse
 import glob
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -153,6 +157,12 @@ def bench_shape(args, timer, emmy_torch, hf, b: int, s: int, meta: dict) -> dict
         if "compile_first_call" not in errors:
             timed("compile_stream", timer.stream_us, compiled)
             timed("compile_graph", timer.graph_us, compiled)
+        if "emmy_graph" in times and "compile_graph" in times and args.rounds > 0:
+            try:
+                row["alternating"] = alternating_rounds(timer, args.rounds, emmy_call, compiled)
+            except Exception as e:  # noqa: BLE001
+                errors["alternating"] = f"{type(e).__name__}: {e}"[:500]
+                torch.cuda.synchronize()
     row["us"], row["timing_errors"] = times, errors
     compile_times = [times[k] for k in ("compile_stream", "compile_graph") if k in times]
     emmy_times = [times[k] for k in ("emmy", "emmy_graph") if k in times]
@@ -161,9 +171,32 @@ def bench_shape(args, timer, emmy_torch, hf, b: int, s: int, meta: dict) -> dict
         row["emmy_over_compile"] = min(emmy_times) / min(compile_times)
     log("   " + ", ".join(f"{k} {v:.0f} us" for k, v in times.items()) +
         f"; Emmy / best torch.compile = {row.get('emmy_over_compile', float('nan')):.3f} (target <= 0.75)")
+    if "alternating" in row:
+        a = row["alternating"]
+        log(f"   alternating graph replays, {len(a['ratios'])} rounds: Emmy / torch.compile = "
+            f"{a['median_ratio']:.3f} (rounds: {', '.join(f'{x:.3f}' for x in a['ratios'])})")
     del export, serial
     torch.cuda.empty_cache()
     return row
+
+
+def alternating_rounds(timer, rounds: int, emmy_fn, compiled_fn) -> dict:
+    """Emmy's and torch.compile's forward as CUDA-graph replays, timed one right after the other
+    in each of `rounds` rounds (the order swapped every round), and the median of the per-round
+    ratios: the columns above are timed minutes apart (torch.compile's own compile in between),
+    and a drift of the GPU's clocks over that time falls on one side only. Same Timer, same
+    samples per measurement."""
+    emmy_us, compile_us = [], []
+    for r in range(rounds):
+        if r % 2 == 0:
+            emmy_us.append(timer.graph_us(emmy_fn))
+            compile_us.append(timer.graph_us(compiled_fn))
+        else:
+            compile_us.append(timer.graph_us(compiled_fn))
+            emmy_us.append(timer.graph_us(emmy_fn))
+    ratios = [e / c for e, c in zip(emmy_us, compile_us)]
+    return {"emmy_us": emmy_us, "compile_us": compile_us, "ratios": ratios,
+            "median_ratio": statistics.median(ratios)}
 
 
 def render(rows: list, samples: int, weights: str, name: str = "Qwen3-Embedding-0.6B") -> str:
@@ -174,22 +207,26 @@ def render(rows: list, samples: int, weights: str, name: str = "Qwen3-Embedding-
            "'serial': the same with EMMY_CUDA_OVERLAP=0; 'graph': the call captured into a torch "
            "CUDA graph. Eager and torch.compile as a stream launch and as a replay of a torch CUDA "
            "graph.", "",
-           "| B | S | cosine | Emmy | Emmy (serial) | Emmy (graph) | eager | eager (graph) | compile | compile (graph) | Emmy / compile | tune s | export s | load ms |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| B | S | cosine | Emmy | Emmy (serial) | Emmy (graph) | eager | eager (graph) | compile | compile (graph) | Emmy / compile | alternating | tune s | export s | load ms |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['batch']} | {r['seq']} | {r['error']} |" + " |" * 12)
+            out.append(f"| {r['batch']} | {r['seq']} | {r['error']} |" + " |" * 12)  # 15 columns
             continue
         t = r["us"]
         cell = [f"{t[k]:.0f}" if k in t else "—" for k in
                 ("emmy", "emmy_serial", "emmy_graph", "eager_stream", "eager_graph",
                  "compile_stream", "compile_graph")]
         ratio = f"{r['emmy_over_compile']:.3f}" if "emmy_over_compile" in r else "—"
+        alternating = (f"{r['alternating']['median_ratio']:.3f}" if "alternating" in r else "—")
         out.append(
             f"| {r['batch']} | {r['seq']} | {r['cosine']:.5f} | {' | '.join(cell)} | {ratio} | "
-            f"{r.get('tune_s', '?')} | {r.get('export_s', '?')} | {r['load_s'] * 1e3:.0f} |")
+            f"{alternating} | {r.get('tune_s', '?')} | {r.get('export_s', '?')} | "
+            f"{r['load_s'] * 1e3:.0f} |")
     out += ["", "Emmy / compile: the faster of Emmy's stream and graph columns over the faster "
-            "of the two torch.compile columns (issue 22's target: <= 0.75). Export + load "
+            "of the two torch.compile columns (issue 22's target: <= 0.75). Alternating: both "
+            "as graph replays, timed one after the other in each of --rounds rounds (the order "
+            "swapped every round), the median of the rounds' ratios. Export + load "
             "target: < 1 s."]
     return "\n".join(out) + "\n"
 
@@ -201,6 +238,8 @@ def main() -> int:
     ap.add_argument("--config", required=True, help="the model's config.json")
     ap.add_argument("--weights", default="", help="a model.safetensors (or its folder) to use")
     ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="alternating rounds of Emmy's and torch.compile's graph replays (0: none)")
     ap.add_argument("--min-cosine", type=float, default=0.999)
     ap.add_argument("--library", default=None, help="libemmy_torch.so (default: beside emmy_torch.py)")
     ap.add_argument("--out", required=True)
