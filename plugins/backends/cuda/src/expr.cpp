@@ -319,11 +319,19 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
   }
   if (t == DType::boolean) return "(bool)(" + e + ")";
   if (n.op == Op::where && selects_exact_values(v)) return "(" + ct + ")(" + e + ")";
-  // The negation of a bf16 value, or a bf16 value cast to bf16, is that dtype's value already.
-  if (t == DType::bf16 && (n.op == Op::neg || n.op == Op::cast) &&
-      g_.type(n.inputs.at(0)).dtype == DType::bf16 && exact_bf16(in(0)))
+  if (n.op == Op::neg && g_.type(n.inputs.at(0)).dtype == t) return negation(t, in(0));
+  // A bf16 value cast to bf16 is that dtype's value already.
+  if (t == DType::bf16 && n.op == Op::cast && g_.type(n.inputs.at(0)).dtype == DType::bf16 &&
+      exact_bf16(in(0)))
     return *exact_bf16_.insert("(" + e + ")").first;
   return round_to(t, "(" + ct + ")(" + e + ")");
+}
+
+// -x in dtype t: the negation of an exact bf16 is one (not rounded again), else it is rounded as
+// the op's result is.
+std::string ExprGen::negation(DType t, const std::string& x) {
+  if (t == DType::bf16 && exact_bf16(x)) return *exact_bf16_.insert("(-" + x + ")").first;
+  return round_to(t, "(" + compute_type(t) + ")(-" + x + ")");
 }
 
 // A where between values already of its dtype (each computed and rounded as that dtype, or a
@@ -427,12 +435,7 @@ std::string ExprGen::int_variable(const std::string& kind, const std::string& ex
 void ExprGen::signed_parts(ir::ValueId v, const std::vector<SlicedPart>& sliced,
                            const std::string& x, std::vector<std::vector<std::string>>& parts) {
   const ir::Node& n = g_.node(v);
-  const DType t = g_.type(sliced[0].base).dtype;
-  std::string negated = "(-" + x + ")";
-  if (t == DType::bf16 && exact_bf16(x))
-    exact_bf16_.insert(negated);
-  else
-    negated = round_to(t, "(" + compute_type(t) + ")" + negated);
+  const std::string negated = negation(g_.type(sliced[0].base).dtype, x);
   for (size_t p = 0; p < n.inputs.size(); ++p)
     parts[p].push_back(as_type_of(v, sliced[p].negated ? negated : x, n.inputs[p]));
 }
@@ -509,8 +512,7 @@ std::vector<std::vector<std::string>> ExprGen::parts_of_one_base(ir::ValueId v, 
   std::vector<SlicedPart> sliced;
   for (ir::ValueId part : n.inputs) {
     std::optional<SlicedPart> s = sliced_part(part, dim);
-    if (!s || s->base != (sliced.empty() ? s->base : sliced[0].base) || s->shift % group != 0)
-      return {};
+    if (!s || (!sliced.empty() && s->base != sliced[0].base) || s->shift % group != 0) return {};
     sliced.push_back(*s);
   }
   if (std::vector<std::vector<std::string>> parts = parts_from_other_lanes(v, at, group, sliced, b);
@@ -1151,22 +1153,15 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
 }
 
 void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
-                  const std::vector<std::string>& values) {
-  store_vector(b, t, ptr, offset, values, nullptr);
-}
-
-void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
-                  const std::vector<std::string>& values, const ExprGen* e) {
+                  const std::vector<std::string>& values, const ExprGen& e) {
   const int64_t n = static_cast<int64_t>(values.size()), size = ir::size_of(t);
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, 16 / size));
   const std::string at = access_type(chunk * size), st = storage_type(t);
   for (int64_t first = 0; first < n; first += chunk) {
     std::string line = "{ __align__(16) " + st + " emmy_st[" + std::to_string(chunk) + "];";
     for (int64_t u = 0; u < chunk; ++u)
-      line += " emmy_st[" + std::to_string(u) + "] = " +
-              (e ? e->stored(t, values[size_t(first + u)])
-                 : store_element(t, values[size_t(first + u)])) +
-              ";";
+      line +=
+          " emmy_st[" + std::to_string(u) + "] = " + e.stored(t, values[size_t(first + u)]) + ";";
     line += " *(" + at + "*)&" + ptr + "[" + offset + " + " + std::to_string(first) +
             "LL] = *(const " + at + "*)emmy_st; }";
     b.line(line);

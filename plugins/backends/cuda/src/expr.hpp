@@ -131,6 +131,7 @@ class ExprGen {
                       const std::vector<std::string>& options) const;
   std::string int_variable(const std::string& kind, const std::string& expr, int64_t group,
                            Body& b);
+  std::string negation(ir::DType t, const std::string& x);
   void signed_parts(ir::ValueId v, const std::vector<SlicedPart>& sliced, const std::string& x,
                     std::vector<std::vector<std::string>>& parts);
   std::vector<std::vector<std::string>> parts_clamped(ir::ValueId v, const Index& at, int64_t group,
@@ -169,11 +170,9 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
                        const std::map<std::string, std::string>& guards);
 // Stores values[0..vec) (compute-type expressions) as consecutive elements of `ptr` from flat
 // element `offset` (a multiple of values.size()), in aligned accesses of up to 16 bytes.
+// Each value is converted by e.stored (an exact bf16 without a conversion).
 void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
-                  const std::vector<std::string>& values);
-// The same, each value converted by e->stored (exact bf16 values without a conversion).
-void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
-                  const std::vector<std::string>& values, const ExprGen* e);
+                  const std::vector<std::string>& values, const ExprGen& e);
 
 // Elementwise ops: emmy::is_elementwise_op (emmy/templates.hpp), shared with the passes.
 bool is_index_op(ir::Op op);  // index remaps, incl. embedding (a gather)

@@ -258,10 +258,10 @@ void FusedKernel::store_outputs() {
     const std::string& ok = row_ok[st.slot];
     if (!ok.empty()) guard = guard.empty() ? ok : ok + " && " + guard;
     if (guard.empty()) {
-      store_vector(b, dt, m.output_name(st.output), st.offset, st.vals, &e);
+      store_vector(b, dt, m.output_name(st.output), st.offset, st.vals, e);
     } else {
       Body store(b);
-      store_vector(store, dt, m.output_name(st.output), st.offset, st.vals, &e);
+      store_vector(store, dt, m.output_name(st.output), st.offset, st.vals, e);
       b.block("if (" + guard + ")", store);
     }
   }

@@ -379,11 +379,11 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       if (even) {
         store_vector(b, g.type(g.outputs[k]).dtype, m.output_name(k), offset, vals[size_t(j)][k],
-                     &e);
+                     e);
       } else {
         Body store(b);
         store_vector(store, g.type(g.outputs[k]).dtype, m.output_name(k), offset,
-                     vals[size_t(j)][k], &e);
+                     vals[size_t(j)][k], e);
         b.block("if (emmy_ok" + s + ")", store);
       }
     }

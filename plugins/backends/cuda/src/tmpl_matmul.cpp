@@ -70,7 +70,7 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
       return;
     }
     std::string v1 = e.value(v, oi1, store);
-    store_vector(store, dt, ptr, flat_offset(oi, out), {v0, v1}, &e);
+    store_vector(store, dt, ptr, flat_offset(oi, out), {v0, v1}, e);
   };
   if (!product_buf.empty()) write(product_buf, pt.dtype, mm);
   for (size_t k = 0; k < g.outputs.size(); ++k) {
