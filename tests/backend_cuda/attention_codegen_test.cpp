@@ -391,6 +391,33 @@ TEST(CudaAttention, WgmmaResultRowsLeaveThroughSharedMemoryIn16BytePieces) {
   EXPECT_NE(source.find("wgmma=1"), std::string::npos);
 }
 
+// The Hopper path evaluates the score chain on a thread's two neighbouring columns of a row at
+// once and stages the output in column pairs: every rounding to bf16 (the product's, the scaled
+// score's, the output's) converts two values with one cvt.rn.bf16x2.f32 (SASS F2FP, a quarter of
+// the FMA rate on sm_90; the chain rounded each score twice, one conversion each), and the staged
+// output is one 32-bit shared store per pair.
+TEST(CudaAttention, WgmmaRoundsNeighbouringColumnsInPairs) {
+  Case c = qwen3_attention(512, 8);
+  c.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}, {"stages", 3}};
+  std::string used;
+  const std::string source = generate_source(slice_of(c), &used);
+  ASSERT_EQ(used, "attention");
+  const std::string kernel = source.substr(source.find("__global__"));
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = kernel.find(what); at != std::string::npos; at = kernel.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("emmy_rbf("), 0) << kernel;
+  // The product and the scaled score, each on the diagonal's tiles and the others, in the first
+  // tile and the later ones; and the output.
+  EXPECT_EQ(count("emmy_rbf2(sacc[j][h * 2], sacc[j][h * 2 + 1])"), 4) << kernel;
+  EXPECT_EQ(count("emmy_rbf2(o[n][h * 2] * inv[h], o[n][h * 2 + 1] * inv[h])"), 1) << kernel;
+  EXPECT_EQ(count("st.shared.u16"), 0) << kernel;
+  EXPECT_EQ(compiles(c), source);
+}
+
 // heads=2: one block takes the same 64 query rows of two query heads of a grouped-query pair (a
 // warpgroup each), so each key/value tile is copied once for both; refused where heads 2i and
 // 2i + 1 read different keys, and off the wgmma path.

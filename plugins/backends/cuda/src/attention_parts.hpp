@@ -51,6 +51,10 @@ std::optional<OperandGeometry> operand_geometry(const ir::Graph& g, const Module
 
 // Reads the bound product from accumulator `acc`, only at index `expected`.
 ExprGen::Reader accumulator_reader(const Index& expected, ir::DType t, const std::string& acc);
+// The same for a column pair of a row: the product at expected[w] from accumulator acc[w]; a
+// bf16 product is rounded as a pair, with one conversion (emmy_rbf2).
+ExprGen::Reader accumulator_reader(ExprGen& e, const std::vector<Index>& expected, ir::DType t,
+                                   const std::vector<std::string>& acc);
 // Binds causal-mask inputs to the comparison they hold, or to true (`inside`: where the caller
 // knows every key index is <= its query index).
 void bind_causal_masks(ExprGen& e, bool inside = false);
@@ -67,10 +71,11 @@ void store_outputs(ExprGen& e, const ModuleBuilder& m, const Parts& p,
 // memory and written in 16-byte pieces.
 bool staged_store_possible(const ir::Graph& g, const Parts& p, const std::vector<bool>& fused,
                            const std::string& scratch);
-// Stores the output's 16-bit value at (gm, gd) (the result's value `acc`, through the fused
-// epilogue) to shared address `address`, for rows gm < Sq.
-void stage_output(ExprGen& e, const Parts& p, const std::string& acc, const std::string& address,
-                  Body& b);
+// Stores the output's 16-bit values at (gm, gd) and (gm, gd + 1) (the result's values acc[0] and
+// acc[1], through the fused epilogue) as one 32-bit word to shared address `address`, for rows
+// gm < Sq; gd is even. A bf16 pair is rounded with one conversion (ExprGen's column group "gd").
+void stage_output(ExprGen& e, const Parts& p, const std::vector<std::string>& acc,
+                  const std::string& address, Body& b);
 // The output element at (bz, gm, gd): the first of Dv contiguous ones when gd = 0.
 std::string staged_output_element(const ir::Graph& g, const ModuleBuilder& m, const Parts& p);
 

@@ -201,7 +201,8 @@ bool one_call(const std::string& e, const std::string& fn) {
 
 bool ExprGen::exact_bf16(const std::string& e) const {
   const std::string f = e.rfind("(float)", 0) == 0 ? e.substr(7) : e;  // a cast to float keeps it
-  return exact_bf16_.count(f) != 0 || one_call(f, "emmy_rbf") || one_call(f, "emmy_bf2f");
+  return exact_bf16_.count(f) != 0 || one_call(f, "emmy_rbf") || one_call(f, "emmy_bf2f") ||
+         one_call(f, "emmy_bf_lo") || one_call(f, "emmy_bf_hi");
 }
 
 std::string ExprGen::stored(DType t, const std::string& v) const {
@@ -225,6 +226,56 @@ static std::string round_to(DType t, const std::string& e) {
 }
 
 std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
+  std::string result;
+  const std::optional<std::string> x = unrounded(v, idx, b, result);
+  if (!x) return result;
+  const DType t = g_.type(v).dtype;
+  if (t == DType::bf16)
+    if (std::optional<std::string> paired = rounded_with_neighbour(v, idx, *x, b)) return *paired;
+  return round_to(t, *x);
+}
+
+// Element idx of a column group (the template's token at column u, u even) rounded to bf16 with
+// its neighbour at u + 1 in one conversion: cvt.rn.bf16x2.f32 (SASS F2FP, a quarter of the FMA
+// rate on sm_90) converts two floats at the cost of one, and the q/k-norm + RoPE kernel was
+// bound by them. The neighbour's value is kept under its own memo key, so the template's later
+// request for it is a hit. Nothing when idx is not such an element, or the neighbour is not
+// rounded the same way.
+std::optional<std::string> ExprGen::rounded_with_neighbour(ir::ValueId v, const Index& idx,
+                                                           const std::string& x, Body& b) {
+  for (const auto& [token, group] : groups_) {
+    if (group < 2) continue;
+    std::optional<size_t> dim;
+    int64_t u = -1;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (idx[d].find(token) == std::string::npos) continue;
+      for (int64_t w = 0; w < group && u < 0; ++w)
+        if (idx[d] == vec_column(token, w)) u = w;
+      if (dim || u < 0) return std::nullopt;  // the token elsewhere in the index: not a column
+      dim = d;
+    }
+    if (!dim) continue;
+    if (u % 2 != 0 || u + 1 >= group) return std::nullopt;
+    Index next = idx;
+    next[*dim] = vec_column(token, u + 1);
+    const std::string key = memo_key(v, next);
+    if (b.recall(key)) return std::nullopt;
+    std::string unused;
+    const std::optional<std::string> y = unrounded(v, next, b, unused);
+    if (!y) return std::nullopt;
+    const std::string pair = fresh("emmy_p");
+    b.line("const unsigned " + pair + " = emmy_rbf2(" + x + ", " + *y + ");");
+    kept(b, key, DType::bf16, "emmy_bf_hi(" + pair + ")");
+    return "emmy_bf_lo(" + pair + ")";
+  }
+  return std::nullopt;
+}
+
+// The value of elementwise node v at idx before its rounding to v's dtype (the argument of
+// round_to), or nothing with the finished expression in `result` (booleans, exact selections and
+// negations, casts of exact values, which are not rounded).
+std::optional<std::string> ExprGen::unrounded(ir::ValueId v, const Index& idx, Body& b,
+                                              std::string& result) {
   const ir::Node& n = g_.node(v);
   DType t = n.type.dtype;
   std::string ct = compute_type(t);
@@ -317,14 +368,25 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
     default:
       throw Unsupported("cuda codegen: not an elementwise op");
   }
-  if (t == DType::boolean) return "(bool)(" + e + ")";
-  if (n.op == Op::where && selects_exact_values(v)) return "(" + ct + ")(" + e + ")";
-  if (n.op == Op::neg && g_.type(n.inputs.at(0)).dtype == t) return negation(t, in(0));
+  if (t == DType::boolean) {
+    result = "(bool)(" + e + ")";
+    return std::nullopt;
+  }
+  if (n.op == Op::where && selects_exact_values(v)) {
+    result = "(" + ct + ")(" + e + ")";
+    return std::nullopt;
+  }
+  if (n.op == Op::neg && g_.type(n.inputs.at(0)).dtype == t) {
+    result = negation(t, in(0));
+    return std::nullopt;
+  }
   // A bf16 value cast to bf16 is that dtype's value already.
   if (t == DType::bf16 && n.op == Op::cast && g_.type(n.inputs.at(0)).dtype == DType::bf16 &&
-      exact_bf16(in(0)))
-    return *exact_bf16_.insert("(" + e + ")").first;
-  return round_to(t, "(" + ct + ")(" + e + ")");
+      exact_bf16(in(0))) {
+    result = *exact_bf16_.insert("(" + e + ")").first;
+    return std::nullopt;
+  }
+  return "(" + ct + ")(" + e + ")";
 }
 
 // -x in dtype t: the negation of an exact bf16 is one (not rounded again), else it is rounded as
@@ -526,8 +588,14 @@ std::vector<std::vector<std::string>> ExprGen::parts_of_one_base(ir::ValueId v, 
                     "LL");
     begin += g_.type(n.inputs[p]).shape[size_t(dim)];
   }
-  const std::string col =
-      int_variable("basecol", "(int)(" + by_part(n, dim, chooser, moved) + ")", group, b);
+  // Clamped into the base's row: a template's group past the row's end (an idle lane of a block
+  // wider than the row) has its own reads guarded, but the moved column would read past the row,
+  // and past the end of a weight read at it (CUDA_ERROR_ILLEGAL_ADDRESS at B=8's q_norm).
+  const int64_t base_len = g_.type(sliced[0].base).shape[size_t(dim)];
+  const std::string col = int_variable("basecol",
+                                       "(int)min(max(" + by_part(n, dim, chooser, moved) +
+                                           ", 0LL), " + std::to_string(base_len - group) + "LL)",
+                                       group, b);
   std::vector<std::vector<std::string>> parts(n.inputs.size());
   for (int64_t w = 0; w < group; ++w) {
     Index sub = at;
@@ -1182,6 +1250,11 @@ __device__ __forceinline__ unsigned short emmy_f2h(float f) { unsigned r; asm("c
 // A float that holds a bf16 value exactly (ExprGen::exact_bf16) is stored as its top 16 bits.
 __device__ __forceinline__ unsigned short emmy_bf_bits(float f) { return (unsigned short)(__float_as_uint(f) >> 16); }
 __device__ __forceinline__ float emmy_rbf(float f) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(f)); return __uint_as_float(r << 16); }
+// Two values rounded to bf16 by one conversion (ExprGen's paired rounding of a column group's
+// neighbours): the pair packed as in memory (lo = the first), then each as a float again.
+__device__ __forceinline__ unsigned emmy_rbf2(float lo, float hi) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+__device__ __forceinline__ float emmy_bf_lo(unsigned r) { return __uint_as_float(r << 16); }
+__device__ __forceinline__ float emmy_bf_hi(unsigned r) { return __uint_as_float(r & 0xffff0000u); }
 __device__ __forceinline__ float emmy_rh(float f) { return emmy_h2f(emmy_f2h(f)); }
 __device__ __forceinline__ float emmy_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }

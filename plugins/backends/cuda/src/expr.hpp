@@ -116,6 +116,10 @@ class ExprGen {
 
  private:
   std::string elementwise(ir::ValueId v, const Index& idx, Body& b);
+  std::optional<std::string> unrounded(ir::ValueId v, const Index& idx, Body& b,
+                                       std::string& result);
+  std::optional<std::string> rounded_with_neighbour(ir::ValueId v, const Index& idx,
+                                                    const std::string& x, Body& b);
   std::string index_op(ir::ValueId v, const Index& idx, Body& b);
   bool selects_exact_values(ir::ValueId v) const;
   std::string as_type_of(ir::ValueId v, const std::string& e, ir::ValueId from) const;

@@ -21,6 +21,7 @@
 // mask is provably applied as where(mask, scores, -inf) key tiles entirely above the diagonal are
 // skipped. Whatever cannot be proven throws Unsupported: the kernel then uses the fallback
 // template.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <memory>
@@ -354,6 +355,25 @@ ExprGen::Reader accumulator_reader(const Index& expected, ir::DType t, const std
   };
 }
 
+ExprGen::Reader accumulator_reader(ExprGen& e, const std::vector<Index>& expected, ir::DType t,
+                                   const std::vector<std::string>& acc) {
+  return [&e, expected, t, acc](const Index& idx, Body& b) -> std::string {
+    const size_t w = size_t(std::find(expected.begin(), expected.end(), idx) - expected.begin());
+    if (w == expected.size()) throw Unsupported("attention: the chain re-indexes the product");
+    if (expected.size() != 2 || t != ir::DType::bf16)
+      return "(" + compute_type(t) + ")" + rounded(t, acc[w]);
+    const std::string key = "product-pair:" + acc[0];
+    const std::string* pair = b.recall(key);
+    if (!pair) {
+      const std::string name = e.fresh("emmy_p");
+      b.line("const unsigned " + name + " = emmy_rbf2(" + acc[0] + ", " + acc[1] + ");");
+      b.remember(key, name);
+      pair = b.recall(key);
+    }
+    return std::string(w == 0 ? "emmy_bf_lo(" : "emmy_bf_hi(") + *pair + ")";
+  };
+}
+
 // Binds causal-mask inputs to the comparison they hold (no memory traffic), or to true.
 void bind_causal_masks(ExprGen& e, bool inside) {
   const ir::Graph& g = e.graph();
@@ -424,17 +444,23 @@ bool staged_store_possible(const ir::Graph& g, const Parts& p, const std::vector
   return fused_store(g, M2, g.outputs[0], batch_index(p, "gm", "gd"))->last_index_innermost;
 }
 
-void stage_output(ExprGen& e, const Parts& p, const std::string& acc, const std::string& address,
-                  Body& b) {
+void stage_output(ExprGen& e, const Parts& p, const std::vector<std::string>& acc,
+                  const std::string& address, Body& b) {
   const ir::Graph& g = e.graph();
   const ir::ValueId M2 = p.match.values;
-  Index oi = batch_index(p, "gm", "gd");
-  e.bind(M2, accumulator_reader(oi, g.type(M2).dtype, acc));
+  e.group_columns("gd", 2);
+  const std::vector<Index> at = {batch_index(p, "gm", vec_column("gd", 0)),
+                                 batch_index(p, "gm", vec_column("gd", 1))};
+  e.bind(M2, accumulator_reader(e, at, g.type(M2).dtype, acc));
   Body store(b);
-  const FusedStore at = *fused_store(g, M2, g.outputs[0], oi);
-  const std::string v = e.value(at.value, oi, store);
-  store.line("asm volatile(\"st.shared.u16 [%0], %1;\" :: \"r\"(" + address + "), \"h\"(" +
-             e.stored(g.type(g.outputs[0]).dtype, v) + ") : \"memory\");");
+  const ir::DType t = g.type(g.outputs[0]).dtype;
+  std::vector<std::string> bits;
+  for (const Index& idx : at) {
+    const FusedStore fused = *fused_store(g, M2, g.outputs[0], idx);
+    bits.push_back("(unsigned)" + e.stored(t, e.value(fused.value, idx, store)));
+  }
+  store.line("asm volatile(\"st.shared.u32 [%0], %1;\" :: \"r\"(" + address + "), \"r\"(" +
+             bits[0] + " | (" + bits[1] + " << 16)) : \"memory\");");
   b.block("if (gm < " + num(p.Sq) + "LL)", store);
 }
 

@@ -611,31 +611,53 @@ class WgmmaKernel : private WgmmaPlan {
   }
 
   // The score chain: on tiles crossing the diagonal or the ends with the mask and bounds, on the
-  // others without (the causal mask is then true everywhere).
+  // others without (the causal mask is then true everywhere). Where Sk is even (both columns of a
+  // pair then inside the keys whenever the first is), a thread's two neighbouring columns of a row
+  // (accumulators q = 2h and 2h + 1) are evaluated together: ExprGen rounds the pair's values to
+  // bf16 with one conversion each time the chain rounds (a column group of 2, token gn), and the
+  // product's own rounding is one too. On sm_90 every conversion is an F2FP at a quarter of the
+  // FMA rate, as is the softmax's exp2, and the chain rounded each score twice.
   void score_chain(Body& kv) const {
     const ir::ValueId chain_end = g.node(p.match.softmax).inputs.at(0);
+    const bool pairs = p.Sk % 2 == 0;
     auto chain = [&](bool edge, Body& loops) {
       ExprGen e(g);
       bind_inputs(e, m);
       bind_causal_masks(e, !edge);
       Body el(loops);
-      el.line("const int gm = r_lo + (q >> 1) * 8, gn = kv0 + j * 8 + tig * 2 + (q & 1);");
-      Index si = batch_index(p, "gm", "gn");
-      e.bind(M1, accumulator_reader(si, g.type(M1).dtype, "sacc[j][q]"));
+      std::vector<Index> at;
+      std::vector<std::string> acc;
+      if (pairs) {
+        e.group_columns("gn", 2);
+        el.line("const int gm = r_lo + h * 8, gn = kv0 + j * 8 + tig * 2;");
+        at = {batch_index(p, "gm", vec_column("gn", 0)), batch_index(p, "gm", vec_column("gn", 1))};
+        acc = {"sacc[j][h * 2]", "sacc[j][h * 2 + 1]"};
+      } else {
+        el.line("const int gm = r_lo + (q >> 1) * 8, gn = kv0 + j * 8 + tig * 2 + (q & 1);");
+        at = {batch_index(p, "gm", "gn")};
+        acc = {"sacc[j][q]"};
+      }
+      e.bind(M1, accumulator_reader(e, at, g.type(M1).dtype, acc));
       if (edge) {
-        el.line("float x = -INFINITY;");
         Body guarded(el);
-        guarded.line("x = (float)" + e.value(chain_end, si, guarded) + ";");
+        std::vector<std::string> values;
+        for (size_t w = 0; w < at.size(); ++w) values.push_back(e.value(chain_end, at[w], guarded));
+        for (size_t w = 0; w < at.size(); ++w) {
+          el.line("float x" + num(int64_t(w)) + " = -INFINITY;");
+          guarded.line("x" + num(int64_t(w)) + " = (float)" + values[w] + ";");
+        }
         el.block("if (gm < " + num(p.Sq) + " && gn < " + num(p.Sk) + ")", guarded);
-        el.line("sacc[j][q] = x;");
+        for (size_t w = 0; w < at.size(); ++w) el.line(acc[w] + " = x" + num(int64_t(w)) + ";");
       } else {
         el.line("(void)gm, (void)gn;  // a chain that reads no other input needs neither");
-        el.line("sacc[j][q] = (float)" + e.value(chain_end, si, el) + ";");
+        std::vector<std::string> values;
+        for (size_t w = 0; w < at.size(); ++w) values.push_back(e.value(chain_end, at[w], el));
+        for (size_t w = 0; w < at.size(); ++w) el.line(acc[w] + " = (float)" + values[w] + ";");
       }
       loops.line("#pragma unroll");
       loops.line("for (int j = 0; j < " + num(NS) + "; ++j)");
       loops.line("  #pragma unroll");
-      loops.block("  for (int q = 0; q < 4; ++q)", el);
+      loops.block(pairs ? "  for (int h = 0; h < 2; ++h)" : "  for (int q = 0; q < 4; ++q)", el);
     };
     std::string edge = "kv0 + " + num(BKV) + " > " + num(p.Sk) + " || w_first + 15 >= " + num(p.Sq);
     if (p.causal_skip) edge = "kv0 + " + num(BKV - 1) + " > w_first || " + edge;
@@ -827,11 +849,12 @@ class WgmmaKernel : private WgmmaPlan {
               " bytes, 16-byte chunk c at (c ^ (lr & 7)) * 16 (the fragment writes of one");
       cb.line("// instruction, 8 rows of one chunk, then fall on 8 distinct bank groups).");
       Body st(cb);
-      st.line("const long long gm = r_lo + (q >> 1) * 8, gd = n * 8 + tig * 2 + (q & 1);");
-      st.line("const int lr = (warp & 3) * 16 + grp + (q >> 1) * 8;");
-      stage_output(e, p, "o[n][q] * inv[q >> 1]",
+      st.line("const long long gm = r_lo + h * 8, gd = n * 8 + tig * 2;");
+      st.line("(void)gd;  // read only by an epilogue that reads other inputs");
+      st.line("const int lr = (warp & 3) * 16 + grp + h * 8;");
+      stage_output(e, p, {"o[n][h * 2] * inv[h]", "o[n][h * 2 + 1] * inv[h]"},
                    stage + " + (unsigned)lr * " + num(Dv * 2) +
-                       "u + ((unsigned)(n ^ (lr & 7)) << 4) + (unsigned)(tig * 4 + (q & 1) * 2)",
+                       "u + ((unsigned)(n ^ (lr & 7)) << 4) + (unsigned)(tig * 4)",
                    st);
       // Another warpgroup's rows of the query tile share the buffer: every consumer (but a split's
       // second part, gone) must be past its last product before any writes into it.
@@ -840,7 +863,7 @@ class WgmmaKernel : private WgmmaPlan {
       cb.line("#pragma unroll");
       cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
       cb.line("  #pragma unroll");
-      cb.block("  for (int q = 0; q < 4; ++q)", st);
+      cb.block("  for (int h = 0; h < 2; ++h)", st);
       cb.line(
           "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(4 + rows) : \"memory\");  // the "
           "warpgroup's "
