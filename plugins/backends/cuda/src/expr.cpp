@@ -235,10 +235,16 @@ std::string ExprGen::elementwise(ir::ValueId v, const Index& idx, Body& b) {
   return round_to(t, *x);
 }
 
+std::array<std::string, 2> ExprGen::rounded_pair(const std::string& a, const std::string& c,
+                                                 Body& b) {
+  const std::string pair = fresh("emmy_p");
+  b.line("const unsigned " + pair + " = emmy_rbf2(" + a + ", " + c + ");");
+  return {"emmy_bf_lo(" + pair + ")", "emmy_bf_hi(" + pair + ")"};
+}
+
 // Element idx of a column group (the template's token at column u, u even) rounded to bf16 with
-// its neighbour at u + 1 in one conversion: cvt.rn.bf16x2.f32 (SASS F2FP, a quarter of the FMA
-// rate on sm_90) converts two floats at the cost of one, and the q/k-norm + RoPE kernel was
-// bound by them. The neighbour's value is kept under its own memo key, so the template's later
+// its neighbour at u + 1 in one conversion (rounded_pair; the q/k-norm + RoPE kernel was bound by
+// the conversions). The neighbour's value is kept under its own memo key, so the template's later
 // request for it is a hit. Nothing when idx is not such an element, or the neighbour is not
 // rounded the same way.
 std::optional<std::string> ExprGen::rounded_with_neighbour(ir::ValueId v, const Index& idx,
@@ -263,10 +269,9 @@ std::optional<std::string> ExprGen::rounded_with_neighbour(ir::ValueId v, const 
     std::string unused;
     const std::optional<std::string> y = unrounded(v, next, b, unused);
     if (!y) return std::nullopt;
-    const std::string pair = fresh("emmy_p");
-    b.line("const unsigned " + pair + " = emmy_rbf2(" + x + ", " + *y + ");");
-    kept(b, key, DType::bf16, "emmy_bf_hi(" + pair + ")");
-    return "emmy_bf_lo(" + pair + ")";
+    const std::array<std::string, 2> pair = rounded_pair(x, *y, b);
+    kept(b, key, DType::bf16, pair[1]);
+    return pair[0];
   }
   return std::nullopt;
 }

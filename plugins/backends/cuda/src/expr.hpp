@@ -8,6 +8,7 @@
 // components are C++ expressions, so shapes are baked in as constants.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
@@ -105,6 +106,10 @@ class ExprGen {
   // rounded again and stored as its top 16 bits: on sm_90 every conversion to 16 bits is an F2FP
   // instruction at a quarter of the FMA rate, and the q/k-norm + RoPE kernel was bound by them.
   bool exact_bf16(const std::string& e) const;
+  // Floats a and c rounded to bf16 by one conversion (emmy_rbf2, emitted into b): the two exact
+  // bf16 values, as expressions. cvt.rn.bf16x2.f32 (SASS F2FP, a quarter of the FMA rate on
+  // sm_90) converts two floats at the cost of one.
+  std::array<std::string, 2> rounded_pair(const std::string& a, const std::string& c, Body& b);
   // The 16-bit (or other storage) value of `v` for a store of dtype t (store_element, or the top
   // half of an exact bf16).
   std::string stored(ir::DType t, const std::string& v) const;

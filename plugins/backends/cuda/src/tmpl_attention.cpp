@@ -362,15 +362,13 @@ ExprGen::Reader accumulator_reader(ExprGen& e, const std::vector<Index>& expecte
     if (w == expected.size()) throw Unsupported("attention: the chain re-indexes the product");
     if (expected.size() != 2 || t != ir::DType::bf16)
       return "(" + compute_type(t) + ")" + rounded(t, acc[w]);
-    const std::string key = "product-pair:" + acc[0];
-    const std::string* pair = b.recall(key);
-    if (!pair) {
-      const std::string name = e.fresh("emmy_p");
-      b.line("const unsigned " + name + " = emmy_rbf2(" + acc[0] + ", " + acc[1] + ");");
-      b.remember(key, name);
-      pair = b.recall(key);
+    const std::string key = "product-pair:" + acc[0] + "#";
+    if (!b.recall(key + "0")) {
+      const std::array<std::string, 2> pair = e.rounded_pair(acc[0], acc[1], b);
+      b.remember(key + "0", pair[0]);
+      b.remember(key + "1", pair[1]);
     }
-    return std::string(w == 0 ? "emmy_bf_lo(" : "emmy_bf_hi(") + *pair + ")";
+    return *b.recall(key + std::to_string(w));
   };
 }
 
