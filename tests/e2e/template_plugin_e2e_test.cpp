@@ -4,6 +4,7 @@
 // reference, and the tune keeps the faster: on a product where OpenBLAS wins, blas_sgemm.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -18,8 +19,11 @@ namespace {
 using emmy::test::Completed;
 using json = nlohmann::json;
 
-// A small odd-sized product: OpenBLAS's kernels handle its edges at about 2x the speed of the
-// generated kernel's tuned best (4-6 us against 8-9 us on the 2-core CI machine at deploy).
+// A small odd-sized product. Which of OpenBLAS and the generated kernel is faster on it depends on
+// the machine and its load (on the 2-core CI machine: 13-17 us each at deploy, either ahead, and
+// OpenBLAS's two threads lose when ctest runs another test beside it), so the test checks that
+// the tune measured both and kept the one it measured faster, not which one that is: a speed
+// claim is a benchmark's.
 constexpr const char* kProduct = "torch.matmul(torch.randn(37,100), torch.randn(100,45))";
 
 // Whether /proc/cpuinfo's flags name `flag` (x86 Linux; false elsewhere).
@@ -52,17 +56,25 @@ class TemplatePluginE2E : public ::testing::Test, protected emmy::test::EmmyHome
   }
 
   // The measured rows of the kernel: ok rows per template, and rows that are failures (a refusal
-  // is no failure: the template said it does not take the kernel).
-  std::map<std::string, int> ok_rows_per_template(int* failed) const {
+  // is no failure: the template said it does not take the kernel); the fastest ok deploy row of
+  // run `run_id` per template (the assembled program's rows aside).
+  std::map<std::string, int> ok_rows_per_template(int* failed, const std::string& run_id,
+                                                  std::map<std::string, double>* fastest) const {
     Completed c = emmy({"eval", "variants", "--kernel", "matmul", "--json", "--limit", "0"});
     EXPECT_EQ(c.exit_code, 0) << c.err;
     std::map<std::string, int> ok;
     for (const auto& group : json::parse(c.out))
       for (const auto& row : group.at("variants")) {
-        if (row.at("status") == "ok")
-          ++ok[row.at("template").get<std::string>()];
-        else if (row.at("status") != "refused")
+        const std::string templ = row.at("template").get<std::string>();
+        if (row.at("status") == "ok") {
+          ++ok[templ];
+          if (row.at("regime") == "deploy" && row.at("run_id") == run_id && templ != "assembled") {
+            const double us = row.at("time_us").get<double>();
+            if (!fastest->count(templ) || us < fastest->at(templ)) (*fastest)[templ] = us;
+          }
+        } else if (row.at("status") != "refused") {
           ++*failed;
+        }
       }
     return ok;
   }
@@ -76,10 +88,9 @@ TEST_F(TemplatePluginE2E, TuneMeasuresThePluginBesideTheGeneratedKernelAndKeepsT
   ASSERT_EQ(r0.at("kernels").size(), 1u) << r0.dump(2);
   EXPECT_EQ(r0.at("kernels")[0].at("template"), "matmul") << r0.dump(2);
   EXPECT_EQ(r0.at("env").get<std::string>().find("blas_sgemm"), std::string::npos) << r0.at("env");
-  const double generated_us = r0.at("kernels")[0].at("best_deploy_us").get<double>();
 
-  // With it: offered at matmul.template, measured and checked against the reference (no failure
-  // row), and kept, being faster than the generated kernel's tuned best.
+  // With it: offered at matmul.template, measured beside the generated kernel and checked against
+  // the reference (no failure row), and the faster of the two at deploy kept.
   Completed with = emmy(tune("with.json", true));
   ASSERT_EQ(with.exit_code, 0) << with.err;
   json r = json::parse(emmy::test::read_file(path("with.json")));
@@ -90,14 +101,21 @@ TEST_F(TemplatePluginE2E, TuneMeasuresThePluginBesideTheGeneratedKernelAndKeepsT
   EXPECT_NE(r.at("env").get<std::string>().find("|blas_sgemm OpenBLAS"), std::string::npos)
       << r.at("env");
   int failed = 0;
-  std::map<std::string, int> ok = ok_rows_per_template(&failed);
+  std::map<std::string, double> fastest;
+  std::map<std::string, int> ok =
+      ok_rows_per_template(&failed, r.at("run_id").get<std::string>(), &fastest);
   EXPECT_GE(ok["blas_sgemm"], 1) << with.out;
+  EXPECT_GE(ok["matmul"], 1) << with.out;
   EXPECT_EQ(failed, 0) << with.out;
-  EXPECT_EQ(kernel.at("template"), "blas_sgemm") << with.out << "\n" << without.out;
-  EXPECT_LT(kernel.at("best_deploy_us").get<double>(), generated_us) << with.out << "\n"
-                                                                     << without.out;
-  EXPECT_NE(with.out.find("blas_sgemm"), std::string::npos) << with.out;
-  // The assembled program (the plugin's kernel alone here) was built and measured too.
+  // Both measured at deploy in this run, and the kept one is the faster there.
+  ASSERT_EQ(fastest.size(), 2u) << with.out;
+  const auto best = std::min_element(fastest.begin(), fastest.end(),
+                                     [](auto& a, auto& b) { return a.second < b.second; });
+  EXPECT_EQ(kernel.at("template"), best->first) << with.out;
+  EXPECT_EQ(kernel.at("best_deploy_us").get<double>(), best->second) << with.out;
+  // The report names the kept template.
+  EXPECT_NE(with.out.find(kernel.at("template").get<std::string>()), std::string::npos) << with.out;
+  // The assembled program (the kept kernel alone here) was built and measured too.
   EXPECT_GT(r.at("assembled_us").get<double>(), 0) << r.dump(2);
 }
 
