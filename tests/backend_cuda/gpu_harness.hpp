@@ -18,7 +18,11 @@ inline std::string worker_path() {
 }
 
 // Backend options for a GPU test: that worker and a cache under the temp folder named `cache`.
+// The workers it starts guard every buffer with unmapped pages (EMMY_CUDA_GUARD_PAGES, unless the
+// environment says otherwise; worker/request_buffers.hpp), so a kernel reading past a buffer's
+// end fails the test instead of reading a neighbour's bytes.
 inline PluginOptions gpu_test_options(const std::string& cache) {
+  setenv("EMMY_CUDA_GUARD_PAGES", "1", 0);
   return {{"cache_dir", (std::filesystem::temp_directory_path() / cache).string()},
           {"worker", worker_path()}};
 }

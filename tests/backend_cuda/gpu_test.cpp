@@ -130,6 +130,18 @@ TEST(CudaGpu, IllegalAddressIsAFailureRowAndTheNextRunWorks) {
                                FailureKind::runtime_fault, 60);
 }
 
+// Under the GPU tests' guard pages, a read 2 KiB past the end of a 2000-byte input (the bias)
+// faults: the q/k-norm kernel that read its weight that far past the end passed every GPU test
+// and was found only by a whole-model tune.
+TEST(CudaGpu, ReadPastABuffersEndIsAFaultUnderGuardPages) {
+  backend();  // its options set EMMY_CUDA_GUARD_PAGES for the workers it starts
+  ASSERT_STREQ(std::getenv("EMMY_CUDA_GUARD_PAGES"), "1");
+  expect_failure_then_recovery(
+      "  if (threadIdx.x == 0) ((unsigned short*)emmy_buf[2])[0] = ((const volatile unsigned "
+      "short*)emmy_buf[1])[1000 + 1024];",
+      FailureKind::runtime_fault, 60);
+}
+
 TEST(CudaGpu, HangIsATimeoutRowAndTheNextRunWorks) {
   expect_failure_then_recovery(
       "  volatile unsigned* p = (volatile unsigned*)emmy_buf[0];\n  while (p[0] != 0x7fc00001u) { "

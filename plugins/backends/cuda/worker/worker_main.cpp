@@ -27,6 +27,7 @@
 #include "emmy/cuda_launch.hpp"
 #include "emmy/timing.hpp"
 #include "library_steps.hpp"
+#include "request_buffers.hpp"
 #include "wire.hpp"
 
 namespace {
@@ -216,13 +217,8 @@ void run(wire::Reader& in, int out_fd) {
             "smem attribute");
     fns.push_back(fn);
   }
-  std::vector<CUdeviceptr> bufs;
-  auto alloc = [&](uint64_t size) {
-    CUdeviceptr p = 0;
-    check(cuMemAlloc(&p, std::max<uint64_t>(size, 16)), "cuMemAlloc");
-    bufs.push_back(p);
-    return p;
-  };
+  RequestBuffers buffers(check);  // guarded by unmapped pages under EMMY_CUDA_GUARD_PAGES=1
+  auto alloc = [&](uint64_t size) { return buffers.allocate(size); };
   for (const auto& b : inputs) {
     CUdeviceptr p = alloc(b.size());
     if (!b.empty()) check(cuMemcpyHtoD(p, b.data(), b.size()), "cuMemcpyHtoD");
@@ -233,6 +229,7 @@ void run(wire::Reader& in, int out_fd) {
     check(cuMemsetD8(alloc(s), 0, std::max<uint64_t>(s, 16)), "cuMemsetD8");
   // Tensor maps: encoded over the buffers just allocated, kept in device memory; their address
   // is the table's last entry.
+  const std::vector<CUdeviceptr>& bufs = buffers.pointers();
   std::vector<CUdeviceptr> table_entries = bufs;
   CUdeviceptr tmap_buf = 0;
   if (!tmaps.empty()) {
@@ -384,7 +381,6 @@ void run(wire::Reader& in, int out_fd) {
   for (CUevent e : group_events) cuEventDestroy(e);
   if (exec) cuGraphExecDestroy(exec);
   cuStreamDestroy(stream);
-  for (CUdeviceptr p : bufs) cuMemFree(p);
   cuMemFree(table);
   if (tmap_buf) cuMemFree(tmap_buf);
   if (flush) cuMemFree(flush);
