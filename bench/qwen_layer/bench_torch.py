@@ -185,6 +185,11 @@ def measure_shape(timer, b, s, cfg, sizes, layer, rope, mq, linear_specs, log) -
                 return rope_apply(y, cos, sin)
             put(f"{which}_norm_rope", "eager", qk)
             put(f"{which}_norm_rope", "compile", compiled(qk))
+        # Emmy's q_norm and k_norm in one kernel (fuse_siblings) against PyTorch's two, summed.
+        for kind in ("eager", "compile"):
+            both = [res.get(f"{w}_norm_rope", {}).get(kind) for w in ("q", "k")]
+            if all(both):
+                res.setdefault("qk_norm_rope_both", {})[kind] = both[0] + both[1]
         # Attention: SDPA causal GQA; and the split form's halves (eager).
         q = torch.randn(b, h, s, d, device=dev, dtype=dt)
         kk = torch.randn(b, kvh, s, d, device=dev, dtype=dt)

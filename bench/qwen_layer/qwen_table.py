@@ -160,6 +160,13 @@ def classify(kernel: dict, b: int, s: int, cfg: dict = QWEN3_06B) -> Counterpart
     if templ == "reduction" and name.endswith("layernorm"):
         return Counterpart("rmsnorm", "rmsnorm", f"Qwen3RMSNorm {m}x{hid}", 4.0 * m * hid,
                            BF16 * (2 * m * hid + hid))
+    if templ == "reduction" and "q_norm" in name and "k_norm" in name:
+        # q_norm and k_norm in one kernel (fuse_siblings): against both PyTorch kernels' sum.
+        e = m * (h + kvh) * hd
+        nbytes = BF16 * (2 * e + 2 * hd + 2 * 2 * m * hd)
+        return Counterpart("qk_norm_rope", "qk_norm_rope_both",
+                           f"q_norm + RoPE and k_norm + RoPE {m}x({h}+{kvh})x{hd}", 8.0 * e, nbytes,
+                           (h + kvh,))
     if templ == "reduction" and (name.endswith("q_norm") or name.endswith("k_norm")):
         heads = h if name.endswith("q_norm") else kvh
         e = m * heads * hd

@@ -154,6 +154,33 @@ std::string kernel_name(const Graph& g, const Kernel& k) {
       name = g.node(v).name;
       break;
     }
+  // Results of several named modules (q_norm and k_norm fused as siblings): each result is
+  // named by the latest named node of the kernel it is computed from, and the kernel by all.
+  if (name.empty()) {
+    std::vector<std::string> parts;
+    for (ValueId out : boundary(g, k).outputs) {
+      std::vector<ValueId> stack{out}, seen;
+      std::string latest;
+      ValueId latest_id = -1;
+      while (!stack.empty()) {
+        ValueId v = stack.back();
+        stack.pop_back();
+        if (!std::binary_search(k.nodes.begin(), k.nodes.end(), v) ||
+            std::find(seen.begin(), seen.end(), v) != seen.end())
+          continue;
+        seen.push_back(v);
+        if (!g.node(v).name.empty() && v > latest_id) {
+          latest = g.node(v).name;
+          latest_id = v;
+        }
+        for (ValueId in : g.node(v).inputs) stack.push_back(in);
+      }
+      if (!latest.empty() && std::find(parts.begin(), parts.end(), latest) == parts.end())
+        parts.push_back(latest);
+    }
+    if (parts.size() > 1)
+      for (const std::string& part : parts) name += (name.empty() ? "" : "+") + part;
+  }
   for (auto it = k.nodes.rbegin(); name.empty() && it != k.nodes.rend(); ++it)
     name = g.node(*it).name;
   if (name.empty()) return heaviest_op(g, k);

@@ -235,6 +235,27 @@ TEST(CudaMemboundCodegen, PerHeadNormReadsTheProjectionInSixteenByteLoads) {
               describe(k).c_str(), f.wide_loads, f.wide_stores, f.registers);
 }
 
+// q_norm and k_norm in one kernel (two row sets, sibling row kernels fused): each set's branch
+// is the single kernel's code, 16-byte loads and shuffles alike, for its own weight.
+TEST(CudaMemboundCodegen, SiblingNormsKeepTheirSixteenByteLoadsInOneKernel) {
+  const ir::Graph g = q_and_k_norm_rope(512, 16, 8, 128);
+  Knobs k{{"vec", 8}, {"row_warp", 1}, {"block", 128}};
+  const std::string source = generate_source(one_kernel(g, "reduction", k));
+  if (const char* dir = std::getenv("EMMY_MEMBOUND_DUMP"))
+    std::ofstream(std::string(dir) + "/q_and_k_norm.cu") << source;
+  const Facts f = inspect(source);
+  EXPECT_EQ(f.narrow_loads, 0) << source;
+  EXPECT_EQ(f.narrow_stores, 0) << source;
+  EXPECT_EQ(f.spill_bytes, 0) << f.log;
+  EXPECT_EQ(f.wide_loads, 2 * 4) << source;  // x, the weight, cos and sin, per set
+  EXPECT_EQ(f.shuffles, 2 * (4 + 8)) << f.ptx;
+  EXPECT_EQ(f.conversions, 2 * 5 * 8 / 2) << f.ptx;
+  // 8 rows per block: 1024 blocks of q rows, then 512 of k rows.
+  EXPECT_EQ(parse_plan(source).launches.at(0).grid[0], 512 * 16 / 8 + 512 * 8 / 8);
+  std::printf("[ membound ] q and k norm+rope 512x16/8x128 %s: %d 16-byte loads, %d regs\n",
+              describe(k).c_str(), f.wide_loads, f.registers);
+}
+
 // A block wider than the row (128 threads, 16 groups of 8 columns per 128-wide row, row_warp=0):
 // the groups past the row's end are idle, their own reads guarded, and the partner column of
 // rotate_half must stay inside the row too, or the weight (128 elements) is read 2 KiB past its

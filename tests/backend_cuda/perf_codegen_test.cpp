@@ -126,6 +126,46 @@ TEST(CudaPerfCodegen, EveryReductionKnobCompilesFused) {
       }
 }
 
+// q_norm and k_norm in one kernel (sibling row kernels fused): two row sets, each a range of
+// blocks with its own branch, for every knob of the fused kernel; the k set's blocks start
+// where the q set's end.
+TEST(CudaPerfCodegen, RowsOfTwoShapesAreTwoRowSetsOfOneKernel) {
+  for (double warp : {0.0, 1.0})
+    for (double vec : {1.0, 4.0, 8.0})
+      for (double items : {1.0, 2.0}) {
+        if (items > 1 && warp == 0) continue;
+        Knobs k{{"vec", vec}, {"row_warp", warp}, {"block", 128.0}, {"items", items}};
+        ir::Slice s = one_kernel(q_and_k_norm_rope(24, 4, 2, 128), "reduction", k);
+        expect_compiles(s, "q and k norm " + describe(k), "2 row sets");
+        const std::string source = generate_source(s);
+        const Plan p = parse_plan(source);
+        ASSERT_EQ(p.launches.size(), 1u) << describe(k);
+        // Rows per block: a block per row, else 128 threads over rows of 128 / vec lanes (at
+        // most a warp's 32), `items` rows per thread.
+        const int lanes = warp == 0 ? 128 : std::min(32, 128 / int(vec));
+        const int per_block = warp == 0 ? 1 : 128 / lanes * int(items);
+        const int q_blocks = (24 * 4 + per_block - 1) / per_block,
+                  k_blocks = (24 * 2 + per_block - 1) / per_block;
+        EXPECT_EQ(p.launches[0].grid[0], q_blocks + k_blocks) << describe(k);
+        EXPECT_NE(source.find("if (blockIdx.x < " + std::to_string(q_blocks) + "u)"),
+                  std::string::npos)
+            << describe(k) << "\n"
+            << source;
+        EXPECT_NE(source.find("blockIdx.x - " + std::to_string(q_blocks) + "u"), std::string::npos)
+            << describe(k);
+      }
+  // An output computed from rows of both shapes has no row to be written from: the two-pass
+  // kernels take one shape, so every knob is refused.
+  ir::Graph g = q_and_k_norm_rope(24, 4, 2, 128);
+  {
+    ir::Builder b(g);
+    const ir::ValueId q = g.outputs[0], k = g.outputs[1];
+    g.outputs.clear();
+    b.output(b.add(b.slice(q, 1, 0, 2), k));
+  }
+  expect_refused(one_kernel(g, "reduction", {{"block", 128.0}}), "q + k", "2 shapes");
+}
+
 // q_norm + RoPE written per head ([1,S,H,D] rows, [1,H,S,D] output): one fused kernel, rows in
 // registers, for every knob, where it used to take two kernels through scratch (issue 19).
 TEST(CudaPerfCodegen, PerHeadNormWithRopeAndTransposeIsOneFusedKernel) {

@@ -118,6 +118,21 @@ TEST(CudaPerfGpu, FusedPerHeadNormWithRopeMatchesTheReference) {
     }
 }
 
+// q_norm and k_norm in one kernel (two row sets): a ragged last block in each set (37 rows of 4
+// and of 2 heads), and at S=512 with the Qwen3 heads (16 and 8).
+TEST(CudaPerfGpu, SiblingNormsInOneKernelMatchTheReference) {
+  for (double warp : {0.0, 1.0})
+    for (double vec : {1.0, 4.0, 8.0})
+      for (double items : {1.0, 2.0}) {
+        if (items > 1 && warp == 0) continue;
+        Knobs k{{"vec", vec}, {"row_warp", warp}, {"block", 128.0}, {"items", items}};
+        expect_matches_reference(q_and_k_norm_rope(37, 4, 2, 128), "reduction", k,
+                                 "q and k norm+rope 37x4/2x128");
+        expect_matches_reference(q_and_k_norm_rope(512, 16, 8, 128), "reduction", k,
+                                 "q and k norm+rope 512x16/8x128");
+      }
+}
+
 // q_norm + RoPE at B=8 S=512's rows (65536 heads of 128), written transposed ([heads, seq], what
 // the attention reads today) and in the projection's order: the cost of the transposed write.
 TEST(CudaPerfGpu, PerHeadNormInEitherOrderAtBatch8Rows) {

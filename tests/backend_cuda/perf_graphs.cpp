@@ -63,14 +63,12 @@ ir::Graph rmsnorm(int64_t rows, int64_t cols) {
   return g;
 }
 
-ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width, int64_t offset,
-                       bool transposed) {
-  ir::Graph g;
-  ir::Builder b(g);
-  auto proj = b.input("qkv", {DType::bf16, {1, seq, width}});
-  auto w = b.input("norm_weight", {DType::bf16, {head_dim}}, "weight");
-  auto cos = b.input("cos", {DType::bf16, {seq, head_dim}});
-  auto sin = b.input("sin", {DType::bf16, {seq, head_dim}});
+namespace {
+
+// RMSNorm over head_dim of `heads` heads at `offset` of proj's columns, then RoPE (qk_norm_rope).
+ir::ValueId norm_rope(ir::Builder& b, ir::ValueId proj, ir::ValueId w, ir::ValueId cos,
+                      ir::ValueId sin, int64_t seq, int64_t heads, int64_t head_dim, int64_t offset,
+                      bool transposed) {
   auto x = b.view(b.slice(proj, 2, offset, offset + heads * head_dim), {1, seq, heads, head_dim});
   auto xf = b.cast(x, DType::f32);
   auto var = b.mean(b.pow(xf, b.constant(2.0)), {3}, true);
@@ -81,7 +79,34 @@ ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t wid
   auto rot = b.cat({b.unary(ir::Op::neg, x2), x1}, 3);
   auto c = transposed ? cos : b.view(cos, {1, seq, 1, head_dim}),
        s = transposed ? sin : b.view(sin, {1, seq, 1, head_dim});
-  b.output(b.add(b.mul(normed, c), b.mul(rot, s)));
+  return b.add(b.mul(normed, c), b.mul(rot, s));
+}
+
+}  // namespace
+
+ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width, int64_t offset,
+                       bool transposed) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto proj = b.input("qkv", {DType::bf16, {1, seq, width}});
+  auto w = b.input("norm_weight", {DType::bf16, {head_dim}}, "weight");
+  auto cos = b.input("cos", {DType::bf16, {seq, head_dim}});
+  auto sin = b.input("sin", {DType::bf16, {seq, head_dim}});
+  b.output(norm_rope(b, proj, w, cos, sin, seq, heads, head_dim, offset, transposed));
+  return g;
+}
+
+ir::Graph q_and_k_norm_rope(int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim) {
+  ir::Graph g;
+  ir::Builder b(g);
+  const int64_t width = (q_heads + 2 * kv_heads) * head_dim;
+  auto proj = b.input("qkv", {DType::bf16, {1, seq, width}});
+  auto wq = b.input("q_norm_weight", {DType::bf16, {head_dim}}, "weight");
+  auto wk = b.input("k_norm_weight", {DType::bf16, {head_dim}}, "weight");
+  auto cos = b.input("cos", {DType::bf16, {seq, head_dim}});
+  auto sin = b.input("sin", {DType::bf16, {seq, head_dim}});
+  b.output(norm_rope(b, proj, wq, cos, sin, seq, q_heads, head_dim, 0, true));
+  b.output(norm_rope(b, proj, wk, cos, sin, seq, kv_heads, head_dim, q_heads * head_dim, true));
   return g;
 }
 

@@ -29,6 +29,10 @@ ir::Graph rmsnorm(int64_t rows, int64_t cols);
 // the projection's order [1, seq, heads, head_dim] (cos and sin broadcast over the heads).
 ir::Graph qk_norm_rope(int64_t seq, int64_t heads, int64_t head_dim, int64_t width, int64_t offset,
                        bool transposed = true);
+// q_norm and k_norm + RoPE of one qkv projection [1, seq, (q_heads + 2 kv_heads) head_dim] in one
+// graph, two outputs [1, heads, seq, head_dim]: the rows of two shapes one kernel of sibling row
+// kernels holds.
+ir::Graph q_and_k_norm_rope(int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim);
 // softmax(x * 0.125) over the last dim of x[rows, cols].
 ir::Graph softmax(int64_t rows, int64_t cols, ir::DType t);
 // bf16 x[m, k] @ w[n, k]^T (+ bias, silu when `epilogue`).

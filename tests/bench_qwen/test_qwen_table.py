@@ -61,6 +61,16 @@ class Classify(unittest.TestCase):
         self.assertEqual(roles, ["rmsnorm", "linear", "qk_norm_rope", "qk_norm_rope", "attention",
                                  "linear", "linear", "silu_mul", "linear"])
 
+    def test_sibling_norms_in_one_kernel_face_both_torch_kernels(self):
+        both = {"key": "qkn", "name": "self_attn.q_norm+k_norm", "template": "reduction",
+                "ops": "pow+mean+add+rsqrt+mul+neg"}
+        cp = qt.classify(both, 8, 512)
+        self.assertEqual((cp.role, cp.key, cp.spec), ("qk_norm_rope", "qk_norm_rope_both", (24,)))
+        q = qt.classify(DEFAULT[2], 8, 512)
+        k = qt.classify(DEFAULT[3], 8, 512)
+        self.assertEqual((q.key, k.key), ("q_norm_rope", "k_norm_rope"))
+        self.assertAlmostEqual(cp.flops, q.flops + k.flops)
+
     def test_fused_projections_sum_their_widths(self):
         qkv = qt.classify(DEFAULT[1], 1, 512)
         self.assertEqual(qkv.spec, (1024, 2048 + 1024 + 1024, False))

@@ -44,16 +44,17 @@ TEST(Qwen3Layer, DefaultGrouping) {
     EXPECT_TRUE(emmy::fits_template(p.graph, k, k.templ));
     EXPECT_NE(k.templ, "fallback") << emmy::ir::kernel_name(p.graph, k);
   }
-  // input norm, qkv, q norm+rope, k norm+rope, attention, o_proj+residual, post norm, gate/up,
-  // silu*up, down+residual.
-  EXPECT_EQ(p.grouping.kernels.size(), 10u);
+  // input norm, qkv, q and k norm+rope (siblings: one kernel), attention, o_proj+residual, post
+  // norm, gate/up, silu*up, down+residual.
+  EXPECT_EQ(p.grouping.kernels.size(), 9u);
   EXPECT_EQ(templates_of(p),
             (std::map<std::string, int>{
-                {"attention", 1}, {"matmul", 4}, {"pointwise", 1}, {"reduction", 4}}));
-  EXPECT_EQ(keys_of(p).size(), 9u);  // both hidden-size RMSNorms are the same kernel
-  // Structural forks: qkv and gate/up packing, attention, two matmul epilogues (residual adds).
+                {"attention", 1}, {"matmul", 4}, {"pointwise", 1}, {"reduction", 3}}));
+  EXPECT_EQ(keys_of(p).size(), 8u);  // both hidden-size RMSNorms are the same kernel
+  // Structural forks: qkv and gate/up packing, attention, the sibling norms, two matmul
+  // epilogues (residual adds).
   auto forks = structural_forks(r);
-  EXPECT_EQ(forks.size(), 5u);
+  EXPECT_EQ(forks.size(), 6u);
   EXPECT_EQ(std::set<std::string>(forks.begin(), forks.end()).size(), forks.size());
 }
 
@@ -70,6 +71,34 @@ TEST(Qwen3Layer, IdenticalLayersShareForksAndKeys) {
   EXPECT_EQ(k3.size(), k1.size() + 2);
   // Identical layers ask the same structural forks once: the outer search does not multiply.
   EXPECT_EQ(structural_forks(three), structural_forks(one));
+}
+
+// q_norm and k_norm read the packed qkv projection: siblings, one fork between one kernel of
+// both (two means over rows of 16 and 8 heads) and the two kernels; without the packing each
+// reads its own projection and the fork never comes up.
+TEST(Qwen3Layer, SiblingNormsAreOneKernelOrTwo) {
+  auto means = [](const Program& p, const emmy::ir::Kernel& k) {
+    return std::count_if(k.nodes.begin(), k.nodes.end(),
+                         [&](auto v) { return p.graph.node(v).op == emmy::ir::Op::mean; });
+  };
+  ScriptedResolver fused;
+  Program one = run_default(emmy::test::qwen3_graph(), fused, emmy::test::test_caps());
+  auto both = std::find_if(one.grouping.kernels.begin(), one.grouping.kernels.end(),
+                           [&](const auto& k) { return means(one, k) == 2; });
+  ASSERT_NE(both, one.grouping.kernels.end());
+  EXPECT_EQ(both->templ, "reduction");
+  const std::vector<std::string> forks = structural_forks(fused);
+  EXPECT_EQ(std::count_if(forks.begin(), forks.end(),
+                          [](const std::string& f) { return f.rfind("fuse_siblings@", 0) == 0; }),
+            1);
+  ScriptedResolver split({{"fuse_siblings", "split"}});
+  Program two = run_default(emmy::test::qwen3_graph(), split, emmy::test::test_caps());
+  EXPECT_EQ(two.grouping.kernels.size(), one.grouping.kernels.size() + 1);
+  for (const auto& k : two.grouping.kernels) EXPECT_LE(means(two, k), 1);
+  ScriptedResolver unpacked({{"fuse_horizontal", "split"}});
+  run_default(emmy::test::qwen3_graph(), unpacked, emmy::test::test_caps());
+  for (const std::string& f : structural_forks(unpacked))
+    EXPECT_NE(f.rfind("fuse_siblings@", 0), 0u) << f;
 }
 
 TEST(Qwen3Layer, SplitHorizontalGivesTheSeedsTwelveKernels) {

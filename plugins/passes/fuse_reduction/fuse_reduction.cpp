@@ -7,6 +7,12 @@
 //     sum) stays out: it would have to be written anyway, and its natural home is the epilogue of
 //     the matmul that computes it.
 // Never a loss: the intermediate rows stop round-tripping through memory.
+//
+// Then a fork per situation ("fuse"/"split"): sibling row kernels, reduction kernels reading a
+// value of the same producer kernel (q_norm and k_norm, 16 and 8 heads of one qkv projection),
+// become one kernel when it still fits the template: rows of two shapes, each a range of the
+// one launch's blocks (the cuda template's row sets), against two launches each with its own
+// ramp-up and tail.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -26,7 +32,7 @@ class FuseReduction final : public emmy::passes::MergingPass {
   std::string name() const override { return EMMY_PLUGIN_NAME; }
 
  protected:
-  void fuse(Partition& part, emmy::passes::ForkAsker&, emmy::PassContext&) override {
+  void fuse(Partition& part, emmy::passes::ForkAsker& forks, emmy::PassContext&) override {
     const auto& g = part.graph();
     for (int r : part.kernels()) {
       if (!part.alive(r) || part.lowered(r) ||
@@ -42,6 +48,7 @@ class FuseReduction final : public emmy::passes::MergingPass {
           if (private_to(part, p, r) && try_merge(part, r, p)) grew = true;
       }
     }
+    fuse_siblings(part, forks);
   }
 
  private:
@@ -55,6 +62,31 @@ class FuseReduction final : public emmy::passes::MergingPass {
       return false;
     r = part.merge({r, other});
     return true;
+  }
+
+  static bool is_row_kernel(const Partition& part, int k) {
+    const auto& g = part.graph();
+    return part.alive(k) && !part.lowered(k) &&
+           emmy::passes::count_ops(g, part.kernel(k), emmy::is_row_reduction_op) > 0 &&
+           emmy::fits_template(g, part.kernel(k), emmy::kTemplateReduction);
+  }
+
+  static void fuse_siblings(Partition& part, emmy::passes::ForkAsker& forks) {
+    const auto& g = part.graph();
+    for (int a : part.kernels()) {
+      if (!is_row_kernel(part, a)) continue;
+      for (int p : part.producers(a))
+        for (int b : part.consumers(p)) {
+          if (b == a || !is_row_kernel(part, a) || !is_row_kernel(part, b)) continue;
+          const std::vector<int> pair{a, b};
+          const emmy::ir::Kernel both = part.united(pair);
+          if (!emmy::fits_template(g, both, emmy::kTemplateReduction) || !part.can_merge(pair))
+            continue;
+          auto site =
+              emmy::passes::fuse_or_split("fuse_siblings", emmy::passes::situation_id(g, both));
+          if (forks.ask(site) == 0) a = part.merge(pair);
+        }
+    }
   }
 
   // Every value of p is read only by nodes of r (and none is a graph output).

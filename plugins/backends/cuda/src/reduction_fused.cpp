@@ -5,7 +5,9 @@
 // outputs from those registers with vector stores. With row_warp=1 and items > 1 a thread holds
 // its share of `items` rows, a block's worth of rows apart, and issues all their loads before the
 // first shuffle: a short row (a 128-wide attention head: one 16-byte load a thread) otherwise
-// leaves too few bytes in flight to stream at DRAM bandwidth.
+// leaves too few bytes in flight to stream at DRAM bandwidth. Rows of several shapes (sibling
+// row kernels fused: q_norm and k_norm) are row sets, each with its own range of blocks and its
+// own branch of the kernel: a block runs one set's code.
 #include <functional>
 #include <map>
 
@@ -15,11 +17,16 @@
 namespace emmy::cuda::reduction {
 namespace {
 
-// The kernel being written and the layout of its threads over the rows.
+// One row set's code in the kernel being written, and the layout of its threads over the rows.
 class FusedKernel {
  public:
-  FusedKernel(const ir::Graph& graph, const Match& mt, const Plan& pl);
-  std::string generate();
+  // With a `parent`, the set's code is a scope nested in it, for the blocks from `first_block`
+  // on (its block index emmy_bx counts from there); without, the kernel's whole body.
+  FusedKernel(const ir::Graph& graph, const RowSet& set, const Plan& pl, ModuleBuilder& module,
+              Body* parent, int64_t first_block);
+  // The set's statements (once).
+  const Body& generate();
+  int64_t blocks() const { return ceil_div(rows, rows_per_block); }
 
  private:
   void declare_rows();
@@ -37,16 +44,18 @@ class FusedKernel {
 
   const ir::Graph& g;
   const std::vector<ir::ValueId>& reductions;
+  const std::vector<size_t>& outputs;  // indices into g.outputs
   const int64_t block, vec, items;
   const bool row_warp;
-  const std::vector<std::vector<int64_t>>& output_row_dims;
+  const std::vector<std::vector<int64_t>>& output_row_dims;  // per entry of `outputs`
+  const std::string bx;
   const ir::Shape shape;
   const int64_t row_len, rows;
   int64_t threads_per_row = 0, step = 0, chunks = 0, rows_per_block = 0;
   bool guarded_rows = false;  // rows past the end are computed again (clamped) and not stored
-  ModuleBuilder m;
+  ModuleBuilder& m;
   ExprGen e;
-  Body b{1};
+  Body b;
   std::string it, lit;                        // the index type and its literal suffix
   std::map<std::string, std::string> guards;  // chunk -> its guard ("" when always inside)
   // Per row slot: the row's variable, its store guard ("" = always inside), its index (the last
@@ -56,19 +65,24 @@ class FusedKernel {
   std::vector<std::map<ir::ValueId, ExprGen::Reader>> results;
 };
 
-FusedKernel::FusedKernel(const ir::Graph& graph, const Match& mt, const Plan& pl)
+FusedKernel::FusedKernel(const ir::Graph& graph, const RowSet& set, const Plan& pl,
+                         ModuleBuilder& module, Body* parent, int64_t first_block)
     : g(graph),
-      reductions(mt.reductions),
+      reductions(set.reductions),
+      outputs(set.outputs),
       block(pl.block),
       vec(pl.vec),
       items(pl.items),
       row_warp(pl.row_warp),
-      output_row_dims(pl.output_row_dims),
+      output_row_dims(set.output_row_dims),
+      bx(parent ? "emmy_bx" : "blockIdx.x"),
       shape(graph.type(graph.node(reductions[0]).inputs[0]).shape),
       row_len(shape.back()),
       rows(numel_of(shape) / std::max<int64_t>(1, row_len)),
-      m(graph),
-      e(graph) {
+      m(module),
+      e(graph),
+      b(parent ? Body(*parent) : Body(1)) {
+  if (parent) b.line("const unsigned emmy_bx = blockIdx.x - " + std::to_string(first_block) + "u;");
   // A warp per row, but a row shorter than a warp's 32 x vec elements (a 128-wide attention
   // head at vec=8) takes only the lanes it needs, a power of two, and the warp holds several
   // rows: no idle lanes, and the reduction is a shuffle among the row's lanes.
@@ -94,7 +108,7 @@ void FusedKernel::declare_rows() {
     // slot j - 1's, so each slot's loads stay coalesced across the block.
     b.line("const " + it + " emmy_lane = threadIdx.x & " + std::to_string(threads_per_row - 1) +
            lit + ";");
-    b.line("const " + it + " emmy_row = (" + it + ")blockIdx.x * " +
+    b.line("const " + it + " emmy_row = (" + it + ")" + bx + " * " +
            std::to_string(rows_per_block) + lit + " + threadIdx.x / " + tpr + lit + ";");
     for (int64_t j = 0; j < items; ++j) {
       const std::string sj = std::to_string(j), r = items == 1 ? "row" : "row" + sj,
@@ -110,7 +124,7 @@ void FusedKernel::declare_rows() {
     }
   } else if (row_warp) {
     b.line("const " + it + " emmy_lane = threadIdx.x & 31;");
-    b.line("const " + it + " row = (" + it + ")blockIdx.x * " + std::to_string(rows_per_block) +
+    b.line("const " + it + " row = (" + it + ")" + bx + " * " + std::to_string(rows_per_block) +
            lit + " + (threadIdx.x >> 5);");
     b.line("if (row >= " + std::to_string(rows) + lit +
            ") return;  // whole warps leave: no block barrier follows");
@@ -118,7 +132,7 @@ void FusedKernel::declare_rows() {
     row_ok.push_back("");
   } else {
     b.line("const " + it + " emmy_lane = threadIdx.x;");
-    b.line("const " + it + " row = blockIdx.x;");
+    b.line("const " + it + " row = " + bx + ";");
     row_var.push_back("row");
     row_ok.push_back("");
   }
@@ -233,11 +247,12 @@ void FusedKernel::store_outputs() {
   std::vector<Store> stores;
   for (size_t j = 0; j < row_var.size(); ++j) {
     bind_results(j);
-    for (size_t k = 0; k < g.outputs.size(); ++k) {
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const size_t k = outputs[o];
       const ir::Shape& out_shape = g.type(g.outputs[k]).shape;
       // The output's own index of this thread's row: its leading dims relabel the row's.
       Index oidx(out_shape.size());
-      const std::vector<int64_t>& dims = output_row_dims.at(k);
+      const std::vector<int64_t>& dims = output_row_dims.at(o);
       for (size_t d = 0; d + 1 < out_shape.size(); ++d)
         oidx[d] = idx[j].at(static_cast<size_t>(dims[d]));
       for (int64_t q = 0; q < chunks; ++q) {
@@ -267,7 +282,7 @@ void FusedKernel::store_outputs() {
   }
 }
 
-std::string FusedKernel::generate() {
+const Body& FusedKernel::generate() {
   declare_rows();
   declare_chunks();
   // Several rows: every row's share of the first reduction's input is loaded before any row
@@ -279,18 +294,42 @@ std::string FusedKernel::generate() {
   for (size_t j = 0; j < row_var.size(); ++j)
     for (ir::ValueId r : reductions) reduce(r, j);
   store_outputs();
-  int64_t grid[3] = {ceil_div(rows, rows_per_block), 1, 1};
-  m.add_kernel("emmy_rows", grid, block, b.code());
-  return m.finish("template: reduction block=" + std::to_string(block) +
-                  " vec=" + std::to_string(vec) + " row_warp=" + std::to_string(row_warp ? 1 : 0) +
-                  (items > 1 ? " items=" + std::to_string(items) : std::string()) +
-                  " fused, row in registers");
+  return b;
 }
 
 }  // namespace
 
-std::string emit_fused(const ir::Graph& g, const Match& mt, const Plan& pl) {
-  return FusedKernel(g, mt, pl).generate();
+std::string emit_fused(const ir::Graph& g, const Match&, const Plan& pl) {
+  ModuleBuilder m(g);
+  std::string code;
+  int64_t blocks = 0;
+  if (pl.sets.size() == 1) {
+    FusedKernel k(g, pl.sets[0], pl, m, nullptr, 0);
+    code = k.generate().code();
+    blocks = k.blocks();
+  } else {
+    // Set s takes the blocks after those of the sets before it: a block runs one set's branch,
+    // so the shuffles and barriers of a branch see every thread of the block.
+    Body top(1);
+    for (size_t s = 0; s < pl.sets.size(); ++s) {
+      FusedKernel k(g, pl.sets[s], pl, m, &top, blocks);
+      const Body& body = k.generate();
+      blocks += k.blocks();
+      const std::string head = s + 1 == pl.sets.size() ? "else"
+                               : s == 0 ? "if (blockIdx.x < " + std::to_string(blocks) + "u)"
+                                        : "else if (blockIdx.x < " + std::to_string(blocks) + "u)";
+      top.block(head, body);
+    }
+    code = top.code();
+  }
+  int64_t grid[3] = {blocks, 1, 1};
+  m.add_kernel("emmy_rows", grid, pl.block, code);
+  return m.finish(
+      "template: reduction block=" + std::to_string(pl.block) + " vec=" + std::to_string(pl.vec) +
+      " row_warp=" + std::to_string(pl.row_warp ? 1 : 0) +
+      (pl.items > 1 ? " items=" + std::to_string(pl.items) : std::string()) +
+      " fused, row in registers" +
+      (pl.sets.size() > 1 ? ", " + std::to_string(pl.sets.size()) + " row sets" : std::string()));
 }
 
 }  // namespace emmy::cuda::reduction

@@ -89,27 +89,72 @@ RowDims row_dims_of(const ir::Graph& g, ir::ValueId v,
 // A thread's share of a row kept in registers, at most (elements per input).
 constexpr int64_t kMaxRowElementsPerThread = 32;
 
-// Fused when every reduction reads rows of one shape and every output has that shape ("" then),
-// else why not; `output_row_dims` receives each output's relabelling of the rows.
+// Whether v is one of `targets` or computed from one (memoized in `memo`).
+bool depends_on(const ir::Graph& g, ir::ValueId v, const std::set<ir::ValueId>& targets,
+                std::map<ir::ValueId, bool>& memo) {
+  if (targets.count(v)) return true;
+  if (auto it = memo.find(v); it != memo.end()) return it->second;
+  bool found = false;
+  for (ir::ValueId in : g.node(v).inputs) found = found || depends_on(g, in, targets, memo);
+  memo[v] = found;
+  return found;
+}
+
+// Fused when every output is computed from the rows of one set, in that set's shape ("" then),
+// else why not; `sets` receives the row sets (the reductions grouped by the shape of the rows
+// they read) and each output's relabelling of its set's rows.
 std::string unfused_reason(const ir::Graph& g, const Match& mt, const Plan& pl,
-                           std::vector<std::vector<int64_t>>& output_row_dims) {
-  const std::vector<ir::ValueId>& reductions = mt.reductions;
+                           std::vector<RowSet>& sets) {
   const int64_t row_len = mt.row_len, block = pl.block, vec = pl.vec;
   const bool row_warp = pl.row_warp;
-  const ir::Shape row_shape = g.type(g.node(reductions[0]).inputs[0]).shape;
+  std::vector<ir::Shape> shapes;
+  for (ir::ValueId r : mt.reductions) {
+    const ir::Shape& rs = g.type(g.node(r).inputs[0]).shape;
+    size_t s = 0;
+    while (s < shapes.size() && shapes[s] != rs) ++s;
+    if (s == shapes.size()) {
+      shapes.push_back(rs);
+      sets.emplace_back();
+    }
+    sets[s].reductions.push_back(r);
+  }
+  // Per set: its reductions and their inputs (the rows), and what depends on them.
+  std::vector<std::set<ir::ValueId>> reduced(sets.size()), row_values(sets.size());
+  std::vector<std::map<ir::ValueId, bool>> depends(sets.size());
+  std::vector<std::map<ir::ValueId, RowDims>> memo(sets.size());
+  for (size_t s = 0; s < sets.size(); ++s)
+    for (ir::ValueId r : sets[s].reductions) {
+      reduced[s].insert(r);
+      row_values[s].insert(r);
+      row_values[s].insert(g.node(r).inputs.at(0));
+    }
   std::string why_not_fused;
-  for (ir::ValueId r : reductions)
-    if (g.type(g.node(r).inputs[0]).shape != row_shape)
-      why_not_fused = "the reductions read rows of different shapes";
-  // Each output is the rows themselves or a relabelling of their leading dims (row_dims_of).
-  std::set<ir::ValueId> reduction_inputs(reductions.begin(), reductions.end());
-  for (ir::ValueId r : reductions) reduction_inputs.insert(g.node(r).inputs.at(0));
-  std::map<ir::ValueId, RowDims> memo;
-  for (ir::ValueId o : g.outputs) {
+  for (size_t k = 0; k < g.outputs.size() && why_not_fused.empty(); ++k) {
+    const ir::ValueId o = g.outputs[k];
     const ir::Shape& os = g.type(o).shape;
+    // The set the output is computed from; one that depends on no reduction is written with the
+    // first set of its shape, in row order.
+    std::vector<size_t> from;
+    for (size_t s = 0; s < sets.size(); ++s)
+      if (depends_on(g, o, reduced[s], depends[s])) from.push_back(s);
+    if (from.size() > 1) {
+      why_not_fused = "an output is computed from rows of two shapes";
+      break;
+    }
+    size_t s = 0;
+    if (from.empty())
+      while (s < shapes.size() && shapes[s] != os) ++s;
+    else
+      s = from[0];
+    if (s == shapes.size()) {
+      why_not_fused = "an output is not shaped like the rows";
+      break;
+    }
+    const ir::Shape& row_shape = shapes[s];
+    // Each output is the rows themselves or a relabelling of their leading dims (row_dims_of).
     RowDims dims;
     if (os.size() == row_shape.size() && !os.empty() && os.back() == row_shape.back())
-      dims = row_dims_of(g, o, reduction_inputs, memo);
+      dims = row_dims_of(g, o, row_values[s], memo[s]);
     if (dims.kind == RowDims::free && os == row_shape) {
       dims.kind = RowDims::dims;  // depends on no reduction: written with the rows, in order
       for (size_t d = 0; d + 1 < os.size(); ++d) dims.d.push_back(static_cast<int64_t>(d));
@@ -121,7 +166,8 @@ std::string unfused_reason(const ir::Graph& g, const Match& mt, const Plan& pl,
       why_not_fused = "an output is not shaped like the rows";
       break;
     }
-    output_row_dims.push_back(dims.d);
+    sets[s].outputs.push_back(k);
+    sets[s].output_row_dims.push_back(dims.d);
   }
   const int64_t per_thread = ceil_div(row_len, (row_warp ? 32 : block) * vec) * vec;
   if (why_not_fused.empty() && per_thread > kMaxRowElementsPerThread)
@@ -181,10 +227,13 @@ Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs) {
     throw KnobRefused("reduction: " + knob_text + ": vec does not divide the row length " +
                       std::to_string(row_len));
   pl.vec = vec, pl.row_warp = row_warp, pl.items = std::max<int64_t>(1, items);
-  const std::string why = unfused_reason(g, mt, pl, pl.output_row_dims);
+  const std::string why = unfused_reason(g, mt, pl, pl.sets);
   pl.fused = why.empty();
   if (!pl.fused && (vec != 1 || row_warp || items > 1))
     throw KnobRefused("reduction: " + knob_text + " needs the fused kernel, but " + why);
+  if (!pl.fused && pl.sets.size() > 1)
+    throw KnobRefused("reduction: rows of " + std::to_string(pl.sets.size()) +
+                      " shapes need the fused kernel (the two passes take one), but " + why);
   return pl;
 }
 
