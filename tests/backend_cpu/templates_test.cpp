@@ -99,6 +99,29 @@ TEST(CpuReduction, ScaledSoftmaxAndSum) {
       "");
 }
 
+// A per-head RMSNorm written with its heads before the sequence (q_norm's [B,S,H,D] rows as
+// [B,H,S,D]): the template writes output row r from input row r, so it leaves such a kernel to
+// the fallback, which is correct (before, every configuration was a wrong result and a tune of
+// the expression found none that worked); and the same without the transpose stays its own.
+TEST(CpuReduction, RowsMovedAfterTheReductionAreTheFallbacks) {
+  for (bool transposed : {true, false}) {
+    SCOPED_TRACE(transposed ? "transposed" : "in row order");
+    Graph g;
+    Builder b(g);
+    auto x = b.input("x", {DType::f32, {1, 4, 3, 8}});
+    auto ms = b.mean(b.mul(x, x), {-1}, true);
+    auto y = b.mul(x, b.unary(Op::rsqrt, b.add(ms, b.constant(1e-6))));
+    b.output(transposed ? b.transpose(y, 1, 2) : y);
+    std::string used;
+    generate_source(whole_graph_slice(g, "reduction", {}), &used);
+    EXPECT_EQ(used, transposed ? "fallback" : "reduction");
+    if (transposed)
+      EXPECT_EQ(check_against_reference(g, "fallback", {}), "");
+    else
+      EXPECT_EQ(check_against_reference(g, "reduction", {{"threads", 2}, {"vec", 8}}), "");
+  }
+}
+
 Graph linear_bias_silu(int64_t m, int64_t n, int64_t k) {
   Graph g;
   g.name = "linear_bias_silu";

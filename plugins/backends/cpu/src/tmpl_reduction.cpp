@@ -3,7 +3,9 @@
 // pass over the row (softmax: max, exp+sum), then one pass writes the row's outputs; so RMSNorm
 // reads the row twice and softmax three times, all from cache. Knobs: threads (OpenMP over
 // rows), rows_per_task (schedule chunk), vec (simd width of the row loops, which lets the
-// compiler reassociate the sums; 1 = strict order).
+// compiler reassociate the sums; 1 = strict order). Output row r is written from input row r, so a
+// kernel that moves rows after a reduction (a transpose of leading dims, an expand, a slice or
+// cat along a leading dim) is left to the fallback; so is one of rows of several shapes.
 #include "emitter.hpp"
 #include "emmy/status.hpp"
 #include "templates.hpp"
@@ -52,6 +54,26 @@ std::string generate_reduction(const ir::Graph& g, const KnobValues& knobs) {
     int64_t n = g.type(o).numel();
     if (n != R * L && n != R)
       throw Unsupported("reduction: output neither per element nor per row");
+  }
+  // Output row r is written from input row r's reductions, so nothing computed from a reduction
+  // may move rows: a transpose or permute (q_norm's [B,S,H,D] rows written as [B,H,S,D]), an
+  // expand, or a slice or cat along a leading dim. Such a kernel is the fallback's (before, every
+  // configuration was a wrong result: a tune of such a kernel found none that worked).
+  std::vector<bool> reduced(g.nodes.size(), false);
+  for (ir::ValueId v : reductions) reduced[static_cast<size_t>(v)] = true;
+  for (ir::ValueId v : compute_nodes(g)) {
+    const auto& n = g.node(v);
+    for (ir::ValueId in : n.inputs)
+      if (reduced[static_cast<size_t>(in)]) reduced[static_cast<size_t>(v)] = true;
+    if (!reduced[static_cast<size_t>(v)]) continue;
+    const int64_t rank = g.type(v).rank();
+    const bool last_dim = (n.op == Op::slice || n.op == Op::cat) && rank > 0 &&
+                          wrap_dim(n.attr_int("dim", 0), rank) == rank - 1;
+    if (n.op == Op::transpose || n.op == Op::permute || n.op == Op::expand ||
+        n.op == Op::embedding || ((n.op == Op::slice || n.op == Op::cat) && !last_dim))
+      throw Unsupported("reduction: node %" + std::to_string(v) + " (" +
+                        std::string(ir::to_string(n.op)) +
+                        ") moves rows after a reduction; outputs are written in row order");
   }
   Emitter e(g);
   std::string io = io_declarations(e);
