@@ -1,5 +1,6 @@
 // Groupings: kernel boundaries, the grouping verifier, kernel names and kernel features.
 #include <algorithm>
+#include <map>
 #include <queue>
 
 #include "emmy/ir.hpp"
@@ -157,26 +158,19 @@ std::string kernel_name(const Graph& g, const Kernel& k) {
   // Results of several named modules (q_norm and k_norm fused as siblings): each result is
   // named by the latest named node of the kernel it is computed from, and the kernel by all.
   if (name.empty()) {
+    std::map<ValueId, ValueId> latest;  // node -> its latest named ancestor in k (or itself)
+    for (ValueId v : k.nodes) {         // ascending: inputs first
+      ValueId at = g.node(v).name.empty() ? -1 : v;
+      for (ValueId in : g.node(v).inputs)
+        if (auto it = latest.find(in); it != latest.end()) at = std::max(at, it->second);
+      latest[v] = at;
+    }
     std::vector<std::string> parts;
     for (ValueId out : boundary(g, k).outputs) {
-      std::vector<ValueId> stack{out}, seen;
-      std::string latest;
-      ValueId latest_id = -1;
-      while (!stack.empty()) {
-        ValueId v = stack.back();
-        stack.pop_back();
-        if (!std::binary_search(k.nodes.begin(), k.nodes.end(), v) ||
-            std::find(seen.begin(), seen.end(), v) != seen.end())
-          continue;
-        seen.push_back(v);
-        if (!g.node(v).name.empty() && v > latest_id) {
-          latest = g.node(v).name;
-          latest_id = v;
-        }
-        for (ValueId in : g.node(v).inputs) stack.push_back(in);
-      }
-      if (!latest.empty() && std::find(parts.begin(), parts.end(), latest) == parts.end())
-        parts.push_back(latest);
+      const ValueId at = latest.at(out);
+      if (at < 0) continue;
+      const std::string& part = g.node(at).name;
+      if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
     }
     if (parts.size() > 1)
       for (const std::string& part : parts) name += (name.empty() ? "" : "+") + part;

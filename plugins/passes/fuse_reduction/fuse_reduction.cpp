@@ -33,12 +33,8 @@ class FuseReduction final : public emmy::passes::MergingPass {
 
  protected:
   void fuse(Partition& part, emmy::passes::ForkAsker& forks, emmy::PassContext&) override {
-    const auto& g = part.graph();
     for (int r : part.kernels()) {
-      if (!part.alive(r) || part.lowered(r) ||
-          emmy::passes::count_ops(g, part.kernel(r), emmy::is_row_reduction_op) == 0 ||
-          !emmy::fits_template(g, part.kernel(r), emmy::kTemplateReduction))
-        continue;
+      if (!is_row_kernel(part, r)) continue;
       bool grew = true;
       while (grew) {
         grew = false;

@@ -129,7 +129,7 @@ std::string unfused_reason(const ir::Graph& g, const Match& mt, const Plan& pl,
       row_values[s].insert(g.node(r).inputs.at(0));
     }
   std::string why_not_fused;
-  for (size_t k = 0; k < g.outputs.size() && why_not_fused.empty(); ++k) {
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
     const ir::ValueId o = g.outputs[k];
     const ir::Shape& os = g.type(o).shape;
     // The set the output is computed from; one that depends on no reduction is written with the
