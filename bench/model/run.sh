@@ -15,8 +15,10 @@
 # Settings (environment):
 #   EMMY_MODEL_STEPS      which steps (default "tune export bench")
 #   EMMY_MODEL_SHAPES     BxS list (default 1x512,8x512)
-#   EMMY_MODEL_PATIENCE   --patience of each tune (default 2)
-#   EMMY_MODEL_TUNE_TIMEOUT  seconds per tune before Ctrl-C (default 240): an interrupted tune
+#   EMMY_MODEL_PATIENCE   --patience of each tune (default 4: at B=8 the tune takes as long as at 2,
+#                         its wall being the reference and the validation, and measures all of
+#                         cuBLASLt's algorithms of the large products; docs/PERFORMANCE.md)
+#   EMMY_MODEL_TUNE_TIMEOUT  seconds per tune before Ctrl-C (default 330): an interrupted tune
 #                         keeps what it measured; run the step again to continue from it
 #   EMMY_MODEL_HOME       the tuning home (default /tmp/emmy-model-home; EMMY_MODEL_FRESH=1 empties it)
 #   EMMY_MODEL_WORK       where the exports go (default /tmp/emmy-model-work; a folder per model)
@@ -42,8 +44,8 @@ PY=${EMMY_BENCH_PY:-/opt/torch/.venv/bin/python3}
 [[ -x $PY ]] || PY=python3
 STEPS=" ${EMMY_MODEL_STEPS:-tune export bench} "
 SHAPES=${EMMY_MODEL_SHAPES:-1x512,8x512}
-PATIENCE=${EMMY_MODEL_PATIENCE:-2}
-TUNE_TIMEOUT=${EMMY_MODEL_TUNE_TIMEOUT:-240}
+PATIENCE=${EMMY_MODEL_PATIENCE:-4}
+TUNE_TIMEOUT=${EMMY_MODEL_TUNE_TIMEOUT:-330}
 # EMMY_MODEL_SOURCE: another model, e.g. bench/model/tiny-qwen3 (2 small layers: a smoke test of
 # the whole flow in about a minute before the real model's calls).
 MODEL=${EMMY_MODEL_SOURCE:-Qwen/Qwen3-Embedding-0.6B}
