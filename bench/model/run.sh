@@ -6,8 +6,9 @@
 #   tune     per shape BxS: `emmy tune Qwen/Qwen3-Embedding-0.6B --batch B --seq S --backend cuda`
 #            (the whole model: no --layer) into EMMY_MODEL_HOME, kept between calls of a warm
 #            machine: a shape already tuned there is a re-run that measures nothing new; its
-#            report, its whole output and `emmy eval failures` -> $OUT/tune-bB-sS.{json,log},
-#            $OUT/failures-bB-sS.log
+#            report, its whole output, `emmy eval failures` and every configuration measured for
+#            each chosen kernel (`emmy eval variants`) -> $OUT/tune-bB-sS.{json,log},
+#            $OUT/failures-bB-sS.log, $OUT/variants-bB-sS.log
 #   export   per shape: `emmy export` of the same into $WORK/model-bB-sS.emmy (wall time kept)
 #   bench    bench_model.py: each export loaded through the PyTorch op, checked against
 #            transformers' Qwen3Model (cosine >= 0.999, same random weights, bf16) and timed
@@ -106,6 +107,17 @@ for shape in ${SHAPES//,/ }; do
     log "tune wall $t s (rc $rc)"
     # What failed, and why (the report counts them only).
     "$EMMY" eval failures >"$OUT/failures-b$b-s$s.log" 2>&1 || true
+    # Every configuration measured for each kernel of the chosen grouping (by structural key: a
+    # name may hold '+'), e.g. which cuBLASLt algorithms the search reached and what each took;
+    # the database itself stays on the machine.
+    "$PY" - "$OUT/tune-b$b-s$s.json" <<'PY' 2>/dev/null |
+import json, sys
+for k in json.load(open(sys.argv[1])).get("kernels", []):
+    print(k["key"])
+PY
+      while read -r key; do
+        "$EMMY" eval variants --kernel "$key" --limit 0 || true
+      done >"$OUT/variants-b$b-s$s.log" 2>&1
     record "b$b-s$s" tune_s "$t"
     ((rc == 0)) || status=1
   fi
