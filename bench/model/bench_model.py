@@ -163,6 +163,12 @@ def bench_shape(args, timer, emmy_torch, hf, b: int, s: int, meta: dict) -> dict
             except Exception as e:  # noqa: BLE001
                 errors["alternating"] = f"{type(e).__name__}: {e}"[:500]
                 torch.cuda.synchronize()
+        if "emmy_graph" in times and "compile_graph" in times and args.interleaved > 0:
+            try:
+                row["interleaved"] = interleaved(timer, args.interleaved, emmy_call, compiled)
+            except Exception as e:  # noqa: BLE001
+                errors["interleaved"] = f"{type(e).__name__}: {e}"[:500]
+                torch.cuda.synchronize()
     row["us"], row["timing_errors"] = times, errors
     compile_times = [times[k] for k in ("compile_stream", "compile_graph") if k in times]
     emmy_times = [times[k] for k in ("emmy", "emmy_graph") if k in times]
@@ -175,6 +181,12 @@ def bench_shape(args, timer, emmy_torch, hf, b: int, s: int, meta: dict) -> dict
         a = row["alternating"]
         log(f"   alternating graph replays, {len(a['ratios'])} rounds: Emmy / torch.compile = "
             f"{a['median_ratio']:.3f} (rounds: {', '.join(f'{x:.3f}' for x in a['ratios'])})")
+    if "interleaved" in row:
+        a = row["interleaved"]
+        log(f"   interleaved graph replays, {a['samples']} samples each: Emmy {a['emmy_us']:.0f} us, "
+            f"torch.compile {a['compile_us']:.0f} us, Emmy / torch.compile = {a['ratio']:.3f} "
+            f"(median of the pairs' ratios {a['median_pair_ratio']:.3f}; Emmy's samples after "
+            f"Emmy's {a['emmy_after_emmy_us']:.0f} us, after compile's {a['emmy_after_compile_us']:.0f})")
     del export, serial
     torch.cuda.empty_cache()
     return row
@@ -199,6 +211,27 @@ def alternating_rounds(timer, rounds: int, emmy_fn, compiled_fn) -> dict:
             "median_ratio": statistics.median(ratios)}
 
 
+def interleaved(timer, samples: int, emmy_fn, compiled_fn) -> dict:
+    """Emmy's and torch.compile's forward as CUDA-graph replays interleaved sample by sample,
+    ABBA (Emmy then compile, then compile then Emmy, ...), each sample after an L2 flush
+    (Timer.interleaved_graph_us): both sides see the same clocks at every moment and each
+    follows the other as often as itself. In the rounds above, Emmy's replays that came right
+    after Emmy's own were the slow ones (rounds 2 and 4 of every run); here half of each side's
+    samples follow the other side, and the split is reported."""
+    emmy, comp = timer.interleaved_graph_us([emmy_fn, compiled_fn], samples)
+    # The replays run E C, C E, E C, C E, ...: Emmy's sample i follows compile's sample i when i
+    # is odd, and Emmy's own sample i - 1 when i is even and > 0.
+    after_emmy = [emmy[i] for i in range(2, samples, 2)]
+    after_compile = [emmy[i] for i in range(1, samples, 2)]
+    pairs = [e / c for e, c in zip(emmy, comp)]
+    return {"samples": samples, "emmy_samples_us": emmy, "compile_samples_us": comp,
+            "emmy_us": statistics.median(emmy), "compile_us": statistics.median(comp),
+            "ratio": statistics.median(emmy) / statistics.median(comp),
+            "median_pair_ratio": statistics.median(pairs),
+            "emmy_after_emmy_us": statistics.median(after_emmy) if after_emmy else float("nan"),
+            "emmy_after_compile_us": statistics.median(after_compile) if after_compile else float("nan")}
+
+
 def render(rows: list, samples: int, weights: str, name: str = "Qwen3-Embedding-0.6B") -> str:
     out = [f"## {name}, whole model (every layer + the final norm), bf16", "",
            f"Weights: {weights}. Times: median of {samples} samples, µs, L2 flushed before each "
@@ -207,11 +240,11 @@ def render(rows: list, samples: int, weights: str, name: str = "Qwen3-Embedding-
            "'serial': the same with EMMY_CUDA_OVERLAP=0; 'graph': the call captured into a torch "
            "CUDA graph. Eager and torch.compile as a stream launch and as a replay of a torch CUDA "
            "graph.", "",
-           "| B | S | cosine | Emmy | Emmy (serial) | Emmy (graph) | eager | eager (graph) | compile | compile (graph) | Emmy / compile | alternating | tune s | export s | load ms |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| B | S | cosine | Emmy | Emmy (serial) | Emmy (graph) | eager | eager (graph) | compile | compile (graph) | Emmy / compile | alternating | interleaved | tune s | export s | load ms |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['batch']} | {r['seq']} | {r['error']} |" + " |" * 12)  # 15 columns
+            out.append(f"| {r['batch']} | {r['seq']} | {r['error']} |" + " |" * 13)  # 16 columns
             continue
         t = r["us"]
         cell = [f"{t[k]:.0f}" if k in t else "—" for k in
@@ -219,14 +252,17 @@ def render(rows: list, samples: int, weights: str, name: str = "Qwen3-Embedding-
                  "compile_stream", "compile_graph")]
         ratio = f"{r['emmy_over_compile']:.3f}" if "emmy_over_compile" in r else "—"
         alternating = (f"{r['alternating']['median_ratio']:.3f}" if "alternating" in r else "—")
+        inter = f"{r['interleaved']['ratio']:.3f}" if "interleaved" in r else "—"
         out.append(
             f"| {r['batch']} | {r['seq']} | {r['cosine']:.5f} | {' | '.join(cell)} | {ratio} | "
-            f"{alternating} | {r.get('tune_s', '?')} | {r.get('export_s', '?')} | "
+            f"{alternating} | {inter} | {r.get('tune_s', '?')} | {r.get('export_s', '?')} | "
             f"{r['load_s'] * 1e3:.0f} |")
     out += ["", "Emmy / compile: the faster of Emmy's stream and graph columns over the faster "
             "of the two torch.compile columns (issue 22's target: <= 0.75). Alternating: both "
             "as graph replays, timed one after the other in each of --rounds rounds (the order "
-            "swapped every round), the median of the rounds' ratios. Export + load "
+            "swapped every round), the median of the rounds' ratios. Interleaved: both as graph "
+            "replays, sample by sample in ABBA order (--interleaved samples each), the ratio of "
+            "the medians. Export + load "
             "target: < 1 s."]
     return "\n".join(out) + "\n"
 
@@ -240,6 +276,9 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5,
                     help="alternating rounds of Emmy's and torch.compile's graph replays (0: none)")
+    ap.add_argument("--interleaved", type=int, default=60,
+                    help="samples of Emmy's and torch.compile's graph replays interleaved ABBA, "
+                         "sample by sample (0: none)")
     ap.add_argument("--min-cosine", type=float, default=0.999)
     ap.add_argument("--library", default=None, help="libemmy_torch.so (default: beside emmy_torch.py)")
     ap.add_argument("--out", required=True)

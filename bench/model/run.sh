@@ -25,6 +25,7 @@
 #   EMMY_MODEL_WORK       where the exports go (default /tmp/emmy-model-work; a folder per model)
 #   EMMY_MODEL_SAMPLES    samples per timing (default 20)
 #   EMMY_MODEL_ROUNDS     alternating rounds of Emmy's and torch.compile's graph replays (default 5)
+#   EMMY_MODEL_INTERLEAVED  samples of each, the two graphs' replays interleaved ABBA (default 60)
 #   EMMY_MODEL_WEIGHTS    a model.safetensors or its folder (default: random weights)
 #   EMMY_MODEL_EXTRA      more `emmy tune` options, e.g. "--prior roofline"
 #   EMMY_MODEL_SOURCE     the model (default Qwen/Qwen3-Embedding-0.6B; bench/model/tiny-qwen3 for
@@ -138,6 +139,7 @@ if [[ $STEPS == *" bench "* ]]; then
   PYTHONPATH=$(dirname "$LIB")${PYTHONPATH:+:$PYTHONPATH} "$PY" "$HERE/bench_model.py" \
     --shapes "$SHAPES" --exports "$WORK" --config "$CONFIG" --library "$LIB" \
     --samples "${EMMY_MODEL_SAMPLES:-20}" --rounds "${EMMY_MODEL_ROUNDS:-5}" \
+    --interleaved "${EMMY_MODEL_INTERLEAVED:-60}" \
     ${EMMY_MODEL_WEIGHTS:+--weights "$EMMY_MODEL_WEIGHTS"} \
     --out "$OUT" 2>&1 | tee -a "$LOG"
   rc=${PIPESTATUS[0]}

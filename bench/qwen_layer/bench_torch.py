@@ -67,6 +67,44 @@ class Timer:
         del g
         return statistics.median(times)
 
+    def interleaved_graph_us(self, fns, samples: int) -> list:
+        """Each of fns captured into a CUDA graph (as graph_us), then their replays interleaved
+        sample by sample, the order reversed every other sample (A B, B A, A B, ...), each
+        sample after an L2 flush: every fn's samples see the same stretch of the GPU's clocks and
+        temperature, and each follows the others as often as itself. Returns the samples (µs)
+        per fn, in fns' order."""
+        graphs = []
+        for fn in fns:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    fn()
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            graphs.append(g)
+        for g in graphs:
+            for _ in range(self.warmup):
+                g.replay()
+        torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = [[] for _ in graphs]
+        for i in range(samples):
+            order = range(len(graphs)) if i % 2 == 0 else reversed(range(len(graphs)))
+            for k in order:
+                if self.flush_buf is not None:
+                    self.flush_buf.fill_(i)
+                start.record()
+                graphs[k].replay()
+                stop.record()
+                stop.synchronize()
+                times[k].append(start.elapsed_time(stop) * 1000.0)
+        del graphs
+        return times
+
     def stream_us(self, fn) -> float:
         """The same, with fn launched on the stream (no graph): for ops a graph changes."""
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
