@@ -134,15 +134,18 @@ def bench_shape(args, timer, emmy_torch, hf, b: int, s: int, meta: dict) -> dict
 
     times, errors = {}, {}
 
-    def timed(key, how, fn):
+    def attempt(key, into, measure):
         # One way of timing failing (e.g. a transformers version whose forward does not capture
         # into a CUDA graph) leaves that cell empty, named in the JSON, not the whole shape.
         try:
-            times[key] = how(fn)
+            into[key] = measure()
         except Exception as e:  # noqa: BLE001
             errors[key] = f"{type(e).__name__}: {e}"[:500]
             log(f"   {key}: not measured ({errors[key][:200]})")
             torch.cuda.synchronize()
+
+    def timed(key, how, fn):
+        attempt(key, times, lambda: how(fn))
 
     with torch.no_grad():
         timed("emmy", timer.stream_us, emmy_call)
@@ -157,18 +160,13 @@ def bench_shape(args, timer, emmy_torch, hf, b: int, s: int, meta: dict) -> dict
         if "compile_first_call" not in errors:
             timed("compile_stream", timer.stream_us, compiled)
             timed("compile_graph", timer.graph_us, compiled)
-        if "emmy_graph" in times and "compile_graph" in times and args.rounds > 0:
-            try:
-                row["alternating"] = alternating_rounds(timer, args.rounds, emmy_call, compiled)
-            except Exception as e:  # noqa: BLE001
-                errors["alternating"] = f"{type(e).__name__}: {e}"[:500]
-                torch.cuda.synchronize()
-        if "emmy_graph" in times and "compile_graph" in times and args.interleaved > 0:
-            try:
-                row["interleaved"] = interleaved(timer, args.interleaved, emmy_call, compiled)
-            except Exception as e:  # noqa: BLE001
-                errors["interleaved"] = f"{type(e).__name__}: {e}"[:500]
-                torch.cuda.synchronize()
+        if "emmy_graph" in times and "compile_graph" in times:
+            if args.rounds > 0:
+                attempt("alternating", row,
+                        lambda: alternating_rounds(timer, args.rounds, emmy_call, compiled))
+            if args.interleaved > 0:
+                attempt("interleaved", row,
+                        lambda: interleaved(timer, args.interleaved, emmy_call, compiled))
     row["us"], row["timing_errors"] = times, errors
     compile_times = [times[k] for k in ("compile_stream", "compile_graph") if k in times]
     emmy_times = [times[k] for k in ("emmy", "emmy_graph") if k in times]

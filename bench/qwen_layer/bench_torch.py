@@ -39,8 +39,9 @@ class Timer:
         n = max(2 * l2, 128 << 20) // 4
         self.flush_buf = torch.empty(n, dtype=torch.int32, device="cuda") if flush else None
 
-    def graph_us(self, fn) -> float:
-        """Median µs of one CUDA-graph replay of fn, L2 flushed before each sample."""
+    @staticmethod
+    def _capture(fn):
+        """fn warmed up on a side stream (as graph capture requires), then captured."""
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -51,19 +52,26 @@ class Timer:
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             fn()
+        return g
+
+    def _replay_us(self, g, i: int, start, stop) -> float:
+        """One timed replay of g after an L2 flush (fill value i, so no fill is a no-op)."""
+        if self.flush_buf is not None:
+            self.flush_buf.fill_(i)
+        start.record()
+        g.replay()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) * 1000.0
+
+    def graph_us(self, fn) -> float:
+        """Median µs of one CUDA-graph replay of fn, L2 flushed before each sample."""
+        g = self._capture(fn)
         for _ in range(self.warmup):
             g.replay()
         torch.cuda.synchronize()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for i in range(self.samples):
-            if self.flush_buf is not None:
-                self.flush_buf.fill_(i)
-            start.record()
-            g.replay()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop) * 1000.0)
+        times = [self._replay_us(g, i, start, stop) for i in range(self.samples)]
         del g
         return statistics.median(times)
 
@@ -73,19 +81,7 @@ class Timer:
         sample after an L2 flush: every fn's samples see the same stretch of the GPU's clocks and
         temperature, and each follows the others as often as itself. Returns the samples (µs)
         per fn, in fns' order."""
-        graphs = []
-        for fn in fns:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    fn()
-            torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                fn()
-            graphs.append(g)
+        graphs = [self._capture(fn) for fn in fns]
         for g in graphs:
             for _ in range(self.warmup):
                 g.replay()
@@ -95,13 +91,7 @@ class Timer:
         for i in range(samples):
             order = range(len(graphs)) if i % 2 == 0 else reversed(range(len(graphs)))
             for k in order:
-                if self.flush_buf is not None:
-                    self.flush_buf.fill_(i)
-                start.record()
-                graphs[k].replay()
-                stop.record()
-                stop.synchronize()
-                times[k].append(start.elapsed_time(stop) * 1000.0)
+                times[k].append(self._replay_us(graphs[k], i, start, stop))
         del graphs
         return times
 
