@@ -128,39 +128,102 @@ double dot(const double* a, const double* b, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-// dot() of one row x with four rows of w (w, w + stride, ...), each summed exactly as dot() sums
-// it: its four partial sums are the four lanes of one vector (a multiply, then an add, each
-// rounded as the scalar ones are), the tail goes into the first, combined the same way. Four
-// outputs give four independent vector sums sharing each load of x, where one dot's sums wait on
-// each other; on x86-64 the AVX2 clone (4 lanes a register, no FMA: the same roundings) is taken
-// where the CPU has it. The interpreter's time is most of a large tune's reference.
+// dot() of R rows of x (x, x + stride, ...) with four rows of w (w, w + stride, ...), each of
+// the R x 4 outputs summed exactly as dot() sums it: its four partial sums are the four lanes of
+// one vector (a multiply, then an add, each rounded as the scalar ones are), the tail goes into
+// the first, combined the same way. Each load of x serves four outputs and each load of w serves
+// R rows: at R = 4, 8 loads per 64 multiply-adds into 16 independent sums (one row at a time took
+// 5 loads per 16, its 4 sums waiting on the adds' latency). On x86-64 the clones take AVX-512's 32
+// vector registers where the CPU has them (16 sums + 8 operands, 2.1x one row's rate on an EPYC
+// core), else AVX2's 16; 4 lanes a register either way, and never a fused multiply-add
+// (fp-contract=off: the same roundings as the scalar sum). The interpreter's time is most of a
+// large tune's reference.
+template <int R>
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), optimize("fp-contract=off")))
 #endif
-void dot4(const double* x, const double* w, int64_t stride, int64_t n, double* out) {
+void dot_rows(const double* x, const double* w, int64_t stride, int64_t n, double* out,
+              int64_t out_stride) {
   typedef double v4 __attribute__((vector_size(32)));
-  v4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
-  const double *w0 = w, *w1 = w + stride, *w2 = w + 2 * stride, *w3 = w + 3 * stride;
+  v4 s[R][4] = {};
   int64_t k = 0;
   for (; k + 4 <= n; k += 4) {
-    v4 xv, a, b, c, d;
-    std::memcpy(&xv, x + k, sizeof xv);
-    std::memcpy(&a, w0 + k, sizeof a);
-    std::memcpy(&b, w1 + k, sizeof b);
-    std::memcpy(&c, w2 + k, sizeof c);
-    std::memcpy(&d, w3 + k, sizeof d);
-    s0 += xv * a;
-    s1 += xv * b;
-    s2 += xv * c;
-    s3 += xv * d;
+    v4 xv[R], wv[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) std::memcpy(&xv[i], x + i * stride + k, sizeof(v4));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) std::memcpy(&wv[j], w + j * stride + k, sizeof(v4));
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) s[i][j] += xv[i] * wv[j];
   }
-  const v4* sums[4] = {&s0, &s1, &s2, &s3};
-  const double* rows[4] = {w0, w1, w2, w3};
-  for (int j = 0; j < 4; ++j) {
-    const v4& v = *sums[j];
-    double first = v[0];
-    for (int64_t t = k; t < n; ++t) first += x[t] * rows[j][t];
-    out[j] = (first + v[1]) + (v[2] + v[3]);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const v4& v = s[i][j];
+      double first = v[0];
+      for (int64_t t = k; t < n; ++t) first += x[i * stride + t] * w[j * stride + t];
+      out[i * out_stride + j] = (first + v[1]) + (v[2] + v[3]);
+    }
+}
+
+// out[i][j] = sum over k in order of a[i][k] * b[k][j] (one multiply and one add a step, as the
+// plain loop sums) for R rows of a (row stride lda) and the 16 columns j0 .. j0 + 15 of b (row
+// stride ldb), out's rows ldo apart: the 4 x R vector sums (4 columns each) stay in registers for
+// the whole of k, where the i-k-j loop loaded and stored its output row at every k (3-4 G
+// multiply-adds/s against 20 for linear's). Vectors run across j, never across k, and nothing is
+// fused (fp-contract=off), so each output's bits are the plain loop's.
+template <int R>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), optimize("fp-contract=off")))
+#endif
+void matmul_block(const double* a, int64_t lda, const double* b, int64_t ldb, int64_t K,
+                  double* out, int64_t ldo) {
+  typedef double v4 __attribute__((vector_size(32)));
+  v4 s[R][4] = {};
+  for (int64_t k = 0; k < K; ++k) {
+    v4 bv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) std::memcpy(&bv[j], b + k * ldb + 4 * j, sizeof(v4));
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      const double x = a[i * lda + k];
+      const v4 av = {x, x, x, x};
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) s[i][j] += av * bv[j];
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < 4; ++j) std::memcpy(out + i * ldo + 4 * j, &s[i][j], sizeof(v4));
+}
+
+// matmul_block for `rows` (1 to 4) rows.
+void matmul_block(int64_t rows, const double* a, int64_t lda, const double* b, int64_t ldb,
+                  int64_t K, double* out, int64_t ldo) {
+  switch (rows) {
+    case 4:
+      return matmul_block<4>(a, lda, b, ldb, K, out, ldo);
+    case 3:
+      return matmul_block<3>(a, lda, b, ldb, K, out, ldo);
+    case 2:
+      return matmul_block<2>(a, lda, b, ldb, K, out, ldo);
+    default:
+      return matmul_block<1>(a, lda, b, ldb, K, out, ldo);
+  }
+}
+
+// dot_rows for `rows` (1 to 4) rows.
+void dot_rows(int64_t rows, const double* x, const double* w, int64_t stride, int64_t n,
+              double* out, int64_t out_stride) {
+  switch (rows) {
+    case 4:
+      return dot_rows<4>(x, w, stride, n, out, out_stride);
+    case 3:
+      return dot_rows<3>(x, w, stride, n, out, out_stride);
+    case 2:
+      return dot_rows<2>(x, w, stride, n, out, out_stride);
+    default:
+      return dot_rows<1>(x, w, stride, n, out, out_stride);
   }
 }
 
@@ -212,9 +275,7 @@ class Interpreter {
         throw Error("evaluate: " + who + " (" + std::string(to_string(n.op)) + "): " + e.what());
       }
       out.type = n.type;
-      parallel_elements(out.v.size(), [&](size_t begin, size_t end) {
-        for (size_t k = begin; k < end; ++k) out.v[k] = round_to(n.type.dtype, out.v[k]);
-      });
+      round_all(n.type.dtype, out.v);
       values_[i] = std::move(out);
       release_dead(i);
     }
@@ -432,16 +493,23 @@ class Interpreter {
     // Rows of every batch entry, spread over the cores.
     const int64_t batches = static_cast<int64_t>(amap.size());
     parallel_rows(batches * M, static_cast<double>(K * N), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
+      for (int64_t r = begin; r < end;) {
+        // Up to four rows of one batch entry at a time, 16 columns a block (matmul_block); the
+        // columns past the last block summed one output at a time, in the same order.
         const int64_t p = r / M, i = r % M;
-        const double* A = a.v.data() + amap[static_cast<size_t>(p)] * M * K;
+        const int64_t rows4 = std::min<int64_t>({4, end - r, M - i});
+        const double* A = a.v.data() + amap[static_cast<size_t>(p)] * M * K + i * K;
         const double* B = b.v.data() + bmap[static_cast<size_t>(p)] * K * N;
-        double* row = out.v.data() + p * M * N + i * N;
-        for (int64_t k = 0; k < K; ++k) {  // i-k-j order: rows of B are read contiguously
-          const double aik = A[i * K + k];
-          const double* brow = B + k * N;
-          for (int64_t j = 0; j < N; ++j) row[j] += aik * brow[j];
-        }
+        double* rows = out.v.data() + p * M * N + i * N;
+        int64_t j = 0;
+        for (; j + 16 <= N; j += 16) matmul_block(rows4, A, K, B + j, N, K, rows + j, N);
+        for (int64_t t = 0; t < rows4; ++t)
+          for (int64_t jj = j; jj < N; ++jj) {
+            double sum = 0;
+            for (int64_t k = 0; k < K; ++k) sum += A[t * K + k] * B[k * N + jj];
+            rows[t * N + jj] = sum;
+          }
+        r += rows4;
       }
     });
     return out;
@@ -464,14 +532,22 @@ class Interpreter {
     parallel_rows(rows, static_cast<double>(out_f * in_f), [&](int64_t begin, int64_t end) {
       for (int64_t o0 = 0; o0 < out_f; o0 += kOutTile) {
         const int64_t o1 = std::min(out_f, o0 + kOutTile);
-        for (int64_t r = begin; r < end; ++r) {
+        for (int64_t r = begin; r < end;) {
+          // Four rows at a time (dot_rows), the range's last ones fewer.
+          const int64_t rows4 = std::min<int64_t>(4, end - r);
           const double* xr = x.v.data() + r * in_f;
           double* yr = out.v.data() + r * out_f;
           int64_t o = o0;
-          for (; o + 4 <= o1; o += 4) dot4(xr, w.v.data() + o * in_f, in_f, in_f, yr + o);
-          for (; o < o1; ++o) yr[o] = dot(xr, w.v.data() + o * in_f, in_f);
-          if (bias)
-            for (o = o0; o < o1; ++o) yr[o] += bias->v[static_cast<size_t>(o)];
+          for (; o + 4 <= o1; o += 4)
+            dot_rows(rows4, xr, w.v.data() + o * in_f, in_f, in_f, yr + o, out_f);
+          for (int64_t i = 0; i < rows4; ++i) {
+            for (int64_t t = o; t < o1; ++t)
+              yr[i * out_f + t] = dot(xr + i * in_f, w.v.data() + t * in_f, in_f);
+            if (bias)
+              for (int64_t t = o0; t < o1; ++t)
+                yr[i * out_f + t] += bias->v[static_cast<size_t>(t)];
+          }
+          r += rows4;
         }
       }
     });
@@ -709,11 +785,15 @@ std::string number(double x) {
 // x as an f32 rounded to odd (truncate, then set the last bit when inexact). Rounding that
 // float to bf16/f16 (far fewer bits) then gives the correctly rounded result; rounding x to f32
 // to nearest first could create a false tie (1 + 2^-8 + 2^-40 would become 1 + 2^-8).
-float round_to_odd_f32(double x) {
+// The float one step toward zero from f is the one whose bits are one less (the sign bit apart,
+// magnitudes order as their bits: inf - 1 is the largest float, the smallest subnormal - 1 zero);
+// no libm call (std::nextafter), as this runs on every element of every 16-bit result.
+inline float round_to_odd_f32(double x) {
   float f = static_cast<float>(x);
   if (std::isnan(x) || std::isinf(x) || static_cast<double>(f) == x) return f;
-  if (std::abs(static_cast<double>(f)) > std::abs(x)) f = std::nextafter(f, 0.0f);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  if (std::abs(static_cast<double>(f)) > std::abs(x)) bits -= 1u;
+  return std::bit_cast<float>(bits | 1u);
 }
 
 }  // namespace
@@ -739,6 +819,39 @@ double round_to(DType dtype, double x) {
   return x;
 }
 
+void round_all(DType dtype, std::vector<double>& v) {
+  if (dtype == DType::f64) return;
+  // One loop per dtype (the switch outside the elements), the 16-bit ones inlined.
+  parallel_elements(v.size(), [&](size_t begin, size_t end) {
+    double* x = v.data();
+    switch (dtype) {
+      case DType::bf16:
+        for (size_t k = begin; k < end; ++k)
+          x[k] = static_cast<double>(round_to_bf16(round_to_odd_f32(x[k])));
+        return;
+      case DType::f16:
+        for (size_t k = begin; k < end; ++k)
+          x[k] = static_cast<double>(round_to_f16(round_to_odd_f32(x[k])));
+        return;
+      case DType::f32:
+        for (size_t k = begin; k < end; ++k) x[k] = static_cast<double>(static_cast<float>(x[k]));
+        return;
+      default:
+        for (size_t k = begin; k < end; ++k) x[k] = round_to(dtype, x[k]);
+        return;
+    }
+  });
+}
+
+// Element i of n through `at(i)` for every i, across the cores when n is large; `at` is a lambda
+// for one dtype, so the dtype's switch runs once per tensor, not once per element.
+template <typename At>
+void each_element(size_t n, const At& at) {
+  parallel_elements(n, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) at(i);
+  });
+}
+
 std::vector<double> to_doubles(const HostTensor& t) {
   auto n = static_cast<size_t>(t.type.numel());
   auto need = n * static_cast<size_t>(size_of(t.type.dtype));
@@ -747,52 +860,37 @@ std::vector<double> to_doubles(const HostTensor& t) {
                 " bytes, expected " + std::to_string(need));
   std::vector<double> v(n);
   const unsigned char* p = t.data.data();
-  for (size_t i = 0; i < n; ++i) {
-    switch (t.type.dtype) {
-      case DType::f32: {
-        float f;
-        std::memcpy(&f, p + 4 * i, 4);
-        v[i] = f;
-        break;
-      }
-      case DType::f64: {
-        double d;
-        std::memcpy(&d, p + 8 * i, 8);
-        v[i] = d;
-        break;
-      }
-      case DType::f16: {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        v[i] = f16_bits_to_f32(h);
-        break;
-      }
-      case DType::bf16: {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        v[i] = bf16_bits_to_f32(h);
-        break;
-      }
-      case DType::i32: {
-        int32_t x;
-        std::memcpy(&x, p + 4 * i, 4);
-        v[i] = x;
-        break;
-      }
-      case DType::i64: {
-        int64_t x;
-        std::memcpy(&x, p + 8 * i, 8);
-        v[i] = static_cast<double>(x);
-        break;
-      }
-      case DType::boolean:
-        v[i] = p[i] != 0 ? 1.0 : 0.0;
-        break;
-    }
+  // Element i of p as type T.
+  auto load = [p]<typename T>(size_t i, T) {
+    T x;
+    std::memcpy(&x, p + sizeof(T) * i, sizeof(T));
+    return x;
+  };
+  switch (t.type.dtype) {
+    case DType::f32:
+      each_element(n, [&](size_t i) { v[i] = load(i, 0.0f); });
+      break;
+    case DType::f64:
+      each_element(n, [&](size_t i) { v[i] = load(i, 0.0); });
+      break;
+    case DType::f16:
+      each_element(n, [&](size_t i) { v[i] = f16_bits_to_f32(load(i, uint16_t{})); });
+      break;
+    case DType::bf16:
+      each_element(n, [&](size_t i) { v[i] = bf16_bits_to_f32(load(i, uint16_t{})); });
+      break;
+    case DType::i32:
+      each_element(n, [&](size_t i) { v[i] = load(i, int32_t{}); });
+      break;
+    case DType::i64:
+      each_element(n, [&](size_t i) { v[i] = static_cast<double>(load(i, int64_t{})); });
+      break;
+    case DType::boolean:
+      each_element(n, [&](size_t i) { v[i] = p[i] != 0 ? 1.0 : 0.0; });
+      break;
   }
   return v;
 }
-
 HostTensor from_doubles(const TensorType& type, const std::vector<double>& values) {
   auto n = static_cast<size_t>(type.numel());
   if (values.size() != n)
@@ -800,41 +898,31 @@ HostTensor from_doubles(const TensorType& type, const std::vector<double>& value
                 " values, got " + std::to_string(values.size()));
   HostTensor t{type, std::vector<unsigned char>(n * static_cast<size_t>(size_of(type.dtype)))};
   unsigned char* p = t.data.data();
-  for (size_t i = 0; i < n; ++i) {
-    double x = values[i];
-    switch (type.dtype) {
-      case DType::f32: {
-        float f = static_cast<float>(x);
-        std::memcpy(p + 4 * i, &f, 4);
-        break;
-      }
-      case DType::f64:
-        std::memcpy(p + 8 * i, &x, 8);
-        break;
-      case DType::f16: {
-        uint16_t h = f32_to_f16_bits(round_to_odd_f32(x));
-        std::memcpy(p + 2 * i, &h, 2);
-        break;
-      }
-      case DType::bf16: {
-        uint16_t h = f32_to_bf16_bits(round_to_odd_f32(x));
-        std::memcpy(p + 2 * i, &h, 2);
-        break;
-      }
-      case DType::i32: {
-        auto v = static_cast<int32_t>(round_to(DType::i32, x));
-        std::memcpy(p + 4 * i, &v, 4);
-        break;
-      }
-      case DType::i64: {
-        int64_t v = to_int64(x);
-        std::memcpy(p + 8 * i, &v, 8);
-        break;
-      }
-      case DType::boolean:
-        p[i] = x != 0 ? 1 : 0;
-        break;
-    }
+  // Stores x as element i of p.
+  auto put = [p]<typename T>(size_t i, T x) { std::memcpy(p + sizeof(T) * i, &x, sizeof(T)); };
+  const double* x = values.data();
+  switch (type.dtype) {
+    case DType::f32:
+      each_element(n, [&](size_t i) { put(i, static_cast<float>(x[i])); });
+      break;
+    case DType::f64:
+      each_element(n, [&](size_t i) { put(i, x[i]); });
+      break;
+    case DType::f16:
+      each_element(n, [&](size_t i) { put(i, f32_to_f16_bits(round_to_odd_f32(x[i]))); });
+      break;
+    case DType::bf16:
+      each_element(n, [&](size_t i) { put(i, f32_to_bf16_bits(round_to_odd_f32(x[i]))); });
+      break;
+    case DType::i32:
+      each_element(n, [&](size_t i) { put(i, static_cast<int32_t>(round_to(DType::i32, x[i]))); });
+      break;
+    case DType::i64:
+      each_element(n, [&](size_t i) { put(i, to_int64(x[i])); });
+      break;
+    case DType::boolean:
+      each_element(n, [&](size_t i) { p[i] = x[i] != 0 ? 1 : 0; });
+      break;
   }
   return t;
 }

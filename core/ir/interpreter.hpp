@@ -29,6 +29,8 @@ std::vector<double> to_doubles(const HostTensor& t);
 HostTensor from_doubles(const TensorType& type, const std::vector<double>& values);
 // One value rounded to what `dtype` can hold (the same rounding as from_doubles).
 double round_to(DType dtype, double value);
+// Every value rounded in place, as round_to rounds one (across the cores when many).
+void round_all(DType dtype, std::vector<double>& values);
 
 // Evaluates `g`. `inputs` are given in g.inputs() order and must match their types; returns
 // one tensor per g.outputs entry. Throws emmy::Error (naming the node) on an input mismatch,

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -310,6 +311,62 @@ TEST(Interpreter, CastsAndDtypeEdgeCases) {
   expect_near(c.values(c.b.add(h, c.b.constant(1.0))), {2048}, 0);  // 2049 ties to even 2048
   auto t = c.in(DType::f16, {1}, {2048});
   expect_near(c.values(c.b.add(t, c.b.constant(3.0))), {2052}, 0);  // 2051 ties to even 2052
+}
+
+// round_all (every result of a node) rounds each value as the definition does: to f32 by
+// round-to-odd (truncate; set the last bit when inexact), then to the 16-bit type to nearest
+// even; computed here with std::nextafter, over values of every magnitude and sign, ties and
+// their neighbours, subnormals, values beyond the largest float, infinities and NaN.
+TEST(Interpreter, RoundAllRoundsEveryValueAsRoundingToOddThenToNearestDoes) {
+  auto expected = [](DType t, double x) {
+    if (std::isnan(x)) return x;
+    float f = static_cast<float>(x);
+    if (!std::isinf(x) && static_cast<double>(f) != x) {
+      if (std::abs(static_cast<double>(f)) > std::abs(x)) f = std::nextafter(f, 0.0f);
+      f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+    }
+    return static_cast<double>(t == DType::bf16 ? round_to_bf16(f) : round_to_f16(f));
+  };
+  std::vector<double> xs = {0.0,
+                            -0.0,
+                            1.0 + std::ldexp(1.0, -8),
+                            1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40),
+                            1.0 + std::ldexp(1.0, -8) - std::ldexp(1.0, -40),
+                            2049.0,
+                            -2049.0 - 1e-9,
+                            65519.99,
+                            65520.0,
+                            3.5e38,
+                            -3.5e38,
+                            1e300,
+                            -1e300,
+                            std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(),
+                            1e-45,
+                            7e-46,
+                            -1e-46,
+                            1.2e-38,
+                            std::numeric_limits<double>::quiet_NaN()};
+  uint64_t state = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double mant = static_cast<double>(state >> 11) * 0x1.0p-53 * 2 - 1;
+    xs.push_back(std::ldexp(mant, static_cast<int>((state >> 3) % 300) - 150));
+  }
+  for (DType t : {DType::bf16, DType::f16}) {
+    std::vector<double> got = xs;
+    round_all(t, got);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double want = expected(t, xs[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << xs[i];
+        continue;
+      }
+      ASSERT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(want))
+          << to_string(t) << " of " << xs[i] << ": " << got[i] << " against " << want;
+      ASSERT_EQ(std::bit_cast<uint64_t>(round_to(t, xs[i])), std::bit_cast<uint64_t>(want));
+    }
+  }
 }
 
 TEST(Interpreter, LayoutOps) {
