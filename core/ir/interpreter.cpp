@@ -373,7 +373,9 @@ class Interpreter {
   // Gathers out[i] = x[map[i]].
   static Value gather(const TensorType& t, const Value& x, const std::vector<int64_t>& map) {
     Value out{t, std::vector<double>(map.size())};
-    for (size_t i = 0; i < map.size(); ++i) out.v[i] = x.v[static_cast<size_t>(map[i])];
+    parallel_elements(map.size(), [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) out.v[i] = x.v[static_cast<size_t>(map[i])];
+    });
     return out;
   }
 
@@ -465,9 +467,15 @@ class Interpreter {
         auto at = [&](int64_t j) { return static_cast<size_t>((o * len + j) * inner + i); };
         double m = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < len; ++j) m = std::max(m, px[at(j)]);
+        // Each exp once: kept in the output, then divided by the sum (the same values, sums
+        // and quotients as computing it twice; out may be x's buffer, read before written).
         double sum = 0;
-        for (int64_t j = 0; j < len; ++j) sum += std::exp(px[at(j)] - m);
-        for (int64_t j = 0; j < len; ++j) out.v[at(j)] = std::exp(px[at(j)] - m) / sum;
+        for (int64_t j = 0; j < len; ++j) {
+          const double e = std::exp(px[at(j)] - m);
+          out.v[at(j)] = e;
+          sum += e;
+        }
+        for (int64_t j = 0; j < len; ++j) out.v[at(j)] /= sum;
       }
     });
     return out;
