@@ -106,6 +106,8 @@ class KernelView {
     }
     return seen;
   }
+  // Local nodes reading local node i (in-kernel edges), each once per input it reads.
+  const std::vector<int>& users(int i) const { return users_[static_cast<size_t>(i)]; }
   // Local nodes `root` depends on along in-kernel edges (root excluded).
   std::vector<bool> ancestors(int root) const {
     std::vector<bool> seen(size(), false);
@@ -234,6 +236,8 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const Kernel& k) {
     } else if (op == Op::softmax) {
       if (sm >= 0) return std::nullopt;
       sm = static_cast<int>(i);
+    } else if (is_row_reduction_op(op) && reduces_last_dim(g, kv.node(static_cast<int>(i)))) {
+      continue;  // allowed in q's prologue only (a row norm): checked below
     } else if (!is_pointwise_op(op)) {
       return std::nullopt;
     }
@@ -249,6 +253,20 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const Kernel& k) {
   int a = kv.local(values.inputs.at(0)), b = kv.local(values.inputs.at(1));
   if (a < 0 || (a != sm && !below_s[static_cast<size_t>(a)])) return std::nullopt;
   if (b >= 0 && (b == m1 || below1[static_cast<size_t>(b)])) return std::nullopt;
+
+  // The nodes q alone is computed from (q's prologue, which may also compute: a row norm and
+  // RoPE): q, read by the first product only, and every node all of whose users are such nodes.
+  std::vector<bool> below_q_only(kv.size(), false);
+  if (const int q = kv.local(kv.node(m1).inputs.at(0)); q >= 0) {
+    const std::vector<bool> up = kv.ancestors(q);
+    for (int i = q; i >= 0; --i) {
+      if (i != q && !up[static_cast<size_t>(i)]) continue;
+      bool only = true;
+      for (int u : kv.users(i))
+        only = only && (i == q ? u == m1 : below_q_only[static_cast<size_t>(u)]);
+      below_q_only[static_cast<size_t>(i)] = only;
+    }
+  }
 
   AttentionMatch match;
   match.scores = kv.id(m1);
@@ -274,7 +292,9 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const Kernel& k) {
       if (!above_s[i] || n.type.numel() != score_numel) return std::nullopt;
       match.score_chain.push_back(id);
     } else {
-      if (!is_index_op(n.op)) return std::nullopt;  // q, k, v and mask preparation
+      // q, k, v and mask preparation: index ops; q's own (nothing else reads them) may also
+      // compute, a row norm and RoPE for instance.
+      if (!is_index_op(n.op) && !(below_q_only[i] && !is_matmul_op(n.op))) return std::nullopt;
       match.prologue.push_back(id);
     }
   }

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "cpu_harness.hpp"
+#include "emmy/templates.hpp"
 
 namespace emmy::cpu::testing {
 namespace {
@@ -221,6 +223,78 @@ TEST(CpuAttention, WritesItsResultInTheReadersOrder) {
                 {b.reshape(b.op(ir::Op::contiguous, {b.transpose(o, 1, 2)}), {2, 5, 24})}));
   EXPECT_EQ(check_against_reference(g, "attention", {}), "");
   EXPECT_EQ(check_against_reference(g, "attention", {{"threads", 2}, {"vec", 8}}), "");
+}
+
+// Qwen3's q as the attention computes it when it absorbs q's own kernel (pass
+// fuse_attention_prologue): q_norm (RMSNorm over the head dim, in f32, the weight in bf16) of the
+// projection's heads, transposed to [b, h, s, d], then RoPE (q * cos + rotate_half(q) * sin);
+// k and v given.
+Graph attention_with_q_prologue(int64_t heads, int64_t seq, int64_t dim) {
+  Graph g;
+  g.name = "attention_q_prologue";
+  Builder b(g);
+  const DType bf = DType::bf16;
+  auto proj = b.input("q_proj", {bf, {1, seq, heads * dim}});
+  auto w = b.input("q_norm.weight", {bf, {dim}}, "weight");
+  auto cos = b.input("cos", {bf, {1, 1, seq, dim}});
+  auto sin = b.input("sin", {bf, {1, 1, seq, dim}});
+  auto k = b.input("k", {bf, {1, heads, seq, dim}});
+  auto v = b.input("v", {bf, {1, heads, seq, dim}});
+  auto x = b.cast(b.reshape(proj, {1, seq, heads, dim}), DType::f32);
+  auto var = b.mean(b.op(Op::pow, {x, b.constant(2, DType::i64)}), {-1}, true);
+  auto inv = b.unary(Op::rsqrt, b.add(var, b.constant(1e-6)));
+  auto q = b.transpose(b.mul(w, b.cast(b.mul(x, inv), bf)), 1, 2);
+  auto rotated =
+      b.cat({b.unary(Op::neg, b.slice(q, 3, dim / 2, dim)), b.slice(q, 3, 0, dim / 2)}, 3);
+  q = b.add(b.mul(q, cos), b.mul(rotated, sin));
+  b.output(ir::build_attention(b, q, k, v, -1, 0.0, true, true));
+  return g;
+}
+
+// q_norm + RoPE as its own row kernel: rotate_half's cat is read as a choice between its
+// parts (each read at an index clamped into it), not left to the fallback template.
+TEST(CpuReduction, RmsNormThenRopeThroughCat) {
+  Graph g;
+  Builder b(g);
+  const int64_t dim = 16;
+  auto x = b.input("x", {DType::bf16, {5, 3, dim}});
+  auto w = b.input("w", {DType::bf16, {dim}}, "weight");
+  auto cos = b.input("cos", {DType::bf16, {5, 1, dim}});
+  auto sin = b.input("sin", {DType::bf16, {5, 1, dim}});
+  auto h = b.cast(x, DType::f32);
+  auto r = b.unary(
+      Op::rsqrt, b.add(b.mean(b.op(Op::pow, {h, b.constant(2.0)}), {-1}, true), b.constant(1e-6)));
+  auto n = b.mul(w, b.cast(b.mul(h, r), DType::bf16));
+  auto rotated =
+      b.cat({b.unary(Op::neg, b.slice(n, 2, dim / 2, dim)), b.slice(n, 2, 0, dim / 2)}, 2);
+  b.output(b.add(b.mul(n, cos), b.mul(rotated, sin)));
+  EXPECT_EQ(check_against_reference(g, "reduction", {}), "");
+  EXPECT_EQ(check_against_reference(g, "reduction", {{"vec", 8}, {"threads", 2}}), "");
+}
+
+TEST(CpuAttention, AbsorbedQNormAndRopeMatchTheReference) {
+  Graph g = attention_with_q_prologue(3, 9, 16);
+  ir::Kernel all;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op != Op::input && g.nodes[i].op != Op::constant)
+      all.nodes.push_back(static_cast<ir::ValueId>(i));
+  auto m = emmy::match_attention(g, all);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(std::any_of(m->prologue.begin(), m->prologue.end(),
+                          [&](ir::ValueId v) { return g.node(v).op == Op::mean; }));
+  ir::Slice s = whole_graph_slice(g, "attention", {});
+  std::string used;
+  const std::string src = generate_source(s, &used);
+  EXPECT_EQ(used, "attention") << src.substr(0, 400);
+  // The row's mean once per query row, before the loop over q's elements, not inside it.
+  const size_t fill = src.find("for (int64_t emmy_qd = 0;"), mean = src.find("qacc");
+  ASSERT_NE(fill, std::string::npos);
+  ASSERT_NE(mean, std::string::npos);
+  EXPECT_LT(mean, fill);
+  EXPECT_EQ(check_against_reference(g, "attention", {}), "");
+  EXPECT_EQ(
+      check_against_reference(g, "attention", {{"threads", 2}, {"vec", 8}, {"rows_per_task", 4}}),
+      "");
 }
 
 TEST(CpuTemplates, UnsupportedKernelFallsBackAndStaysCorrect) {

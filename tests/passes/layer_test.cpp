@@ -101,6 +101,43 @@ TEST(Qwen3Layer, SiblingNormsAreOneKernelOrTwo) {
     EXPECT_NE(f.rfind("fuse_siblings@", 0), 0u) << f;
 }
 
+// With q_norm and k_norm split, q's norm + RoPE kernel computes q alone: the attention may absorb
+// it (fork fuse_attention_prologue, "separate" by default), on the backends whose attention
+// template generates it (the pass's option `backends`, default cpu); never when the norms are
+// one kernel, nor on another backend.
+TEST(Qwen3Layer, QsNormAndRopeJoinTheAttentionWhereTheBackendGeneratesIt) {
+  auto prologue_forks = [](const ScriptedResolver& r) {
+    const std::vector<std::string> forks = structural_forks(r);
+    return std::count_if(forks.begin(), forks.end(), [](const std::string& f) {
+      return f.rfind("fuse_attention_prologue@", 0) == 0;
+    });
+  };
+  auto means = [](const Program& p, const emmy::ir::Kernel& k) {
+    return std::count_if(k.nodes.begin(), k.nodes.end(),
+                         [&](auto v) { return p.graph.node(v).op == emmy::ir::Op::mean; });
+  };
+  emmy::BackendCaps cpu = emmy::test::test_caps();
+  cpu.backend = "cpu";
+  ScriptedResolver separate({{"fuse_siblings", "split"}});
+  Program two = run_default(emmy::test::qwen3_graph(), separate, cpu);
+  EXPECT_EQ(prologue_forks(separate), 1);
+  ScriptedResolver absorbed({{"fuse_siblings", "split"}, {"fuse_attention_prologue", "absorbed"}});
+  Program one = run_default(emmy::test::qwen3_graph(), absorbed, cpu);
+  EXPECT_EQ(one.grouping.kernels.size() + 1, two.grouping.kernels.size());
+  int with_norm = 0;
+  for (const auto& k : one.grouping.kernels) {
+    EXPECT_TRUE(emmy::fits_template(one.graph, k, k.templ)) << emmy::ir::kernel_name(one.graph, k);
+    if (k.templ == "attention") with_norm += static_cast<int>(means(one, k));
+  }
+  EXPECT_EQ(with_norm, 1);  // q's mean; k's stays in its own row kernel
+  ScriptedResolver siblings;
+  run_default(emmy::test::qwen3_graph(), siblings, cpu);
+  EXPECT_EQ(prologue_forks(siblings), 0);
+  ScriptedResolver elsewhere({{"fuse_siblings", "split"}});
+  run_default(emmy::test::qwen3_graph(), elsewhere, emmy::test::test_caps());
+  EXPECT_EQ(prologue_forks(elsewhere), 0);
+}
+
 TEST(Qwen3Layer, SplitHorizontalGivesTheSeedsTwelveKernels) {
   ScriptedResolver r({{"fuse_horizontal", "split"}});
   Program p = run_default(emmy::test::qwen3_graph(), r, emmy::test::test_caps());

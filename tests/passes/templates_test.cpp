@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace {
 
 using emmy::fits_template;
@@ -166,6 +168,47 @@ TEST(Templates, AttentionChain) {
   Kernel head = k;
   head.nodes.pop_back();
   EXPECT_FALSE(fits_template(g, head, "attention"));
+}
+
+// q's RMSNorm (and a multiply standing for RoPE) inside the attention kernel: its prologue, the
+// only place a row reduction is taken. The same norm on k, or q's normalised value also leaving
+// the kernel, is no attention kernel.
+enum class NormOn { q, k, q_and_output };
+Graph attention_with_norm(NormOn on) {
+  Graph g;
+  Builder b(g);
+  ValueId q = b.input("q", {DType::bf16, {1, 2, 8, 16}});
+  ValueId k = b.input("k", {DType::bf16, {1, 2, 8, 16}});
+  ValueId v = b.input("v", {DType::bf16, {1, 2, 8, 16}});
+  ValueId w = b.input("w", {DType::bf16, {16}}, "weight");
+  auto norm = [&](ValueId x) {
+    ValueId xf = b.cast(x, DType::f32);
+    ValueId var = b.mean(b.op(Op::pow, {xf, b.constant(2, DType::i64)}), {-1}, true);
+    ValueId inv = b.unary(Op::rsqrt, b.add(var, b.constant(1e-6)));
+    return b.mul(w, b.cast(b.mul(xf, inv), DType::bf16));
+  };
+  ValueId normed = norm(on == NormOn::k ? k : q);
+  if (on == NormOn::k)
+    k = normed;
+  else
+    q = b.mul(normed, b.constant(0.5));
+  b.output(emmy::ir::build_attention(b, q, k, v, -1, 0.0, true));
+  if (on == NormOn::q_and_output) b.output(normed);
+  return g;
+}
+
+TEST(Templates, AttentionTakesARowNormOfQOnlyAsItsPrologue) {
+  Graph g = attention_with_norm(NormOn::q);
+  auto m = emmy::match_attention(g, all_of(g));
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(std::any_of(m->prologue.begin(), m->prologue.end(),
+                          [&](ValueId v) { return g.node(v).op == Op::mean; }));
+  EXPECT_EQ(g.node(m->scores).op, Op::matmul);
+  EXPECT_FALSE(fits_template(g, all_of(g), "matmul"));
+  Graph on_k = attention_with_norm(NormOn::k);
+  EXPECT_FALSE(fits_template(on_k, all_of(on_k), "attention"));
+  Graph leaving = attention_with_norm(NormOn::q_and_output);
+  EXPECT_FALSE(fits_template(leaving, all_of(leaving), "attention"));
 }
 
 }  // namespace

@@ -134,4 +134,23 @@ int count_ops(const ir::Graph& g, const ir::Kernel& k, bool (*family)(ir::Op)) {
   return n;
 }
 
+bool is_row_kernel(const Partition& part, int k) {
+  const ir::Graph& g = part.graph();
+  return part.alive(k) && !part.lowered(k) &&
+         count_ops(g, part.kernel(k), is_row_reduction_op) > 0 &&
+         fits_template(g, part.kernel(k), kTemplateReduction);
+}
+
+bool private_to(const Partition& part, int p, int r) {
+  const ir::Graph& g = part.graph();
+  for (ir::ValueId v : part.kernel(p).nodes) {
+    if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
+    for (ir::ValueId u : part.users(v)) {
+      const int k = part.kernel_of(u);
+      if (k != p && k != r) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace emmy::passes

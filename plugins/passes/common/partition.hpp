@@ -52,5 +52,9 @@ class Partition {
 bool is_pointwise_kernel(const ir::Graph& g, const ir::Kernel& k);
 // Number of nodes of k with op in the given family.
 int count_ops(const ir::Graph& g, const ir::Kernel& k, bool (*family)(ir::Op));
+// An alive kernel not lowered yet, with a last-dim reduction, that fits "reduction" (RMSNorm).
+bool is_row_kernel(const Partition& part, int k);
+// Every value of kernel p is read only by nodes of p and r, and none is a graph output.
+bool private_to(const Partition& part, int p, int r);
 
 }  // namespace emmy::passes

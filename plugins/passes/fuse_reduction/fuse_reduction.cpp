@@ -34,14 +34,14 @@ class FuseReduction final : public emmy::passes::MergingPass {
  protected:
   void fuse(Partition& part, emmy::passes::ForkAsker& forks, emmy::PassContext&) override {
     for (int r : part.kernels()) {
-      if (!is_row_kernel(part, r)) continue;
+      if (!emmy::passes::is_row_kernel(part, r)) continue;
       bool grew = true;
       while (grew) {
         grew = false;
         for (int c : part.consumers(r))
           if (try_merge(part, r, c)) grew = true;
         for (int p : part.producers(r))
-          if (private_to(part, p, r) && try_merge(part, r, p)) grew = true;
+          if (emmy::passes::private_to(part, p, r) && try_merge(part, r, p)) grew = true;
       }
     }
     fuse_siblings(part, forks);
@@ -60,20 +60,15 @@ class FuseReduction final : public emmy::passes::MergingPass {
     return true;
   }
 
-  static bool is_row_kernel(const Partition& part, int k) {
-    const auto& g = part.graph();
-    return part.alive(k) && !part.lowered(k) &&
-           emmy::passes::count_ops(g, part.kernel(k), emmy::is_row_reduction_op) > 0 &&
-           emmy::fits_template(g, part.kernel(k), emmy::kTemplateReduction);
-  }
-
   static void fuse_siblings(Partition& part, emmy::passes::ForkAsker& forks) {
     const auto& g = part.graph();
     for (int a : part.kernels()) {
-      if (!is_row_kernel(part, a)) continue;
+      if (!emmy::passes::is_row_kernel(part, a)) continue;
       for (int p : part.producers(a))
         for (int b : part.consumers(p)) {
-          if (b == a || !is_row_kernel(part, a) || !is_row_kernel(part, b)) continue;
+          if (b == a || !emmy::passes::is_row_kernel(part, a) ||
+              !emmy::passes::is_row_kernel(part, b))
+            continue;
           const std::vector<int> pair{a, b};
           const emmy::ir::Kernel both = part.united(pair);
           if (!emmy::fits_template(g, both, emmy::kTemplateReduction) || !part.can_merge(pair))
@@ -83,19 +78,6 @@ class FuseReduction final : public emmy::passes::MergingPass {
           if (forks.ask(site) == 0) a = part.merge(pair);
         }
     }
-  }
-
-  // Every value of p is read only by nodes of r (and none is a graph output).
-  static bool private_to(const Partition& part, int p, int r) {
-    const auto& g = part.graph();
-    for (ValueId v : part.kernel(p).nodes) {
-      if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
-      for (ValueId u : part.users(v)) {
-        int k = part.kernel_of(u);
-        if (k != p && k != r) return false;
-      }
-    }
-    return true;
   }
 };
 

@@ -60,7 +60,7 @@ std::optional<MatmulMatch> match_matmul(const ir::Graph& graph, const ir::Kernel
 // An "attention" kernel: scores = q @ k^T (`scores`), then `score_chain` (scale, mask, casts:
 // elementwise/index ops from scores to the softmax), `softmax`, `prob_chain` (casts between the
 // softmax and the second matmul), `values` = probs @ v, then `epilogue` on the result. `prologue`
-// holds the index ops on q, k, v and on the mask.
+// holds index ops on q, k, v and the mask, and what only q reads (q's row norm and RoPE).
 struct AttentionMatch {
   ir::ValueId scores = -1;
   ir::ValueId softmax = -1;

@@ -193,6 +193,7 @@ bool is_index_remap(Op op) {
     case Op::transpose:
     case Op::permute:
     case Op::slice:
+    case Op::cat:
     case Op::embedding:
       return true;
     default:
@@ -395,6 +396,30 @@ std::string Emitter::remap(const ir::Node& n, const Idx& idx, Scope& s) {
       if (step != 1) i = "(" + i + ")*" + std::to_string(step);
       if (start != 0) i = "(" + std::to_string(start) + " + " + i + ")";
       break;
+    }
+    case Op::cat: {
+      // Every part read at the index clamped into it (no read past a part's end), the one
+      // holding idx[dim] chosen: RoPE's rotate_half is cat(-x[..., h:], x[..., :h]).
+      const int64_t dim = wrap_dim(n.attr_int("dim", 0), static_cast<int64_t>(os.size()));
+      const std::string at = idx[static_cast<size_t>(dim)];
+      std::vector<std::pair<int64_t, std::string>> parts;  // (first index, value)
+      int64_t first = 0;
+      for (ir::ValueId part : n.inputs) {
+        const int64_t size = g_.type(part).shape[static_cast<size_t>(dim)];
+        Idx pi = idx;
+        const std::string local = "((" + at + ") - " + std::to_string(first) + ")",
+                          last = std::to_string(size - 1);
+        pi[static_cast<size_t>(dim)] = "(" + local + " < 0 ? (int64_t)0 : " + local + " > " + last +
+                                       " ? (int64_t)" + last + " : " + local + ")";
+        parts.emplace_back(first,
+                           convert_expr(read(part, pi, s), g_.type(part).dtype, n.type.dtype));
+        first += size;
+      }
+      std::string chosen = parts.back().second;
+      for (size_t k = parts.size() - 1; k-- > 0;)
+        chosen = "((" + at + ") < " + std::to_string(parts[k + 1].first) + " ? " + parts[k].second +
+                 " : " + chosen + ")";
+      return chosen;
     }
     case Op::embedding: {
       // (weight [V, D], indices [...]) -> [..., D]

@@ -3,6 +3,10 @@
 // the output row in one of length Dv, so the [Sq x Sk] score matrix never exists in memory.
 // Knobs: threads (OpenMP over query rows), rows_per_task (schedule chunk), vec (simd width of the
 // dot products and of the value accumulation; 1 = strict order).
+#include <algorithm>
+#include <map>
+#include <memory>
+
 #include "emitter.hpp"
 #include "emmy/status.hpp"
 #include "templates.hpp"
@@ -26,10 +30,66 @@ bool depends_on(const ir::Graph& g, ir::ValueId v, ir::ValueId on) {
   return false;
 }
 
+// q's values of the query row into `qrow` (allocated in `region`), and q read from there: each
+// row reduction of q's prologue (RMSNorm's mean) is computed once per row, before the loop over
+// q's elements, where its index does not depend on that loop's variable (else inside it), then
+// every element through the rest of the chain (the weight, RoPE's halves, casts).
+void q_prologue(const ir::Graph& g, Emitter& e, ir::ValueId M1,
+                const std::vector<ir::ValueId>& reductions, const Idx& score_row, Scope& region,
+                Scope& row) {
+  const ir::ValueId q = g.node(M1).inputs[0];
+  const int64_t D = gemm_depth(g, M1);
+  const std::string T = compute_type(g.type(q).dtype);
+  region.line(T + "* qrow = (" + T + "*)malloc(" + num(D) + " * sizeof(" + T + "));");
+  const std::string d = "emmy_qd";
+  for (ir::ValueId v : reductions) {
+    const ir::Node& n = g.node(v);
+    const ir::TensorType& in = g.type(n.inputs[0]);
+    const DType acc_t = in.dtype == DType::f64 ? DType::f64 : DType::f32;
+    const std::string A = compute_type(acc_t), L = num(in.shape.empty() ? 1 : in.shape.back());
+    const bool keepdim = n.attr_int("keepdim", 0) != 0;
+    auto done = std::make_shared<std::map<std::string, std::string>>();
+    e.materialize(
+        v, [&e, &row, v, n, in, acc_t, A, L, keepdim, d, done](const Idx& idx, Scope& here) {
+          Idx x = idx;
+          if (keepdim && !x.empty())
+            x.back() = "t";
+          else
+            x.push_back("t");
+          // Hoisted to the row when its index does not involve the element loop's variable.
+          bool per_row = true;
+          for (const std::string& c : idx) per_row = per_row && c.find(d) == std::string::npos;
+          Scope& at = per_row ? row : here;
+          const std::string key =
+              std::string(per_row ? "row:" : "here:") + backend_support::memo_key(v, idx);
+          if (per_row)
+            if (auto it = done->find(key); it != done->end()) return it->second;
+          const std::string acc = e.fresh("qacc"), var = e.fresh("qred");
+          at.line(A + " " + acc + " = " +
+                  (n.op == Op::amax ? "-(" + A + ")__builtin_inf()" : std::string("0")) + ";");
+          Scope body(at);
+          const std::string xv = convert_expr(e.read(n.inputs[0], x, body), in.dtype, acc_t);
+          body.line(n.op == Op::amax ? acc + " = emmy_max(" + acc + ", " + xv + ");"
+                                     : acc + " += " + xv + ";");
+          at.block("for (int64_t t = 0; t < " + L + "; ++t)", body);
+          const std::string r = n.op == Op::mean ? acc + " / (" + A + ")" + L : acc;
+          at.line("const " + compute_type(n.type.dtype) + " " + var + " = " +
+                  convert_expr(r, acc_t, n.type.dtype) + ";");
+          if (per_row) (*done)[key] = var;
+          return var;
+        });
+  }
+  Scope fill(row);
+  Idx qi = gemm_operand_idx(g, M1, score_row, d).a;
+  fill.line("qrow[" + d + "] = " + e.compute(q, qi, fill) + ";");
+  row.block("for (int64_t " + d + " = 0; " + d + " < " + num(D) + "; ++" + d + ")", fill);
+  e.materialize(q, [](const Idx& idx, Scope&) { return "qrow[" + idx.back() + "]"; });
+}
+
 }  // namespace
 
 std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
-  std::vector<ir::ValueId> mms;
+  std::vector<ir::ValueId> mms, reductions;
   ir::ValueId S = -1;
   for (ir::ValueId v : compute_nodes(g)) {
     Op op = g.node(v).op;
@@ -38,9 +98,19 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     else if (op == Op::softmax) {
       if (S >= 0) throw Unsupported("attention: two softmaxes");
       S = v;
+    } else if (op == Op::mean || op == Op::sum || op == Op::amax) {
+      reductions.push_back(v);  // q's row norm: only in q's prologue, checked below
     } else if (!is_elementwise_op(op) && !is_index_remap(op)) {
       throw Unsupported("attention: op " + std::string(ir::to_string(op)) + " not allowed");
     }
+  }
+  if (!reductions.empty()) {
+    ir::Kernel all;
+    all.nodes = compute_nodes(g);
+    auto m = match_attention(g, all);
+    for (ir::ValueId r : reductions)
+      if (!m || std::find(m->prologue.begin(), m->prologue.end(), r) == m->prologue.end())
+        throw Unsupported("attention: a reduction outside q's prologue");
   }
   if (mms.size() != 2 || S < 0) throw Unsupported("attention: needs two matmuls and a softmax");
   const ir::ValueId M1 = mms[0], M2 = mms[1];
@@ -83,6 +153,9 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
   region.line("float* sc = (float*)malloc(" + num(Sk * 4) + "); float* pr = (float*)malloc(" +
               num(Sk * 4) + "); float* acc = (float*)malloc(" + num(Dv * 4) + ");");
   Scope row(region);
+  // 0. q's row computed once per query row (a row norm and RoPE absorbed from their own kernel:
+  //    pass fuse_attention_prologue): into qrow, which the scores then read.
+  if (!reductions.empty()) q_prologue(g, e, M1, reductions, row_idx(s1, "0"), region, row);
   // 1. scores of this row
   {
     Scope jl(row), dl(jl);
@@ -169,7 +242,8 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
   }
   region.line("#pragma omp for schedule(static, " + num(knobs.at("rows_per_task")) + ")");
   region.block("for (int64_t r = 0; r < " + num(R) + "; ++r)", row);
-  region.line("free(sc); free(pr); free(acc);");
+  region.line(std::string("free(sc); free(pr); free(acc);") +
+              (reductions.empty() ? "" : " free(qrow);"));
   body.line("#pragma omp parallel num_threads(" + num(knobs.at("threads")) + ")");
   body.block("", region);
   return assemble_kernel("", io, body.code());

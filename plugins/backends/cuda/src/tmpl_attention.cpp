@@ -292,6 +292,12 @@ Parts match_parts(const ir::Graph& g) {
       all.nodes.push_back(static_cast<ir::ValueId>(v));
   auto match = match_attention(g, all);
   if (!match) throw Unsupported("attention: the kernel is not q @ k^T -> softmax -> @ v");
+  // q computed in the kernel (q's row norm and RoPE absorbed: pass fuse_attention_prologue) is
+  // not generated here yet; the pass offers it only to backends named in its option.
+  for (ir::ValueId v : match->prologue)
+    if (!is_index_op(g.node(v).op))
+      throw Unsupported("attention: q is computed in the kernel (" +
+                        std::string(ir::to_string(g.node(v).op)) + "): not generated on cuda yet");
   Parts p;
   p.match = *match;
   const ir::ValueId M1 = match->scores, M2 = match->values, S = match->softmax;

@@ -1,0 +1,83 @@
+// The attention-prologue fork (docs/KERNELS.md, "How the kernels are formed"). Qwen3 normalises
+// q per head (RMSNorm over the head dim) and rotates it (RoPE) before the attention: a row
+// kernel of its own (fuse_reduction) that writes q and the attention then reads back. Its rows
+// are the attention's query rows, so the attention can compute them itself, once per query row,
+// from the projection's output: a structural fork per situation, "separate" (the default: two
+// kernels) or "absorbed" (one attention kernel whose q has a prologue, emmy::match_attention).
+//
+// Offered only where the row kernel computes nothing but q (k_norm fused with q_norm as sibling
+// rows is the other answer of fuse_siblings) and only on the backends whose attention template
+// generates such a prologue (option `backends`), so the search never measures a kernel that
+// would fall back to a generic template.
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/structural_pass.hpp"
+#include "emmy/plugin.hpp"
+#include "emmy/templates.hpp"
+
+namespace {
+
+using emmy::ir::Graph;
+using emmy::ir::ValueId;
+using emmy::passes::Partition;
+
+constexpr const char* kFamily = "fuse_attention_prologue";
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+class FuseAttentionPrologue final : public emmy::passes::MergingPass {
+ public:
+  explicit FuseAttentionPrologue(const emmy::PluginOptions& options) {
+    auto it = options.find("backends");
+    backends_ = split_list(it == options.end() ? "cpu" : it->second);
+  }
+  std::string name() const override { return EMMY_PLUGIN_NAME; }
+
+ protected:
+  void fuse(Partition& part, emmy::passes::ForkAsker& forks, emmy::PassContext& ctx) override {
+    if (std::find(backends_.begin(), backends_.end(), ctx.caps.backend) == backends_.end()) return;
+    const Graph& g = part.graph();
+    for (int a : part.kernels()) {
+      if (!part.alive(a) || part.lowered(a)) continue;
+      auto match = emmy::match_attention(g, part.kernel(a));
+      if (!match) continue;
+      for (int p : part.producers(a)) {
+        if (!emmy::passes::is_row_kernel(part, p) || !emmy::passes::private_to(part, p, a)) continue;
+        const std::vector<int> both{a, p};
+        const emmy::ir::Kernel united = part.united(both);
+        auto fused = emmy::match_attention(g, united);
+        // The row kernel must become q's prologue as a whole (match_attention takes reductions
+        // only there): every node of it computes q and nothing else.
+        if (!fused || !part.can_merge(both)) continue;
+        const auto& pro = fused->prologue;
+        if (!std::all_of(part.kernel(p).nodes.begin(), part.kernel(p).nodes.end(), [&](ValueId v) {
+              return std::find(pro.begin(), pro.end(), v) != pro.end();
+            }))
+          continue;
+        emmy::ForkSite site;
+        site.name = std::string(kFamily) + "@" + emmy::passes::situation_id(g, united);
+        site.kind = emmy::ForkKind::structural;
+        site.options = {emmy::ForkOption{"separate", {{kFamily, 0.0}}},
+                        emmy::ForkOption{"absorbed", {{kFamily, 1.0}}}};
+        if (forks.ask(site) == 1) part.merge(both);
+        break;
+      }
+    }
+  }
+
+ private:
+  std::vector<std::string> backends_;
+};
+
+}  // namespace
+
+EMMY_PLUGIN(FuseAttentionPrologue)
