@@ -46,6 +46,35 @@ std::string compiles(const Case& c) {
   return art.source;
 }
 
+// q computed in the kernel (q_norm + RoPE absorbed): the Hopper path computes the block's query
+// rows into scratch before the producer and consumers part (the row's mean once, outside the loop
+// over its elements), fences them for the copy engine and copies them by TMA as any q; the
+// mma.sync path and persistent blocks refuse it.
+TEST(CudaAttention, AbsorbedQNormIsComputedIntoScratchBeforeTheCopies) {
+  Case c = qwen3_attention_absorbing_q_norm(200);
+  const std::string source = generate_source(slice_of(c));
+  const size_t mean = source.find("acc"), elements = source.find("for (int emmy_qd = 0;"),
+               fence = source.find("fence.proxy.async.global"),
+               roles = source.find("if (warp >= 4)");
+  ASSERT_NE(elements, std::string::npos);
+  EXPECT_LT(mean, elements);
+  EXPECT_LT(elements, fence);
+  EXPECT_LT(fence, roles);
+  Plan plan = parse_plan(source);
+  EXPECT_EQ(plan.scratch_bytes.size(), 1u);
+  EXPECT_EQ(plan.tensor_maps.size(), 3u);
+  for (std::map<std::string, double> refused :
+       {std::map<std::string, double>{{"wgmma", 0}},
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"persistent", 1}}}) {
+    Case r = c;
+    r.knobs = refused;
+    EXPECT_THROW(generate_source(slice_of(r)), KnobRefused);
+  }
+  Case pair = c;
+  pair.knobs = {{"wgmma", 1}, {"block_q", 64}, {"heads", 2}, {"warps", 8}, {"block_kv", 64}};
+  EXPECT_EQ(compiles(pair), generate_source(slice_of(pair)));
+}
+
 TEST(CudaAttention, CasesAreValidGraphsThatFitTheTemplate) {
   for (Case c : attention_cases()) {
     EXPECT_EQ(ir::verify(c.graph), "") << c.name;

@@ -47,6 +47,33 @@ Case qwen3_attention(int64_t seq, int64_t batch) {
   return c;
 }
 
+Case qwen3_attention_absorbing_q_norm(int64_t seq, int64_t batch) {
+  Case c{"qwen3_q_norm_s" + std::to_string(seq) + (batch > 1 ? "_b" + std::to_string(batch) : ""),
+         "attention",
+         {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}},
+         {}};
+  ir::Builder b(c.graph);
+  auto qkv = b.input("qkv", {DType::bf16, {batch, seq, 4096}});
+  auto w = b.input("q_norm.weight", {DType::bf16, {128}}, "weight");
+  auto cos = b.input("cos", {DType::bf16, {batch, seq, 128}});
+  auto sin = b.input("sin", {DType::bf16, {batch, seq, 128}});
+  auto k = b.input("k", {DType::bf16, {batch, 8, seq, 128}});
+  auto mask = b.input("causal_mask", {DType::boolean, {seq, seq}}, "causal_mask");
+  // q_norm: RMSNorm over each head's 128 columns of the projection, in f32, weight in bf16.
+  auto x = b.cast(b.view(b.slice(qkv, 2, 0, 2048), {batch, seq, 16, 128}), DType::f32);
+  auto var = b.mean(b.op(ir::Op::pow, {x, b.constant(2, DType::i64)}), {-1}, true);
+  auto inv = b.unary(ir::Op::rsqrt, b.add(var, b.constant(1e-6)));
+  auto q = b.transpose(b.mul(w, b.cast(b.mul(x, inv), DType::bf16)), 1, 2);
+  // RoPE: q * cos + rotate_half(q) * sin, cos/sin [b, s, 128] unsqueezed over the heads.
+  auto rotated = b.cat({b.unary(ir::Op::neg, b.slice(q, 3, 64, 128)), b.slice(q, 3, 0, 64)}, 3);
+  q = b.add(b.mul(q, b.unsqueeze(cos, 1)), b.mul(rotated, b.unsqueeze(sin, 1)));
+  auto v = b.transpose(b.view(b.slice(qkv, 2, 3072, 4096), {batch, seq, 8, 128}), 1, 2);
+  auto o = hf_attention(b, q, repeat_kv(b, k, 2), repeat_kv(b, v, 2), mask, 1.0 / std::sqrt(128.0));
+  auto t = b.op(ir::Op::contiguous, {b.transpose(o, 1, 2)});
+  b.output(b.op(ir::Op::contiguous, {b.reshape(t, {batch, seq, 2048})}));
+  return c;
+}
+
 Case mha_hd64_f16() {
   Case c{"mha_hd64_f16", "attention", {{"block_q", 128}, {"block_kv", 32}}, {}};
   ir::Builder b(c.graph);
@@ -120,7 +147,8 @@ std::vector<Case> attention_cases() {
           causal_f32(),
           padding_mask_bf16(),
           cat_keys_bf16(),
-          transposed_output_bf16()};
+          transposed_output_bf16(),
+          qwen3_attention_absorbing_q_norm(200)};
 }
 
 }  // namespace emmy::cuda::test

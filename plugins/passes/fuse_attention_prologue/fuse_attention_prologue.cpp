@@ -6,9 +6,9 @@
 // kernels) or "absorbed" (one attention kernel whose q has a prologue, emmy::match_attention).
 //
 // Offered only where the row kernel computes nothing but q (k_norm fused with q_norm as sibling
-// rows is the other answer of fuse_siblings) and only on the backends whose attention template
-// generates such a prologue (option `backends`), so the search never measures a kernel that
-// would fall back to a generic template.
+// rows is the other answer of fuse_siblings) and only on the backends named by option `backends`
+// (default cpu): those whose attention template generates such a prologue and has been checked
+// on its device. The cuda template's Hopper path generates it but has not yet run on a GPU.
 #include <algorithm>
 #include <sstream>
 #include <string>
@@ -51,7 +51,8 @@ class FuseAttentionPrologue final : public emmy::passes::MergingPass {
       auto match = emmy::match_attention(g, part.kernel(a));
       if (!match) continue;
       for (int p : part.producers(a)) {
-        if (!emmy::passes::is_row_kernel(part, p) || !emmy::passes::private_to(part, p, a)) continue;
+        if (!emmy::passes::is_row_kernel(part, p) || !emmy::passes::private_to(part, p, a))
+          continue;
         const std::vector<int> both{a, p};
         const emmy::ir::Kernel united = part.united(both);
         auto fused = emmy::match_attention(g, united);

@@ -31,6 +31,9 @@ struct Parts {
   ir::Shape batch;                                  // the scores' batch dims
   int64_t Z = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
   bool causal_skip = false;  // tiles above the diagonal contribute nothing
+  // q computed in the kernel from its prologue (q's row norm and RoPE absorbed: pass
+  // fuse_attention_prologue): only the Hopper path takes it, computing q into scratch first.
+  bool q_computed = false;
 };
 
 // The kernel's graph as q @ k^T -> score chain -> softmax -> casts -> @ v; throws Unsupported.

@@ -292,14 +292,9 @@ Parts match_parts(const ir::Graph& g) {
       all.nodes.push_back(static_cast<ir::ValueId>(v));
   auto match = match_attention(g, all);
   if (!match) throw Unsupported("attention: the kernel is not q @ k^T -> softmax -> @ v");
-  // q computed in the kernel (q's row norm and RoPE absorbed: pass fuse_attention_prologue) is
-  // not generated here yet; the pass offers it only to backends named in its option.
-  for (ir::ValueId v : match->prologue)
-    if (!is_index_op(g.node(v).op))
-      throw Unsupported("attention: q is computed in the kernel (" +
-                        std::string(ir::to_string(g.node(v).op)) + "): not generated on cuda yet");
   Parts p;
   p.match = *match;
+  for (ir::ValueId v : match->prologue) p.q_computed = p.q_computed || !is_index_op(g.node(v).op);
   const ir::ValueId M1 = match->scores, M2 = match->values, S = match->softmax;
   const ir::Node &n1 = g.node(M1), &n2 = g.node(M2);
   for (ir::ValueId mm : {M1, M2})
@@ -608,6 +603,8 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
   for (const auto& [name, v] : knobs) declared[name] = double(v);
   if (std::string why = attention_knob_refusal(declared); !why.empty())
     throw KnobRefused("attention: " + why);
+  if (p.q_computed && !use_wgmma)
+    throw KnobRefused("attention: q computed in the kernel (its norm absorbed) needs wgmma=1");
   if (use_wgmma)
     wgmma_kernel(g, m, p, knobs, fused, scratch, note);
   else if (sixteen)

@@ -184,6 +184,7 @@ struct WgmmaPlan {
   int64_t NBAR = 0;                   // mbarriers
   std::string q_free, q_full, q_use;  // the query buffers' barriers and use count
   std::string work_loop;              // the loop over a block's work items
+  std::string q_scratch;              // q computed in the kernel, [Z, Sq, D] (empty: q is read)
   std::string note;
 };
 
@@ -193,11 +194,18 @@ struct WgmmaOperands {
   TmaPlan q, k, v;
 };
 WgmmaOperands plan_wgmma_operands(const ir::Graph& g, ModuleBuilder& m, const Parts& p, int64_t HR,
-                                  int64_t BQ, int64_t BKV) {
+                                  int64_t BQ, int64_t BKV, const std::string& q_scratch) {
   const int64_t D = p.D, Dv = p.Dv;
   const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
   std::string why;
-  const auto q_geo = operand_geometry(g, m, M1, 0, false, p.batch, p.Sq, D);
+  // q computed in the kernel lies in scratch as [Z, Sq, D], written by the block that reads it.
+  std::optional<OperandGeometry> q_geo;
+  if (q_scratch.empty()) {
+    q_geo = operand_geometry(g, m, M1, 0, false, p.batch, p.Sq, D);
+  } else {
+    q_geo = OperandGeometry{-1, q_scratch, D, {}};
+    for (int64_t z = 0; z < p.Z; ++z) q_geo->bases.push_back(z * p.Sq * D);
+  }
   const auto k_geo = operand_geometry(g, m, M1, 1, false, p.batch, p.Sk, D);
   const auto v_geo = operand_geometry(g, m, M2, 1, true, p.batch, p.Sk, Dv);
   auto plan_of = [&](const std::optional<OperandGeometry>& geo, int64_t rows, int64_t cols,
@@ -252,7 +260,18 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
   const std::string ty = t16 == ir::DType::bf16 ? "bf16" : "f16";
   const int64_t HR = knobs.count("heads") ? knobs.at("heads") : 1;
-  const WgmmaOperands ops = plan_wgmma_operands(g, m, p, HR, BQ, BKV);
+  const bool persistent_knob = knobs.count("persistent") && knobs.at("persistent") == 1;
+  // q computed in the kernel: each block first computes its own query rows into scratch (before
+  // the tensor maps: module.hpp), then copies them by TMA as any q. Not with persistent blocks
+  // (their items' rows would be computed item by item, behind the producer's early copies).
+  std::string q_scratch;
+  if (p.q_computed) {
+    if (persistent_knob)
+      throw KnobRefused(knob_text +
+                        ": persistent=1 with q computed in the kernel (its norm absorbed)");
+    q_scratch = m.add_scratch(t16, p.Z * p.Sq * D);
+  }
+  const WgmmaOperands ops = plan_wgmma_operands(g, m, p, HR, BQ, BKV, q_scratch);
   const TmaPlan &qp = ops.q, &kp = ops.k, &vp = ops.v;
 
   // With two consumer warpgroups the producer is a whole warpgroup, so that registers can move
@@ -339,7 +358,7 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   pl.k_stage = k_stage, pl.v_stage = v_stage, pl.QB = QB, pl.k_off = k_off, pl.v_off = v_off;
   pl.staged = staged, pl.tile_bytes = tile_bytes, pl.smem = smem, pl.NS = NS, pl.NV = NV;
   pl.persistent_blocks = persistent_blocks, pl.NBAR = NBAR, pl.q_free = q_free, pl.q_full = q_full;
-  pl.q_use = q_use, pl.work_loop = work_loop, pl.note = note;
+  pl.q_use = q_use, pl.work_loop = work_loop, pl.q_scratch = q_scratch, pl.note = note;
   return pl;
 }
 
@@ -353,6 +372,7 @@ class WgmmaKernel : private WgmmaPlan {
 
   void emit() {
     preamble();
+    if (!q_scratch.empty()) q_prologue();
     producer();
     // The consumer warpgroups, item by item (one item unless persistent).
     Body cb(b);
@@ -448,6 +468,59 @@ class WgmmaKernel : private WgmmaPlan {
         "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\" :: \"r\"(bar), "
         "\"r\"(bytes) : \"memory\");");
     b.line("};");
+  }
+
+  // q computed in the kernel (its prologue: q's row norm and RoPE): every thread of the block
+  // takes query rows of this block's work item, computes each row's reductions once (before the
+  // loop over the row's elements, where their index allows) and then its D values through the
+  // chain into scratch, where the producer's TMA copies read them as any q. The generic-proxy
+  // stores are fenced for the copy engine's (async proxy) reads, then the block synchronises.
+  // A first, scalar version: one thread a row, loads through ExprGen.
+  void q_prologue() {
+    ExprGen e(g);
+    bind_inputs(e, m);
+    bind_causal_masks(e);
+    Body ph(b);
+    ph.line(HR > 1 ? "const long long emmy_qz0 = (long long)blockIdx.x * " + num(HR) + "LL;"
+                   : std::string("const long long emmy_qz0 = blockIdx.x;"));
+    ph.line("const int emmy_qm0 = (int)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) + ";");
+    Body row(ph);
+    row.line("const long long bz = emmy_qz0 + emmy_pr / " + num(BQ) + ";");
+    row.line("const int qm = emmy_qm0 + emmy_pr % " + num(BQ) + ";");
+    Body in_row(row);
+    const std::string d = "emmy_qd";
+    std::map<std::string, std::string> hoisted;
+    for (ir::ValueId v : p.match.prologue) {
+      const ir::Op op = g.node(v).op;
+      if (op != ir::Op::mean && op != ir::Op::sum && op != ir::Op::amax) continue;
+      e.bind(v, [&, v](const Index& idx, Body& here) {
+        bool per_row = true;
+        for (const std::string& c : idx) per_row = per_row && c.find(d) == std::string::npos;
+        if (!per_row) return e.compute(v, idx, here);
+        const std::string key = backend_support::memo_key(v, idx);
+        auto it = hoisted.find(key);
+        if (it != hoisted.end()) return it->second;
+        const std::string value = e.compute(v, idx, in_row);
+        const std::string var = e.fresh("qred");
+        in_row.line("const float " + var + " = " + value + ";");
+        hoisted[key] = var;
+        return var;
+      });
+    }
+    Body el(in_row);
+    Index a, unused;
+    e.gemm_operands(M1, batch_index(p, "qm", "0"), d, a, unused);
+    const ir::DType tq = g.type(p.q).dtype;
+    el.line(q_scratch + "[(bz * " + num(p.Sq) + "LL + qm) * " + num(D) + "LL + " + d +
+            "] = " + store_element(tq, e.value(p.q, a, el)) + ";");
+    in_row.block("for (int " + d + " = 0; " + d + " < " + num(D) + "; ++" + d + ")", el);
+    row.block("if (qm < " + num(p.Sq) + ")", in_row);
+    ph.block(
+        "for (int emmy_pr = threadIdx.x; emmy_pr < " + num(HR * BQ) + "; emmy_pr += blockDim.x)",
+        row);
+    ph.line("asm volatile(\"fence.proxy.async.global;\" ::: \"memory\");");
+    ph.line("__syncthreads();");
+    b.block("", ph);
   }
 
   // The producer warp.
