@@ -47,19 +47,26 @@ std::string compiles(const Case& c) {
 }
 
 // q computed in the kernel (q_norm + RoPE absorbed): the Hopper path computes the block's query
-// rows into scratch before the producer and consumers part (the row's mean once, outside the loop
-// over its elements), fences them for the copy engine and copies them by TMA as any q; the
-// mma.sync path and persistent blocks refuse it.
+// rows into scratch before the producer and consumers part: each row's mean by a warp (lanes
+// striding the row, shuffles), then q's values a thread per element, the mean read back, never
+// recomputed per element; fenced for the copy engine, copied by TMA as any q. The mma.sync path
+// and persistent blocks refuse it.
 TEST(CudaAttention, AbsorbedQNormIsComputedIntoScratchBeforeTheCopies) {
   Case c = qwen3_attention_absorbing_q_norm(200);
   const std::string source = generate_source(slice_of(c));
-  const size_t mean = source.find("acc"), elements = source.find("for (int emmy_qd = 0;"),
+  const size_t mean = source.find("__shfl_xor_sync(0xffffffffu, emmy_qacc0"),
+               elements = source.find("for (int emmy_e = threadIdx.x;"),
                fence = source.find("fence.proxy.async.global"),
                roles = source.find("if (warp >= 4)");
+  ASSERT_NE(mean, std::string::npos);
   ASSERT_NE(elements, std::string::npos);
   EXPECT_LT(mean, elements);
   EXPECT_LT(elements, fence);
   EXPECT_LT(fence, roles);
+  // The elements read the row's mean (once per row) and no loop over the row is left in them.
+  const std::string pass2 = source.substr(elements, fence - elements);
+  EXPECT_NE(pass2.find("emmy_qred["), std::string::npos);
+  EXPECT_EQ(pass2.find("for (long long r"), std::string::npos);
   Plan plan = parse_plan(source);
   EXPECT_EQ(plan.scratch_bytes.size(), 1u);
   EXPECT_EQ(plan.tensor_maps.size(), 3u);

@@ -470,55 +470,105 @@ class WgmmaKernel : private WgmmaPlan {
     b.line("};");
   }
 
-  // q computed in the kernel (its prologue: q's row norm and RoPE): every thread of the block
-  // takes query rows of this block's work item, computes each row's reductions once (before the
-  // loop over the row's elements, where their index allows) and then its D values through the
-  // chain into scratch, where the producer's TMA copies read them as any q. The generic-proxy
-  // stores are fenced for the copy engine's (async proxy) reads, then the block synchronises.
-  // A first, scalar version: one thread a row, loads through ExprGen.
+  // q computed in the kernel (its prologue: q's row norm and RoPE), in two passes over the block's
+  // query rows before the producer and consumers part: (1) each row reduction (RMSNorm's mean),
+  // a warp per row, its lanes striding the row and combining by shuffles, into shared memory (the
+  // query buffer's start, which the TMA copy fills only afterwards); (2) q's values, consecutive
+  // threads on consecutive columns (coalesced loads and stores), through the chain with the
+  // reductions read back, into scratch, where the producer's TMA copies read them as any q. Both
+  // proxies' accesses are fenced before the block synchronises and the roles part.
   void q_prologue() {
     ExprGen e(g);
     bind_inputs(e, m);
     bind_causal_masks(e);
+    const int64_t rows = HR * BQ;
+    // The batch entry and query position of the block's row emmy_pr.
+    auto row_of = [&](Body& at) {
+      at.line("const long long bz = emmy_qz0 + emmy_pr / " + num(BQ) + ";");
+      at.line("const int qm = emmy_qm0 + emmy_pr % " + num(BQ) + ";");
+    };
+    // Pass 2's text first: reading q's chain asks for each reduction at the row's index, which
+    // pass 1 then computes (a reduction whose index depends on the column is computed inline).
+    const std::string d = "emmy_qd";
+    struct Reduction {
+      ir::ValueId v;
+      Index idx;
+    };
+    std::vector<Reduction> reductions;
+    for (ir::ValueId v : p.match.prologue) {
+      const ir::Op op = g.node(v).op;
+      if (op != ir::Op::mean && op != ir::Op::sum && op != ir::Op::amax) continue;
+      e.bind(v, [&, v](const Index& idx, Body& here) -> std::string {
+        for (const std::string& c : idx)
+          if (c.find(d) != std::string::npos) return e.compute(v, idx, here);
+        size_t k = 0;
+        while (k < reductions.size() && !(reductions[k].v == v && reductions[k].idx == idx)) ++k;
+        if (k == reductions.size()) reductions.push_back({v, idx});
+        return "emmy_qred[" + num(int64_t(k) * rows) + " + emmy_pr]";
+      });
+    }
+    Body values(b);
+    Index a, unused;
+    e.gemm_operands(M1, batch_index(p, "qm", "0"), d, a, unused);
+    const ir::DType tq = g.type(p.q).dtype;
+    values.line(q_scratch + "[(bz * " + num(p.Sq) + "LL + qm) * " + num(D) + "LL + " + d +
+                "] = " + store_element(tq, e.value(p.q, a, values)) + ";");
+    if (int64_t(reductions.size()) * rows * 4 > q_bytes)
+      throw KnobRefused(knob_text + ": q's reductions do not fit the query buffer");
+
     Body ph(b);
     ph.line(HR > 1 ? "const long long emmy_qz0 = (long long)blockIdx.x * " + num(HR) + "LL;"
                    : std::string("const long long emmy_qz0 = blockIdx.x;"));
     ph.line("const int emmy_qm0 = (int)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) + ";");
-    Body row(ph);
-    row.line("const long long bz = emmy_qz0 + emmy_pr / " + num(BQ) + ";");
-    row.line("const int qm = emmy_qm0 + emmy_pr % " + num(BQ) + ";");
-    Body in_row(row);
-    const std::string d = "emmy_qd";
-    std::map<std::string, std::string> hoisted;
-    for (ir::ValueId v : p.match.prologue) {
-      const ir::Op op = g.node(v).op;
-      if (op != ir::Op::mean && op != ir::Op::sum && op != ir::Op::amax) continue;
-      e.bind(v, [&, v](const Index& idx, Body& here) {
-        bool per_row = true;
-        for (const std::string& c : idx) per_row = per_row && c.find(d) == std::string::npos;
-        if (!per_row) return e.compute(v, idx, here);
-        const std::string key = backend_support::memo_key(v, idx);
-        auto it = hoisted.find(key);
-        if (it != hoisted.end()) return it->second;
-        const std::string value = e.compute(v, idx, in_row);
-        const std::string var = e.fresh("qred");
-        in_row.line("const float " + var + " = " + value + ";");
-        hoisted[key] = var;
-        return var;
-      });
+    ph.line("float* const emmy_qred = (float*)emmy_attn_smem;  // the query buffer, until copied");
+    // (1) The reductions: a warp per row.
+    Body row1(ph);
+    row_of(row1);
+    Body in1(row1);
+    ExprGen e1(g);
+    bind_inputs(e1, m);
+    bind_causal_masks(e1);
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      const ir::Node& n = g.node(reductions[k].v);
+      const ir::TensorType& in = g.type(n.inputs.at(0));
+      Index x = reductions[k].idx;
+      if (n.attr_int("keepdim", 0) != 0 && !x.empty())
+        x.back() = "emmy_t";
+      else
+        x.push_back("emmy_t");
+      const bool max = n.op == ir::Op::amax;
+      const std::string acc = "emmy_qacc" + num(int64_t(k));
+      in1.line("float " + acc + " = " + (max ? "-INFINITY" : "0.f") + ";");
+      Body t(in1);
+      const std::string xv = e1.value(n.inputs.at(0), x, t);
+      t.line(acc + " = " + (max ? "fmaxf(" + acc + ", " + xv + ")" : acc + " + " + xv) + ";");
+      in1.block("for (int emmy_t = lane; emmy_t < " + num(in.shape.back()) + "; emmy_t += 32)", t);
+      in1.line("#pragma unroll");
+      in1.line("for (int o = 16; o > 0; o >>= 1) " + acc + " = " +
+               (max ? "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"
+                    : acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"));
+      in1.line("if (lane == 0) emmy_qred[" + num(int64_t(k) * rows) + " + emmy_pr] = " +
+               rounded(n.type.dtype,
+                       n.op == ir::Op::mean ? acc + " / " + num(in.shape.back()) + ".f" : acc) +
+               ";");
     }
-    Body el(in_row);
-    Index a, unused;
-    e.gemm_operands(M1, batch_index(p, "qm", "0"), d, a, unused);
-    const ir::DType tq = g.type(p.q).dtype;
-    el.line(q_scratch + "[(bz * " + num(p.Sq) + "LL + qm) * " + num(D) + "LL + " + d +
-            "] = " + store_element(tq, e.value(p.q, a, el)) + ";");
-    in_row.block("for (int " + d + " = 0; " + d + " < " + num(D) + "; ++" + d + ")", el);
-    row.block("if (qm < " + num(p.Sq) + ")", in_row);
+    row1.block("if (qm < " + num(p.Sq) + ")", in1);
+    if (!reductions.empty()) {
+      ph.block(
+          "for (int emmy_pr = warp; emmy_pr < " + num(rows) + "; emmy_pr += " + num(T / 32) + ")",
+          row1);
+      ph.line("__syncthreads();");
+    }
+    // (2) q's values, a thread per element, consecutive threads on consecutive columns.
+    Body row2(ph);
+    row2.line("const int emmy_pr = emmy_e / " + num(D) + ", " + d + " = emmy_e % " + num(D) + ";");
+    row_of(row2);
+    row2.block("if (qm < " + num(p.Sq) + ")", values);
     ph.block(
-        "for (int emmy_pr = threadIdx.x; emmy_pr < " + num(HR * BQ) + "; emmy_pr += blockDim.x)",
-        row);
+        "for (int emmy_e = threadIdx.x; emmy_e < " + num(rows * D) + "; emmy_e += " + num(T) + ")",
+        row2);
     ph.line("asm volatile(\"fence.proxy.async.global;\" ::: \"memory\");");
+    ph.line("asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
     ph.line("__syncthreads();");
     b.block("", ph);
   }
