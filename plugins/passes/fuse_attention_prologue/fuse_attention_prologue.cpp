@@ -7,8 +7,9 @@
 //
 // Offered only where the row kernel computes nothing but q (k_norm fused with q_norm as sibling
 // rows is the other answer of fuse_siblings) and only on the backends named by option `backends`
-// (default cpu): those whose attention template generates such a prologue and has been checked
-// on its device. The cuda template's Hopper path generates it but has not yet run on a GPU.
+// (default cpu): those whose attention template generates such a prologue well enough to be worth
+// measuring. The cuda template's Hopper path computes it correctly on the H200, but its first,
+// scalar prologue is slower than the separate kernel (docs/PERFORMANCE.md).
 #include <algorithm>
 #include <sstream>
 #include <string>
