@@ -260,13 +260,19 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   const ir::ValueId M1 = p.match.scores, M2 = p.match.values;
   const std::string ty = t16 == ir::DType::bf16 ? "bf16" : "f16";
   const int64_t HR = knobs.count("heads") ? knobs.at("heads") : 1;
-  const bool persistent_knob = knobs.count("persistent") && knobs.at("persistent") == 1;
+  // persistent=1: as many blocks as the SMs hold at once (persistent_blocks) take work items
+  // (a query tile of a batch entry, heaviest first) in turn; the producer copies the next item's
+  // query tile and first key tiles while the consumers still finish the last one's products and
+  // stores, so a short item (B=8 S=512: 4.5 key tiles on average) no longer pays its block's
+  // start and its first copies' latency alone. One consumer warpgroup (block_q 64, warps 4):
+  // attention_knob_refusal.
+  const bool persistent = knobs.count("persistent") && knobs.at("persistent") == 1;
   // q computed in the kernel: each block first computes its own query rows into scratch (before
   // the tensor maps: module.hpp), then copies them by TMA as any q. Not with persistent blocks
   // (their items' rows would be computed item by item, behind the producer's early copies).
   std::string q_scratch;
   if (p.q_computed) {
-    if (persistent_knob)
+    if (persistent)
       throw KnobRefused(knob_text +
                         ": persistent=1 with q computed in the kernel (its norm absorbed)");
     q_scratch = m.add_scratch(t16, p.Z * p.Sq * D);
@@ -279,13 +285,6 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   // SPLIT warpgroups share each 64 rows, taking every SPLIT-th key tile (warps = SPLIT * block_q
   // / 16; attention_knob_refusal allows 2 with block_q 64 and stages >= 3).
   const int64_t SPLIT = knobs.at("warps") / (HR * BQ / 16);
-  // persistent=1: as many blocks as the SMs hold at once (persistent_blocks) take work items
-  // (a query tile of a batch entry, heaviest first) in turn; the producer copies the next item's
-  // query tile and first key tiles while the consumers still finish the last one's products and
-  // stores, so a short item (B=8 S=512: 4.5 key tiles on average) no longer pays its block's
-  // start and its first copies' latency alone. One consumer warpgroup (block_q 64, warps 4):
-  // attention_knob_refusal.
-  const bool persistent = knobs.count("persistent") && knobs.at("persistent") == 1;
   const int64_t NQ = ceil_div(p.Sq, BQ), NZ = p.Z / HR, NWORK = NZ * NQ;
   if (SPLIT != 1 && SPLIT != 2)
     throw KnobRefused(knob_text + ": warps must be block_q / 16, or twice that");
