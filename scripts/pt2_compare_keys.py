@@ -71,10 +71,12 @@ def kernels(args, log):
     return {d["key"]: d for d in json.loads(r.stdout)["distinct"]}
 
 
-hf = kernels(["Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--seq", str(seq), "--dtype", "bf16"],
-             os.path.join(out_dir, "pt2-keys-hf.json"))
-ok = hf is not None
+ok = True
 for attn in ("sdpa", "eager"):
+    # The hf frontend's --attention says which of transformers' attentions it builds: sdpa (the
+    # scores in f32) or eager (the scores rounded to bf16).
+    hf = kernels(["Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--seq", str(seq), "--dtype", "bf16",
+                  "--attention", attn], os.path.join(out_dir, f"pt2-keys-hf-{attn}.json"))
     exported = kernels([export(attn)], os.path.join(out_dir, f"pt2-keys-{attn}.json"))
     if exported is None or hf is None:
         print(f"keys identical ({attn}): False")

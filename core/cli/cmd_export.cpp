@@ -61,6 +61,7 @@ int run_export(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("batch", po::value<std::string>(), "batch size for model ids (default 1)")
     ("seq", po::value<std::string>(), "sequence length for model ids (default 128)")
     ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
+    ("attention", po::value<std::string>(), "attention of model ids as transformers' attn_implementation: sdpa (default: the scores in f32, unrounded) or eager (the scores rounded to dtype)")
     ("model-config", po::value<std::string>(), "config.json to use for a model id")
     ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions")
     ("trust", "the .pt file is trusted (as for emmy tune)")

@@ -15,7 +15,8 @@ namespace {
 
 // The first option given with --code that only a model id or a file uses, as "--NAME", or "".
 std::string option_not_for_code(const boost::program_options::variables_map& vm) {
-  for (const char* key : {"layer", "batch", "seq", "dtype", "model-config", "input-shape", "trust"})
+  for (const char* key :
+       {"layer", "batch", "seq", "dtype", "attention", "model-config", "input-shape", "trust"})
     if (vm.count(key)) return std::string("--") + key;
   return "";
 }
@@ -42,7 +43,7 @@ std::string code_option_problem(const boost::program_options::variables_map& vm)
 std::map<std::string, std::string> frontend_options(
     const boost::program_options::variables_map& vm) {
   std::map<std::string, std::string> options;
-  for (const char* key : {"layer", "batch", "seq", "dtype", "input-shape"})
+  for (const char* key : {"layer", "batch", "seq", "dtype", "attention", "input-shape"})
     if (vm.count(key)) options[key] = vm[key].as<std::string>();
   if (vm.count("model-config")) options["config"] = vm["model-config"].as<std::string>();
   if (vm.count("trust")) options["trust"] = "1";

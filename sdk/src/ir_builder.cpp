@@ -119,6 +119,13 @@ ValueId build_attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId mas
   const bool upcast = softmax_in_f32 && (qt.dtype == DType::f16 || qt.dtype == DType::bf16);
   const DType constant_dtype = upcast ? DType::f32 : qt.dtype;  // aten's opmath for half types
   ValueId kt_id = b.transpose(k, -2, -1);
+  // With `softmax_in_f32`, the scores too are f32, unrounded: what torch's fused sdpa kernels
+  // (flash, cuDNN, memory-efficient) compute from 16-bit q and k. The widenings are exact, so a
+  // template reads q and k as they are.
+  if (upcast) {
+    q = b.cast(q, DType::f32);
+    kt_id = b.cast(kt_id, DType::f32);
+  }
   ValueId scores = b.matmul(q, kt_id);
   ValueId scaled = b.mul(scores, b.constant(scale, constant_dtype));
   const double neg_inf = -std::numeric_limits<double>::infinity();
@@ -134,7 +141,6 @@ ValueId build_attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId mas
     else
       scaled = b.add(scaled, mask);
   }
-  if (upcast) scaled = b.cast(scaled, DType::f32);
   ValueId probs = b.softmax(scaled, -1);
   if (upcast) probs = b.cast(probs, qt.dtype);
   return b.matmul(probs, v);

@@ -43,6 +43,13 @@ bool is_elementwise_op(Op op) {
   }
 }
 
+bool is_exact_widening_cast(const Graph& g, ValueId v) {
+  const Node& n = g.node(v);
+  if (n.op != Op::cast || n.inputs.size() != 1 || n.type.dtype != ir::DType::f32) return false;
+  const ir::DType from = g.type(n.inputs[0]).dtype;
+  return from == ir::DType::f16 || from == ir::DType::bf16;
+}
+
 bool is_index_op(Op op) {
   switch (op) {
     case Op::view:
@@ -292,9 +299,12 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const Kernel& k) {
       if (!above_s[i] || n.type.numel() != score_numel) return std::nullopt;
       match.score_chain.push_back(id);
     } else {
-      // q, k, v and mask preparation: index ops; q's own (nothing else reads them) may also
-      // compute, a row norm and RoPE for instance.
-      if (!is_index_op(n.op) && !(below_q_only[i] && !is_matmul_op(n.op))) return std::nullopt;
+      // q, k, v and mask preparation: index ops and exact widenings (16-bit operands of scores
+      // computed in f32); q's own (nothing else reads them) may also compute, a row norm and
+      // RoPE for instance.
+      if (!is_index_op(n.op) && !is_exact_widening_cast(g, id) &&
+          !(below_q_only[i] && !is_matmul_op(n.op)))
+        return std::nullopt;
       match.prologue.push_back(id);
     }
   }

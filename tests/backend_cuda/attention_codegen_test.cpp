@@ -241,6 +241,11 @@ TEST(CudaAttention, EveryKnobValueGeneratesTheTemplate) {
         EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
         c.knobs = {{"heads", 2}, {"wgmma", 1}, {"block_q", 64}, {"warps", 8}};
       }
+      // And turns between two warpgroups of their own rows.
+      if (spec.name == "pingpong" && v == 1) {
+        EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+        c.knobs = {{"pingpong", 1}, {"wgmma", 1}, {"block_q", 128}, {"warps", 8}};
+      }
       std::string used;
       std::string source = generate_source(slice_of(c), &used);
       EXPECT_EQ(used, "attention") << spec.name << "=" << v;
@@ -431,9 +436,10 @@ TEST(CudaAttention, WgmmaResultRowsLeaveThroughSharedMemoryIn16BytePieces) {
 // once and stages the output in column pairs: every rounding to bf16 (the product's, the scaled
 // score's, the output's) converts two values with one cvt.rn.bf16x2.f32 (SASS F2FP, a quarter of
 // the FMA rate on sm_90; the chain rounded each score twice, one conversion each), and the staged
-// output is one 32-bit shared store per pair.
+// output is one 32-bit shared store per pair. Scores computed in f32 (transformers' sdpa, the hf
+// frontend's form) are not rounded at all: the output's is the one conversion left.
 TEST(CudaAttention, WgmmaRoundsNeighbouringColumnsInPairs) {
-  Case c = qwen3_attention(512, 8);
+  Case c = qwen3_attention(512, 8, /*eager=*/true);
   c.knobs = {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}, {"stages", 3}};
   std::string used;
   const std::string source = generate_source(slice_of(c), &used);
@@ -452,6 +458,14 @@ TEST(CudaAttention, WgmmaRoundsNeighbouringColumnsInPairs) {
   EXPECT_EQ(count("emmy_rbf2(o[n][h * 2] * inv[h], o[n][h * 2 + 1] * inv[h])"), 1) << kernel;
   EXPECT_EQ(count("st.shared.u16"), 0) << kernel;
   EXPECT_EQ(compiles(c), source);
+  Case sdpa = qwen3_attention(512, 8);
+  sdpa.knobs = c.knobs;
+  const std::string f32_scores = generate_source(slice_of(sdpa));
+  EXPECT_EQ(f32_scores.find("emmy_rbf2(sacc"), std::string::npos);
+  EXPECT_EQ(f32_scores.find("emmy_rbf(sacc"), std::string::npos);
+  EXPECT_NE(f32_scores.find("emmy_rbf2(o[n][h * 2] * inv[h], o[n][h * 2 + 1] * inv[h])"),
+            std::string::npos);
+  EXPECT_EQ(compiles(sdpa), f32_scores);
 }
 
 // heads=2: one block takes the same 64 query rows of two query heads of a grouped-query pair (a
@@ -490,6 +504,68 @@ TEST(CudaAttention, WgmmaTwoHeadsOfAGroupShareTheirKeyValueTiles) {
   EXPECT_THROW(generate_source(slice_of(sync)), KnobRefused);
   sync.knobs = {{"wgmma", 1}, {"block_q", 128}, {"heads", 2}, {"warps", 8}};
   EXPECT_THROW(generate_source(slice_of(sync)), KnobRefused);
+}
+
+// pingpong=1: the two warpgroups of a block with rows of their own (block_q 128, or two heads)
+// take turns issuing their products on named barriers 6 and 7: warpgroup 0 first, each turn a
+// wait on its own barrier before the first product and a signal to the other after the last,
+// also on the tiles a warpgroup only releases (so both make n_tiles turns), and warpgroup 1 not
+// signalling after its last. Refused where the warpgroups share rows or there is one.
+TEST(CudaAttention, WgmmaPingpongWarpgroupsTakeTurnsIssuingTheirProducts) {
+  for (std::map<std::string, double> knobs :
+       {std::map<std::string, double>{
+            {"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"block_kv", 64}, {"stages", 3}},
+        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"block_kv", 128}, {"stages", 2}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"block_kv", 64},
+         {"stages", 3}}}) {
+    for (auto [seq, batch] : {std::pair<int64_t, int64_t>{512, 8}, {200, 1}}) {
+      Case c = qwen3_attention(seq, batch);
+      c.knobs = knobs;
+      const std::string plain = generate_source(slice_of(c));
+      c.knobs["pingpong"] = 1;
+      std::string used;
+      const std::string source = generate_source(slice_of(c), &used);
+      ASSERT_EQ(used, "attention");
+      EXPECT_NE(source.find(" pingpong"), std::string::npos)
+          << source.substr(source.rfind("// template"), 300);
+      EXPECT_EQ(plain.find("bar.sync %0, 256"), std::string::npos);
+      const size_t first = source.find("if (rows == 1) asm volatile(\"bar.arrive 6, 256;\"");
+      const size_t loop = source.find("int t = part;");
+      ASSERT_NE(first, std::string::npos);
+      EXPECT_LT(first, loop);  // warpgroup 0 is let through before any turn
+      // A turn per tile: the peeled first, the loop's, and the released-only tiles' (causal).
+      size_t turns = 0, ends = 0;
+      for (size_t at = source.find("bar.sync %0, 256"); at != std::string::npos;
+           at = source.find("bar.sync %0, 256", at + 1))
+        ++turns;
+      for (size_t at = source.find("if (rows == 0 || t + 1 < n_tiles) asm volatile(\"bar.arrive");
+           at != std::string::npos; at = source.find("if (rows == 0 || t + 1 < n_tiles)", at + 1))
+        ++ends;
+      EXPECT_EQ(turns, 3u);
+      EXPECT_EQ(ends, 3u);
+      // Within a turn: its wait, then the products, then the signal, then the wait for S.
+      const size_t wait = source.find("bar.sync %0, 256", loop),
+                   mma = source.find("wgmma.mma_async", wait),
+                   signal = source.find("bar.arrive %0, 256", mma),
+                   done = source.find("wgmma.wait_group.sync.aligned", mma);
+      EXPECT_LT(wait, mma);
+      EXPECT_LT(signal, done);
+      EXPECT_EQ(compiles(c), source);
+    }
+  }
+  Case c = qwen3_attention(512, 8);
+  for (std::map<std::string, double> knobs :
+       {std::map<std::string, double>{{"wgmma", 1}, {"block_q", 64}, {"warps", 4}},
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}},  // a split: shared rows
+        {{"block_q", 128}, {"warps", 8}}}) {                           // mma.sync
+    c.knobs = knobs;
+    c.knobs["pingpong"] = 1;
+    EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+  }
 }
 
 TEST(CudaAttention, WgmmaPathRefusesWhatItCannotTake) {

@@ -174,7 +174,16 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
            {"heads", 2},
            {"warps", 8},
            {"stages", 3},
-           {"block_kv", 64}}}) {
+           {"block_kv", 64}},
+          // The two warpgroups taking turns (ragged ends: a warpgroup's released-only tiles).
+          {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}, {"pingpong", 1}},
+          {{"wgmma", 1},
+           {"block_q", 64},
+           {"heads", 2},
+           {"warps", 8},
+           {"stages", 2},
+           {"block_kv", 64},
+           {"pingpong", 1}}}) {
       c.knobs = knobs;
       try {
         generate_source(slice_of(c));
@@ -187,7 +196,7 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
     }
   }
   EXPECT_GE(taken,
-            30);  // the three Qwen3 shapes, f16 hd 64, the padding mask, the transposed result, x6
+            40);  // the three Qwen3 shapes, f16 hd 64, the padding mask, the transposed result, x8
 }
 
 // Qwen3's attention at 1024 positions: both paths, correct, and their times printed.
@@ -218,9 +227,78 @@ TEST(AttentionGpu, Qwen3At1024BothPaths) {
          {"heads", 2},
          {"warps", 8},
          {"stages", 2},
-         {"block_kv", 128}}}) {
+         {"block_kv", 128}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 64},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 2},
+         {"block_kv", 128},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 128},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 64},
+         {"pingpong", 1}}}) {
     matches_and_time(s, inputs, expected, knobs, "S=1024");
   }
+  Case eager = qwen3_attention(1024, 1, /*eager=*/true);
+  ir::Slice se = slice_of(eager);
+  auto eager_expected = ir::evaluate(se.graph, inputs);
+  matches_and_time(se, inputs, eager_expected,
+                   {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
+                   "S=1024 eager");
+}
+
+// Qwen3's attention at 2048 positions (issue 19's long shape): the Hopper path's main knob sets,
+// correct and timed, and the eager form beside.
+TEST(AttentionGpu, Qwen3At2048Hopper) {
+  Case c = qwen3_attention(2048);
+  ir::Slice s = slice_of(c);
+  auto inputs = ir::random_inputs(s.graph, 13);
+  auto expected = ir::evaluate(s.graph, inputs);
+  const std::map<std::string, double> base = {
+      {"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}};
+  for (std::map<std::string, double> knobs :
+       {base,
+        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}, {"block_kv", 128}},
+        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 2},
+         {"block_kv", 128},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 128},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 64},
+         {"pingpong", 1}}})
+    matches_and_time(s, inputs, expected, knobs, "S=2048");
+  Case eager = qwen3_attention(2048, 1, /*eager=*/true);
+  ir::Slice se = slice_of(eager);
+  auto eager_expected = ir::evaluate(se.graph, inputs);
+  matches_and_time(se, inputs, eager_expected, base, "S=2048 eager");
 }
 
 // Qwen3's attention at B=8 S=512 (1024 short query tiles: 4.5 key tiles each on average): the
@@ -267,9 +345,48 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
          {"heads", 2},
          {"warps", 8},
          {"stages", 2},
-         {"block_kv", 128}}}) {
+         {"block_kv", 128}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 64},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 2},
+         {"block_kv", 128},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 128},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 128},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"stages", 3},
+         {"block_kv", 64},
+         {"pingpong", 1}},
+        {{"wgmma", 1},
+         {"block_q", 64},
+         {"heads", 2},
+         {"warps", 8},
+         {"stages", 2},
+         {"block_kv", 128},
+         {"pingpong", 1}}}) {
     matches_and_time(s, inputs, expected, knobs, "B=8 S=512");
   }
+  // The same attention with its scores rounded to bf16 twice (transformers' eager form), beside.
+  Case eager = qwen3_attention(512, 8, /*eager=*/true);
+  ir::Slice se = slice_of(eager);
+  auto eager_expected = ir::evaluate(se.graph, inputs);
+  matches_and_time(se, inputs, eager_expected,
+                   {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
+                   "B=8 S=512 eager");
 }
 
 }  // namespace

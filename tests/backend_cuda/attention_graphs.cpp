@@ -16,20 +16,28 @@ ir::ValueId repeat_kv(ir::Builder& b, ir::ValueId x, int64_t group) {
   return b.reshape(e, {s[0], s[1] * group, s[2], s[3]});
 }
 
-// The tail Qwen3 (HF eager) gives an attention: scale, where(mask, s, -inf), f32 softmax, bf16.
+// The tail Qwen3 gives an attention: scale, where(mask, s, -inf), f32 softmax, bf16. `sdpa`: the
+// scores in f32 from q and k widened (transformers' sdpa, as the hf frontend builds it); else
+// rounded to q's type by the product and by the scaling (transformers' eager attention).
 ir::ValueId hf_attention(ir::Builder& b, ir::ValueId q, ir::ValueId k, ir::ValueId v,
-                         ir::ValueId mask, double scale) {
-  auto s = b.matmul(q, b.transpose(k, 2, 3));
+                         ir::ValueId mask, double scale, bool sdpa = false) {
+  ir::ValueId kt = b.transpose(k, 2, 3);
+  if (sdpa) {
+    q = b.cast(q, DType::f32);
+    kt = b.cast(kt, DType::f32);
+  }
+  auto s = b.matmul(q, kt);
   s = b.mul(s, b.constant(scale));
   if (mask >= 0) s = b.where(mask, s, b.constant(-std::numeric_limits<double>::infinity()));
-  auto p = b.cast(b.softmax(b.cast(s, DType::f32), -1), b.graph().type(q).dtype);
+  auto p = b.cast(b.softmax(sdpa ? s : b.cast(s, DType::f32), -1), b.graph().type(v).dtype);
   return b.matmul(p, v);
 }
 
 }  // namespace
 
-Case qwen3_attention(int64_t seq, int64_t batch) {
-  Case c{"qwen3_s" + std::to_string(seq) + (batch > 1 ? "_b" + std::to_string(batch) : ""),
+Case qwen3_attention(int64_t seq, int64_t batch, bool eager) {
+  Case c{std::string(eager ? "qwen3_eager_s" : "qwen3_s") + std::to_string(seq) +
+             (batch > 1 ? "_b" + std::to_string(batch) : ""),
          "attention",
          {},
          {}};
@@ -39,7 +47,8 @@ Case qwen3_attention(int64_t seq, int64_t batch) {
   auto k = b.input("k", {DType::bf16, {batch, 8, seq, 128}});
   auto mask = b.input("causal_mask", {DType::boolean, {seq, seq}}, "causal_mask");
   auto v = b.transpose(b.view(b.slice(qkv, 2, 3072, 4096), {batch, seq, 8, 128}), 1, 2);
-  auto o = hf_attention(b, q, repeat_kv(b, k, 2), repeat_kv(b, v, 2), mask, 1.0 / std::sqrt(128.0));
+  auto o = hf_attention(b, q, repeat_kv(b, k, 2), repeat_kv(b, v, 2), mask, 1.0 / std::sqrt(128.0),
+                        /*sdpa=*/!eager);
   // The result in o_proj's order, as the trace's attention kernel now ends (fuse_attention takes
   // the chain): contiguous(reshape(contiguous(transpose(o, 1, 2)), [b, s, 2048])).
   auto t = b.op(ir::Op::contiguous, {b.transpose(o, 1, 2)});
@@ -68,7 +77,8 @@ Case qwen3_attention_absorbing_q_norm(int64_t seq, int64_t batch) {
   auto rotated = b.cat({b.unary(ir::Op::neg, b.slice(q, 3, 64, 128)), b.slice(q, 3, 0, 64)}, 3);
   q = b.add(b.mul(q, b.unsqueeze(cos, 1)), b.mul(rotated, b.unsqueeze(sin, 1)));
   auto v = b.transpose(b.view(b.slice(qkv, 2, 3072, 4096), {batch, seq, 8, 128}), 1, 2);
-  auto o = hf_attention(b, q, repeat_kv(b, k, 2), repeat_kv(b, v, 2), mask, 1.0 / std::sqrt(128.0));
+  auto o = hf_attention(b, q, repeat_kv(b, k, 2), repeat_kv(b, v, 2), mask, 1.0 / std::sqrt(128.0),
+                        /*sdpa=*/true);
   auto t = b.op(ir::Op::contiguous, {b.transpose(o, 1, 2)});
   b.output(b.op(ir::Op::contiguous, {b.reshape(t, {batch, seq, 2048})}));
   return c;
@@ -142,6 +152,7 @@ Case transposed_scores_bf16() {
 std::vector<Case> attention_cases() {
   return {qwen3_attention(128),
           qwen3_attention(200),
+          qwen3_attention(200, 1, /*eager=*/true),
           qwen3_attention(256, 2),
           mha_hd64_f16(),
           causal_f32(),

@@ -11,9 +11,11 @@ namespace emmy::cuda::test {
 
 // Qwen3-0.6B's attention kernel as `emmy trace --layer 0` shows it: bf16, 16 query heads sharing
 // 8 key/value heads (unsqueeze/expand/reshape), head dim 128, v sliced out of the fused qkv
-// projection, scores rounded to bf16, scaled, where(causal_mask, s, -inf), softmax in f32, the
-// result written as o_proj reads it ([b, s, 16 * 128]).
-Case qwen3_attention(int64_t seq, int64_t batch = 1);
+// projection, scores in f32 from q and k widened (transformers' sdpa), scaled,
+// where(causal_mask, s, -inf), softmax in f32, the result written as o_proj reads it
+// ([b, s, 16 * 128]). The bf16 cases below round the scores as transformers' eager attention does.
+// `eager`: the scores rounded to bf16 by the product and by the scaling instead.
+Case qwen3_attention(int64_t seq, int64_t batch = 1, bool eager = false);
 // The same attention absorbing q's own kernel (pass fuse_attention_prologue): q computed in it
 // from the projection's first 2048 columns, q_norm (per-head RMSNorm) then RoPE; wgmma=1.
 Case qwen3_attention_absorbing_q_norm(int64_t seq, int64_t batch = 1);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -223,16 +224,35 @@ TEST_F(TorchScriptFrontendTest, MissingFileIsAnError) {
   EXPECT_NE(error_of(r).find("does not exist"), std::string::npos);
 }
 
-// The same Qwen3 decoder layer from the hf frontend and traced from PyTorch: same ops, same
-// shapes, same structural keys kernel for kernel under the singleton grouping.
+// The same Qwen3 decoder layer from the hf frontend and traced from PyTorch (transformers' eager
+// attention, so the hf frontend's --attention eager): same ops, same shapes, same structural keys
+// kernel for kernel under the singleton grouping. With its default (sdpa: the scores in f32) the
+// hf frontend widens q and k^T before the first product instead: two casts more.
 TEST_F(TorchScriptFrontendTest, Qwen3LayerAgreesWithHfFrontend) {
   auto traced = file("qwen3_layer.pt");
   FrontendRequest r;
   r.source = "Qwen/Qwen3-Embedding-0.6B";
-  r.options = {{"layer", "0"}, {"seq", "32"}, {"batch", "1"}, {"dtype", "bf16"}};
+  r.options = {
+      {"layer", "0"}, {"seq", "32"}, {"batch", "1"}, {"dtype", "bf16"}, {"attention", "eager"}};
   emmy::ir::Graph built;
   emmy::Status s = hf_plugin()->load(r, built);
   ASSERT_TRUE(s.ok()) << s.message();
+
+  r.options["attention"] = "sdpa";
+  emmy::ir::Graph sdpa;
+  ASSERT_TRUE(hf_plugin()->load(r, sdpa).ok());
+  // q and k^T widened, and no cast of the (already f32) scores before the softmax.
+  EXPECT_EQ(sdpa.compute_node_count(), built.compute_node_count() + 1);
+  const std::vector<std::string> sdpa_ops = op_signatures(sdpa);
+  for (const char* op : {"cast f32[1,16,32,128]", "cast f32[1,16,128,32]", "matmul f32[1,16,32,32]",
+                         "mul f32[1,16,32,32]"})
+    EXPECT_EQ(std::count(sdpa_ops.begin(), sdpa_ops.end(), op), 1) << op;
+  r.options["attention"] = "flash";
+  emmy::ir::Graph refused;
+  const emmy::Status bad = hf_plugin()->load(r, refused);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("--attention must be sdpa or eager, got 'flash'"), std::string::npos)
+      << bad.message();
 
   EXPECT_EQ(op_signatures(traced), op_signatures(built));
   EXPECT_EQ(input_types(traced, "weight").size(), input_types(built, "weight").size());
@@ -253,7 +273,8 @@ std::map<std::string, std::string> traced_kernels(const std::string& args) {
 TEST_F(TorchScriptFrontendTest, TransformersSpelledLayerGetsTheHfFrontendsKeysAndNames) {
   auto traced =
       traced_kernels("'" + (fixture_dir() / "qwen3_layer_transformers.pt").string() + "'");
-  auto hf = traced_kernels("Qwen/Qwen3-Embedding-0.6B --layer 0 --seq 32 --dtype bf16");
+  auto hf =
+      traced_kernels("Qwen/Qwen3-Embedding-0.6B --layer 0 --seq 32 --dtype bf16 --attention eager");
   ASSERT_EQ(hf.size(), 8u);  // q_norm and k_norm are one kernel (sibling row kernels)
   std::vector<std::string> hf_names, traced_names;
   for (const auto& [key, name] : hf) {

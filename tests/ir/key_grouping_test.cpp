@@ -290,9 +290,10 @@ TEST(StructuralKey, NoOpsViewChainsAndViewsOfInputsAreFolded) {
             }));
 }
 
-// torch's scaled_dot_product_attention on bf16 (softmax in f32) and transformers' eager
-// attention as the hf frontend writes it are one computation.
-TEST(StructuralKey, SdpaInF32SoftmaxIsTheEagerAttention) {
+// torch's scaled_dot_product_attention on bf16 (scores and softmax in f32) and transformers' sdpa
+// attention as the hf frontend writes it are one computation; its eager attention (the scores
+// rounded to bf16) is another.
+TEST(StructuralKey, SdpaInF32IsTheHfSdpaAttentionAndNotTheEagerOne) {
   auto attention = [](int how) {
     return graph_key([&](Builder& b) {
       ValueId q = b.input("q", {DType::bf16, {1, 2, 8, 16}});
@@ -303,13 +304,20 @@ TEST(StructuralKey, SdpaInF32SoftmaxIsTheEagerAttention) {
         return;
       }
       ValueId mask = b.input("causal_mask", {DType::boolean, {8, 8}}, "causal_mask");
-      ValueId s = b.mul(b.matmul(q, b.transpose(k, 2, 3)), b.constant(0.25, DType::f32));
+      ValueId kt = b.transpose(k, 2, 3);
+      if (how == 3) {  // sdpa: q and k^T widened, the scores f32
+        q = b.cast(q, DType::f32);
+        kt = b.cast(kt, DType::f32);
+      }
+      ValueId s = b.mul(b.matmul(q, kt), b.constant(0.25, DType::f32));
       s = b.where(mask, s, b.constant(-std::numeric_limits<double>::infinity(), DType::f32));
-      b.output(b.matmul(b.cast(b.softmax(b.cast(s, DType::f32), 3), DType::bf16), v));
+      if (how == 2) s = b.cast(s, DType::f32);
+      b.output(b.matmul(b.cast(b.softmax(s, 3), DType::bf16), v));
     });
   };
-  EXPECT_EQ(attention(1), attention(2));
-  EXPECT_NE(attention(0), attention(2));  // softmax in bf16 is another computation
+  EXPECT_EQ(attention(1), attention(3));
+  EXPECT_NE(attention(1), attention(2));  // the scores rounded to bf16: eager
+  EXPECT_NE(attention(0), attention(3));  // softmax in bf16 is another computation
 }
 
 TEST(Grouping, BoundaryVerifyAndSingleton) {

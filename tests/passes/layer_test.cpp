@@ -58,6 +58,42 @@ TEST(Qwen3Layer, DefaultGrouping) {
   EXPECT_EQ(std::set<std::string>(forks.begin(), forks.end()).size(), forks.size());
 }
 
+// transformers' sdpa attention (the hf frontend's default): q and k^T are widened to f32 before
+// the scores. The widenings join the attention kernel, which reads q and k as bf16; left to the
+// later passes they would join q_norm/k_norm's kernel, which would then write q and k in f32.
+TEST(Qwen3Layer, SdpaWideningsOfQAndKJoinTheAttention) {
+  emmy::test::LayerShape shape;
+  shape.sdpa = true;
+  ScriptedResolver r;
+  Program p = run_default(emmy::test::qwen3_graph(shape), r, emmy::test::test_caps());
+  EXPECT_EQ(p.grouping.kernels.size(), 9u);
+  // The widenings read by a product (the norms' own casts to f32 are widenings too).
+  auto read_by_a_product = [&](emmy::ir::ValueId v) {
+    for (const auto& n : p.graph.nodes)
+      if (n.op == emmy::ir::Op::matmul &&
+          std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end())
+        return true;
+    return false;
+  };
+  int attention = 0, widenings = 0;
+  for (const auto& k : p.grouping.kernels) {
+    EXPECT_NE(k.templ, "fallback") << emmy::ir::kernel_name(p.graph, k);
+    for (emmy::ir::ValueId v : k.nodes) {
+      if (!emmy::is_exact_widening_cast(p.graph, v) || !read_by_a_product(v)) continue;
+      ++widenings;
+      EXPECT_EQ(k.templ, "attention") << emmy::ir::kernel_name(p.graph, k);
+    }
+    if (k.templ != "attention") continue;
+    ++attention;
+    // What the attention reads from other kernels is bf16 (q, k and v as they were written).
+    for (emmy::ir::ValueId in : emmy::ir::boundary(p.graph, k).inputs)
+      if (p.graph.type(in).dtype != emmy::ir::DType::boolean)  // but the causal mask
+        EXPECT_EQ(p.graph.type(in).dtype, emmy::ir::DType::bf16) << in;
+  }
+  EXPECT_EQ(attention, 1);
+  EXPECT_EQ(widenings, 2);
+}
+
 TEST(Qwen3Layer, IdenticalLayersShareForksAndKeys) {
   ScriptedResolver one, three;
   Program p1 = run_default(emmy::test::qwen3_graph({}, 1), one);

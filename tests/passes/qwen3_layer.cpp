@@ -70,11 +70,17 @@ class LayerBuilder {
   }
 
   ValueId attention(ValueId q, ValueId k, ValueId v) {
-    ValueId scores = b_.matmul(q, b_.transpose(k, 2, 3));
+    ValueId kt = b_.transpose(k, 2, 3);
+    if (s_.sdpa) {
+      q = b_.cast(q, DType::f32);
+      kt = b_.cast(kt, DType::f32);
+    }
+    ValueId scores = b_.matmul(q, kt);
     scores = b_.mul(scores, b_.constant(1.0 / std::sqrt(double(s_.head_dim)), DType::f32));
     scores = b_.op(Op::where, {mask_, scores,
                                b_.constant(-std::numeric_limits<double>::infinity(), DType::f32)});
-    ValueId probs = b_.cast(b_.softmax(b_.cast(scores, DType::f32), 3), s_.dtype);
+    if (!s_.sdpa) scores = b_.cast(scores, DType::f32);
+    ValueId probs = b_.cast(b_.softmax(scores, 3), s_.dtype);
     return b_.matmul(probs, v);
   }
 

@@ -11,6 +11,9 @@ namespace emmy::test {
 struct LayerShape {
   int64_t batch = 1, seq = 8, hidden = 64, heads = 4, kv_heads = 2, head_dim = 16, inter = 128;
   ir::DType dtype = ir::DType::bf16;
+  // transformers' sdpa attention as the hf frontend builds it by default (q and k^T widened to
+  // f32, the scores f32); false: its eager attention (the scores rounded to dtype).
+  bool sdpa = false;
 };
 
 // `layers` decoder layers; with `final_norm`, the model's last RMSNorm after them.

@@ -105,9 +105,17 @@ class DecoderEmitter {
     return b_.transpose(v, 1, 2);
   }
 
-  // transformers' eager attention: scores scaled, causal mask, softmax in f32, back to dtype.
+  // transformers' sdpa attention (a Qwen3 model's default): scores in f32 from the 16-bit q and
+  // k, unrounded, as the fused sdpa kernels compute them (ir::build_attention builds the same for
+  // scaled_dot_product_attention); eager: the product and the scaling round them to dtype. Then
+  // scaled, causal mask, softmax in f32, back to dtype.
   ValueId attention(ValueId q, ValueId k, ValueId v, const std::string& name) {
-    ValueId scores = b_.matmul(q, b_.transpose(k, 2, 3));
+    ValueId kt = b_.transpose(k, 2, 3);
+    if (!s_.eager_attention) {
+      q = cast(q, DType::f32);
+      kt = cast(kt, DType::f32);
+    }
+    ValueId scores = b_.matmul(q, kt);
     // transformers: head_dim**-0.5 (Python's pow, bit-identical to std::pow).
     double scaling = std::pow(static_cast<double>(c_.head_dim), -0.5);
     scores = b_.mul(scores, b_.constant(scaling, DType::f32));

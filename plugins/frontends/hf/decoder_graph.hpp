@@ -15,6 +15,10 @@ struct DecoderShape {
   ir::DType dtype = ir::DType::bf16;
   std::optional<int64_t> layer;  // keep only this decoder layer; absent = every layer + final norm
   bool embedding = false;        // whole model only: start from input_ids through embed_tokens
+  // transformers' attn_implementation: sdpa (a Qwen3 model's default; the fused kernels compute
+  // the scores in f32 from the 16-bit q and k, unrounded) or eager (the scores rounded to dtype
+  // by the product and by the scaling, as torch.matmul and `* scaling` round them).
+  bool eager_attention = false;
 };
 
 // Appends the graph to `graph` (expected empty). Weights are `input` nodes of role "weight" with

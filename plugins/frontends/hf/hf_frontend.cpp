@@ -7,6 +7,7 @@
 //   dtype      bf16 | f16 | f32 (default bf16; torch spellings like bfloat16 accepted)
 //   config     a config.json to use instead of looking the model id up
 //   embedding  1/true: whole model starts from input_ids through embed_tokens (default 0)
+//   attention  sdpa | eager: transformers' attn_implementation (default sdpa, Qwen3's default)
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -129,6 +130,11 @@ class HfFrontend final : public Frontend {
       shape.dtype = dtype_option(r);
       if (!option(r, "layer").empty()) shape.layer = int_option(r, "layer", 0);
       shape.embedding = bool_option(r, "embedding");
+      const std::string attention = option(r, "attention", "sdpa");
+      if (attention != "sdpa" && attention != "eager")
+        throw Error("hf frontend: option --attention must be sdpa or eager, got '" + attention +
+                    "'");
+      shape.eager_attention = attention == "eager";
 
       ir::Graph built;
       built.name = r.source.empty() ? path : r.source;

@@ -34,9 +34,9 @@ class Pt2Frontend final : public Frontend {
       std::error_code ec;
       if (!std::filesystem::is_regular_file(r.source, ec))
         throw Error("'" + r.source + "' does not exist");
-      frontends::refuse_request_options(r,
-                                        {"layer", "batch", "seq", "dtype", "config", "embedding"},
-                                        "a .pt2 file (it is for model ids)");
+      frontends::refuse_request_options(
+          r, {"layer", "batch", "seq", "dtype", "config", "embedding", "attention"},
+          "a .pt2 file (it is for model ids)");
       frontends::refuse_request_options(r, {"trust"}, "a .pt2 file (nothing in it is run)");
       Archive archive(r.source);
       ConvertOptions options;

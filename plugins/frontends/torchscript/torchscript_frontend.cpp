@@ -61,8 +61,9 @@ void load_file(const std::string& path, const FrontendRequest& r, ir::Graph& out
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     throw Error("TorchScript file '" + path + "' does not exist");
-  frontends::refuse_request_options(r, {"layer", "batch", "seq", "dtype", "config", "embedding"},
-                                    "a TorchScript file (it is for model ids)");
+  frontends::refuse_request_options(
+      r, {"layer", "batch", "seq", "dtype", "config", "embedding", "attention"},
+      "a TorchScript file (it is for model ids)");
   refuse_load_hooks(path, option(r, "trust") == "1");
   torch::jit::ExtraFilesMap extra{{kShapesExtraFile, ""}};
   torch::jit::Module module;

@@ -86,6 +86,27 @@ std::optional<ValueId> values_of(const Partition& part, ValueId softmax) {
   return found[0];
 }
 
+// The kernels that only widen the scores' 16-bit operands to f32 (scores computed in f32, as fused
+// SDPA kernels compute them), index ops around the widening included: they belong to the
+// attention, which reads the 16-bit values and widens them as it loads. Left alone, a later pass
+// would fuse the widening into the producer of q or k, which would then write them in f32.
+std::vector<int> operand_widenings(const Partition& part, ValueId scores) {
+  const Graph& g = part.graph();
+  std::vector<int> ks;
+  for (ValueId x : g.node(scores).inputs) {
+    while (emmy::is_index_op(g.node(x).op)) x = g.node(x).inputs.at(0);
+    if (!emmy::is_exact_widening_cast(g, x)) continue;
+    const int k = part.kernel_of(x);
+    if (k < 0 || part.lowered(k)) continue;
+    const std::vector<ValueId>& nodes = part.kernel(k).nodes;
+    if (std::all_of(nodes.begin(), nodes.end(), [&](ValueId v) {
+          return emmy::is_index_op(g.node(v).op) || emmy::is_exact_widening_cast(g, v);
+        }))
+      ks.push_back(k);
+  }
+  return ks;
+}
+
 std::vector<int> kernels_of(const Partition& part, const std::vector<ValueId>& nodes) {
   std::vector<int> ks;
   for (ValueId v : nodes) ks.push_back(part.kernel_of(v));
@@ -117,6 +138,10 @@ class FuseAttention final : public emmy::passes::MergingPass {
       std::vector<int> ks = kernels_of(part, all);
       if (std::any_of(ks.begin(), ks.end(), [&](int k) { return k < 0 || part.lowered(k); }))
         continue;
+      const std::vector<int> widenings = operand_widenings(part, pattern->scores);
+      ks.insert(ks.end(), widenings.begin(), widenings.end());
+      std::sort(ks.begin(), ks.end());
+      ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
       // The result's reordering for its reader (left alone by fold_views): written by the kernel
       // that computes the result, when that kernel still fits its template with it. Part of the
       // fused kernel's situation, so the fork is named alike in a slice, which starts with the

@@ -223,9 +223,10 @@ class Builder {
 // input [L, S] of role "causal_mask" (true where key index <= query index); when `mask` >= 0,
 // where(mask, scores, -inf) for a bool mask (true = attend, as torch) or scores + mask for a float
 // mask; softmax over the last dim; matmul with v. Returns the attention output's id.
-// `softmax_in_f32` with f16/bf16 q: the constants are f32 (aten's wrapped numbers) and the
-// softmax runs in f32 (cast, softmax, cast back), as torch's sdpa and transformers' eager
-// attention compute it (the torchscript frontend's scaled_dot_product_attention).
+// `softmax_in_f32` with f16/bf16 q: q and k^T are widened to f32 before the first product, so the
+// scores, their scaling and masking and the softmax are f32 and unrounded (cast back to q's type
+// after the softmax), as torch's fused sdpa kernels compute them (the torchscript and pt2
+// frontends' scaled_dot_product_attention, and the hf frontend's attention).
 ValueId build_attention(Builder& b, ValueId q, ValueId k, ValueId v, ValueId mask, double scale,
                         bool causal, bool softmax_in_f32 = false);
 

@@ -34,6 +34,10 @@ bool is_elementwise_op(ir::Op op);
 // Index ops: each output element is one input element at a computable index (no arithmetic):
 // view reshape transpose permute contiguous unsqueeze squeeze expand slice cat.
 bool is_index_op(ir::Op op);
+// A cast of a 16-bit float (f16, bf16) to f32: every value is kept exactly, so a template may read
+// the 16-bit input and widen it as it loads (the scores' operands of an attention whose scores
+// are computed in f32, as fused SDPA kernels compute them).
+bool is_exact_widening_cast(const ir::Graph& graph, ir::ValueId value);
 // Last-dimension reductions a "reduction" kernel may hold: mean sum amax softmax.
 bool is_row_reduction_op(ir::Op op);
 // linear, matmul, bmm.

@@ -71,19 +71,23 @@ BackendCaps cuda_capabilities() {
   // persistent: 1 = a fixed grid of blocks taking the query tiles in turn (tmpl_attention_wgmma.cpp
   // says why). heads: 2 = one block takes the same block_q rows of two query heads that read the
   // same keys and values (a grouped-query pair), one warpgroup each, so each key/value tile is
-  // copied once for both (wgmma=1, block_q 64, warps 8). The path is decided first, as for the
-  // matmul.
-  caps.templates["attention"] = {{"wgmma", {0, 1}},     {"block_q", {64, 128}},
-                                 {"heads", {1, 2}},     {"block_kv", {128, 64, 32}},
-                                 {"warps", {8, 16, 4}}, {"stages", {2, 1, 3}},
-                                 {"persistent", {0, 1}}};
+  // copied once for both (wgmma=1, block_q 64, warps 8). pingpong: 1 = where two warpgroups
+  // own rows of their own (block_q 128 with warps 8, or heads 2), they take turns issuing their
+  // products, so that one's softmax runs while the other's products have the tensor cores
+  // (tmpl_attention_wgmma.cpp). The path is decided first, as for the matmul.
+  caps.templates["attention"] = {{"wgmma", {0, 1}},      {"block_q", {64, 128}},
+                                 {"heads", {1, 2}},      {"block_kv", {128, 64, 32}},
+                                 {"warps", {8, 16, 4}},  {"stages", {2, 1, 3}},
+                                 {"persistent", {0, 1}}, {"pingpong", {0, 1}}};
   caps.constraints["attention"] = {table_constraint(
-      caps.templates["attention"], {"wgmma", "block_q", "heads", "warps", "stages", "persistent"},
+      caps.templates["attention"],
+      {"wgmma", "block_q", "heads", "warps", "stages", "persistent", "pingpong"},
       [](const std::map<std::string, double>& k) { return attention_knob_refusal(k).empty(); },
       "the attention template's paths (wgmma: one warpgroup per 64 query rows, so warps = "
       "block_q / 16, and stages >= 2, or two sharing 64 rows with warps 8 and stages >= 3; "
       "persistent only with block_q 64 and warps 4; heads 2 only with block_q 64, warps 8, not "
-      "persistent; mma.sync: stages 1 or 2, one head, not persistent)")};
+      "persistent; pingpong only with two warpgroups of their own rows: block_q 128 with warps 8, "
+      "or heads 2; mma.sync: stages 1 or 2, one head, not persistent, no pingpong)")};
   // Alternatives (cuBLASLt beside the matmul) are template plugins: CudaBackend::capabilities()
   // adds those it took and offers.
   return caps;
@@ -113,6 +117,11 @@ std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {
     return "persistent=1 is a path of wgmma=1 with block_q=64 and warps=4 (one consumer warpgroup)";
   const int64_t heads = at("heads", 1);
   if (heads != 1 && heads != 2) return "heads=" + std::to_string(heads) + ": 1 or 2";
+  const int64_t pingpong = at("pingpong", 0);
+  if (pingpong != 0 && pingpong != 1) return "pingpong=" + std::to_string(pingpong) + ": 0 or 1";
+  if (pingpong == 1 && (at("wgmma", 0) != 1 || W != 8 || !(BQ == 128 || (BQ == 64 && heads == 2))))
+    return "pingpong=1 is a path of wgmma=1 with two warpgroups of their own rows: block_q=128 "
+           "warps=8, or heads=2 (block_q=64 warps=8)";
   if (heads == 2) {
     if (at("wgmma", 0) != 1 || BQ != 64 || W != 8)
       return "heads=2 is a path of wgmma=1 with block_q=64 and warps=8 (a warpgroup per head)";

@@ -89,6 +89,9 @@ std::optional<std::vector<Step>> index_chain(const ir::Graph& g, ir::ValueId v,
       case Op::squeeze:
       case Op::expand:
         break;
+      case Op::cast:  // a 16-bit value widened to f32 (exactly): the elements keep their places
+        if (!is_exact_widening_cast(g, v)) return std::nullopt;
+        break;
       case Op::transpose:
         s.a = wrap_dim(n.attr_int("dim0", 0), int64_t(s.out.size()));
         s.b = wrap_dim(n.attr_int("dim1", 1), int64_t(s.out.size()));
@@ -139,6 +142,8 @@ int64_t follow(const std::vector<Step>& chain, const ir::Shape& top, Ix idx) {
       }
       case Op::slice:
         idx[size_t(s.a)] = s.b + idx[size_t(s.a)] * s.c;
+        break;
+      case Op::cast:  // an exact widening: same shape, same places
         break;
       default:
         unflat(flat_of(idx, s.out), s.in, idx);
@@ -191,6 +196,8 @@ bool innermost_preserved(const std::vector<Step>& chain, size_t pos, int64_t inp
       }
       case Op::slice:
         if (size_t(s.a) == pos && s.c != 1) return false;  // a start offset is fine, a step is not
+        break;
+      case Op::cast:  // an exact widening: same shape, same places
         break;
       default:  // views (flat remaps): a run along the innermost dimension stays in one input row
         if (pos + 1 != s.out.size() || s.in.empty() || s.out.back() == 0 ||
@@ -294,7 +301,8 @@ Parts match_parts(const ir::Graph& g) {
   if (!match) throw Unsupported("attention: the kernel is not q @ k^T -> softmax -> @ v");
   Parts p;
   p.match = *match;
-  for (ir::ValueId v : match->prologue) p.q_computed = p.q_computed || !is_index_op(g.node(v).op);
+  for (ir::ValueId v : match->prologue)
+    p.q_computed = p.q_computed || !(is_index_op(g.node(v).op) || is_exact_widening_cast(g, v));
   const ir::ValueId M1 = match->scores, M2 = match->values, S = match->softmax;
   const ir::Node &n1 = g.node(M1), &n2 = g.node(M2);
   for (ir::ValueId mm : {M1, M2})
@@ -320,8 +328,13 @@ Parts match_parts(const ir::Graph& g) {
   if (sn.type.shape != s1 || g.type(sn.inputs.at(0)).shape != s1)
     throw Unsupported("attention: softmax not over the scores");
   // The probabilities reach the second product unchanged but for casts.
-  p.q = n1.inputs[0];
-  p.kt = n1.inputs[1];
+  // Scores computed in f32 from 16-bit q and k: the products read the 16-bit values (the tensor
+  // cores' products of 16-bit values are exact, their sums f32), widened as they load.
+  auto narrow = [&](ir::ValueId x) {
+    return is_exact_widening_cast(g, x) ? g.node(x).inputs.at(0) : x;
+  };
+  p.q = narrow(n1.inputs[0]);
+  p.kt = narrow(n1.inputs[1]);
   p.probs = n2.inputs[0];
   p.v = n2.inputs[1];
   for (ir::ValueId c : match->prob_chain)

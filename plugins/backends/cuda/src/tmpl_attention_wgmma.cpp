@@ -18,7 +18,9 @@
 // registers with exp2 (the row's scale folded into one fma), packs the probabilities into
 // 16-bit A fragments in registers and adds P V with wgmma (A from registers, V from shared
 // memory N-major through the descriptor's transpose bit). Key tiles above the diagonal are never
-// copied, and a warpgroup skips the tiles none of its rows sees.
+// copied, and a warpgroup skips the tiles none of its rows sees. With two warpgroups of rows of
+// their own (block_q 128, or two heads), knob pingpong=1 makes them take turns issuing their
+// products, so that one's softmax overlaps the other's products (flash-attention 3's schedule).
 //
 // Operands reach TMA as tensor maps over kernel inputs: columns (the head dim) contiguous, rows
 // at one stride, and the batch entries decomposed into at most three strided factors (a factor
@@ -172,6 +174,7 @@ struct WgmmaPlan {
   TmaPlan qp, kp, vp;  // the operands' tensor maps
   int64_t SPLIT = 1;   // warpgroups sharing each 64 rows, taking every SPLIT-th key tile
   bool persistent = false;
+  bool pingpong = false;  // two warpgroups of their own rows take turns issuing their products
   int64_t NQ = 0, NZ = 0, NWORK = 0;  // query tiles, batch entries (pairs), work items
   int64_t NWG = 0, CW = 0, T = 0;     // consumer warpgroups, consumer warps, threads
   bool move_registers = false;        // setmaxnreg: the producer gives registers to consumers
@@ -324,6 +327,13 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   const int64_t NS = BKV / 8, NV = Dv / 8;
   if (persistent && (SPLIT != 1 || BQ != 64))
     throw KnobRefused(knob_text + ": persistent=1 takes block_q 64 with warps 4");
+  // pingpong=1: the two warpgroups (each its own 64 rows, or its own head) issue their products in
+  // turns (WgmmaKernel's turn_begin / turn_end), as attention_knob_refusal allows.
+  const bool pingpong = knobs.count("pingpong") && knobs.at("pingpong") == 1;
+  if (pingpong && (NWG != 2 || SPLIT != 1 || persistent))
+    throw KnobRefused(
+        knob_text +
+        ": pingpong=1 takes two warpgroups of their own rows (block_q 128, or heads 2)");
   // A persistent grid: as many blocks as fit the SMs at once (shared memory, with the 1 KiB the
   // hardware reserves per block, at most two by registers), so that none waits for another to end.
   const int64_t per_sm = std::clamp<int64_t>(kSharedBytesPerSm / (smem + 1024), 1, 2);
@@ -335,7 +345,7 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
       (HR > 1 ? " heads=" + num(HR) : std::string()) +
       (persistent ? " persistent x" + num(persistent_blocks) + (QB > 1 ? " q-double" : "")
                   : std::string()) +
-      (p.causal_skip ? " causal-skip" : "");
+      (pingpong ? " pingpong" : "") + (p.causal_skip ? " causal-skip" : "");
   // Persistent only: [1 + 3 * STAGES + b] every consumer warp is done reading query buffer b;
   // with two query buffers, [1 + 3 * STAGES + 2] is buffer 1's "landed" (buffer 0's is [0]).
   // Item j uses buffer qb = j % QB, for the (j / QB)-th time.
@@ -351,7 +361,8 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
                  : "for (int j = 0; j < 1; ++j)";
   pl.BQ = BQ, pl.BKV = BKV, pl.STAGES = STAGES, pl.D = D, pl.Dv = Dv, pl.knob_text = knob_text;
   pl.ty = ty, pl.M1 = M1, pl.M2 = M2, pl.HR = HR, pl.qp = qp, pl.kp = kp, pl.vp = vp;
-  pl.SPLIT = SPLIT, pl.persistent = persistent, pl.NQ = NQ, pl.NZ = NZ, pl.NWORK = NWORK;
+  pl.SPLIT = SPLIT, pl.persistent = persistent, pl.pingpong = pingpong, pl.NQ = NQ, pl.NZ = NZ,
+  pl.NWORK = NWORK;
   pl.NWG = NWG, pl.CW = CW, pl.T = T, pl.move_registers = move_registers, pl.CH = CH, pl.CV = CV;
   pl.q_chunk = q_chunk, pl.k_chunk = k_chunk, pl.v_chunk = v_chunk, pl.q_bytes = q_bytes;
   pl.k_stage = k_stage, pl.v_stage = v_stage, pl.QB = QB, pl.k_off = k_off, pl.v_off = v_off;
@@ -679,6 +690,27 @@ class WgmmaKernel : private WgmmaPlan {
     cb.line("unsigned pa[" + num(BKV / 16) + "][4];");
   }
 
+  // pingpong=1: the two warpgroups take turns issuing their products. Turn t of warpgroup r (one
+  // per key tile of the block, t = 0 .. n_tiles - 1, a tile it skips included) waits on named
+  // barrier 6 + r, issues, and lets the other go (barrier 7 - r); warpgroup 0 goes first, let
+  // through once at the start. So while one warpgroup evaluates its softmax, the other's products
+  // have the tensor cores to themselves, instead of both warpgroups' products contending and then
+  // both softmaxes leaving the tensor cores idle. Warpgroup 1 does not let warpgroup 0 through
+  // after its last turn: each barrier then completes exactly n_tiles times (nothing is left
+  // pending when the block exits).
+  void turn_begin(Body& at) const {
+    if (!pingpong) return;
+    at.line(
+        "asm volatile(\"bar.sync %0, 256;\" :: \"r\"(6 + rows) : \"memory\");  // this warpgroup's "
+        "turn");
+  }
+  void turn_end(Body& at) const {
+    if (!pingpong) return;
+    at.line(
+        "if (rows == 0 || t + 1 < n_tiles) asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(7 - rows) "
+        ": \"memory\");  // the other's turn");
+  }
+
   void release(Body& at, const std::string& stage) const {
     at.line("__syncwarp();");
     at.line("if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(" +
@@ -712,6 +744,7 @@ class WgmmaKernel : private WgmmaPlan {
             "; ++j) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;");
     kv.line("const unsigned k_tile = emmy_base + " + num(k_off) + "u + (unsigned)s * " +
             num(k_stage) + "u;");
+    turn_begin(kv);
     kv.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
     kv.line("#pragma unroll");
     kv.line("for (int kk = 0; kk < " + num(D / 16) + "; ++kk) {");
@@ -724,10 +757,12 @@ class WgmmaKernel : private WgmmaPlan {
     kv.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
     if (!first) {
       issue_pv(kv, prev_stage, prev_parity);
+      turn_end(kv);
       kv.line(
           "asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");  // S(t) is done, "
           "P(t-1) V may run on");
     } else {
+      turn_end(kv);
       kv.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
     }
   }
@@ -850,6 +885,10 @@ class WgmmaKernel : private WgmmaPlan {
   // The warpgroup's tiles: part, part + SPLIT, ...; t ends as the first of them past n_mine.
   void consumer_tiles(Body& cb) const {
     const std::string prev_stage = previous_stage(), prev_parity = previous_parity();
+    if (pingpong)
+      cb.line(
+          "if (rows == 1) asm volatile(\"bar.arrive 6, 256;\" ::: \"memory\");  // warpgroup 0 "
+          "takes the first turn");
     cb.line("int t = part;");
     {
       Body mine(cb);
@@ -891,6 +930,8 @@ class WgmmaKernel : private WgmmaPlan {
       skip.line("emmy_wait(" + full_k("s") + ", parity);");
       skip.line("emmy_wait(" + full_v("s") + ", parity);");
       release(skip, "s");
+      turn_begin(skip);  // a turn with nothing to issue: the other warpgroup's turns go on
+      turn_end(skip);
       cb.line(
           "// Tiles no row of this warpgroup sees: only released, once landed (each warp arrives "
           "on "
