@@ -86,9 +86,10 @@ TEST(Qwen3Layer, SdpaWideningsOfQAndKJoinTheAttention) {
     if (k.templ != "attention") continue;
     ++attention;
     // What the attention reads from other kernels is bf16 (q, k and v as they were written).
-    for (emmy::ir::ValueId in : emmy::ir::boundary(p.graph, k).inputs)
-      if (p.graph.type(in).dtype != emmy::ir::DType::boolean)  // but the causal mask
-        EXPECT_EQ(p.graph.type(in).dtype, emmy::ir::DType::bf16) << in;
+    for (emmy::ir::ValueId in : emmy::ir::boundary(p.graph, k).inputs) {
+      if (p.graph.type(in).dtype == emmy::ir::DType::boolean) continue;  // the causal mask
+      EXPECT_EQ(p.graph.type(in).dtype, emmy::ir::DType::bf16) << in;
+    }
   }
   EXPECT_EQ(attention, 1);
   EXPECT_EQ(widenings, 2);
