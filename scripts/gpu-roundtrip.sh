@@ -60,7 +60,8 @@
 # and 50, a flat prior and random search at p50's budget and a 10x reference, each tune from an
 # empty home; search_bench.{md,json,log} under $OUT. A subset fits one call:
 # EMMY_SEARCH_KERNELS=qkv_b1s512,sdpa_b1s512 (names: search_bench.py's SUITES), EMMY_SEARCH_MODES,
-# EMMY_SEARCH_REF_FACTOR; EMMY_SEARCH_DEADLINE (default: 480 s from the start, plugin builds
+# EMMY_SEARCH_REF_FACTOR, EMMY_SEARCH_BASELINE_RUNS (flat and random K times, seeds apart: the
+# mean evaluations a baseline needs, not one draw); EMMY_SEARCH_DEADLINE (default: 480 s from the start, plugin builds
 # included) starts no tune after it; ARGS go to search_bench.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -5,7 +5,7 @@ and random search at the same budget. Python 3 standard library only.
     search_bench.py --suite cpu|cuda|FILE.json [--kernels a,b] [--modes p10,p50,flat,random,ref]
                     [--out DIR] [--work DIR] [--emmy PATH] [--samples N] [--warmup N]
                     [--ref-factor F | --ref-patience N] [--budget N] [--seed N]
-                    [--tune-timeout S] [--deadline S]
+                    [--tune-timeout S] [--deadline S] [--baseline-runs K]
                     [--prior-checkpoint FILE] [--extra ARG]...
 
 For each kernel of the suite (an inline PyTorch expression, `emmy tune --code`), one tune per
@@ -23,7 +23,10 @@ shipped for the backend and device where there is one (cpu on x86_64, cuda on an
                                                    space is smaller; --ref-patience R instead
                                                    runs emmy tune --patience R)
 N is the number of candidates p50 evaluated for the kernel, so flat and random get exactly its
-budget (--budget N gives it when p50 is not among the modes). Every run: --no-validate (the assembled graph is not what is compared), --seed, and small
+budget (--budget N gives it when p50 is not among the modes). --baseline-runs K runs flat and
+random K times each (seeds --seed to --seed + K - 1, homes MODE, MODE.sSEED): one run of a search
+that breaks ties or draws at random is one sample of how many evaluations it needs, and their
+figures are the mean of the K runs. Every run: --no-validate (the assembled graph is not what is compared), --seed, and small
 --samples/--warmup where asked. The figures (search_metrics.py) come from each run's JSON report
 (`searches`: every evaluation's rank time in order).
 
@@ -107,6 +110,10 @@ SUITES = {
 }
 DEFAULT_BACKEND = {"cpu": "cpu", "cuda": "cuda"}
 
+# Modes that --baseline-runs repeats with further seeds: searches that break ties or draw at
+# random, whose one run is one sample of how many evaluations they need.
+BASELINES = ("flat", "random")
+
 # emmy tune options that EMMY_* variables would set: each run gives its own.
 TUNE_ENV = ("EMMY_PATIENCE", "EMMY_BUDGET", "EMMY_SEARCH", "EMMY_PRIOR", "EMMY_SEED",
             "EMMY_SAMPLES", "EMMY_WARMUP", "EMMY_JSON", "EMMY_DB", "EMMY_HOME")
@@ -188,7 +195,13 @@ def trace_of(report: dict | None, key: str | None) -> dict | None:
 def figures(kernel: dict) -> None:
     """Fills kernel['reference_us'] (per regime) and each mode's figures (under each regime's
     name) from the runs' trajectories."""
-    trajs = [m["trajectory"] for m in kernel["modes"].values() if m.get("trajectory")]
+    def runs_of(m: dict) -> list[list[dict]]:
+        # A mode run several times (--baseline-runs): every run that has a trajectory.
+        if "runs" in m:
+            return [r["trajectory"] for r in m["runs"] if r.get("trajectory")]
+        return [m["trajectory"]] if m.get("trajectory") else []
+
+    trajs = [t for m in kernel["modes"].values() for t in runs_of(m)]
     kernel["reference_us"] = {r: sm.reference_of(trajs, r) for r in sm.REGIMES}
     for m in kernel["modes"].values():
         for stale in ("best_us", "pct_of_ref", "to_within", "failures"):  # an older file's
@@ -197,7 +210,10 @@ def figures(kernel: dict) -> None:
             m["evaluations"] = len(m["trajectory"])
             m["benchmarks"] = sum(1 for p in m["trajectory"] if not p.get("cached"))
             for r in sm.REGIMES:
-                m[r] = sm.kernel_figures(m["trajectory"], kernel["reference_us"][r], r)
+                if "runs" in m:
+                    m[r] = sm.runs_figures(runs_of(m), kernel["reference_us"][r], r)
+                else:
+                    m[r] = sm.kernel_figures(m["trajectory"], kernel["reference_us"][r], r)
 
 
 def finish(result: dict, out: str) -> None:
@@ -238,6 +254,11 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=0,
                     help="the budget of flat, random and (times --ref-factor) ref when p50 is not run")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baseline-runs", type=int,
+                    default=int(os.environ.get("EMMY_SEARCH_BASELINE_RUNS", 1)),
+                    help="run flat and random this many times, with seeds --seed, --seed + 1, ...; "
+                         "their figures are the mean over the runs (default 1; "
+                         "EMMY_SEARCH_BASELINE_RUNS)")
     ap.add_argument("--short-patience", type=int, default=10,
                     help="the patience of mode p10 (default 10; smaller only to test the driver)")
     ap.add_argument("--long-patience", type=int, default=50,
@@ -283,6 +304,8 @@ def main() -> int:
         ap.error(f"--emmy {args.emmy} is not an executable")
     if args.ref_factor <= 0 or args.ref_patience < 0 or args.budget < 0:
         ap.error("--ref-factor must be positive, --ref-patience and --budget at least 0")
+    if args.baseline_runs < 1:
+        ap.error("--baseline-runs must be at least 1")
     if args.short_patience < 1 or args.long_patience < 1:
         ap.error("--short-patience and --long-patience must be at least 1")
     if args.prior_checkpoint and not os.path.isfile(args.prior_checkpoint):
@@ -309,6 +332,7 @@ def main() -> int:
                      "warmup": None if args.warmup < 0 else args.warmup,
                      "ref_factor": None if args.ref_patience else args.ref_factor,
                      "ref_patience": args.ref_patience or None, "seed": args.seed,
+                     "baseline_runs": args.baseline_runs,
                      "patiences": [args.short_patience, args.long_patience],
                      "prior_checkpoint": args.prior_checkpoint or None, "extra": args.extra,
                      "within_pct": sm.WITHIN_PCT},
@@ -321,6 +345,57 @@ def main() -> int:
 
     log(f"== search benchmark: suite {suite_name} ({len(kernels)} kernels), modes {','.join(modes)}, "
         f"emmy {args.emmy}, work {work}")
+    def tune_once(kern: dict, entry: dict, mode: str, budget: int | None, seed: int,
+                  tag: str) -> dict:
+        """One tune of `kern` in `mode` with `seed`, from a fresh home named by `tag`: its run
+        record (command, wall_s, prior, search, budget, launches; trajectory and stopped, or the
+        error that left it without them)."""
+        run: dict = {"seed": seed}
+        home = os.path.join(work, kern["name"], tag)
+        shutil.rmtree(home, ignore_errors=True)
+        os.makedirs(home)
+        if args.prior_checkpoint:
+            os.makedirs(os.path.join(home, "priors"))
+            shutil.copy(args.prior_checkpoint, os.path.join(home, "priors", "mlp.ckpt"))
+        report_path = os.path.join(work, kern["name"], f"{tag}.json")
+        cmd = [args.emmy, "tune", "--code", kern["code"], "--backend", kern["backend"],
+               "--no-progress", "--no-validate", "--seed", str(seed)]
+        if args.samples:
+            cmd += ["--samples", str(args.samples)]
+        if args.warmup >= 0:
+            cmd += ["--warmup", str(args.warmup)]
+        cmd += mode_args(mode, budget, args.ref_factor, args.ref_patience,
+                         (args.short_patience, args.long_patience)) + args.extra + [
+            "--json", report_path]
+        run["command"] = cmd[:-2]  # the report's path is the runner's
+        log(f"-- {kern['name']} {tag}: {' '.join(cmd)}")
+        timeout = args.tune_timeout
+        if args.deadline:
+            timeout = min(timeout, args.deadline + 60 - (time.monotonic() - started))
+        report, why, wall = run_tune(cmd, home, timeout, log)
+        run["wall_s"] = wall
+        if report:
+            for field in ("prior", "search", "budget", "launches"):
+                run[field] = report.get(field)
+        if why:
+            run["error"] = why
+            log(f"   failed: {why}")
+            return run
+        if entry["key"] is None:
+            entry["key"] = primary_key(report)
+        trace = trace_of(report, entry["key"])
+        if trace is None:
+            run["error"] = f"kernel {entry['key']} was not tuned by this run"
+            log(f"   {run['error']}")
+            return run
+        entry["kernel_name"] = trace.get("name")
+        run["stopped"] = trace.get("stopped")
+        run["trajectory"] = trace.get("trajectory", [])
+        log(f"   {len(run['trajectory'])} evaluations, best rank {sm.best_us(run['trajectory'])} us, "
+            f"best deploy {sm.best_us(run['trajectory'], 'deploy')} us, stopped by {run['stopped']}, "
+            f"{wall:.1f} s")
+        return run
+
     for kern in kernels:
         entry = {"name": kern["name"], "code": kern["code"], "backend": kern["backend"], "key": None,
                  "kernel_name": None, "modes": {}}
@@ -336,55 +411,26 @@ def main() -> int:
                 m["error"] = "skipped: no p50 run to take the budget from"
                 log(f"-- {kern['name']} {mode}: skipped (needs p50's count)")
                 continue
-            home = os.path.join(work, kern["name"], mode)
-            shutil.rmtree(home, ignore_errors=True)
-            os.makedirs(home)
-            if args.prior_checkpoint:
-                os.makedirs(os.path.join(home, "priors"))
-                shutil.copy(args.prior_checkpoint, os.path.join(home, "priors", "mlp.ckpt"))
-            report_path = os.path.join(work, kern["name"], f"{mode}.json")
-            cmd = [args.emmy, "tune", "--code", kern["code"], "--backend", kern["backend"],
-                   "--no-progress", "--no-validate", "--seed", str(args.seed)]
-            if args.samples:
-                cmd += ["--samples", str(args.samples)]
-            if args.warmup >= 0:
-                cmd += ["--warmup", str(args.warmup)]
-            cmd += mode_args(mode, budget, args.ref_factor, args.ref_patience,
-                             (args.short_patience, args.long_patience)) + args.extra + [
-                "--json", report_path]
-            m["command"] = cmd[:-2]  # the report's path is the runner's
-            log(f"-- {kern['name']} {mode}: {' '.join(cmd)}")
-            timeout = args.tune_timeout
-            if args.deadline:
-                timeout = min(timeout, args.deadline + 60 - (time.monotonic() - started))
-            report, why, wall = run_tune(cmd, home, timeout, log)
-            m["wall_s"] = wall
-            if report:
-                m["prior"] = report.get("prior")
-                m["search"] = report.get("search")
-                m["budget"] = report.get("budget")
-                m["launches"] = report.get("launches")
-            if why:
-                m["error"] = why
-                log(f"   failed: {why}")
+            repeats = args.baseline_runs if mode in BASELINES else 1
+            runs = []
+            for i in range(repeats):
+                if i and args.deadline and time.monotonic() - started > args.deadline:
+                    log(f"-- {kern['name']} {mode}: {repeats - i} runs skipped (past --deadline)")
+                    break
+                runs.append(tune_once(kern, entry, mode, budget, args.seed + i,
+                                      mode if i == 0 else f"{mode}.s{args.seed + i}"))
+                save()
+            # The first run that worked is the mode's (as with one run); every run is kept beside
+            # it, and the figures are the mean of those that worked (search_metrics.runs_figures).
+            ok = [r for r in runs if "error" not in r]
+            m.update(ok[0] if ok else runs[0])
+            if repeats > 1:
+                m["runs"] = runs
+            if "error" in m:
                 save()
                 continue
-            if entry["key"] is None:
-                entry["key"] = primary_key(report)
-            trace = trace_of(report, entry["key"])
-            if trace is None:
-                m["error"] = f"kernel {entry['key']} was not tuned by this run"
-                log(f"   {m['error']}")
-                save()
-                continue
-            entry["kernel_name"] = trace.get("name")
-            m["stopped"] = trace.get("stopped")
-            m["trajectory"] = trace.get("trajectory", [])
             if mode == "p50":
                 budget = len(m["trajectory"])
-            log(f"   {len(m['trajectory'])} evaluations, best rank {sm.best_us(m['trajectory'])} us, "
-                f"best deploy {sm.best_us(m['trajectory'], 'deploy')} us, stopped by {m['stopped']}, "
-                f"{wall:.1f} s")
             save()
     save()
     logf.close()

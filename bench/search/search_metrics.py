@@ -13,9 +13,10 @@ Two regimes, two sets of figures (REGIMES):
   deploy  what the tune delivers: a kernel is deployed as the configuration with the lowest
           deploy time among those re-measured at deploy. After evaluation i, the search would
           deliver the best deploy time among points 1..i.
-  rank    what the search steers by: the rank time of every candidate. On the cpu backend rank
-          builds are -O1 and deploy builds -O3 -march=native, and the two can rank
-          configurations very differently: a search can do well on one and not the other.
+  rank    what the search steers by: the rank time of every candidate. Rank builds are not
+          deploy builds (cpu: -O2 -march=native against -O3 -march=native; until 2026-12-05
+          rank was -O1, which ordered the matmul's configurations unlike deploy), so a search
+          can do well on one and not the other.
 Figures per kernel, mode and regime:
   evaluations   candidates evaluated (the points of the trajectory): the search's budget
   benchmarks    of those, the ones that ran (not cached)
@@ -23,6 +24,11 @@ Figures per kernel, mode and regime:
   pct_of_ref    reference_us / best_us * 100: how close the search came to the reference best
   to_within     the 1-based number of evaluations after which the best so far is within
                 `within_pct` % (3) of the reference best; None when it never is
+A baseline mode run several times (flat and random with --baseline-runs K: seeds seed..seed+K-1,
+since one run of a search that breaks ties or draws at random is one sample of how many
+evaluations it needs) has the mean of its runs' figures, its runs' own figures under `per_run`,
+and `never`, how many of its runs were never within 3 % (those count their whole budget in the
+mean `to_within`, which is None only when no run got there).
 The reference best of a kernel in a regime is the lowest time any run of the benchmark measured
 for it (the reference run, 10 times p50's budget or exhaustive, nearly always), so that no mode
 reads above 100 % merely because the reference run's own sample of a configuration was noisier.
@@ -96,6 +102,35 @@ def kernel_figures(trajectory: list[dict], reference_us: float | None,
     return fig
 
 
+def runs_figures(trajectories: list[list[dict]], reference_us: float | None,
+                 regime: str = "rank") -> dict:
+    """The figures of several runs of one mode (seeds apart): the mean of each run's, with the
+    runs' own under `per_run` (see the module's docstring)."""
+    runs = [kernel_figures(t, reference_us, regime) for t in trajectories]
+    if not runs:
+        raise ValueError("runs_figures needs at least one run")
+
+    def mean(values):
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+
+    reached = [f["to_within"] for f in runs if f["to_within"] is not None]
+    bests = [f["best_us"] for f in runs if f["best_us"] is not None]
+    return {
+        "runs": len(runs),
+        "evaluations": mean(f["evaluations"] for f in runs),
+        "benchmarks": mean(f["benchmarks"] for f in runs),
+        "failures": mean(f["failures"] for f in runs),
+        "best_us": min(bests) if bests else None,
+        "pct_of_ref": mean(f["pct_of_ref"] for f in runs),
+        # A run never within counts its whole budget; None only when no run got there.
+        "to_within": mean(f["to_within"] if f["to_within"] is not None else f["evaluations"]
+                          for f in runs) if reached else None,
+        "never": sum(1 for f in runs if f["to_within"] is None),
+        "per_run": runs,
+    }
+
+
 def reference_of(trajectories: list[list[dict]], regime: str = "rank") -> float | None:
     """The reference best: the lowest time of all the given trajectories in `regime`."""
     bests = [b for b in (best_us(t, regime) for t in trajectories) if b is not None]
@@ -109,8 +144,13 @@ def cell(fig: dict | None) -> str:
     if fig.get("error"):
         return "failed" if not fig["error"].startswith("skipped") else "skipped"
     pct = "—" if fig.get("pct_of_ref") is None else f"{fig['pct_of_ref']:.1f} %"
-    reach = "never" if fig.get("to_within") is None else str(fig["to_within"])
-    return f"{pct} · {reach}/{fig['evaluations']}"
+    if "runs" not in fig:
+        reach = "never" if fig.get("to_within") is None else str(fig["to_within"])
+        return f"{pct} · {reach}/{fig['evaluations']}"
+    # The mean of several runs: '83.4 % · 6.5/86 (3 runs, 1 never)'.
+    reach = "never" if fig.get("to_within") is None else f"{fig['to_within']:.1f}"
+    never = f", {fig['never']} never" if fig.get("never") else ""
+    return f"{pct} · {reach}/{fig['evaluations']:g} ({fig['runs']} runs{never})"
 
 
 def figures_of(mode_result: dict, regime: str) -> dict | None:

@@ -6,6 +6,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "attention_graphs.hpp"
 #include "cuda_backend.hpp"
@@ -199,68 +203,59 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
             40);  // the three Qwen3 shapes, f16 hd 64, the padding mask, the transposed result, x8
 }
 
+using Knobs = std::map<std::string, double>;
+
+// A knob set of the Hopper (wgmma) path: block_q x block_kv tiles, `stages` deep, `warps` warps,
+// and any further knobs (heads, persistent, pingpong) set to 1.
+Knobs hopper(double block_q, double warps, double stages, double block_kv,
+             std::initializer_list<const char*> on = {}) {
+  Knobs k = {{"wgmma", 1},
+             {"block_q", block_q},
+             {"warps", warps},
+             {"stages", stages},
+             {"block_kv", block_kv}};
+  for (const char* name : on) k[name] = 1;
+  return k;
+}
+
+// The same attention with its scores rounded to bf16 twice (transformers' eager form, `--attention
+// eager`) on the same inputs, checked and timed beside the sdpa form with one knob set.
+void time_eager_form(int seq, int batch, const std::vector<ir::HostTensor>& inputs,
+                     const Knobs& knobs, const std::string& shape) {
+  Case eager = qwen3_attention(seq, batch, /*eager=*/true);
+  ir::Slice se = slice_of(eager);
+  const auto expected = ir::evaluate(se.graph, inputs);
+  matches_and_time(se, inputs, expected, knobs, (shape + " eager").c_str());
+}
+
+// The pingpong variants every long shape is timed with: two warpgroups of their own rows
+// (block_q 128, or two heads of 64 rows) taking turns.
+std::vector<Knobs> pingpong_sets() {
+  return {hopper(128, 8, 3, 64, {"pingpong"}), hopper(128, 8, 2, 128, {"pingpong"}),
+          hopper(128, 8, 3, 128, {"pingpong"}), hopper(64, 8, 3, 64, {"heads", "pingpong"})};
+}
+
 // Qwen3's attention at 1024 positions: both paths, correct, and their times printed.
 TEST(AttentionGpu, Qwen3At1024BothPaths) {
   Case c = qwen3_attention(1024);
   ir::Slice s = slice_of(c);
   auto inputs = ir::random_inputs(s.graph, 7);
   auto expected = ir::evaluate(s.graph, inputs);
-  for (std::map<std::string, double> knobs :
-       {std::map<std::string, double>{},
-        {{"block_q", 128}, {"warps", 8}},
-        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}},
-        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"block_kv", 64}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}},
-        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 128}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"heads", 2},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 64}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"heads", 2},
-         {"warps", 8},
-         {"stages", 2},
-         {"block_kv", 128}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 64},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 2},
-         {"block_kv", 128},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 128},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"heads", 2},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 64},
-         {"pingpong", 1}}}) {
-    matches_and_time(s, inputs, expected, knobs, "S=1024");
-  }
-  Case eager = qwen3_attention(1024, 1, /*eager=*/true);
-  ir::Slice se = slice_of(eager);
-  auto eager_expected = ir::evaluate(se.graph, inputs);
-  matches_and_time(se, inputs, eager_expected,
-                   {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
-                   "S=1024 eager");
+  std::vector<Knobs> sets = {Knobs{},
+                             {{"block_q", 128}, {"warps", 8}},
+                             {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}},
+                             {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"block_kv", 64}},
+                             {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}},
+                             {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}},
+                             {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}},
+                             hopper(64, 4, 3, 64),
+                             hopper(64, 8, 3, 64),
+                             hopper(64, 8, 3, 128),
+                             hopper(64, 8, 3, 64, {"heads"}),
+                             hopper(64, 8, 2, 128, {"heads"})};
+  for (const Knobs& k : pingpong_sets()) sets.push_back(k);
+  for (const Knobs& knobs : sets) matches_and_time(s, inputs, expected, knobs, "S=1024");
+  time_eager_form(1024, 1, inputs, hopper(64, 4, 3, 64), "S=1024");
 }
 
 // Qwen3's attention at 2048 positions (issue 19's long shape): the Hopper path's main knob sets,
@@ -270,35 +265,11 @@ TEST(AttentionGpu, Qwen3At2048Hopper) {
   ir::Slice s = slice_of(c);
   auto inputs = ir::random_inputs(s.graph, 13);
   auto expected = ir::evaluate(s.graph, inputs);
-  const std::map<std::string, double> base = {
-      {"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}};
-  for (std::map<std::string, double> knobs :
-       {base,
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}, {"block_kv", 128}},
-        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 2},
-         {"block_kv", 128},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 128},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 64},
-         {"pingpong", 1}}})
-    matches_and_time(s, inputs, expected, knobs, "S=2048");
-  Case eager = qwen3_attention(2048, 1, /*eager=*/true);
-  ir::Slice se = slice_of(eager);
-  auto eager_expected = ir::evaluate(se.graph, inputs);
-  matches_and_time(se, inputs, eager_expected, base, "S=2048 eager");
+  std::vector<Knobs> sets = {hopper(64, 4, 3, 64), hopper(64, 4, 2, 128), hopper(128, 8, 3, 64)};
+  for (const Knobs& k : pingpong_sets())
+    if (k.count("heads") == 0) sets.push_back(k);
+  for (const Knobs& knobs : sets) matches_and_time(s, inputs, expected, knobs, "S=2048");
+  time_eager_form(2048, 1, inputs, hopper(64, 4, 3, 64), "S=2048");
 }
 
 // Qwen3's attention at B=8 S=512 (1024 short query tiles: 4.5 key tiles each on average): the
@@ -309,84 +280,20 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
   ir::Slice s = slice_of(c);
   auto inputs = ir::random_inputs(s.graph, 11);
   auto expected = ir::evaluate(s.graph, inputs);
-  for (std::map<std::string, double> knobs :
-       {std::map<std::string, double>{
-            {"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 2}, {"block_kv", 128}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"warps", 4},
-         {"stages", 3},
-         {"block_kv", 64},
-         {"persistent", 1}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"warps", 4},
-         {"stages", 2},
-         {"block_kv", 64},
-         {"persistent", 1}},
-        {{"wgmma", 1}, {"block_q", 64}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
-        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 2}, {"block_kv", 128}},
-        {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"stages", 3}, {"block_kv", 64}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"heads", 2},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 64}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"heads", 2},
-         {"warps", 8},
-         {"stages", 2},
-         {"block_kv", 64}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"heads", 2},
-         {"warps", 8},
-         {"stages", 2},
-         {"block_kv", 128}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 64},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 2},
-         {"block_kv", 128},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 128},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 128},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"heads", 2},
-         {"warps", 8},
-         {"stages", 3},
-         {"block_kv", 64},
-         {"pingpong", 1}},
-        {{"wgmma", 1},
-         {"block_q", 64},
-         {"heads", 2},
-         {"warps", 8},
-         {"stages", 2},
-         {"block_kv", 128},
-         {"pingpong", 1}}}) {
-    matches_and_time(s, inputs, expected, knobs, "B=8 S=512");
-  }
-  // The same attention with its scores rounded to bf16 twice (transformers' eager form), beside.
-  Case eager = qwen3_attention(512, 8, /*eager=*/true);
-  ir::Slice se = slice_of(eager);
-  auto eager_expected = ir::evaluate(se.graph, inputs);
-  matches_and_time(se, inputs, eager_expected,
-                   {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"stages", 3}, {"block_kv", 64}},
-                   "B=8 S=512 eager");
+  std::vector<Knobs> sets = {hopper(64, 4, 3, 64),
+                             hopper(64, 4, 2, 128),
+                             hopper(64, 4, 3, 64, {"persistent"}),
+                             hopper(64, 4, 2, 64, {"persistent"}),
+                             hopper(64, 8, 3, 64),
+                             hopper(128, 8, 2, 128),
+                             hopper(128, 8, 3, 64),
+                             hopper(64, 8, 3, 64, {"heads"}),
+                             hopper(64, 8, 2, 64, {"heads"}),
+                             hopper(64, 8, 2, 128, {"heads"})};
+  for (const Knobs& k : pingpong_sets()) sets.push_back(k);
+  sets.push_back(hopper(64, 8, 2, 128, {"heads", "pingpong"}));
+  for (const Knobs& knobs : sets) matches_and_time(s, inputs, expected, knobs, "B=8 S=512");
+  time_eager_form(512, 8, inputs, hopper(64, 4, 3, 64), "B=8 S=512");
 }
 
 }  // namespace

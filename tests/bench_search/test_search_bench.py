@@ -32,7 +32,7 @@ class SearchBenchOneKernel(unittest.TestCase):
             [sys.executable, "-B", os.path.join(BENCH, "search_bench.py"), "--suite", suite,
              "--emmy", EMMY, "--out", cls.out, "--work", os.path.join(cls.tmp.name, "work"),
              "--samples", "3", "--warmup", "1", "--short-patience", "1", "--long-patience", "2",
-             "--ref-factor", "3"],
+             "--ref-factor", "3", "--baseline-runs", "2"],
             capture_output=True, text=True, timeout=540)
         try:
             with open(os.path.join(cls.out, "search_bench.json")) as f:
@@ -92,9 +92,14 @@ class SearchBenchOneKernel(unittest.TestCase):
             ref = self.kernel["reference_us"][regime]
             # Every mode re-measures at least its first success at deploy: both regimes have times.
             self.assertEqual(ref, min(m[regime]["best_us"] for m in self.modes.values()), regime)
-            for name, m in self.modes.items():
-                f = m[regime]
-                times = sm.times(m["trajectory"], regime)
+            # Each run's own figures: a mode's one run, or each of a baseline's runs.
+            runs = [(name, m["trajectory"], m[regime]) for name, m in self.modes.items()
+                    if "runs" not in m]
+            runs += [(f"{name} seed {r['seed']}", r["trajectory"], m[regime]["per_run"][i])
+                     for name, m in self.modes.items() if "runs" in m
+                     for i, r in enumerate(m["runs"])]
+            for name, trajectory, f in runs:
+                times = sm.times(trajectory, regime)
                 self.assertEqual(f["evaluations"], len(times))
                 self.assertEqual(f["best_us"], min(t for t in times if t is not None), name)
                 # The reference is the lowest time of every run: by construction none is above 100 %.
@@ -105,6 +110,26 @@ class SearchBenchOneKernel(unittest.TestCase):
                 else:
                     self.assertLessEqual(times[k - 1], ref * 1.03, name)
                     self.assertTrue(all(t is None or t > ref * 1.03 for t in times[:k - 1]), name)
+
+    def test_baselines_ran_once_per_seed_from_their_own_homes(self):
+        for name in ("flat", "random"):
+            m = self.modes[name]
+            self.assertEqual([r["seed"] for r in m["runs"]], [0, 1], name)
+            for r in m["runs"]:
+                self.assertNotIn("error", r, name)
+                self.assertEqual(r["command"][r["command"].index("--seed") + 1], str(r["seed"]))
+                self.assertEqual(len(r["trajectory"]), self.modes["p50"]["evaluations"], name)
+                self.assertGreater(r["launches"], 0, name)  # a fresh home each: nothing cached
+            # The mode's own fields are its first run's; its figures the mean of both runs.
+            self.assertEqual(m["trajectory"], m["runs"][0]["trajectory"])
+            for regime in sm.REGIMES:
+                f = m[regime]
+                self.assertEqual(f["runs"], 2)
+                pcts = [p["pct_of_ref"] for p in f["per_run"]]
+                self.assertAlmostEqual(f["pct_of_ref"], sum(pcts) / 2)
+                self.assertEqual(f["best_us"], min(p["best_us"] for p in f["per_run"]))
+        for name in ("p10", "p50", "ref"):
+            self.assertNotIn("runs", self.modes[name], name)
 
     def test_the_table_has_the_kernel_and_every_mode(self):
         with open(os.path.join(self.out, "search_bench.md")) as f:

@@ -44,6 +44,25 @@ class Figures(unittest.TestCase):
         self.assertIsNone(none["pct_of_ref"])
         self.assertIsNone(none["to_within"])
 
+    def test_several_runs_are_averaged_and_a_run_never_within_counts_its_budget(self):
+        f = sm.runs_figures([traj(20.0, 10.2, 11.0), traj(12.0, 11.0, 10.9), traj(10.0, 30.0, 30.0)],
+                            10.0)
+        self.assertEqual(f["runs"], 3)
+        self.assertEqual(f["evaluations"], 3)
+        self.assertEqual(f["best_us"], 10.0)
+        self.assertAlmostEqual(f["pct_of_ref"], (100 * 10.0 / 10.2 + 100 * 10.0 / 10.9 + 100.0) / 3)
+        # Within 3 % after 2, never (its 3 evaluations), after 1.
+        self.assertAlmostEqual(f["to_within"], (2 + 3 + 1) / 3)
+        self.assertEqual(f["never"], 1)
+        self.assertEqual([p["to_within"] for p in f["per_run"]], [2, None, 1])
+        self.assertEqual(sm.cell(f), f"{f['pct_of_ref']:.1f} % · 2.0/3 (3 runs, 1 never)")
+        none = sm.runs_figures([traj(20.0), traj(30.0)], 10.0)
+        self.assertIsNone(none["to_within"])
+        self.assertEqual(none["never"], 2)
+        self.assertEqual(sm.cell(none), "41.7 % · never/1 (2 runs, 2 never)")  # (50 + 33.3) / 2
+        with self.assertRaises(ValueError):
+            sm.runs_figures([], 10.0)
+
     def test_the_reference_is_the_lowest_time_of_any_run(self):
         self.assertEqual(sm.reference_of([traj(12.0, 11.0), traj(None, 10.5), traj(None), []]), 10.5)
         self.assertIsNone(sm.reference_of([traj(None), []]))

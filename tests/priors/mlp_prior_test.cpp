@@ -239,7 +239,7 @@ TEST(MlpPrior, ReservoirStaysBoundedAtCapacity) {
 }
 
 TEST(MlpPrior, DeployRowsAreKeptApartFromRankRows) {
-  // Deploy (-O3) measurements run at half the rank (-O1) time; predictions for the deploy regime
+  // These deploy rows run at half the rank rows' time; predictions for the deploy regime
   // (the default) must come out faster than predictions for rank.
   Landscape land(21);
   std::vector<PriorRow> rows;

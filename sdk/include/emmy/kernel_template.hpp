@@ -26,7 +26,7 @@ namespace emmy {
 // What a template generates for one kernel, per backend.
 //
 // cpu: `source` is a complete C++ translation unit (compiled as gnu++17 with -fPIC -fopenmp,
-//   -O1 at rank and -O3 -march=native at deploy) defining
+//   -O2 -march=native at rank and -O3 -march=native at deploy) defining
 //     extern "C" void emmy_kernel(const void* const* inputs, void* const* outputs);
 //   the contract of the built-in templates: inputs[i] is the kernel graph's i-th input
 //   (Graph::inputs() order), outputs[o] its o-th output (Graph::outputs order), each a dense

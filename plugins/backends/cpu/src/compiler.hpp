@@ -30,8 +30,11 @@ class Compiler {
   // The main unit, further units and the flags template plugins asked for (templates.hpp); the
   // cache key covers all of them, so a changed library path or flag builds afresh.
   CompileResult compile(const KernelSource& kernel, Regime regime) const;
-  // The flags used for a regime (rank: -O1; deploy: -O3 -march=native).
+  // The flags used for a regime (rank: -O2 -march=native; deploy: -O3 -march=native).
   static std::vector<std::string> flags(Regime regime);
+  // The part of flags() that differs between regimes (the optimisation level and target); it is
+  // in the backend's environment fingerprint, so rows timed under other flags are never reused.
+  static std::vector<std::string> regime_flags(Regime regime);
   const std::string& compiler() const { return compiler_; }
   const std::string& cache_dir() const { return cache_.dir(); }
   // First line of `<compiler> --version`.

@@ -176,6 +176,12 @@ std::string CpuBackend::environment_fingerprint() const {
                    std::to_string(cores_per_worker_) +
                    (cores_per_worker_ == 1 ? " core" : " cores") + "|omp " +
                    protocol::kOmpWaitPolicy + "|timing " + protocol::kTiming;
+    // The flags of each regime: a rank row built at -O1 (before 2026-12-05) times a different
+    // program from one built at -O2 -march=native, and must not be served for it.
+    for (Regime regime : {Regime::rank, Regime::deploy}) {
+      fingerprint_ += regime == Regime::rank ? "|rank" : "|deploy";
+      for (const auto& flag : Compiler::regime_flags(regime)) fingerprint_ += " " + flag;
+    }
     // What template plugins' kernels depend on (their library's version): a row is never reused
     // with another library. Plugins that depend on nothing more add nothing, so rows measured
     // before a template was installed stay valid.
