@@ -56,15 +56,11 @@ int run_export(const GlobalOptions& g, const std::vector<std::string>& args) {
   desc.add_options()
     ("help,h", "this text")
     ("source", po::value<std::string>(&o.source), "model id or file, as tuned (positional)")
-    ("code", po::value<std::string>(&o.code), "inline PyTorch expression, as tuned")
-    ("layer", po::value<std::string>(), "keep only decoder layer N (model ids)")
-    ("batch", po::value<std::string>(), "batch size for model ids (default 1)")
-    ("seq", po::value<std::string>(), "sequence length for model ids (default 128)")
-    ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
-    ("attention", po::value<std::string>(), "attention of model ids as transformers' attn_implementation: sdpa (default: the scores in f32, unrounded) or eager (the scores rounded to dtype)")
-    ("model-config", po::value<std::string>(), "config.json to use for a model id")
-    ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions")
-    ("trust", "the .pt file is trusted (as for emmy tune)")
+    ("code", po::value<std::string>(&o.code), "inline PyTorch expression, as tuned");
+  // clang-format on
+  add_model_options(desc);
+  // clang-format off
+  desc.add_options()
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&o.backend), "backend the tune used: cpu or cuda (default: as emmy tune chooses)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE of the backend, as tuned (repeatable)")

@@ -116,15 +116,11 @@ int run_trace(const GlobalOptions& g, const std::vector<std::string>& args) {
   desc.add_options()
     ("help,h", "this text")
     ("source", po::value<std::string>(&source), "model id or file (positional)")
-    ("code", po::value<std::string>(&code), "inline PyTorch expression")
-    ("layer", po::value<std::string>(), "keep only decoder layer N (model ids; default: whole model)")
-    ("batch", po::value<std::string>(), "batch size for model ids (default 1)")
-    ("seq", po::value<std::string>(), "sequence length for model ids (default 128)")
-    ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
-    ("attention", po::value<std::string>(), "attention of model ids as transformers' attn_implementation: sdpa (default: the scores in f32, unrounded) or eager (the scores rounded to dtype)")
-    ("model-config", po::value<std::string>(), "config.json for a model id (a global --config FILE.json works too)")
-    ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions, e.g. 1x128x64:f32,1x128:i64")
-    ("trust", "the .pt file is trusted: let LibTorch run the code it carries for loading (__setstate__); without it such a file is refused (docs/SECURITY.md)")
+    ("code", po::value<std::string>(&code), "inline PyTorch expression");
+  // clang-format on
+  add_model_options(desc, "(a global --config FILE.json works too)");
+  // clang-format off
+  desc.add_options()
     ("frontend", po::value<std::string>(&frontend_name), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&backend_name)->default_value("cpu"), "backend whose templates and knobs lowering uses; 'none' for templates only")
     ("passes", po::value<std::string>(&passes_spec), "pass pipeline: edits of the default (+NAME,-NAME, default,+NAME), ordered by the passes' manifests (AFTER/BEFORE); or an explicit comma list (\"default\" expands), run as written once checked against those constraints")

@@ -129,15 +129,11 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   desc.add_options()
     ("help,h", "this text")
     ("source", po::value<std::string>(&o.source), "model id or file (positional)")
-    ("code", po::value<std::string>(&o.code), "inline PyTorch expression to tune")
-    ("layer", po::value<std::string>(), "keep only decoder layer N (model ids)")
-    ("batch", po::value<std::string>(), "batch size for model ids (default 1)")
-    ("seq", po::value<std::string>(), "sequence length for model ids (default 128)")
-    ("dtype", po::value<std::string>(), "dtype for model ids: bf16 (default), f16, f32")
-    ("attention", po::value<std::string>(), "attention of model ids as transformers' attn_implementation: sdpa (default: the scores in f32, unrounded) or eager (the scores rounded to dtype)")
-    ("model-config", po::value<std::string>(), "config.json to use for a model id")
-    ("input-shape", po::value<std::string>(), "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions, e.g. 1x128x64:f32,1x128:i64")
-    ("trust", "the .pt file is trusted: let LibTorch run the code it carries for loading (__setstate__); without it such a file is refused (docs/SECURITY.md)")
+    ("code", po::value<std::string>(&o.code), "inline PyTorch expression to tune");
+  // clang-format on
+  add_model_options(desc);
+  // clang-format off
+  desc.add_options()
     ("frontend", po::value<std::string>(&o.frontend), "frontend plugin (default: the first that accepts SOURCE)")
     ("backend", po::value<std::string>(&o.backend), "backend plugin: cpu or cuda (default: cuda when the cuda backend finds a usable CUDA device, else cpu; --code asking for device='cuda', --gpus or --devices ask for cuda)")
     ("backend-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the backend (repeatable; the keys it declares: emmy plugins --json --kind backend)")

@@ -11,13 +11,39 @@ namespace emmy::cli {
 
 namespace fs = std::filesystem;
 
+namespace po = boost::program_options;
+
 namespace {
 
+struct ModelOption {
+  const char* name;
+  const char* help;
+  bool takes_value = true;  // false: a switch (--trust)
+};
+
+// Every option of a model id or a file, in the order `--help` lists them.
+const ModelOption kModelOptions[] = {
+    {"layer", "keep only decoder layer N (model ids; default: the whole model)"},
+    {"batch", "batch size for model ids (default 1)"},
+    {"seq", "sequence length for model ids (default 128)"},
+    {"dtype", "dtype for model ids: bf16 (default), f16, f32"},
+    {"attention",
+     "attention of model ids as transformers' attn_implementation: sdpa (default: the scores in "
+     "f32, unrounded) or eager (the scores rounded to dtype)"},
+    {"model-config", "config.json to use for a model id"},
+    {"input-shape",
+     "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions, e.g. "
+     "1x128x64:f32,1x128:i64"},
+    {"trust",
+     "the .pt file is trusted: let LibTorch run the code it carries for loading (__setstate__); "
+     "without it such a file is refused (docs/SECURITY.md)",
+     false},
+};
+
 // The first option given with --code that only a model id or a file uses, as "--NAME", or "".
-std::string option_not_for_code(const boost::program_options::variables_map& vm) {
-  for (const char* key :
-       {"layer", "batch", "seq", "dtype", "attention", "model-config", "input-shape", "trust"})
-    if (vm.count(key)) return std::string("--") + key;
+std::string option_not_for_code(const po::variables_map& vm) {
+  for (const ModelOption& o : kModelOptions)
+    if (vm.count(o.name)) return std::string("--") + o.name;
   return "";
 }
 
@@ -31,7 +57,7 @@ std::string env_name(const std::string& option) {
 
 }  // namespace
 
-std::string code_option_problem(const boost::program_options::variables_map& vm) {
+std::string code_option_problem(const po::variables_map& vm) {
   const std::string opt = option_not_for_code(vm);
   if (opt.empty()) return "";
   return opt +
@@ -40,13 +66,30 @@ std::string code_option_problem(const boost::program_options::variables_map& vm)
          env_name(opt) + " or in the config file)";
 }
 
-std::map<std::string, std::string> frontend_options(
-    const boost::program_options::variables_map& vm) {
+void add_model_options(po::options_description& desc, const std::string& model_config_more) {
+  for (const ModelOption& o : kModelOptions) {
+    std::string help = o.help;
+    if (std::string(o.name) == "model-config" && !model_config_more.empty())
+      help += " " + model_config_more;
+    if (o.takes_value)
+      desc.add_options()(o.name, po::value<std::string>(), help.c_str());
+    else
+      desc.add_options()(o.name, help.c_str());
+  }
+}
+
+std::map<std::string, std::string> frontend_options(const po::variables_map& vm) {
   std::map<std::string, std::string> options;
-  for (const char* key : {"layer", "batch", "seq", "dtype", "attention", "input-shape"})
-    if (vm.count(key)) options[key] = vm[key].as<std::string>();
-  if (vm.count("model-config")) options["config"] = vm["model-config"].as<std::string>();
-  if (vm.count("trust")) options["trust"] = "1";
+  for (const ModelOption& o : kModelOptions) {
+    if (!vm.count(o.name)) continue;
+    const std::string name = o.name;
+    if (name == "model-config")
+      options["config"] = vm[name].as<std::string>();
+    else if (!o.takes_value)
+      options[name] = "1";
+    else
+      options[name] = vm[name].as<std::string>();
+  }
   return options;
 }
 

@@ -1,5 +1,6 @@
-// Checks of `emmy tune` / `emmy trace` input made before anything runs: an option that does not
-// apply, or a path the run would only fail on (or damage) at its end, is bad input now (exit 2).
+// The options of a model source that trace, tune and export share, and the checks of their input
+// made before anything runs: an option that does not apply, or a path the run would only fail on
+// (or damage) at its end, is bad input now (exit 2).
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -8,13 +9,20 @@
 
 namespace emmy::cli {
 
-// What is wrong with the options given beside --code, or "" when nothing: the first option only
-// a model id or a file uses (--layer, --batch, --seq, --dtype, --model-config, --input-shape,
-// --trust), named with the EMMY_ variable and the config file that may have set it.
+// The options only a model id or a file uses (--layer, --batch, --seq, --dtype, --attention,
+// --model-config, --input-shape, --trust), declared in one place for every command that reads a
+// model (trace, tune, export), so that they mean and say the same everywhere. `model_config_more`
+// is added to --model-config's help.
+void add_model_options(boost::program_options::options_description& desc,
+                       const std::string& model_config_more = "");
+
+// What is wrong with the options given beside --code, or "" when nothing: the first model
+// option given (add_model_options), named with the EMMY_ variable and the config file that may
+// have set it.
 std::string code_option_problem(const boost::program_options::variables_map& vm);
 
-// The frontend request's options from the command line (--layer, --batch, --seq, --dtype,
-// --input-shape as given, --model-config as "config", --trust as "trust=1").
+// The frontend request's options from the command line: the model options as given, but
+// --model-config as "config" and --trust as "trust=1".
 std::map<std::string, std::string> frontend_options(
     const boost::program_options::variables_map& vm);
 

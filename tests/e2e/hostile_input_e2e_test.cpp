@@ -174,13 +174,33 @@ TEST_F(HostileInput, ConfigFileMistakesAreNamed) {
 }
 
 TEST_F(HostileInput, ModelOptionsWithCodeAreRefused) {
-  for (const std::string opt :
-       {"--layer", "--batch", "--seq", "--dtype", "--input-shape", "--model-config"}) {
+  for (const std::string opt : {"--layer", "--batch", "--seq", "--dtype", "--attention",
+                                "--input-shape", "--model-config"}) {
     expect_refused(emmy_plain({"tune", "--backend", "cpu", "--db", db(), "--code", "torch.randn(2)",
                                opt, "1"}),
                    opt + " does not apply to --code");
     expect_refused(emmy_plain({"trace", "--code", "torch.randn(2)", opt, "1"}),
                    opt + " does not apply to --code");
+    expect_refused(emmy_plain({"export", "--backend", "cpu", "--db", db(), "--code",
+                               "torch.randn(2)", opt, "1"}),
+                   opt + " does not apply to --code");
+  }
+  // The commands that read a model declare the same model options, with the same words.
+  std::string tune_help = emmy_plain({"tune", "--help"}).out;
+  for (const char* command : {"trace", "export"}) {
+    const std::string help = emmy_plain({command, "--help"}).out;
+    for (const std::string opt : {"--layer arg", "--batch arg", "--seq arg", "--dtype arg",
+                                  "--attention arg", "--input-shape arg", "--trust"}) {
+      const size_t at = help.find(opt), at_tune = tune_help.find(opt);
+      ASSERT_NE(at, std::string::npos) << command << " --help has no " << opt << ":\n" << help;
+      ASSERT_NE(at_tune, std::string::npos) << opt;
+      // The option's line and the next: its help text as printed.
+      auto two_lines = [](const std::string& text, size_t from) {
+        const size_t end = text.find('\n', text.find('\n', from) + 1);
+        return text.substr(from, end - from);
+      };
+      EXPECT_EQ(two_lines(help, at), two_lines(tune_help, at_tune)) << command << " " << opt;
+    }
   }
   // From the environment too: the message says where it may have come from.
   expect_refused(emmy_plain({"tune", "--backend", "cpu", "--db", db(), "--code", "torch.randn(2)"},
