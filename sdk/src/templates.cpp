@@ -19,28 +19,9 @@ std::vector<std::string> template_names() {
           std::string(kTemplateFallback)};
 }
 
+// These four read ir.hpp's op classes (op_class): one list says which op is which.
 bool is_elementwise_op(Op op) {
-  switch (op) {
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::pow:
-    case Op::neg:
-    case Op::exp:
-    case Op::rsqrt:
-    case Op::sqrt:
-    case Op::tanh:
-    case Op::silu:
-    case Op::gelu:
-    case Op::sigmoid:
-    case Op::cast:
-    case Op::where:
-    case Op::masked_fill:
-      return true;
-    default:
-      return false;
-  }
+  return ir::op_class(op) == ir::OpClass::elementwise;
 }
 
 bool is_exact_widening_cast(const Graph& g, ValueId v) {
@@ -51,29 +32,15 @@ bool is_exact_widening_cast(const Graph& g, ValueId v) {
 }
 
 bool is_index_op(Op op) {
-  switch (op) {
-    case Op::view:
-    case Op::reshape:
-    case Op::transpose:
-    case Op::permute:
-    case Op::contiguous:
-    case Op::unsqueeze:
-    case Op::squeeze:
-    case Op::expand:
-    case Op::slice:
-    case Op::cat:
-      return true;
-    default:
-      return false;
-  }
+  return ir::op_class(op) == ir::OpClass::layout;
 }
 
 bool is_row_reduction_op(Op op) {
-  return op == Op::mean || op == Op::sum || op == Op::amax || op == Op::softmax;
+  return ir::op_class(op) == ir::OpClass::reduction;
 }
 
 bool is_matmul_op(Op op) {
-  return op == Op::linear || op == Op::matmul || op == Op::bmm;
+  return ir::op_class(op) == ir::OpClass::matmul;
 }
 
 namespace {
