@@ -6,6 +6,7 @@ and random search at the same budget. Python 3 standard library only.
                     [--out DIR] [--work DIR] [--emmy PATH] [--samples N] [--warmup N]
                     [--ref-factor F | --ref-patience N] [--budget N] [--seed N]
                     [--tune-timeout S] [--deadline S] [--baseline-runs K]
+                    [--first defaults|prior]
                     [--prior-checkpoint FILE] [--extra ARG]...
 
 For each kernel of the suite (an inline PyTorch expression, `emmy tune --code`), one tune per
@@ -26,7 +27,10 @@ N is the number of candidates p50 evaluated for the kernel, so flat and random g
 budget (--budget N gives it when p50 is not among the modes). --baseline-runs K runs flat and
 random K times each (seeds --seed to --seed + K - 1, homes MODE, MODE.sSEED): one run of a search
 that breaks ties or draws at random is one sample of how many evaluations it needs, and their
-figures are the mean of the K runs. Every run: --no-validate (the assembled graph is not what is compared), --seed, and small
+figures are the mean of the K runs. --first prior gives p10, p50 and ref `emmy tune --first
+prior` (their first candidate is the one the prior predicts fastest, not the backend's untuned
+configuration); flat and random are unchanged, so the "half the evaluations of flat" comparison
+is against the flat prior as it runs by default. Every run: --no-validate (the assembled graph is not what is compared), --seed, and small
 --samples/--warmup where asked. The figures (search_metrics.py) come from each run's JSON report
 (`searches`: every evaluation's rank time in order).
 
@@ -115,7 +119,7 @@ DEFAULT_BACKEND = {"cpu": "cpu", "cuda": "cuda"}
 BASELINES = ("flat", "random")
 
 # emmy tune options that EMMY_* variables would set: each run gives its own.
-TUNE_ENV = ("EMMY_PATIENCE", "EMMY_BUDGET", "EMMY_SEARCH", "EMMY_PRIOR", "EMMY_SEED",
+TUNE_ENV = ("EMMY_PATIENCE", "EMMY_BUDGET", "EMMY_SEARCH", "EMMY_FIRST", "EMMY_PRIOR", "EMMY_SEED",
             "EMMY_SAMPLES", "EMMY_WARMUP", "EMMY_JSON", "EMMY_DB", "EMMY_HOME")
 
 
@@ -131,19 +135,22 @@ def load_suite(spec: str) -> tuple[list[dict], str]:
 
 
 def mode_args(mode: str, budget: int | None, ref_factor: float, ref_patience: int,
-              patiences: tuple[int, int] = (10, 50)) -> list[str]:
+              patiences: tuple[int, int] = (10, 50), first: str = "defaults") -> list[str]:
+    # --first prior is for the prior-guided modes; flat has no prior to start from, and random
+    # takes no first candidate of its own.
+    start = ["--first", first] if first != "defaults" else []
     if mode == "p10":
-        return ["--patience", str(patiences[0])]
+        return ["--patience", str(patiences[0])] + start
     if mode == "p50":
-        return ["--patience", str(patiences[1])]
+        return ["--patience", str(patiences[1])] + start
     if mode == "flat":
         return ["--prior", "flat", "--budget", str(budget)]
     if mode == "random":
         return ["--search", "random", "--budget", str(budget)]
     if mode == "ref":
         if ref_patience:
-            return ["--patience", str(ref_patience)]
-        return ["--budget", str(max(1, round(ref_factor * budget)))]
+            return ["--patience", str(ref_patience)] + start
+        return ["--budget", str(max(1, round(ref_factor * budget)))] + start
     raise ValueError(mode)
 
 
@@ -254,6 +261,10 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=0,
                     help="the budget of flat, random and (times --ref-factor) ref when p50 is not run")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--first", choices=("defaults", "prior"),
+                    default=os.environ.get("EMMY_SEARCH_FIRST", "defaults"),
+                    help="emmy tune --first of the prior-guided modes (p10, p50, ref): what each "
+                         "kernel's search evaluates first (default defaults; EMMY_SEARCH_FIRST)")
     ap.add_argument("--baseline-runs", type=int,
                     default=int(os.environ.get("EMMY_SEARCH_BASELINE_RUNS", 1)),
                     help="run flat and random this many times, with seeds --seed, --seed + 1, ...; "
@@ -332,7 +343,7 @@ def main() -> int:
                      "warmup": None if args.warmup < 0 else args.warmup,
                      "ref_factor": None if args.ref_patience else args.ref_factor,
                      "ref_patience": args.ref_patience or None, "seed": args.seed,
-                     "baseline_runs": args.baseline_runs,
+                     "baseline_runs": args.baseline_runs, "first": args.first,
                      "patiences": [args.short_patience, args.long_patience],
                      "prior_checkpoint": args.prior_checkpoint or None, "extra": args.extra,
                      "within_pct": sm.WITHIN_PCT},
@@ -365,7 +376,7 @@ def main() -> int:
         if args.warmup >= 0:
             cmd += ["--warmup", str(args.warmup)]
         cmd += mode_args(mode, budget, args.ref_factor, args.ref_patience,
-                         (args.short_patience, args.long_patience)) + args.extra + [
+                         (args.short_patience, args.long_patience), args.first) + args.extra + [
             "--json", report_path]
         run["command"] = cmd[:-2]  # the report's path is the runner's
         log(f"-- {kern['name']} {tag}: {' '.join(cmd)}")

@@ -143,6 +143,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("prior-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the prior (repeatable; also [plugin PRIOR] in the config file; the keys it declares: emmy plugins --json --kind prior)")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
     ("search", po::value<std::string>(&o.search)->default_value("mcts"), "how each kernel's search picks candidates: mcts (the tree, valued by the prior) or random (each fork answered uniformly among the options with untried configurations below; no all-defaults first candidate)")
+    ("first", po::value<std::string>(&o.first)->default_value("defaults"), "what each kernel's search (mcts) evaluates first: defaults (the backend's untuned configuration, a known-good baseline) or prior (the configuration the prior predicts fastest)")
     ("budget", po::value<int>(&o.budget), "each kernel's search evaluates exactly N candidates (fewer only when it has fewer), instead of stopping by --patience")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
     ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")
@@ -175,6 +176,10 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
   }
   if (o.patience < 1) {
     std::cerr << "emmy tune: --patience must be at least 1\n";
+    return kExitUsage;
+  }
+  if (o.first != "defaults" && o.first != "prior") {
+    std::cerr << "emmy tune: --first '" << o.first << "' is not defaults or prior\n";
     return kExitUsage;
   }
   if (o.search != "mcts" && o.search != "random") {

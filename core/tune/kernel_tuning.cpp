@@ -35,6 +35,7 @@ KernelSearchSettings KernelSearchSettings::of(const TuneOptions& options) {
   s.patience = options.patience;
   s.budget = options.budget;
   s.selection = options.search == "random" ? search::Selection::random : search::Selection::mcts;
+  s.defaults_first = options.first != "prior";
   s.seed = options.seed;
   return s;
 }
@@ -231,6 +232,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   options.patience = run.settings.patience;
   options.budget = run.settings.budget;
   options.selection = run.settings.selection;
+  options.defaults_first = run.settings.defaults_first;
   options.seed = search::kernel_seed(run.settings.seed, key);
   if (producer != nullptr) options.also_searched = std::string(kAttentionFork);
   auto on_step = [&](const search::StepInfo& info) {

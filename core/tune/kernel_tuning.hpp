@@ -27,7 +27,8 @@ struct KernelSearchSettings {
   int patience = 50;
   int budget = 0;
   search::Selection selection = search::Selection::mcts;
-  uint64_t seed = 0;  // the run's: each kernel's own comes from it and its key
+  bool defaults_first = true;  // TuneOptions::first
+  uint64_t seed = 0;           // the run's: each kernel's own comes from it and its key
   // Candidates each search builds ahead (search::SearchOptions::look_ahead), when the context has
   // a BuildAhead; resolved from TuneOptions::build_ahead by the run.
   int look_ahead = 0;

@@ -27,6 +27,11 @@ struct TuneOptions {
   // How each kernel's inner search picks candidates (--search): "mcts" (the tree, valued by the
   // prior) or "random" (uniformly among the untried, bench/search's baseline).
   std::string search = "mcts";
+  // What each kernel's search evaluates first (--first): "defaults", the backend's untuned
+  // configuration (option 0 at every fork), a known-good baseline before the prior's guesses; or
+  // "prior", the configuration the prior predicts fastest (with a prior that has learned the
+  // backend, one evaluation instead of two to reach its favourite). Random search takes neither.
+  std::string first = "defaults";
   // --budget N: each kernel's inner search evaluates exactly N candidates (fewer only when its
   // space has fewer), patience unused; 0 = patience decides. Groupings are searched as always.
   int budget = 0;

@@ -18,6 +18,7 @@ nlohmann::json TuneReport::to_json() const {
   j["env"] = env;
   j["prior"] = prior;
   j["search"] = search;
+  j["first"] = first;
   j["patience"] = patience;
   j["budget"] = budget > 0 ? nlohmann::json(budget) : nlohmann::json(nullptr);
   j["prior_replays_run"] =

@@ -216,6 +216,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   // from, an identical re-run's when this run repeats the last one.
   const std::string env = backend->environment_fingerprint();
   report.search = options.search;
+  report.first = options.first;
   report.patience = options.patience;
   report.budget = options.budget;
   RunPrior run_prior = open_run_prior(options, host, graph_key(graph), pass_names, report.backend,

@@ -1,13 +1,19 @@
 """`emmy tune`'s search flags the benchmark compares with (--prior flat, --search random,
---budget N): documented in --help, and a bad value is a usage error (exit 2) that names the flag,
-before anything is loaded or written."""
+--budget N, --first): documented in --help, and a bad value is a usage error (exit 2) that names
+the flag, before anything is loaded or written; and the benchmark passes --first to the
+prior-guided modes only."""
 
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
 EMMY = os.environ.get("EMMY_BIN", "build/bin/emmy")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.environ.get("EMMY_SEARCH_BENCH_DIR",
+                                  os.path.join(HERE, "..", "..", "bench", "search")))
+import search_bench as sb  # noqa: E402
 CODE = "torch.matmul(torch.randn(8,8), torch.randn(8,8))"
 
 
@@ -33,11 +39,22 @@ class TuneSearchFlags(unittest.TestCase):
     def test_help_documents_the_flags(self):
         r = subprocess.run([EMMY, "tune", "--help"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0)
-        for text in ("--search", "--budget", "flat: no prior", "random"):
+        for text in ("--search", "--budget", "flat: no prior", "random", "--first"):
             self.assertIn(text, r.stdout)
 
     def test_an_unknown_search_is_refused(self):
         self.assertUsageError(["--search", "annealing"], "--search 'annealing' is not mcts or random")
+
+    def test_an_unknown_first_is_refused(self):
+        self.assertUsageError(["--first", "best"], "--first 'best' is not defaults or prior")
+
+    def test_the_benchmark_gives_first_to_the_prior_guided_modes_only(self):
+        for mode in ("p10", "p50", "ref"):
+            args = sb.mode_args(mode, 20, 10, 0, first="prior")
+            self.assertEqual(args[-2:], ["--first", "prior"], mode)
+            self.assertNotIn("--first", sb.mode_args(mode, 20, 10, 0), mode)
+        for mode in ("flat", "random"):
+            self.assertNotIn("--first", sb.mode_args(mode, 20, 10, 0, first="prior"), mode)
 
     def test_a_budget_below_one_is_refused(self):
         self.assertUsageError(["--budget", "0"], "--budget 0 is not a positive number")

@@ -259,6 +259,36 @@ TEST_F(TuneE2E, BadInputIsAClearErrorWithExitCode2) {
   Completed model = emmy({"tune", "NoSuchOrg/no-such-model", "--backend", "cpu"});
   EXPECT_EQ(model.exit_code, 2) << model.err;
   EXPECT_NE(model.err.find("no-such-model"), std::string::npos) << model.err;
+
+  Completed first = emmy({"tune", "--backend", "cpu", "--first", "best", "--code", kMatmul});
+  EXPECT_EQ(first.exit_code, 2) << first.err;
+  EXPECT_NE(first.err.find("--first 'best' is not defaults or prior"), std::string::npos)
+      << first.err;
+}
+
+// --first: each kernel's search starts from the backend's untuned configuration (defaults, the
+// default) or from the configuration its prior predicts fastest (prior). The roofline prior
+// ranks a 96x96 matmul's default tiles (128 x 256 x 256) below smaller ones, so the two first
+// candidates differ; the report says which start the run took.
+TEST_F(TuneE2E, FirstCandidateIsTheDefaultsOrThePriorsFavourite) {
+  auto first_step = [&](const std::string& first) {
+    std::vector<std::string> args = tune_matmul(first + ".json", 1);
+    for (const char* a : {"--no-validate", "-v", "--first"}) args.push_back(a);
+    args.push_back(first);
+    Completed c = emmy(args);
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    EXPECT_EQ(report(first + ".json")["first"], first);
+    const std::string log = c.out + c.err;
+    const size_t at = log.find("step 0 ");
+    if (at == std::string::npos) return std::string("(no step 0 in: " + log + ")");
+    // The configuration: the knobs between the step number and the time.
+    const std::string line = log.substr(at, log.find('\n', at) - at);
+    return line.substr(0, line.find(" us"));
+  };
+  const std::string defaults = first_step("defaults");
+  const std::string prior = first_step("prior");
+  EXPECT_NE(defaults.find("tile_m=128 tile_n=256"), std::string::npos) << defaults;
+  EXPECT_EQ(prior.find("tile_m=128 tile_n=256"), std::string::npos) << prior;
 }
 
 // Options are checked before anything is loaded or written: no database appears.
