@@ -6,6 +6,7 @@
 // recorded in docs/SECURITY.md); CI runs the fixed cases only.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -194,12 +195,19 @@ TEST_F(HostileInput, ModelOptionsWithCodeAreRefused) {
       const size_t at = help.find(opt), at_tune = tune_help.find(opt);
       ASSERT_NE(at, std::string::npos) << command << " --help has no " << opt << ":\n" << help;
       ASSERT_NE(at_tune, std::string::npos) << opt;
-      // The option's line and the next: its help text as printed.
-      auto two_lines = [](const std::string& text, size_t from) {
-        const size_t end = text.find('\n', text.find('\n', from) + 1);
-        return text.substr(from, end - from);
+      // The option's entry up to the next option, white space folded (each command's column
+      // width depends on its longest option).
+      auto entry = [](const std::string& text, size_t from) {
+        const std::string raw = text.substr(from, text.find("\n  -", from) - from);
+        std::string out;
+        for (char c : raw)
+          if (!std::isspace(static_cast<unsigned char>(c)))
+            out += c;
+          else if (!out.empty() && out.back() != ' ')
+            out += ' ';
+        return out;
       };
-      EXPECT_EQ(two_lines(help, at), two_lines(tune_help, at_tune)) << command << " " << opt;
+      EXPECT_EQ(entry(help, at), entry(tune_help, at_tune)) << command << " " << opt;
     }
   }
   // From the environment too: the message says where it may have come from.
