@@ -169,6 +169,9 @@ store::MeasurementRecord Measurer::measure(const CandidateMeasurement& c,
   rec.config_key = config;
   rec.knobs = k.knobs;
   s_.store.put_measurement(rec);
+  // Candidates built, counted here rather than in build_and_measure: the validation's requests
+  // build the chosen kernels and the program again (compile-cache hits) and are no candidates.
+  if (rec.failure != FailureKind::refused) ++s_.counters.built;  // a refusal built nothing
   if (c.regime == Regime::rank) ++s_.counters.measured;
   if (c.regime == Regime::deploy) ++s_.counters.deploy;
   if (!rec.ok()) ++s_.counters.failures;
@@ -199,7 +202,6 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
     AddElapsed timed(s_.counters.build_us);
     with_one_retry("build", [&] { return s_.backend.build(slice, regime, artifact, built); });
   }
-  if (built.failure != FailureKind::refused) ++s_.counters.built;  // a refusal built nothing
   if (built.failure != FailureKind::none) {
     rec.failure = built.failure;
     rec.message = built.message;

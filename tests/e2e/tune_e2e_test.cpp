@@ -462,6 +462,11 @@ TEST_F(TuneE2E, OneKernelGraphIsMeasuredAgainAndAnUnmeasuredGapIsNull) {
   EXPECT_EQ(r1["launches"].get<int>(), r1["candidates_measured"].get<int>() +
                                            r1["deploy_measurements"].get<int>() + 2 * 20 * 3)
       << "the kernel and the assembled graph were not both launched again: " << r1.dump(2);
+  // Those launches are no candidates: what was built is what the search measured (its rank and
+  // deploy builds), not the validation's builds of the same kernel and the program.
+  EXPECT_EQ(r1["candidates_built"].get<int>(),
+            r1["candidates_measured"].get<int>() + r1["deploy_measurements"].get<int>())
+      << r1.dump(2);
   EXPECT_GT(r1["assembled_us"].get<double>(), 0);
   ASSERT_TRUE(r1["isolated_us"].is_number()) << r1.dump(2);
   ASSERT_TRUE(r1["validation_gap_pct"].is_number()) << r1.dump(2);
