@@ -18,7 +18,8 @@ namespace {
 struct ModelOption {
   const char* name;
   const char* help;
-  bool takes_value = true;  // false: a switch (--trust)
+  bool takes_value = true;        // false: a switch (--trust), "1" in the frontend request
+  const char* request = nullptr;  // its key in the frontend request, when not `name`
 };
 
 // Every option of a model id or a file, in the order `--help` lists them.
@@ -30,7 +31,7 @@ const ModelOption kModelOptions[] = {
     {"attention",
      "attention of model ids as transformers' attn_implementation: sdpa (default: the scores in "
      "f32, unrounded) or eager (the scores rounded to dtype)"},
-    {"model-config", "config.json to use for a model id"},
+    {"model-config", "config.json to use for a model id", true, "config"},
     {"input-shape",
      "input shapes of a .pt file, or of a .pt2 file with dynamic dimensions, e.g. "
      "1x128x64:f32,1x128:i64"},
@@ -80,16 +81,9 @@ void add_model_options(po::options_description& desc, const std::string& model_c
 
 std::map<std::string, std::string> frontend_options(const po::variables_map& vm) {
   std::map<std::string, std::string> options;
-  for (const ModelOption& o : kModelOptions) {
-    if (!vm.count(o.name)) continue;
-    const std::string name = o.name;
-    if (name == "model-config")
-      options["config"] = vm[name].as<std::string>();
-    else if (!o.takes_value)
-      options[name] = "1";
-    else
-      options[name] = vm[name].as<std::string>();
-  }
+  for (const ModelOption& o : kModelOptions)
+    if (vm.count(o.name))
+      options[o.request ? o.request : o.name] = o.takes_value ? vm[o.name].as<std::string>() : "1";
   return options;
 }
 

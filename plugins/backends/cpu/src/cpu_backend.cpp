@@ -179,7 +179,7 @@ std::string CpuBackend::environment_fingerprint() const {
     // The flags of each regime: a rank row built at -O1 (before 2026-12-05) times a different
     // program from one built at -O2 -march=native, and must not be served for it.
     for (Regime regime : {Regime::rank, Regime::deploy}) {
-      fingerprint_ += regime == Regime::rank ? "|rank" : "|deploy";
+      fingerprint_ += std::string("|") + to_string(regime);
       for (const auto& flag : Compiler::regime_flags(regime)) fingerprint_ += " " + flag;
     }
     // What template plugins' kernels depend on (their library's version): a row is never reused
