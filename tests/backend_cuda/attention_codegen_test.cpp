@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "attention_graphs.hpp"
+#include "codegen_harness.hpp"
 #include "cuda_backend.hpp"
 #include "emmy/knob_constraints.hpp"
 #include "emmy/templates.hpp"
@@ -47,26 +48,45 @@ std::string compiles(const Case& c) {
 }
 
 // q computed in the kernel (q_norm + RoPE absorbed): the Hopper path computes the block's query
-// rows into scratch before the producer and consumers part: each row's mean by a warp (lanes
-// striding the row, shuffles), then q's values a thread per element, the mean read back, never
-// recomputed per element; fenced for the copy engine, copied by TMA as any q. The mma.sync path
-// and persistent blocks refuse it.
+// rows into scratch before the producer and consumers part, laid out as the reduction template's
+// fused rows: a row held by 16 lanes of 8 columns (16-byte loads; a thread's four rows all loaded
+// before the first shuffle), the row's mean combined by shuffles among them, rotate_half's other
+// half a shuffle away, q stored in 16-byte pieces; fenced for the copy engine, copied by TMA as
+// any q. No loop over a row and no element-at-a-time loop are left, and nothing spills. The
+// mma.sync path and persistent blocks refuse it.
 TEST(CudaAttention, AbsorbedQNormIsComputedIntoScratchBeforeTheCopies) {
   Case c = qwen3_attention_absorbing_q_norm(200);
   const std::string source = generate_source(slice_of(c));
-  const size_t mean = source.find("__shfl_xor_sync(0xffffffffu, emmy_qacc0"),
-               elements = source.find("for (int emmy_e = threadIdx.x;"),
+  const size_t npos = std::string::npos, start = source.find("const int emmy_qc0_ = emmy_ql * 8;"),
+               mean = source.find("__shfl_xor_sync(0xffffffffu, emmy_qred0_0_acc, o)"),
+               rotate = source.find("__shfl_sync(0xffffffffu, ", start),
+               store = source.find("*(uint4*)&scr0[", start),
                fence = source.find("fence.proxy.async.global"),
                roles = source.find("if (warp >= 4)");
-  ASSERT_NE(mean, std::string::npos);
-  ASSERT_NE(elements, std::string::npos);
-  EXPECT_LT(mean, elements);
-  EXPECT_LT(elements, fence);
+  ASSERT_NE(start, npos) << source;
+  ASSERT_NE(mean, npos) << source;
+  ASSERT_NE(rotate, npos) << source;
+  ASSERT_NE(store, npos) << source;
+  ASSERT_NE(fence, npos);
+  EXPECT_LT(start, mean);
+  EXPECT_LT(mean, rotate);
+  EXPECT_LT(rotate, store);
+  EXPECT_LT(store, fence);
   EXPECT_LT(fence, roles);
-  // The elements read the row's mean (once per row) and no loop over the row is left in them.
-  const std::string pass2 = source.substr(elements, fence - elements);
-  EXPECT_NE(pass2.find("emmy_qred["), std::string::npos);
-  EXPECT_EQ(pass2.find("for (long long r"), std::string::npos);
+  // Each of the thread's four rows has its 16-byte load of the projection before the first
+  // shuffle.
+  const std::string loads = source.substr(start, mean - start);
+  size_t rows_loaded = 0;
+  for (size_t at = loads.find("__ldg((const uint4*)&in0["); at != npos;
+       at = loads.find("__ldg((const uint4*)&in0[", at + 1))
+    ++rows_loaded;
+  EXPECT_EQ(rows_loaded, 4u) << loads;
+  const std::string prologue = source.substr(start, fence - start);
+  EXPECT_EQ(prologue.find("for (long long r"), npos) << prologue;
+  EXPECT_EQ(prologue.find("emmy_e"), npos) << prologue;
+  const CompileReport report = compile_report(source);
+  EXPECT_TRUE(report.ok);
+  EXPECT_EQ(report.spill_bytes, 0) << report.log;
   Plan plan = parse_plan(source);
   EXPECT_EQ(plan.scratch_bytes.size(), 1u);
   EXPECT_EQ(plan.tensor_maps.size(), 3u);
@@ -80,6 +100,13 @@ TEST(CudaAttention, AbsorbedQNormIsComputedIntoScratchBeforeTheCopies) {
   Case pair = c;
   pair.knobs = {{"wgmma", 1}, {"block_q", 64}, {"heads", 2}, {"warps", 8}, {"block_kv", 64}};
   EXPECT_EQ(compiles(pair), generate_source(slice_of(pair)));
+  // B=8 S=512 with two warpgroups taking turns (a producer warpgroup: 384 threads, 128 rows).
+  Case wide = qwen3_attention_absorbing_q_norm(512, 8);
+  wide.knobs = {{"wgmma", 1},     {"block_q", 128}, {"warps", 8},
+                {"block_kv", 64}, {"stages", 3},    {"pingpong", 1}};
+  const CompileReport wide_report = compile_report(generate_source(slice_of(wide)));
+  EXPECT_TRUE(wide_report.ok);
+  EXPECT_EQ(wide_report.spill_bytes, 0) << wide_report.log;
 }
 
 TEST(CudaAttention, CasesAreValidGraphsThatFitTheTemplate) {

@@ -296,5 +296,24 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
   time_eager_form(512, 8, inputs, hopper(64, 4, 3, 64), "B=8 S=512");
 }
 
+// The attention that computes its own q (q_norm + RoPE absorbed: pass fuse_attention_prologue)
+// beside the plain attention on the same knobs, B=8 S=512, both checked against the interpreter:
+// the difference is what the absorbed prologue costs, to set against the separate q/k-norm kernel
+// it saves (the pass offers the fork on cuda once that is less; docs/PERFORMANCE.md).
+TEST(AttentionGpu, Qwen3Batch8AbsorbedQNormBesideThePlainAttention) {
+  Case absorbed = qwen3_attention_absorbing_q_norm(512, 8), plain = qwen3_attention(512, 8);
+  ir::Slice sa = slice_of(absorbed), sp = slice_of(plain);
+  const auto ia = ir::random_inputs(sa.graph, 11), ip = ir::random_inputs(sp.graph, 11);
+  const auto ea = ir::evaluate(sa.graph, ia), ep = ir::evaluate(sp.graph, ip);
+  for (const Knobs& knobs :
+       {hopper(64, 4, 3, 64), hopper(64, 4, 2, 128), hopper(64, 8, 3, 64),
+        hopper(64, 8, 3, 64, {"heads"}), hopper(128, 8, 3, 64, {"pingpong"})}) {
+    const double a = matches_and_time(sa, ia, ea, knobs, "B=8 S=512 q_norm absorbed");
+    const double p = matches_and_time(sp, ip, ep, knobs, "B=8 S=512");
+    std::printf("[ attn     ] qwen3 B=8 S=512 absorbed prologue costs %8.2f us on these knobs\n",
+                a - p);
+  }
+}
+
 }  // namespace
 }  // namespace emmy::cuda::test

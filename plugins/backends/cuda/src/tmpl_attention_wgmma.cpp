@@ -480,105 +480,144 @@ class WgmmaKernel : private WgmmaPlan {
     b.line("};");
   }
 
-  // q computed in the kernel (its prologue: q's row norm and RoPE), in two passes over the block's
-  // query rows before the producer and consumers part: (1) each row reduction (RMSNorm's mean),
-  // a warp per row, its lanes striding the row and combining by shuffles, into shared memory (the
-  // query buffer's start, which the TMA copy fills only afterwards); (2) q's values, consecutive
-  // threads on consecutive columns (coalesced loads and stores), through the chain with the
-  // reductions read back, into scratch, where the producer's TMA copies read them as any q. Both
-  // proxies' accesses are fenced before the block synchronises and the roles part.
+  // q computed in the kernel (its prologue: q's row norm and RoPE) before the producer and
+  // consumers part, laid out as the reduction template's fused rows (reduction_fused.cpp): a
+  // query row is held by `lanes` consecutive lanes, 8 consecutive columns each (16-byte loads),
+  // its reductions (RMSNorm's mean) combined by shuffles among those lanes, rotate_half's other
+  // half a shuffle away (ExprGen::row_lanes), and q stored to scratch in 16-byte pieces, where the
+  // producer's TMA copies read it as any q. A thread holds `items` rows at once, all their loads
+  // issued before the first shuffle. The first prologue (a warp per row for the mean, then a
+  // thread per element, one load's latency after another) cost more than the separate kernel it
+  // replaced (docs/PERFORMANCE.md). Rows past the block's end (or past the sequence) compute the
+  // last valid row again, so that every lane takes part in the shuffles, and store nothing. The
+  // stores are fenced for the copy engine before the block synchronises and the roles part.
   void q_prologue() {
+    const int64_t vec = 8, rows = HR * BQ;
+    int64_t lanes = 1;
+    while (lanes * vec < D) lanes *= 2;  // D <= 256 (plan_wgmma): at most a warp
+    const int64_t per_pass = T / lanes, passes = ceil_div(rows, per_pass);
+    const int64_t items = std::min<int64_t>(4, passes), loops = ceil_div(passes, items);
+    const std::string tok = "emmy_qc0_", guard = lanes * vec == D ? "" : "emmy_qv0_";
     ExprGen e(g);
-    bind_inputs(e, m);
+    e.group_columns(tok, vec);
+    const std::vector<ir::ValueId> ins = g.inputs();
+    for (size_t i = 0; i < ins.size(); ++i)
+      bind_vector_input(e, ins[i], m.input_name(i), vec, {{tok, guard}});
     bind_causal_masks(e);
-    const int64_t rows = HR * BQ;
-    // The batch entry and query position of the block's row emmy_pr.
-    auto row_of = [&](Body& at) {
-      at.line("const long long bz = emmy_qz0 + emmy_pr / " + num(BQ) + ";");
-      at.line("const int qm = emmy_qm0 + emmy_pr % " + num(BQ) + ";");
-    };
-    // Pass 2's text first: reading q's chain asks for each reduction at the row's index, which
-    // pass 1 then computes (a reduction whose index depends on the column is computed inline).
-    const std::string d = "emmy_qd";
+    if (guard.empty()) e.row_lanes(tok, "emmy_ql", lanes);
+
+    // Each slot's reductions, as the chain of q asks for them (at the row's index, which only
+    // the chain knows through its views): a register per (slot, reduction, index), computed
+    // before the values (below). One read at an index that depends on the column is computed
+    // in place, a loop over the row (correct, and slow).
     struct Reduction {
       ir::ValueId v;
       Index idx;
+      std::string var;
     };
-    std::vector<Reduction> reductions;
+    std::vector<std::vector<Reduction>> wanted(static_cast<size_t>(items));
+    size_t slot = 0;
     for (ir::ValueId v : p.match.prologue) {
-      const ir::Op op = g.node(v).op;
-      if (op != ir::Op::mean && op != ir::Op::sum && op != ir::Op::amax) continue;
+      const ir::Node& n = g.node(v);
+      if (n.op != ir::Op::mean && n.op != ir::Op::sum && n.op != ir::Op::amax) continue;
+      if (g.type(n.inputs.at(0)).shape.back() != D)
+        throw KnobRefused(knob_text + ": q's prologue reduces rows of " +
+                          num(g.type(n.inputs.at(0)).shape.back()) + ", not of the head dim " +
+                          num(D));
       e.bind(v, [&, v](const Index& idx, Body& here) -> std::string {
         for (const std::string& c : idx)
-          if (c.find(d) != std::string::npos) return e.compute(v, idx, here);
+          if (c.find(tok) != std::string::npos) return e.compute(v, idx, here);
+        std::vector<Reduction>& mine = wanted[slot];
         size_t k = 0;
-        while (k < reductions.size() && !(reductions[k].v == v && reductions[k].idx == idx)) ++k;
-        if (k == reductions.size()) reductions.push_back({v, idx});
-        return "emmy_qred[" + num(int64_t(k) * rows) + " + emmy_pr]";
+        while (k < mine.size() && !(mine[k].v == v && mine[k].idx == idx)) ++k;
+        if (k == mine.size())
+          mine.push_back({v, idx, "emmy_qred" + num(int64_t(slot)) + "_" + num(int64_t(k))});
+        return "(" + compute_type(g.node(v).type.dtype) + ")" + mine[k].var;
       });
     }
-    Body values(b);
-    Index a, unused;
-    e.gemm_operands(M1, batch_index(p, "qm", "0"), d, a, unused);
-    const ir::DType tq = g.type(p.q).dtype;
-    values.line(q_scratch + "[(bz * " + num(p.Sq) + "LL + qm) * " + num(D) + "LL + " + d +
-                "] = " + store_element(tq, e.value(p.q, a, values)) + ";");
-    if (int64_t(reductions.size()) * rows * 4 > q_bytes)
-      throw KnobRefused(knob_text + ": q's reductions do not fit the query buffer");
 
     Body ph(b);
     ph.line(HR > 1 ? "const long long emmy_qz0 = (long long)blockIdx.x * " + num(HR) + "LL;"
                    : std::string("const long long emmy_qz0 = blockIdx.x;"));
     ph.line("const int emmy_qm0 = (int)(gridDim.y - 1 - blockIdx.y) * " + num(BQ) + ";");
-    ph.line("float* const emmy_qred = (float*)emmy_attn_smem;  // the query buffer, until copied");
-    // (1) The reductions: a warp per row.
-    Body row1(ph);
-    row_of(row1);
-    Body in1(row1);
-    ExprGen e1(g);
-    bind_inputs(e1, m);
-    bind_causal_masks(e1);
-    for (size_t k = 0; k < reductions.size(); ++k) {
-      const ir::Node& n = g.node(reductions[k].v);
-      const ir::TensorType& in = g.type(n.inputs.at(0));
-      Index x = reductions[k].idx;
+    ph.line("const int emmy_ql = threadIdx.x & " + num(lanes - 1) + ";  // lane of the row");
+    ph.line("const int emmy_qt = threadIdx.x / " + num(lanes) + ";  // row of the pass");
+    ph.line("const int " + tok + " = emmy_ql * " + num(vec) + ";  // the lane's first column");
+    if (!guard.empty()) ph.line("const bool " + guard + " = " + tok + " < " + num(D) + ";");
+    Body loop(ph), reduce(loop);
+    Body values(reduce);  // emitted after the reductions, inside their scope
+    std::vector<std::string> ok(static_cast<size_t>(items));
+    for (int64_t j = 0; j < items; ++j) {
+      const std::string sj = num(j), pr = "emmy_qp" + sj, r = "emmy_qr" + sj;
+      ok[size_t(j)] = "emmy_qok" + sj;
+      loop.line("const int " + pr + " = (emmy_qi * " + num(items) + " + " + sj + ") * " +
+                num(per_pass) + " + emmy_qt;");
+      loop.line("const int " + r + " = min(" + pr + ", " + num(rows - 1) + ");");
+      loop.line("const long long emmy_qb" + sj + " = emmy_qz0 + " + r + " / " + num(BQ) + ";");
+      loop.line("const int emmy_qs" + sj + " = min(emmy_qm0 + " + r + " % " + num(BQ) + ", " +
+                num(p.Sq - 1) + ");");
+      loop.line("const bool " + ok[size_t(j)] + " = " + pr + " < " + num(rows) + " && emmy_qm0 + " +
+                r + " % " + num(BQ) + " < " + num(p.Sq) + ";");
+    }
+    // q's values first (they name the reductions they read), then the stores.
+    const ir::DType tq = g.type(p.q).dtype;
+    std::vector<std::vector<std::string>> vals(static_cast<size_t>(items));
+    for (int64_t j = 0; j < items; ++j) {
+      slot = size_t(j);
+      Index out = unflatten("emmy_qb" + num(j), p.batch);
+      out.push_back("emmy_qs" + num(j));
+      out.push_back("0");
+      for (int64_t u = 0; u < vec; ++u) {
+        Index a, unused;
+        e.gemm_operands(M1, out, vec_column(tok, u), a, unused);
+        vals[size_t(j)].push_back(e.value(p.q, a, values));
+      }
+    }
+    for (int64_t j = 0; j < items; ++j) {
+      const std::string at = "(emmy_qb" + num(j) + " * " + num(p.Sq) + "LL + emmy_qs" + num(j) +
+                             ") * " + num(D) + "LL + " + tok;
+      Body store(values);
+      store_vector(store, tq, q_scratch, at, vals[size_t(j)], e);
+      values.block("if (" + ok[size_t(j)] + (guard.empty() ? "" : " && " + guard) + ")", store);
+    }
+    // The reductions: every slot's elements loaded first, then each combined among its lanes.
+    auto element = [&](const Reduction& r, int64_t u, Body& at) {
+      const ir::Node& n = g.node(r.v);
+      Index x = r.idx;
       if (n.attr_int("keepdim", 0) != 0 && !x.empty())
-        x.back() = "emmy_t";
+        x.back() = vec_column(tok, u);
       else
-        x.push_back("emmy_t");
-      const bool max = n.op == ir::Op::amax;
-      const std::string acc = "emmy_qacc" + num(int64_t(k));
-      in1.line("float " + acc + " = " + (max ? "-INFINITY" : "0.f") + ";");
-      Body t(in1);
-      const std::string xv = e1.value(n.inputs.at(0), x, t);
-      t.line(acc + " = " + (max ? "fmaxf(" + acc + ", " + xv + ")" : acc + " + " + xv) + ";");
-      in1.block("for (int emmy_t = lane; emmy_t < " + num(in.shape.back()) + "; emmy_t += 32)", t);
-      in1.line("#pragma unroll");
-      in1.line("for (int o = 16; o > 0; o >>= 1) " + acc + " = " +
-               (max ? "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"
-                    : acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"));
-      in1.line("if (lane == 0) emmy_qred[" + num(int64_t(k) * rows) + " + emmy_pr] = " +
-               rounded(n.type.dtype,
-                       n.op == ir::Op::mean ? acc + " / " + num(in.shape.back()) + ".f" : acc) +
-               ";");
-    }
-    row1.block("if (qm < " + num(p.Sq) + ")", in1);
-    if (!reductions.empty()) {
-      ph.block(
-          "for (int emmy_pr = warp; emmy_pr < " + num(rows) + "; emmy_pr += " + num(T / 32) + ")",
-          row1);
-      ph.line("__syncthreads();");
-    }
-    // (2) q's values, a thread per element, consecutive threads on consecutive columns.
-    Body row2(ph);
-    row2.line("const int emmy_pr = emmy_e / " + num(D) + ", " + d + " = emmy_e % " + num(D) + ";");
-    row_of(row2);
-    row2.block("if (qm < " + num(p.Sq) + ")", values);
-    ph.block(
-        "for (int emmy_e = threadIdx.x; emmy_e < " + num(rows * D) + "; emmy_e += " + num(T) + ")",
-        row2);
+        x.push_back(vec_column(tok, u));
+      return e.value(n.inputs.at(0), x, at);
+    };
+    for (int64_t j = 0; j < items; ++j)
+      for (const Reduction& r : wanted[size_t(j)])
+        for (int64_t u = 0; u < vec; ++u) element(r, u, reduce);
+    for (int64_t j = 0; j < items; ++j)
+      for (const Reduction& r : wanted[size_t(j)]) {
+        const ir::Node& n = g.node(r.v);
+        const bool max = n.op == ir::Op::amax;
+        const std::string acc = r.var + "_acc";
+        reduce.line("float " + acc + " = " + (max ? "-INFINITY" : "0.f") + ";");
+        for (int64_t u = 0; u < vec; ++u) {
+          const std::string xv = "(float)" + element(r, u, reduce);
+          const std::string next = max ? "fmaxf(" + acc + ", " + xv + ")" : acc + " + " + xv;
+          reduce.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) +
+                      ";");
+        }
+        if (lanes > 1)
+          reduce.line("for (int o = " + num(lanes / 2) + "; o > 0; o >>= 1) " + acc + " = " +
+                      (max ? "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"
+                           : acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"));
+        reduce.line(
+            "const float " + r.var + " = " +
+            rounded(n.type.dtype, n.op == ir::Op::mean ? acc + " / " + num(D) + ".f" : acc) + ";");
+      }
+    reduce.block("", values);
+    loop.block("", reduce);
+    ph.block("for (int emmy_qi = 0; emmy_qi < " + num(loops) + "; ++emmy_qi)", loop);
+    // The scratch written through the generic proxy, read next by the copy engine's.
     ph.line("asm volatile(\"fence.proxy.async.global;\" ::: \"memory\");");
-    ph.line("asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
     ph.line("__syncthreads();");
     b.block("", ph);
   }
