@@ -162,7 +162,7 @@ TEST(CpuColdTiming, AssembledProgramsTimeLeavesItsEvictionsOut) {
   void* out_ptrs[] = {out.data()};
   timed(in_ptrs, out_ptrs, kernel_us);  // the first call also faults the program's buffers in
   std::vector<double> ratios;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 9; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     timed(in_ptrs, out_ptrs, kernel_us);
     double wall_us =
@@ -175,8 +175,9 @@ TEST(CpuColdTiming, AssembledProgramsTimeLeavesItsEvictionsOut) {
   }
   std::sort(ratios.begin(), ratios.end());
   // Evicting the four 16 MiB buffers (x and y, then y and z) takes a good part of a call (about
-  // 0.55 of it is the kernels on the 2-core CI machine); a sum that included them would be ~1.
-  EXPECT_LT(ratios[2], 0.85) << "the program's time looks like it includes its evictions";
+  // 0.55 of it is the kernels on the 2-core CI machine); a sum that included them would be ~1 on
+  // every call. The lowest of 9: a call preempted inside a kernel moves its ratio towards 1.
+  EXPECT_LT(ratios.front(), 0.85) << "the program's time looks like it includes its evictions";
   EXPECT_EQ(out, ir::evaluate(slice.graph, inputs)[0].data);
   dlclose(h);
 }

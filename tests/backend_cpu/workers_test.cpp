@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -44,10 +46,34 @@ std::set<int> allowed_cores(pid_t pid) {
   return out;
 }
 
+// A kernel that doubles its 1024 floats, and on its first call says it started (a file) and then
+// holds its worker until told to go on (another file), for at most 60 s: the second measurement
+// then finds the first worker busy whatever the machine's speed or load.
+std::string gated_kernel(const std::string& started, const std::string& release) {
+  return R"(#include <chrono>
+#include <fstream>
+#include <thread>
+extern "C" void emmy_kernel(const void* const* in, void* const* out) {
+  static bool held = false;
+  if (!held) {
+    held = true;
+    std::ofstream(")" +
+         started + R"(") << "started";
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!std::ifstream(")" +
+         release + R"(").good() && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const float* x = static_cast<const float*>(in[0]);
+  float* y = static_cast<float*>(out[0]);
+  for (int i = 0; i < 1024; ++i) y[i] = x[i] * 2.0f;
+})";
+}
+
 TEST(CpuWorkers, TwoWorkersMeasureSideBySideOnDisjointCores) {
   if (usable_cores() < 2) GTEST_SKIP() << "needs two cores";
-  CpuBackend backend{
-      {{"cache_dir", fresh_cache_dir()}, {"worker", worker_executable()}, {"workers", "2"}}};
+  const std::string dir = fresh_cache_dir();
+  CpuBackend backend{{{"cache_dir", dir}, {"worker", worker_executable()}, {"workers", "2"}}};
   EXPECT_EQ(backend.capabilities().devices, 2);
   ASSERT_EQ(backend.workers(), 2u);
 
@@ -56,22 +82,38 @@ TEST(CpuWorkers, TwoWorkersMeasureSideBySideOnDisjointCores) {
   auto x = b.input("x", {DType::f32, {1024}});
   b.output(b.mul(x, b.constant(2.0)));
   ir::Slice slice = whole_graph_slice(graph, "pointwise", {});
-  Artifact artifact;
+  Artifact artifact, gated;
   MeasureResult failure;
   ASSERT_TRUE(backend.build(slice, Regime::rank, artifact, failure).ok());
+  ASSERT_EQ(failure.failure, FailureKind::none) << failure.message;
+  const std::filesystem::path started = std::filesystem::path(dir) / "gate-started",
+                              release = std::filesystem::path(dir) / "gate-release";
+  ASSERT_TRUE(backend
+                  .build_source(gated_kernel(started.string(), release.string()), Regime::rank,
+                                gated, failure)
+                  .ok());
   ASSERT_EQ(failure.failure, FailureKind::none) << failure.message;
   MeasureRequest request;
   std::vector<float> xs(1024, 1.5f);
   request.inputs.tensors.emplace_back(reinterpret_cast<unsigned char*>(xs.data()),
                                       reinterpret_cast<unsigned char*>(xs.data()) + xs.size() * 4);
   request.warmup = 1;
-  request.samples = 200;  // long enough that the two calls overlap
+  request.samples = 20;
+  request.timeout_s = 120;
 
+  // The first measurement holds its worker; the second runs to its end meanwhile.
   MeasureResult r[2];
-  std::thread t0([&] { EXPECT_TRUE(backend.measure(slice, artifact, request, r[0]).ok()); });
-  std::thread t1([&] { EXPECT_TRUE(backend.measure(slice, artifact, request, r[1]).ok()); });
+  std::thread t0([&] { EXPECT_TRUE(backend.measure(slice, gated, request, r[0]).ok()); });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(started) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const bool held = std::filesystem::exists(started);
+  if (held) {
+    EXPECT_TRUE(backend.measure(slice, artifact, request, r[1]).ok());
+  }
+  std::ofstream(release) << "go on";
   t0.join();
-  t1.join();
+  ASSERT_TRUE(held) << "the gated kernel never started";
   for (const MeasureResult& res : r) {
     ASSERT_EQ(res.failure, FailureKind::none) << res.message;
     float first = 0;

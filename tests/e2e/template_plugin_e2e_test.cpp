@@ -107,8 +107,10 @@ TEST_F(TemplatePluginE2E, TuneMeasuresThePluginBesideTheGeneratedKernelAndKeepsT
   EXPECT_GE(ok["blas_sgemm"], 1) << with.out;
   EXPECT_GE(ok["matmul"], 1) << with.out;
   EXPECT_EQ(failed, 0) << with.out;
-  // Both measured at deploy in this run, and the kept one is the faster there.
-  ASSERT_EQ(fastest.size(), 2u) << with.out;
+  // The kept one is the fastest at deploy in this run. (Both templates were measured at rank,
+  // above; one whose rank time is beyond the deploy band of the best is not measured at deploy,
+  // which on a machine where OpenBLAS is slow can be either.)
+  ASSERT_FALSE(fastest.empty()) << with.out;
   const auto best = std::min_element(fastest.begin(), fastest.end(),
                                      [](auto& a, auto& b) { return a.second < b.second; });
   EXPECT_EQ(kernel.at("template"), best->first) << with.out;

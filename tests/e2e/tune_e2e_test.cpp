@@ -345,9 +345,10 @@ TEST_F(TuneE2E, BuildingAheadIsReportedAndARerunBuildsNothing) {
   json a = report("again.json");
   EXPECT_EQ(a["candidates_built"], 0);
   EXPECT_EQ(a["launches"], 0);
-  // What the re-run foresees past its last evaluation was foreseen by the first run too (and
-  // is in the compile cache); a candidate found in the database is never built ahead.
-  EXPECT_LE(a["built_ahead"].get<int>(), r["built_ahead"].get<int>());
+  // Every candidate on the re-run's path was found in the database, so nothing built ahead was
+  // asked for. (How many builds it starts past its path is a race between the build threads and
+  // the next plan, on either run: not compared.)
+  EXPECT_EQ(a["built_ahead_used"], 0) << a.dump(2);
 }
 
 // Without a usable CUDA device (this machine has no driver): --backend cuda, --gpus and an
