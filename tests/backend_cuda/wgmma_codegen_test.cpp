@@ -137,6 +137,50 @@ TEST(CudaWgmmaCodegen, SpecializedTilesCompileWithoutSpillsOrBlockBarriersInTheL
   }
 }
 
+// staged=1, the epilogue through shared memory, on both wgmma paths (split-K and clusters too):
+// each thread's pairs go to shared memory as 32-bit words, then the tile's rows to global memory
+// in 16-byte pieces; no 4-byte global store is left, and nothing spills. Where it cannot stage
+// (not a wgmma path, N not a multiple of 8) it is refused by name.
+TEST(CudaWgmmaCodegen, StagedEpilogueStoresRowsInSixteenBytePieces) {
+  for (Knobs k : {wgmma(128, 128, 3), wgmma(64, 64, 2), specialized(128, 256, 3, 1, 64, 8),
+                  specialized(128, 64, 4, 2), specialized(128, 128, 4, 1, 64, 8, 2)}) {
+    k["staged"] = 1;
+    for (bool bias_silu : {false, true}) {
+      ir::Slice s = one_kernel(perf::linear(512, 2048, 1024, bias_silu), "matmul", k);
+      const std::string source = generate_source(s);
+      const size_t shared_store = source.find("st.shared.u32"),
+                   piece = source.find("ld.shared.v4.u32", shared_store);
+      EXPECT_NE(shared_store, std::string::npos) << describe(k);
+      EXPECT_NE(piece, std::string::npos) << describe(k);
+      const test::CompileReport report = test::compile_report(source);
+      EXPECT_EQ(report.spill_bytes, 0) << describe(k) << "\n" << report.log;
+      EXPECT_NE(report.ptx.find("st.global.v4.u32"), std::string::npos) << describe(k);
+      // (Split-K's last block resets the tile's counter: its one 4-byte store.)
+      size_t words = 0;
+      for (size_t at = report.ptx.find("st.global.u32"); at != std::string::npos;
+           at = report.ptx.find("st.global.u32", at + 1))
+        ++words;
+      EXPECT_EQ(words, k.count("splits") && k.at("splits") > 1 ? 1u : 0u) << describe(k);
+      std::printf("[ ptxas    ] staged %-37s %3d registers, %d bytes spilled\n",
+                  describe(k).c_str(), report.registers, report.spill_bytes);
+      MeasureResult r = build(s);
+      EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
+    }
+  }
+  Knobs plain = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 4}, {"staged", 1}};
+  EXPECT_NE(matmul_knob_refusal(plain).find("staged=1"), std::string::npos);
+  EXPECT_THROW(generate_source(one_kernel(perf::linear(128, 64, 64, false), "matmul", plain)),
+               KnobRefused);
+  Knobs odd = wgmma(64, 64, 2);
+  odd["staged"] = 1;
+  try {
+    generate_source(one_kernel(perf::linear(128, 64, 60, false), "matmul", odd));
+    ADD_FAILURE() << "staged=1 with N=60 was accepted";
+  } catch (const KnobRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of 8"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CudaWgmmaCodegen, WhatTheSpecializedPathCannotTakeIsRefusedByName) {
   const ir::Graph g = perf::linear(128, 128, 128, false);  // K = 128: 2 slices of 64
   Knobs one_stage = specialized(64, 64, 2);

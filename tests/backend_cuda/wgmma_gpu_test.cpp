@@ -93,6 +93,12 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
           specialized(64, 32, 3, 2, 16), specialized(64, 64, 2, 1, 64, 4, 2),
           specialized(128, 128, 3, 1, 64, 8, 2), specialized(64, 128, 4, 2, 32, 4, 2)})
       expect_matches_reference(sh.g, k, sh.what, 3, reference);
+    // The epilogue through shared memory (staged=1) on both paths, ragged rows and batches too.
+    for (Knobs k : {wgmma(64, 64, 2), wgmma(128, 256, 4), specialized(128, 256, 3, 1, 64, 8),
+                    specialized(64, 128, 4, 2), specialized(128, 128, 3, 1, 64, 8, 2)}) {
+      k["staged"] = 1;
+      expect_matches_reference(sh.g, k, sh.what, 3, reference);
+    }
   }
 }
 

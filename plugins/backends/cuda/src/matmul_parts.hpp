@@ -48,6 +48,7 @@ struct Plan {
   bool specialized = false;  // wgmma = 2: its warp-specialized loop (tmpl_matmul_wgmma_ws.cpp)
   int64_t splits = 1;        // split-K (specialized only)
   int64_t cluster = 1;       // blocks per cluster along M sharing B (specialized only)
+  bool staged = false;       // the epilogue through shared memory (the wgmma paths only)
   ir::DType a_t = ir::DType::f32, b_t = ir::DType::f32;
   bool sixteen = false;  // both operands bf16, or both f16
   int64_t WM = 0;        // tensor cores: warps along M (0: they do not tile the block)
@@ -119,8 +120,11 @@ class Kernel {
   // The epilogue: `heads` are nested loop heads over a thread's results, `coords` declares gm and
   // gn for one result, `acc` names it. With `acc_next`, each result is a pair: `acc` at column gn
   // (even) and `acc_next` at gn + 1, stored together (N is even, so both are inside or neither).
+  // With `staged_at` (a pair only), the pair's two 16-bit values of the one stored output go to
+  // that shared-memory address as one 32-bit word instead of to global memory.
   void epilogue(Body& b, const std::vector<std::string>& heads, const std::string& coords,
-                const std::string& acc, const std::string& acc_next = "");
+                const std::string& acc, const std::string& acc_next = "",
+                const std::string& staged_at = "");
 
   const ir::Graph& g;
   const ir::Node& p;  // the product

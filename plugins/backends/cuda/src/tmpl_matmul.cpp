@@ -8,6 +8,7 @@
 //
 // In three steps (matmul_parts.hpp): match, plan, emit; this file holds the emit step's frame
 // (the module, the epilogue, the launch) and the Hopper path around tmpl_matmul_wgmma.cpp's loop.
+#include <algorithm>
 #include <memory>
 
 #include "matmul_parts.hpp"
@@ -38,7 +39,8 @@ Index Kernel::out_index(const std::string& mrow, const std::string& ncol) const 
 }
 
 void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std::string& coords,
-                      const std::string& acc, const std::string& acc_next) {
+                      const std::string& acc, const std::string& acc_next,
+                      const std::string& staged_at) {
   const ir::Shape& out = p.type.shape;
   const ir::ValueId mm = mt.mm;
   const int64_t M = mt.M, N = mt.N;
@@ -65,6 +67,13 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   });
   auto write = [&](const std::string& ptr, ir::DType dt, ir::ValueId v) {
     std::string v0 = e.value(v, oi, store);
+    if (!staged_at.empty()) {  // emit_wgmma checked: a pair, one stored output, 16 bits
+      const std::string v1 = e.value(v, oi1, store);
+      store.line("asm volatile(\"st.shared.u32 [%0], %1;\" :: \"r\"(" + staged_at +
+                 "), \"r\"((unsigned)" + e.stored(dt, v0) + " | ((unsigned)" + e.stored(dt, v1) +
+                 " << 16)) : \"memory\");");
+      return;
+    }
     if (!pair) {
       store.line(ptr + "[" + flat_offset(oi, out) + "] = " + e.stored(dt, v0) + ";");
       return;
@@ -83,6 +92,74 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
     outer.block("#pragma unroll\n  " + heads[h], *levels[h]);
   }
 }
+
+namespace {
+
+// The wgmma paths' epilogue through shared memory (knob staged=1). The direct one stores each
+// thread's pairs of 16-bit results as 4-byte words, a warp's stores 8 rows apart: every 32-byte
+// sector half written, and on the H200 the qkv product's epilogue stores and their drain took a
+// fifth of its stall samples (ncu, docs/PERFORMANCE.md). Here the consumer warps first write
+// their pairs into a tile_m x tile_n tile in shared memory (the ring, free once every warp is
+// past its last slice; rows 16 bytes longer than the tile's, so that a warp's 8 rows x 4 words
+// fall on 32 banks), then store the tile's rows in 16-byte pieces, consecutive threads on
+// consecutive pieces of a row. One stored output, 16 bits, N a multiple of 8 (whole pieces).
+void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers) {
+  const int64_t BM = k.pl.BM, BN = k.pl.BN, M = k.mt.M, N = k.mt.N;
+  const std::vector<size_t> stored = [&] {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < k.g.outputs.size(); ++i)
+      if (std::find(k.unfused.begin(), k.unfused.end(), i) == k.unfused.end()) out.push_back(i);
+    return out;
+  }();
+  if (!k.product_buf.empty() || stored.size() != 1)
+    throw KnobRefused("matmul: staged=1 stages one output, and this product has " +
+                      std::to_string(stored.size()) + " fused" +
+                      (k.product_buf.empty() ? "" : " and its product kept for a second kernel"));
+  const ir::DType t = k.g.type(k.g.outputs[stored[0]]).dtype;
+  if (t != ir::DType::bf16 && t != ir::DType::f16)
+    throw KnobRefused("matmul: staged=1 stages 16-bit outputs");
+  if (N % 8 != 0)
+    throw KnobRefused("matmul: staged=1 stores rows in pieces of 8 and N=" + std::to_string(N) +
+                      " is not a multiple of 8");
+  const int64_t pitch = (BN + 8) * 2, bytes = BM * pitch;
+  k.dynamic_smem = std::max(k.dynamic_smem, bytes + 1024);  // + the rounding of the base
+  const std::string ct = std::to_string(consumers);
+  Body& b = k.b;
+  b.line("// The epilogue through shared memory (staged=1): every warp is past the ring first.");
+  b.line("asm volatile(\"bar.sync 1, " + ct + ";\" ::: \"memory\");");
+  const std::string coords =
+      "const int emmy_sr = emmy_wg_m * 64 + (warp & 3) * 16 + grp + h * 8, emmy_sc = emmy_wg_n * " +
+      std::to_string(NW) +
+      " + j * 8 + tig * 2;\n  const long long gm = m0 + emmy_sr, gn = n0 + emmy_sc;";
+  k.epilogue(
+      b,
+      {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int h = 0; h < 2; ++h)"},
+      coords, "acc[j][h * 2]", "acc[j][h * 2 + 1]",
+      "emmy_base + (unsigned)emmy_sr * " + std::to_string(pitch) + "u + (unsigned)emmy_sc * 2u");
+  b.line("asm volatile(\"bar.sync 1, " + ct + ";\" ::: \"memory\");");
+  Body piece(b);
+  const int64_t per_row = BN / 8;
+  piece.line("const int emmy_sr = e / " + std::to_string(per_row) + ", emmy_sc = (e % " +
+             std::to_string(per_row) + ") * 8;");
+  piece.line("const long long gm = m0 + emmy_sr, gn = n0 + emmy_sc;");
+  Body inside(piece);
+  // Both as PTX: written in C++, the 16-byte store of a 16-bit buffer came out as four 4-byte ones.
+  inside.line("unsigned v0, v1, v2, v3;");
+  inside.line(
+      "asm volatile(\"ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\" : \"=r\"(v0), \"=r\"(v1), "
+      "\"=r\"(v2), \"=r\"(v3) : \"r\"(emmy_base + (unsigned)emmy_sr * " +
+      std::to_string(pitch) + "u + (unsigned)emmy_sc * 2u));");
+  inside.line("asm volatile(\"st.global.v4.u32 [%0], {%1, %2, %3, %4};\" :: \"l\"(&" +
+              k.m.output_name(stored[0]) + "[" +
+              flat_offset(k.out_index("gm", "gn"), k.p.type.shape) +
+              "]), \"r\"(v0), \"r\"(v1), \"r\"(v2), \"r\"(v3) : \"memory\");");
+  piece.block("if (gm < " + std::to_string(M) + "LL && gn < " + std::to_string(N) + "LL)", inside);
+  b.block("#pragma unroll 4\n  for (int e = threadIdx.x; e < " + std::to_string(BM * per_row) +
+              "; e += " + ct + ")",
+          piece);
+}
+
+}  // namespace
 
 void emit_wgmma(Kernel& k) {
   const int64_t BM = k.pl.BM, BN = k.pl.BN, BK = k.pl.BK, W = k.pl.W, stages = k.pl.stages;
@@ -105,6 +182,10 @@ void emit_wgmma(Kernel& k) {
            (tile.cluster > 1 ? " B multicast to clusters of 2" : "");
   const std::string row = "m0 + emmy_wg_m * 64 + (warp & 3) * 16 + grp";
   const std::string col = "n0 + emmy_wg_n * " + std::to_string(NW) + " + j * 8 + tig * 2";
+  if (k.pl.staged) {
+    staged_epilogue(k, NW, W * 32);
+    return;
+  }
   if (k.mt.N % 2 == 0)
     k.epilogue(
         k.b,
