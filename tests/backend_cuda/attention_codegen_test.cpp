@@ -100,6 +100,16 @@ TEST(CudaAttention, AbsorbedQNormIsComputedIntoScratchBeforeTheCopies) {
   Case pair = c;
   pair.knobs = {{"wgmma", 1}, {"block_q", 64}, {"heads", 2}, {"warps", 8}, {"block_kv", 64}};
   EXPECT_EQ(compiles(pair), generate_source(slice_of(pair)));
+  // A prologue whose second reduction reads the first (a LayerNorm's variance, its mean): the
+  // mean is computed before the variance, both among the row's lanes.
+  const std::string ln = generate_source(slice_of(qwen3_attention_absorbing_q_norm(200, 1, true)));
+  const size_t ln_mean = ln.find("const float emmy_qred0_"),
+               ln_var = ln.find("const float emmy_qred0_", ln_mean + 1);
+  ASSERT_NE(ln_var, std::string::npos) << ln;
+  EXPECT_EQ(ln.find("for (long long r", ln.find("const int emmy_qc0_")), std::string::npos);
+  const CompileReport ln_report = compile_report(ln);
+  EXPECT_TRUE(ln_report.ok);
+  EXPECT_EQ(ln_report.spill_bytes, 0) << ln_report.log;
   // B=8 S=512 with two warpgroups taking turns (a producer warpgroup: 384 threads, 128 rows).
   Case wide = qwen3_attention_absorbing_q_norm(512, 8);
   wide.knobs = {{"wgmma", 1},     {"block_q", 128}, {"warps", 8},

@@ -56,8 +56,9 @@ Case qwen3_attention(int64_t seq, int64_t batch, bool eager) {
   return c;
 }
 
-Case qwen3_attention_absorbing_q_norm(int64_t seq, int64_t batch) {
-  Case c{"qwen3_q_norm_s" + std::to_string(seq) + (batch > 1 ? "_b" + std::to_string(batch) : ""),
+Case qwen3_attention_absorbing_q_norm(int64_t seq, int64_t batch, bool layer_norm) {
+  Case c{std::string(layer_norm ? "q_layer_norm_s" : "qwen3_q_norm_s") + std::to_string(seq) +
+             (batch > 1 ? "_b" + std::to_string(batch) : ""),
          "attention",
          {{"wgmma", 1}, {"block_q", 64}, {"warps", 4}, {"block_kv", 64}},
          {}};
@@ -70,6 +71,8 @@ Case qwen3_attention_absorbing_q_norm(int64_t seq, int64_t batch) {
   auto mask = b.input("causal_mask", {DType::boolean, {seq, seq}}, "causal_mask");
   // q_norm: RMSNorm over each head's 128 columns of the projection, in f32, weight in bf16.
   auto x = b.cast(b.view(b.slice(qkv, 2, 0, 2048), {batch, seq, 16, 128}), DType::f32);
+  // (A LayerNorm without affine parameters instead: the variance reads the mean.)
+  if (layer_norm) x = b.sub(x, b.mean(x, {-1}, true));
   auto var = b.mean(b.op(ir::Op::pow, {x, b.constant(2, DType::i64)}), {-1}, true);
   auto inv = b.unary(ir::Op::rsqrt, b.add(var, b.constant(1e-6)));
   auto q = b.transpose(b.mul(w, b.cast(b.mul(x, inv), DType::bf16)), 1, 2);
@@ -159,7 +162,8 @@ std::vector<Case> attention_cases() {
           padding_mask_bf16(),
           cat_keys_bf16(),
           transposed_output_bf16(),
-          qwen3_attention_absorbing_q_norm(200)};
+          qwen3_attention_absorbing_q_norm(200),
+          qwen3_attention_absorbing_q_norm(200, 1, /*layer_norm=*/true)};
 }
 
 }  // namespace emmy::cuda::test

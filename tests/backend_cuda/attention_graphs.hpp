@@ -18,7 +18,7 @@ namespace emmy::cuda::test {
 Case qwen3_attention(int64_t seq, int64_t batch = 1, bool eager = false);
 // The same attention absorbing q's own kernel (pass fuse_attention_prologue): q computed in it
 // from the projection's first 2048 columns, q_norm (per-head RMSNorm) then RoPE; wgmma=1.
-Case qwen3_attention_absorbing_q_norm(int64_t seq, int64_t batch = 1);
+Case qwen3_attention_absorbing_q_norm(int64_t seq, int64_t batch = 1, bool layer_norm = false);
 // f16 multi-head attention, head dim 64, no mask, 100 positions (ragged tiles).
 Case mha_hd64_f16();
 // f32 causal attention through build_attention, head dim 64, 77 positions (the SIMT path).

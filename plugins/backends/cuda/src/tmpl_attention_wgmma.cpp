@@ -27,6 +27,7 @@
 // of a broadcast, e.g. the query heads of a grouped-query key head, has stride 0 and is no dim
 // of the map) — all proven on the host from the element offsets of every batch entry.
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "attention_parts.hpp"
@@ -507,16 +508,21 @@ class WgmmaKernel : private WgmmaPlan {
     if (guard.empty()) e.row_lanes(tok, "emmy_ql", lanes);
 
     // Each slot's reductions, as the chain of q asks for them (at the row's index, which only
-    // the chain knows through its views): a register per (slot, reduction, index), computed
-    // before the values (below). One read at an index that depends on the column is computed
-    // in place, a loop over the row (correct, and slow).
+    // the chain knows through its views): a register per (slot, reduction, index). While q's
+    // values are written they are only named; then each is computed, before the values, at the
+    // top of the slot's scope (one read by another reduction's input, a LayerNorm's mean in its
+    // variance, is computed on demand before it). A read at an index that depends on the column
+    // is computed in place, a loop over the row (correct, and slow).
     struct Reduction {
       ir::ValueId v;
       Index idx;
       std::string var;
+      bool emitted = false;
     };
     std::vector<std::vector<Reduction>> wanted(static_cast<size_t>(items));
     size_t slot = 0;
+    bool reducing = false;  // the values are written: reductions are computed as they are named
+    std::function<void(size_t, size_t)> emit_reduction;
     for (ir::ValueId v : p.match.prologue) {
       const ir::Node& n = g.node(v);
       if (n.op != ir::Op::mean && n.op != ir::Op::sum && n.op != ir::Op::amax) continue;
@@ -532,7 +538,9 @@ class WgmmaKernel : private WgmmaPlan {
         while (k < mine.size() && !(mine[k].v == v && mine[k].idx == idx)) ++k;
         if (k == mine.size())
           mine.push_back({v, idx, "emmy_qred" + num(int64_t(slot)) + "_" + num(int64_t(k))});
-        return "(" + compute_type(g.node(v).type.dtype) + ")" + mine[k].var;
+        const std::string var = mine[k].var;  // `mine` may grow below
+        if (reducing && !mine[k].emitted) emit_reduction(slot, k);
+        return "(" + compute_type(g.node(v).type.dtype) + ")" + var;
       });
     }
 
@@ -580,39 +588,51 @@ class WgmmaKernel : private WgmmaPlan {
       store_vector(store, tq, q_scratch, at, vals[size_t(j)], e);
       values.block("if (" + ok[size_t(j)] + (guard.empty() ? "" : " && " + guard) + ")", store);
     }
-    // The reductions: every slot's elements loaded first, then each combined among its lanes.
-    auto element = [&](const Reduction& r, int64_t u, Body& at) {
+    // The reductions: every slot's first one's elements loaded first (all the rows' loads in
+    // flight), then each combined among its lanes.
+    auto element = [&](const Reduction& r, int64_t u) {
       const ir::Node& n = g.node(r.v);
       Index x = r.idx;
       if (n.attr_int("keepdim", 0) != 0 && !x.empty())
         x.back() = vec_column(tok, u);
       else
         x.push_back(vec_column(tok, u));
-      return e.value(n.inputs.at(0), x, at);
+      return e.value(n.inputs.at(0), x, reduce);
     };
-    for (int64_t j = 0; j < items; ++j)
-      for (const Reduction& r : wanted[size_t(j)])
-        for (int64_t u = 0; u < vec; ++u) element(r, u, reduce);
-    for (int64_t j = 0; j < items; ++j)
-      for (const Reduction& r : wanted[size_t(j)]) {
-        const ir::Node& n = g.node(r.v);
-        const bool max = n.op == ir::Op::amax;
-        const std::string acc = r.var + "_acc";
-        reduce.line("float " + acc + " = " + (max ? "-INFINITY" : "0.f") + ";");
-        for (int64_t u = 0; u < vec; ++u) {
-          const std::string xv = "(float)" + element(r, u, reduce);
-          const std::string next = max ? "fmaxf(" + acc + ", " + xv + ")" : acc + " + " + xv;
-          reduce.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) +
-                      ";");
-        }
-        if (lanes > 1)
-          reduce.line("for (int o = " + num(lanes / 2) + "; o > 0; o >>= 1) " + acc + " = " +
-                      (max ? "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"
-                           : acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"));
-        reduce.line(
-            "const float " + r.var + " = " +
-            rounded(n.type.dtype, n.op == ir::Op::mean ? acc + " / " + num(D) + ".f" : acc) + ";");
+    emit_reduction = [&](size_t j, size_t k) {
+      wanted[j][k].emitted = true;
+      const Reduction r = wanted[j][k];  // a copy: reading its input may name more reductions
+      const ir::Node& n = g.node(r.v);
+      const bool max = n.op == ir::Op::amax;
+      std::vector<std::string> xs;
+      for (int64_t u = 0; u < vec; ++u) xs.push_back("(float)" + element(r, u));
+      const std::string acc = r.var + "_acc";
+      reduce.line("float " + acc + " = " + (max ? "-INFINITY" : "0.f") + ";");
+      for (const std::string& xv : xs) {
+        const std::string next = max ? "fmaxf(" + acc + ", " + xv + ")" : acc + " + " + xv;
+        reduce.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) +
+                    ";");
       }
+      if (lanes > 1)
+        reduce.line("for (int o = " + num(lanes / 2) + "; o > 0; o >>= 1) " + acc + " = " +
+                    (max ? "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"
+                         : acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"));
+      reduce.line("const float " + r.var + " = " +
+                  rounded(n.type.dtype, n.op == ir::Op::mean ? acc + " / " + num(D) + ".f" : acc) +
+                  ";");
+    };
+    reducing = true;
+    for (int64_t j = 0; j < items; ++j) {
+      slot = size_t(j);
+      if (wanted[slot].empty()) continue;
+      const Reduction first = wanted[slot][0];
+      for (int64_t u = 0; u < vec; ++u) element(first, u);
+    }
+    for (int64_t j = 0; j < items; ++j) {
+      slot = size_t(j);
+      for (size_t k = 0; k < wanted[slot].size(); ++k)
+        if (!wanted[slot][k].emitted) emit_reduction(slot, k);
+    }
     reduce.block("", values);
     loop.block("", reduce);
     ph.block("for (int emmy_qi = 0; emmy_qi < " + num(loops) + "; ++emmy_qi)", loop);
