@@ -457,12 +457,19 @@ TEST_F(TuneE2E, OneKernelGraphIsMeasuredAgainAndAnUnmeasuredGapIsNull) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   json r1 = report("first.json");
   ASSERT_EQ(r1["failures"], 0) << r1.dump(2);
-  // The one kernel measured again in isolation, and the assembled graph, in twenty alternating
-  // rounds (tune/validation.hpp, kValidationRounds), each round in passes of one sample per
-  // request: --samples 5 gives 3 samples a round, so 2 x 20 x 3 launches more.
-  EXPECT_EQ(r1["launches"].get<int>(), r1["candidates_measured"].get<int>() +
-                                           r1["deploy_measurements"].get<int>() + 2 * 20 * 3)
-      << "the kernel and the assembled graph were not both launched again: " << r1.dump(2);
+  // The one kernel measured again in isolation, and the assembled graph, in alternating rounds
+  // (tune/validation.hpp: twenty, or at least four where they overrun their budget), each round
+  // in passes of one sample per request: --samples 5 gives 3 samples a round, so 2 x 3 launches
+  // more a round (fewer, never under 2, where a slow round makes the requests take several).
+  const int rounds = r1.value("validation_rounds", 0);
+  EXPECT_GE(rounds, 4) << r1.dump(2);
+  EXPECT_LE(rounds, 20) << r1.dump(2);
+  const int again = r1["launches"].get<int>() - r1["candidates_measured"].get<int>() -
+                    r1["deploy_measurements"].get<int>();
+  EXPECT_GE(again, 2 * rounds) << "the kernel and the assembled graph were not both launched "
+                                  "again in every round: "
+                               << r1.dump(2);
+  EXPECT_LE(again, 2 * rounds * 3) << r1.dump(2);
   // Those launches are no candidates: what was built is what the search measured (its rank and
   // deploy builds), not the validation's builds of the same kernel and the program.
   EXPECT_EQ(r1["candidates_built"].get<int>(),
