@@ -114,7 +114,7 @@ TEST(CudaCodegen, EveryMatmulKnobValueCompilesOrFallsBack) {
       // of K and clusters, knobs of wgmma=2 only, and the staged epilogue of the wgmma paths.
       if ((spec.name == "stages" && v > 1) || (spec.name == "wgmma" && v >= 1) ||
           (spec.name == "splits" && v > 1) || (spec.name == "cluster" && v > 1) ||
-          (spec.name == "staged" && v > 0)) {
+          (spec.name == "staged" && v > 0) || (spec.name == "persistent" && v > 0)) {
         EXPECT_THROW(generate_source(slice_of(c), &used), KnobRefused);
         continue;
       }

@@ -156,11 +156,13 @@ TEST(CudaKnobConstraints, TheCodePathAndTheTileShapeAreAskedBeforeTheFineKnobs) 
   std::vector<std::string> order;
   for (const ForkSite& site : passes::knob_forks(cuda_capabilities(), "matmul"))
     order.push_back(site.name);
-  // The split of K and the clusters change how the tiles fill the GPU: decided with the tile;
+  // The split of K, the clusters and a persistent grid change how the tiles fill the GPU: decided
+  // with the tile;
   // the staged epilogue last.
   EXPECT_EQ(order, (std::vector<std::string>{"matmul.wgmma", "matmul.tile_m", "matmul.tile_n",
-                                             "matmul.splits", "matmul.cluster", "matmul.tile_k",
-                                             "matmul.warps", "matmul.stages", "matmul.staged"}));
+                                             "matmul.splits", "matmul.cluster", "matmul.persistent",
+                                             "matmul.tile_k", "matmul.warps", "matmul.stages",
+                                             "matmul.staged"}));
 }
 
 }  // namespace

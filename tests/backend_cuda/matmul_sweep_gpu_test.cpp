@@ -99,13 +99,21 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
                               specialized(128, 256, 4, 1, 64, 8),
                               specialized(128, 128, 6, 1, 64, 8, 2)};
   // The tiles the first sweep found best, again with the epilogue through shared memory (staged=1:
-  // rows stored in 16-byte pieces), timed beside the direct stores.
+  // rows stored in 16-byte pieces), timed beside the direct stores; and as resident blocks taking
+  // the tiles in turn (persistent=1), with either epilogue.
   for (Knobs k : {specialized(128, 128, 6, 1, 64, 8), specialized(128, 64, 6, 2, 64, 8),
                   specialized(128, 256, 4, 1, 64, 8), specialized(128, 256, 3, 1, 64, 8),
                   specialized(128, 128, 4)}) {
     k["staged"] = 1;
     tiles.push_back(k);
   }
+  for (Knobs k : {specialized(128, 128, 6, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8),
+                  specialized(128, 256, 3, 1, 64, 8)})
+    for (int staged : {0, 1}) {
+      k["persistent"] = 1;
+      k["staged"] = staged;
+      tiles.push_back(k);
+    }
   for (int64_t M : {512, 2048, 4096})
     for (const Product& p : products) {
       Case lt = product(M, p.K, p.N, p.residual);

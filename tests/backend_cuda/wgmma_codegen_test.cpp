@@ -181,6 +181,67 @@ TEST(CudaWgmmaCodegen, StagedEpilogueStoresRowsInSixteenBytePieces) {
   }
 }
 
+// persistent=1 (wgmma=2): a 1-D grid of as many blocks as the SMs hold, each taking output tiles
+// in turn, the ring's count running on across tiles, the epilogue inside the consumers' tile
+// loop; with staged=1 the staging tile lies after the ring (the producer fills the ring under
+// the epilogue). Compiles without spills; refused with splits, clusters, or off wgmma=2.
+TEST(CudaWgmmaCodegen, PersistentTilesTakeTheOutputTilesInTurn) {
+  struct Case {
+    ir::Graph g;
+    int64_t tiles;
+    Knobs k;
+  };
+  std::vector<Case> cases;
+  for (Knobs k : {specialized(128, 128, 4, 1, 64, 8), specialized(128, 256, 3, 1, 64, 8),
+                  specialized(64, 128, 4)}) {
+    k["persistent"] = 1;
+    const int64_t tiles = (2048 / int64_t(k.at("tile_m"))) * (1024 / int64_t(k.at("tile_n")));
+    cases.push_back({perf::linear(2048, 1024, 1024, false), tiles, k});
+    Knobs staged = k;
+    staged["staged"] = 1;
+    cases.push_back({perf::linear(2048, 1024, 1024, true), tiles, staged});
+  }
+  Knobs ragged = specialized(64, 64, 2);
+  ragged["persistent"] = 1;
+  cases.push_back({perf::linear(200, 136, 72, true), 4 * 2, ragged});
+  cases.push_back({layout::bmm_transposed_b(3, 70, 48, 40), 3 * 2 * 1, ragged});
+  for (const Case& c : cases) {
+    ir::Slice s = one_kernel(c.g, "matmul", c.k);
+    const std::string source = generate_source(s);
+    const Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.launches.size(), 1u) << describe(c.k);
+    // One or two resident blocks a SM (by shared memory), never more blocks than tiles.
+    EXPECT_GE(plan.launches[0].grid[0], std::min<int64_t>(c.tiles, 132)) << describe(c.k);
+    EXPECT_LE(plan.launches[0].grid[0], std::min<int64_t>(c.tiles, 2 * 132)) << describe(c.k);
+    EXPECT_EQ(plan.launches[0].grid[1], 1) << describe(c.k);
+    EXPECT_EQ(plan.launches[0].grid[2], 1) << describe(c.k);
+    EXPECT_NE(source.find("for (int emmy_t = blockIdx.x; emmy_t < " + std::to_string(c.tiles) +
+                          "; emmy_t += gridDim.x"),
+              std::string::npos)
+        << describe(c.k);
+    const size_t close = source.find("}  // the tiles");
+    ASSERT_NE(close, std::string::npos) << describe(c.k);
+    // The epilogue's stores are inside the loop.
+    const size_t store =
+        c.k.count("staged") ? source.find("st.global.v4.u32") : source.find("out0[");
+    EXPECT_LT(store, close) << describe(c.k);
+    const test::CompileReport report = test::compile_report(source);
+    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
+    std::printf("[ ptxas    ] persistent %-37s %3d registers, %d bytes spilled\n",
+                describe(c.k).c_str(), report.registers, report.spill_bytes);
+    MeasureResult r = build(s);
+    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+  }
+  for (Knobs k : {specialized(128, 128, 4, 2, 64, 8), specialized(128, 128, 4, 1, 64, 8, 2),
+                  wgmma(128, 128, 3)}) {
+    k["persistent"] = 1;
+    EXPECT_NE(matmul_knob_refusal(k).find("persistent=1"), std::string::npos) << describe(k);
+    EXPECT_THROW(generate_source(one_kernel(perf::linear(2048, 1024, 1024, false), "matmul", k)),
+                 KnobRefused)
+        << describe(k);
+  }
+}
+
 TEST(CudaWgmmaCodegen, WhatTheSpecializedPathCannotTakeIsRefusedByName) {
   const ir::Graph g = perf::linear(128, 128, 128, false);  // K = 128: 2 slices of 64
   Knobs one_stage = specialized(64, 64, 2);

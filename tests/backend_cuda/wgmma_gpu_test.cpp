@@ -99,6 +99,15 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
       k["staged"] = 1;
       expect_matches_reference(sh.g, k, sh.what, 3, reference);
     }
+    // Resident blocks taking the tiles in turn (persistent=1), with either epilogue; 64 x 32
+    // tiles give the small shapes several tiles a block.
+    for (Knobs k : {specialized(64, 64, 2), specialized(64, 32, 3),
+                    specialized(128, 256, 3, 1, 64, 8), specialized(128, 128, 4, 1, 64, 8)})
+      for (int staged : {0, 1}) {
+        k["persistent"] = 1;
+        k["staged"] = staged;
+        expect_matches_reference(sh.g, k, sh.what, 3, reference);
+      }
   }
 }
 

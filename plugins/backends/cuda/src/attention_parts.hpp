@@ -19,11 +19,6 @@ class ModuleBuilder;
 namespace attention {
 
 constexpr int64_t kMaxSharedBytes = 227 * 1024;
-// The SMs of an H100 or H200 and the shared memory of one (228 KiB): a persistent attention
-// (knob persistent=1) launches as many blocks as these hold at once. Another device computes the
-// same result, its blocks then not all resident at once.
-constexpr int64_t kSms = 132;
-constexpr int64_t kSharedBytesPerSm = 228 * 1024;
 
 struct Parts {
   AttentionMatch match;

@@ -49,6 +49,7 @@ struct Plan {
   int64_t splits = 1;        // split-K (specialized only)
   int64_t cluster = 1;       // blocks per cluster along M sharing B (specialized only)
   bool staged = false;       // the epilogue through shared memory (the wgmma paths only)
+  bool persistent = false;   // a grid of resident blocks taking tiles in turn (specialized only)
   ir::DType a_t = ir::DType::f32, b_t = ir::DType::f32;
   bool sixteen = false;  // both operands bf16, or both f16
   int64_t WM = 0;        // tensor cores: warps along M (0: they do not tile the block)
@@ -136,7 +137,8 @@ class Kernel {
   std::string product_buf;
   Body b{1};
   int64_t dynamic_smem = 0;
-  int64_t grid_x_factor = 1;  // blocks per tile column along grid x (split-K)
+  int64_t grid_x_factor = 1;      // blocks per tile column along grid x (split-K)
+  int64_t persistent_blocks = 0;  // > 0: a 1-D grid of this many blocks taking tiles in turn
   std::string kernel_attributes;
   std::string note;  // the path's summary, after the knobs in the module's first line
 };

@@ -75,6 +75,9 @@ Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs) {
     throw KnobRefused("matmul: cluster=" + std::to_string(pl.cluster) +
                       " is a knob of the warp-specialized path (wgmma=2)");
   pl.staged = knobs.count("staged") && knobs.at("staged") == 1;
+  pl.persistent = knobs.count("persistent") && knobs.at("persistent") == 1;
+  if (pl.persistent && !pl.specialized)
+    throw KnobRefused("matmul: persistent=1 is a knob of the warp-specialized path (wgmma=2)");
   if (pl.staged && !use_wgmma)
     throw KnobRefused("matmul: staged=1 is a knob of the wgmma paths (wgmma=1 or 2)");
   if (stages > 4 && !pl.specialized)

@@ -48,6 +48,10 @@ struct WgmmaTile {
   // both with TMA multicast (specialized only): the L2-to-SM traffic per product drops by a
   // quarter to a third, which is what bounds these products (tmpl_matmul_wgmma_ws.cpp).
   int64_t cluster = 1;
+  // A grid of as many blocks as the SMs hold, each taking output tiles in turn (specialized
+  // only, without splits or clusters): the epilogue's consumer code then runs inside the tile
+  // loop, which the caller closes after it (tmpl_matmul_wgmma_ws.cpp).
+  bool persistent = false;
 };
 
 // The product's extent as the grid sees it (the split-K scratch is sized by its tiles).
@@ -61,6 +65,7 @@ struct WgmmaLoop {
   int64_t threads = 0;  // per block (the consumers' 32 * warps, plus a producer warpgroup)
   int64_t splits = 1;   // blocks along grid x per tile column: ceil(N / tile_n) * splits
   std::string kernel_attributes;  // e.g. the cluster's dims, before __launch_bounds__
+  int64_t persistent_blocks = 0;  // > 0: a 1-D grid of this many blocks (tile.persistent)
 };
 
 // Emits the main loop into `b` (threads: 32 * warps) and returns what the launch and the

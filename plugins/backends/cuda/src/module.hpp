@@ -105,6 +105,12 @@ class ModuleBuilder {
 };
 
 int64_t ceil_div(int64_t a, int64_t b);
+
+// The SMs of an H100 or H200 and the shared memory of one (228 KiB): a persistent kernel (knob
+// persistent=1 of the attention and the matmul) launches as many blocks as these hold at once.
+// Another device computes the same result, its blocks then not all resident at once.
+constexpr int64_t kSms = 132;
+constexpr int64_t kSharedBytesPerSm = 228 * 1024;
 // `text` with every `key` replaced by `value` (left to right; a replacement is not searched again).
 std::string replace_all(std::string text, const std::string& key, const std::string& value);
 

@@ -46,20 +46,25 @@ BackendCaps cuda_capabilities() {
       // same with a producer warpgroup besides the `warps` consumers and no block barrier in
       // the loop (tmpl_matmul_wgmma_ws.cpp). splits: K split over that many blocks per tile
       // (wgmma=2 only), for products whose tiles do not fill the SMs. cluster: 2 = pairs of
-      // blocks along M share the B tile through TMA multicast (wgmma=2 only). staged: 1 = the
-      // epilogue through shared memory, rows stored in 16-byte pieces (wgmma paths only).
-      {"wgmma", {0, 1, 2}},  {"tile_m", {64, 32, 128}},   {"tile_n", {64, 32, 128, 256}},
-      {"splits", {1, 2, 4}}, {"cluster", {1, 2}},         {"tile_k", {16, 8, 32, 64}},
-      {"warps", {4, 2, 8}},  {"stages", {1, 2, 3, 4, 6}}, {"staged", {0, 1}},
+      // blocks along M share the B tile through TMA multicast (wgmma=2 only). persistent: 1 = a
+      // grid of resident blocks taking the output tiles in turn, the next tile's copies under the
+      // last one's epilogue (wgmma=2 without splits or clusters). staged: 1 = the epilogue
+      // through shared memory, rows stored in 16-byte pieces (wgmma paths only).
+      {"wgmma", {0, 1, 2}},        {"tile_m", {64, 32, 128}}, {"tile_n", {64, 32, 128, 256}},
+      {"splits", {1, 2, 4}},       {"cluster", {1, 2}},       {"persistent", {0, 1}},
+      {"tile_k", {16, 8, 32, 64}}, {"warps", {4, 2, 8}},      {"stages", {1, 2, 3, 4, 6}},
+      {"staged", {0, 1}},
   };
   caps.constraints["matmul"] = {table_constraint(
       caps.templates["matmul"],
-      {"wgmma", "tile_m", "tile_n", "splits", "cluster", "tile_k", "warps", "stages", "staged"},
+      {"wgmma", "tile_m", "tile_n", "splits", "cluster", "persistent", "tile_k", "warps", "stages",
+       "staged"},
       [](const std::map<std::string, double>& k) { return matmul_knob_refusal(k).empty(); },
       "the matmul template's tile rules (wgmma: tile_m 64 or 128, tile_k 16, 32 or 64, warps a "
       "multiple of 4 per 64 rows of tile_m, tile_n in multiples of 8 per warpgroup, the stages' "
       "shared memory; wgmma=2: stages >= 2; splits > 1, cluster 2 and stages > 4 only with "
-      "wgmma=2; staged=1 only with wgmma 1 or 2; stages > 1: tile_k a "
+      "wgmma=2; persistent=1 only with wgmma=2, splits 1 and cluster 1; staged=1 only with "
+      "wgmma 1 or 2; stages > 1: tile_k a "
       "multiple of 16 and warps tiling the block; else the "
       "tile split over the threads; one stage within 48 KiB of static shared memory)")};
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
@@ -167,6 +172,8 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
     return "cluster=2 is a knob of the warp-specialized wgmma=2";
   if (at("staged", 0) != 0 && wgmma != 1 && wgmma != 2)
     return "staged=1 is a knob of the wgmma paths";
+  if (at("persistent", 0) != 0 && (wgmma != 2 || splits != 1 || at("cluster", 1) != 1))
+    return "persistent=1 is a knob of the warp-specialized wgmma=2 without splits or clusters";
   if (wgmma == 2 && stages < 2) return "wgmma=2 hands stages between warps: stages >= 2";
   // More bytes in flight cover the copies' latency under load on the specialized path (its
   // consumers waited on the ring's barriers at 4 stages: ncu, docs/PERFORMANCE.md).
@@ -180,7 +187,11 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
     const int64_t wg_n = warpgroups / wg_m;
     if (BN % wg_n != 0 || (BN / wg_n) % 8 != 0 || BN / wg_n > 256)
       return "wgmma=1 needs tile_n a multiple of 8 columns, up to 256, per warpgroup";
-    if (stages * (BM + BN) * BK * 2 + 1024 > 227 * 1024)
+    // A persistent kernel's staged epilogue has its tile after the ring (the producer refills
+    // the ring meanwhile); otherwise the tile reuses the ring.
+    const int64_t staging =
+        at("persistent", 0) == 1 && at("staged", 0) == 1 ? BM * (BN + 8) * 2 : 0;
+    if (stages * (BM + BN) * BK * 2 + staging + 1024 > 227 * 1024)
       return "wgmma=1: the stages need more shared memory than a block gets";
     return "";
   }

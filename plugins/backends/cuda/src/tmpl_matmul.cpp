@@ -103,7 +103,7 @@ namespace {
 // past its last slice; rows 16 bytes longer than the tile's, so that a warp's 8 rows x 4 words
 // fall on 32 banks), then store the tile's rows in 16-byte pieces, consecutive threads on
 // consecutive pieces of a row. One stored output, 16 bits, N a multiple of 8 (whole pieces).
-void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers) {
+void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
   const int64_t BM = k.pl.BM, BN = k.pl.BN, M = k.mt.M, N = k.mt.N;
   const std::vector<size_t> stored = [&] {
     std::vector<size_t> out;
@@ -122,7 +122,8 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers) {
     throw KnobRefused("matmul: staged=1 stores rows in pieces of 8 and N=" + std::to_string(N) +
                       " is not a multiple of 8");
   const int64_t pitch = (BN + 8) * 2, bytes = BM * pitch;
-  k.dynamic_smem = std::max(k.dynamic_smem, bytes + 1024);  // + the rounding of the base
+  k.dynamic_smem = std::max(k.dynamic_smem, offset + bytes + 1024);  // + the base's rounding
+  const std::string tile_base = "emmy_base + " + std::to_string(offset) + "u";
   const std::string ct = std::to_string(consumers);
   Body& b = k.b;
   b.line("// The epilogue through shared memory (staged=1): every warp is past the ring first.");
@@ -135,7 +136,7 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers) {
       b,
       {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int h = 0; h < 2; ++h)"},
       coords, "acc[j][h * 2]", "acc[j][h * 2 + 1]",
-      "emmy_base + (unsigned)emmy_sr * " + std::to_string(pitch) + "u + (unsigned)emmy_sc * 2u");
+      tile_base + " + (unsigned)emmy_sr * " + std::to_string(pitch) + "u + (unsigned)emmy_sc * 2u");
   b.line("asm volatile(\"bar.sync 1, " + ct + ";\" ::: \"memory\");");
   Body piece(b);
   const int64_t per_row = BN / 8;
@@ -147,8 +148,9 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers) {
   inside.line("unsigned v0, v1, v2, v3;");
   inside.line(
       "asm volatile(\"ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\" : \"=r\"(v0), \"=r\"(v1), "
-      "\"=r\"(v2), \"=r\"(v3) : \"r\"(emmy_base + (unsigned)emmy_sr * " +
-      std::to_string(pitch) + "u + (unsigned)emmy_sc * 2u));");
+      "\"=r\"(v2), \"=r\"(v3) : \"r\"(" +
+      tile_base + " + (unsigned)emmy_sr * " + std::to_string(pitch) +
+      "u + (unsigned)emmy_sc * 2u));");
   inside.line("asm volatile(\"st.global.v4.u32 [%0], {%1, %2, %3, %4};\" :: \"l\"(&" +
               k.m.output_name(stored[0]) + "[" +
               flat_offset(k.out_index("gm", "gn"), k.p.type.shape) +
@@ -168,6 +170,7 @@ void emit_wgmma(Kernel& k) {
   tile.specialized = k.pl.specialized;
   tile.splits = k.pl.splits;
   tile.cluster = k.pl.cluster;
+  tile.persistent = k.pl.persistent;
   const WgmmaLoop loop = tile.specialized
                              ? emit_wgmma_ws_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K,
                                                       tile, WgmmaGrid{k.mt.M, k.mt.N, k.mt.batch})
@@ -175,6 +178,7 @@ void emit_wgmma(Kernel& k) {
   k.dynamic_smem = loop.shared_bytes;
   k.grid_x_factor = loop.splits;
   k.kernel_attributes = loop.kernel_attributes;
+  k.persistent_blocks = loop.persistent_blocks;
   const int64_t NW = loop.n_per_warpgroup;
   k.note = " wgmma m64n" + std::to_string(NW) + "k16 TMA swizzle " + std::to_string(BK * 2) +
            "B stages=" + std::to_string(stages) + (tile.specialized ? " producer warpgroup" : "") +
@@ -182,8 +186,13 @@ void emit_wgmma(Kernel& k) {
            (tile.cluster > 1 ? " B multicast to clusters of 2" : "");
   const std::string row = "m0 + emmy_wg_m * 64 + (warp & 3) * 16 + grp";
   const std::string col = "n0 + emmy_wg_n * " + std::to_string(NW) + " + j * 8 + tig * 2";
+  // A persistent kernel's consumers are inside their loop over the tiles: the epilogue is the
+  // loop's last part, and the loop is closed after it.
+  const std::string close_tile_loop = k.persistent_blocks > 0 ? "}  // the tiles" : "";
   if (k.pl.staged) {
-    staged_epilogue(k, NW, W * 32);
+    // Persistent: the ring is the producer's while the epilogue runs; the tile goes after it.
+    staged_epilogue(k, NW, W * 32, k.persistent_blocks > 0 ? loop.shared_bytes - 1024 : 0);
+    if (!close_tile_loop.empty()) k.b.line(close_tile_loop);
     return;
   }
   if (k.mt.N % 2 == 0)
@@ -198,6 +207,7 @@ void emit_wgmma(Kernel& k) {
         {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int q = 0; q < 4; ++q)"},
         "const long long gm = " + row + " + (q >> 1) * 8, gn = " + col + " + (q & 1);",
         "acc[j][q]");
+  if (!close_tile_loop.empty()) k.b.line(close_tile_loop);
 }
 
 namespace {
@@ -209,6 +219,7 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
   const int64_t BM = pl.BM, BN = pl.BN, BK = pl.BK, stages = pl.stages,
                 static_smem = pl.static_smem;
   int64_t grid[3] = {ceil_div(k.mt.N, BN) * k.grid_x_factor, ceil_div(k.mt.M, BM), k.mt.batch};
+  if (k.persistent_blocks > 0) grid[0] = k.persistent_blocks, grid[1] = 1, grid[2] = 1;
   // Static shared memory (the one-stage paths) is capped at 48 KiB by the compiler.
   if (static_smem > 48 * 1024)
     throw KnobRefused(

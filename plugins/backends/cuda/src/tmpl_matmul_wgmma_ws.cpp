@@ -16,6 +16,7 @@
 // depend on which block came last) and runs the epilogue; the counter is reset by that block,
 // scratch being zeroed when allocated. Products of M = 512 fill only 32 of 132 SMs with
 // 128 x 128 tiles when N = 1024 (o_proj, down): splitting K is how they fill the GPU.
+#include <algorithm>
 #include <string>
 
 #include "expr.hpp"
@@ -26,7 +27,8 @@ namespace emmy::cuda {
 
 namespace {
 
-const char* const kSpecializedLoop =
+// What both loops start with: the ring's buffer, its "full" and "empty" barriers, the wait.
+const char* const kRingPreamble =
     R"(extern __shared__ __align__(1024) unsigned char emmy_wgmma_smem[];
 __shared__ __align__(8) unsigned long long emmy_full[@STAGES@];
 __shared__ __align__(8) unsigned long long emmy_empty[@STAGES@];
@@ -43,7 +45,10 @@ auto emmy_wait = [](unsigned bar, unsigned parity) {
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
   } while (!done);
 };
-const long long bz = blockIdx.z;
+)";
+
+const char* const kSpecializedLoop =
+    R"(const long long bz = blockIdx.z;
 const int emmy_split = (int)(blockIdx.x / @TILES_N@u);
 const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)(blockIdx.x % @TILES_N@u) * @BN@LL;
 const int emmy_kt0 = emmy_split * @KT@ / @SPLITS@, emmy_kt1 = (emmy_split + 1) * @KT@ / @SPLITS@;
@@ -94,6 +99,77 @@ for (int kt = emmy_kt0; kt < emmy_kt1; ++kt) {
 }
 asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 if (emmy_n > 0) emmy_release((emmy_n - 1) % @STAGES@);
+)";
+
+// persistent=1: a grid of as many blocks as the SMs hold at once, each taking the output tiles
+// t = blockIdx.x, + gridDim.x, ... (M fastest: the blocks in flight together share B's columns).
+// The producer runs on into the next tile's slices while the consumers are in the previous
+// one's epilogue (the ring's count `u` runs on across tiles, and with it the barriers' phases),
+// so a tile's epilogue and the next one's first copies overlap, and no block pays a launch and
+// an empty ring per tile. The consumers' tile loop is closed after the epilogue
+// (tmpl_matmul.cpp).
+const char* const kPersistentLoop =
+    R"(// Output tile t: M fastest, then N, then the batch.
+auto emmy_tile = [](int t, long long& bz, long long& m0, long long& n0) {
+  m0 = (long long)(t % @TILES_M@) * @BM@LL;
+  n0 = (long long)((t / @TILES_M@) % @TILES_N@) * @BN@LL;
+  bz = (long long)(t / @TILES_MN@);
+};
+const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;
+if (threadIdx.x == 0) {
+  for (int s = 0; s < @STAGES@; ++s) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(emmy_full_at(s)) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_empty_at(s)), "r"(@CW@) : "memory");
+  }
+  // The barriers' initialisation, visible to the copy engine before it completes on them.
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__syncthreads();
+if (warp >= @CW@) {
+  @PRODUCER_REGS@
+  if (warp == @CW@ && lane == 0) {
+    asm volatile("prefetch.tensormap [%0];" :: "l"(@MAP_A@) : "memory");
+    asm volatile("prefetch.tensormap [%0];" :: "l"(@MAP_B@) : "memory");
+    int u = 0;  // the ring's count of slices, across this block's tiles
+    for (int t = blockIdx.x; t < @TILES@; t += gridDim.x) {
+      long long bz, m0, n0;
+      emmy_tile(t, bz, m0, n0);
+      for (int kt = 0; kt < @KT@; ++kt, ++u) {
+        const int s = u % @STAGES@;
+        // The stage's previous slice (u - stages) handed back by every consumer warp.
+        if (u >= @STAGES@) emmy_wait(emmy_empty_at(s), (unsigned)(u / @STAGES@ - 1) & 1u);
+        const unsigned a_dst = emmy_base + (unsigned)s * @STAGE_BYTES@u, b_dst = a_dst + @A_BYTES@u;
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(emmy_full_at(s)), "r"(@STAGE_BYTES@) : "memory");
+        @COPY_A@
+        @COPY_B@
+      }
+    }
+  }
+  return;
+}
+@CONSUMER_REGS@
+auto emmy_release = [&](int s) {
+  __syncwarp();
+  if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(emmy_empty_at(s)) : "memory");
+};
+const int emmy_wg_m = (warp >> 2) / @WG_N@, emmy_wg_n = (warp >> 2) % @WG_N@;
+int emmy_u = 0;  // the ring's count of slices before this tile
+for (int emmy_t = blockIdx.x; emmy_t < @TILES@; emmy_t += gridDim.x, emmy_u += @KT@) {
+long long bz, m0, n0;
+emmy_tile(emmy_t, bz, m0, n0);
+float acc[@NJ@][4];
+#pragma unroll
+for (int j = 0; j < @NJ@; ++j) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
+for (int kt = 0; kt < @KT@; ++kt) {
+  const int u = emmy_u + kt, s = u % @STAGES@;
+  emmy_wait(emmy_full_at(s), (unsigned)(u / @STAGES@) & 1u);
+  @SLICE_PRODUCTS@
+  // Slice u stays in flight; slice u - 1's products are done, so its stage goes back.
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  if (kt > 0) emmy_release((u - 1) % @STAGES@);
+}
+asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+emmy_release((emmy_u + @KT@ - 1) % @STAGES@);
 )";
 
 const char* const kSplitReduction = R"({
@@ -158,9 +234,36 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   if (tile.cluster == 2 && tiles_m % 2 != 0)
     throw KnobRefused("matmul: cluster=2 pairs the blocks along M, and " + std::to_string(tiles_m) +
                       " tiles of tile_m " + std::to_string(tile.tile_m) + " do not pair up");
+  if (tile.persistent && (tile.splits > 1 || tile.cluster > 1))
+    throw KnobRefused("matmul: persistent=1 takes neither splits > 1 nor cluster=2");
   const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
                     map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n / tile.cluster);
-  std::string text = fill_common(kSpecializedLoop, a, bop, map_a, map_b, dtype, K, tile, geo);
+  if (tile.persistent) {
+    std::string text = fill_common(std::string(kRingPreamble) + kPersistentLoop, a, bop, map_a,
+                                   map_b, dtype, K, tile, geo);
+    const bool move_registers = tile.warps >= 8;
+    text = replace_all(text, "@PRODUCER_REGS@",
+                       move_registers
+                           ? "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");"
+                           : "");
+    text = replace_all(
+        text, "@CONSUMER_REGS@",
+        move_registers ? "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\" ::: \"memory\");"
+                       : "");
+    text = replace_all(text, "@CW@", std::to_string(tile.warps));
+    text = replace_all(text, "@TILES_M@", std::to_string(tiles_m));
+    text = replace_all(text, "@TILES_N@", std::to_string(tiles_n));
+    text = replace_all(text, "@TILES_MN@", std::to_string(tiles_m * tiles_n));
+    text = replace_all(text, "@TILES@", std::to_string(tiles));
+    append_lines(b, text);
+    // As many blocks as the SMs hold at once (one or two a SM, by shared memory).
+    const int64_t per_sm = std::clamp<int64_t>(kSharedBytesPerSm / (geo.smem + 1024), 1, 2);
+    WgmmaLoop loop{geo.smem, geo.n_wg, CT + 128, 1, ""};
+    loop.persistent_blocks = std::min<int64_t>(tiles, per_sm * kSms);
+    return loop;
+  }
+  std::string text = fill_common(std::string(kRingPreamble) + kSpecializedLoop, a, bop, map_a,
+                                 map_b, dtype, K, tile, geo);
   const bool pair = tile.cluster == 2;
   text = replace_all(text, "@RANK@",
                      pair ? "unsigned emmy_rank;\nasm(\"mov.u32 %0, %%cluster_ctarank;\" : "
