@@ -206,7 +206,7 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
 using Knobs = std::map<std::string, double>;
 
 // A knob set of the Hopper (wgmma) path: block_q x block_kv tiles, `stages` deep, `warps` warps,
-// and any further knobs (heads, persistent, pingpong) set to 1.
+// and any further knobs turned on: heads=2 (a grouped-query pair), persistent=1, pingpong=1.
 Knobs hopper(double block_q, double warps, double stages, double block_kv,
              std::initializer_list<const char*> on = {}) {
   Knobs k = {{"wgmma", 1},
@@ -214,7 +214,7 @@ Knobs hopper(double block_q, double warps, double stages, double block_kv,
              {"warps", warps},
              {"stages", stages},
              {"block_kv", block_kv}};
-  for (const char* name : on) k[name] = 1;
+  for (const char* name : on) k[name] = std::string(name) == "heads" ? 2 : 1;
   return k;
 }
 

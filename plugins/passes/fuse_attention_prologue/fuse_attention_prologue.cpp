@@ -8,9 +8,9 @@
 // Offered only where the row kernel computes nothing but q (k_norm fused with q_norm as sibling
 // rows is the other answer of fuse_siblings) and only on the backends named by option `backends`
 // (default cpu): those whose attention template generates such a prologue well enough to be worth
-// measuring. The cuda template's Hopper path computed it correctly on the H200, but its first,
-// scalar prologue was slower than the separate kernel (docs/PERFORMANCE.md); the vectorized one
-// that replaced it is not measured on a GPU yet (docs/KERNELS.md).
+// measuring. The cuda template's Hopper path computes it correctly, but its prologue (scalar at
+// first, vectorized since) costs about what the separate kernel takes (docs/PERFORMANCE.md): it
+// runs before the attention's own work and overlaps none of it.
 #include <algorithm>
 #include <sstream>
 #include <string>

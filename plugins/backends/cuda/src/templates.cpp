@@ -188,9 +188,11 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
     if (BN % wg_n != 0 || (BN / wg_n) % 8 != 0 || BN / wg_n > 256)
       return "wgmma=1 needs tile_n a multiple of 8 columns, up to 256, per warpgroup";
     // A persistent kernel's staged epilogue has its tile after the ring (the producer refills
-    // the ring meanwhile); otherwise the tile reuses the ring.
-    const int64_t staging =
-        at("persistent", 0) == 1 && at("staged", 0) == 1 ? BM * (BN + 8) * 2 : 0;
+    // the ring meanwhile); otherwise the tile reuses the ring. The sum can reach the block's
+    // 227 KiB, where the static barriers no longer fit: kStagedTileReserve beside the tile.
+    const int64_t staging = at("persistent", 0) == 1 && at("staged", 0) == 1
+                                ? BM * (BN + 8) * 2 + kStagedTileReserve
+                                : 0;
     if (stages * (BM + BN) * BK * 2 + staging + 1024 > 227 * 1024)
       return "wgmma=1: the stages need more shared memory than a block gets";
     return "";

@@ -37,6 +37,8 @@ void order_for_arch(BackendCaps& caps, const std::string& arch);
 // splitting over the threads on the other paths, and one stage's 48 KiB of static shared memory.
 // generate_matmul refuses by it; its capabilities declare it as the constraint the search honours
 // (BackendCaps::constraints).
+// Shared memory kept beside a persistent matmul's staged tile for the block's static barriers.
+constexpr int64_t kStagedTileReserve = 256;
 std::string matmul_knob_refusal(const std::map<std::string, double>& knobs);
 // The same for the attention template's knobs (its two paths).
 std::string attention_knob_refusal(const std::map<std::string, double>& knobs);

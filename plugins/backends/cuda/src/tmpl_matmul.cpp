@@ -122,6 +122,12 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
     throw KnobRefused("matmul: staged=1 stores rows in pieces of 8 and N=" + std::to_string(N) +
                       " is not a multiple of 8");
   const int64_t pitch = (BN + 8) * 2, bytes = BM * pitch;
+  // After the ring (persistent), the sum can reach the block's limit with the static barriers
+  // on top (CUDA_ERROR_INVALID_VALUE at launch on the H100): refused as the declared rule says.
+  if (offset > 0 && offset + bytes + kStagedTileReserve + 1024 > 227 * 1024)
+    throw KnobRefused("matmul: staged=1 with persistent=1 puts a " + std::to_string(bytes) +
+                      "-byte tile after the " + std::to_string(offset) +
+                      "-byte ring, more shared memory than a block gets");
   k.dynamic_smem = std::max(k.dynamic_smem, offset + bytes + 1024);  // + the base's rounding
   const std::string tile_base = "emmy_base + " + std::to_string(offset) + "u";
   const std::string ct = std::to_string(consumers);
