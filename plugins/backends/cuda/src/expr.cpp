@@ -1225,6 +1225,17 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
       });
 }
 
+std::string accumulate_line(const std::string& acc, const std::string& guard,
+                            const std::string& next) {
+  return acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) + ";";
+}
+
+std::string lanes_combine_line(const std::string& acc, bool max, int64_t lanes) {
+  return "for (int o = " + std::to_string(lanes / 2) + "; o > 0; o >>= 1) " + acc + " = " +
+         (max ? "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"
+              : acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);");
+}
+
 void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
                   const std::vector<std::string>& values, const ExprGen& e) {
   const int64_t n = static_cast<int64_t>(values.size()), size = ir::size_of(t);

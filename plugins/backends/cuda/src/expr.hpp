@@ -183,6 +183,14 @@ void bind_vector_input(ExprGen& e, ir::ValueId v, const std::string& ptr, int64_
 void store_vector(Body& b, ir::DType t, const std::string& ptr, const std::string& offset,
                   const std::vector<std::string>& values, const ExprGen& e);
 
+// Row reductions held by lanes (the reduction template's fused rows, the attention's q prologue):
+// `acc = next;`, or under `guard` (a lane's columns inside the row) `acc = guard ? next : acc;`.
+std::string accumulate_line(const std::string& acc, const std::string& guard,
+                            const std::string& next);
+// The statement combining `acc` (a sum, or a max) over the `lanes` consecutive lanes holding a
+// row, a power of two up to 32: xor partners below `lanes` stay in the row.
+std::string lanes_combine_line(const std::string& acc, bool max, int64_t lanes);
+
 // Elementwise ops: emmy::is_elementwise_op (emmy/templates.hpp), shared with the passes.
 bool is_index_op(ir::Op op);  // index remaps, incl. embedding (a gather)
 

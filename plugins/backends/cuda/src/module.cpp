@@ -1,5 +1,6 @@
 #include "module.hpp"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -10,6 +11,11 @@ namespace emmy::cuda {
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
+}
+
+int64_t resident_blocks(int64_t shared_bytes, int64_t work) {
+  const int64_t per_sm = std::clamp<int64_t>(kSharedBytesPerSm / (shared_bytes + 1024), 1, 2);
+  return std::min<int64_t>(work, per_sm * kSms);
 }
 
 std::string replace_all(std::string text, const std::string& key, const std::string& value) {

@@ -111,6 +111,10 @@ int64_t ceil_div(int64_t a, int64_t b);
 // Another device computes the same result, its blocks then not all resident at once.
 constexpr int64_t kSms = 132;
 constexpr int64_t kSharedBytesPerSm = 228 * 1024;
+// A persistent grid for `work` items: as many blocks of `shared_bytes` dynamic shared memory as
+// fit the SMs at once (with the 1 KiB the hardware reserves per block, at most two a SM by
+// registers), so that none waits for another to end; never more blocks than items.
+int64_t resident_blocks(int64_t shared_bytes, int64_t work);
 // `text` with every `key` replaced by `value` (left to right; a replacement is not searched again).
 std::string replace_all(std::string text, const std::string& key, const std::string& value);
 

@@ -158,9 +158,7 @@ void FusedKernel::declare_chunks() {
   // columns (rotate_half's other half) is a shuffle away.
   if (row_warp && chunks == 1 && row_len == step)
     e.row_lanes("emmy_c0_", "emmy_lane", threads_per_row);
-  auto ins = g.inputs();
-  for (size_t i = 0; i < ins.size(); ++i)
-    bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
+  bind_vector_inputs(e, m, vec, guards);
   for (const std::string& r : row_var) {
     idx.push_back(unflatten(r, ir::Shape(shape.begin(), shape.end() - 1), lit));
     idx.back().push_back("");
@@ -181,15 +179,12 @@ void FusedKernel::each_element(
 }
 void FusedKernel::accumulate(const std::string& acc, const std::string& guard,
                              const std::string& next) {
-  b.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) + ";");
+  b.line(accumulate_line(acc, guard, next));
 }
 
 void FusedKernel::combine(const std::string& acc, const std::string& op) {
-  if (row_warp && threads_per_row < 32)  // xor partners below threads_per_row stay in the row
-    b.line("for (int o = " + std::to_string(threads_per_row / 2) + "; o > 0; o >>= 1) " + acc +
-           " = " +
-           (op == "sum" ? acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"
-                        : "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"));
+  if (row_warp && threads_per_row < 32)
+    b.line(lanes_combine_line(acc, op != "sum", threads_per_row));
   else if (row_warp)
     b.line(acc + " = " + std::string(op == "sum" ? "emmy_warp_sum(" : "emmy_warp_max(") + acc +
            ");");

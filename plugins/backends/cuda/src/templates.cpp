@@ -243,6 +243,13 @@ void bind_inputs(ExprGen& e, const ModuleBuilder& m) {
   for (size_t i = 0; i < ins.size(); ++i) e.bind_buffer(ins[i], m.input_name(i));
 }
 
+void bind_vector_inputs(ExprGen& e, const ModuleBuilder& m, int64_t vec,
+                        const std::map<std::string, std::string>& guards) {
+  auto ins = e.graph().inputs();
+  for (size_t i = 0; i < ins.size(); ++i)
+    bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
+}
+
 // One kernel per node (index ops are inlined into their readers): any graph runs.
 std::string generate_fallback(const ir::Graph& g) {
   ModuleBuilder m(g);
@@ -364,9 +371,7 @@ static void add_vector_pointwise_kernel(ModuleBuilder& m, ExprGen& e, const std:
     guards["emmy_c" + std::to_string(j)] = "";
     e.group_columns("emmy_c" + std::to_string(j), vec);
   }
-  auto ins = g.inputs();
-  for (size_t i = 0; i < ins.size(); ++i)
-    bind_vector_input(e, ins[i], m.input_name(i), vec, guards);
+  bind_vector_inputs(e, m, vec, guards);
   Body b(1);
   b.line("const " + it + " emmy_base = (" + it + ")blockIdx.x * " + std::to_string(per_block) +
          lit + " + (" + it + ")threadIdx.x;");

@@ -59,6 +59,9 @@ class ModuleBuilder;
 // The generated statements block (backend_support/expr_emitter.hpp, expr.hpp).
 using Body = backend_support::Scope;
 void bind_inputs(ExprGen& e, const ModuleBuilder& m);
+// Every input of the graph read in groups of `vec` columns (bind_vector_input, expr.hpp).
+void bind_vector_inputs(ExprGen& e, const ModuleBuilder& m, int64_t vec,
+                        const std::map<std::string, std::string>& guards);
 void emit_outputs_at(ExprGen& e, const ModuleBuilder& m, const std::string& i, Body& b);
 // "unsigned" where every buffer of g has fewer than 2^31 elements (cheap index arithmetic), else
 // "long long".

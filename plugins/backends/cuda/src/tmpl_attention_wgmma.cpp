@@ -335,10 +335,7 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
     throw KnobRefused(
         knob_text +
         ": pingpong=1 takes two warpgroups of their own rows (block_q 128, or heads 2)");
-  // A persistent grid: as many blocks as fit the SMs at once (shared memory, with the 1 KiB the
-  // hardware reserves per block, at most two by registers), so that none waits for another to end.
-  const int64_t per_sm = std::clamp<int64_t>(kSharedBytesPerSm / (smem + 1024), 1, 2);
-  const int64_t persistent_blocks = std::min<int64_t>(NWORK, per_sm * kSms);
+  const int64_t persistent_blocks = resident_blocks(smem, NWORK);
   std::string note =
       " wgmma m64n" + num(BKV) + "k16 + m64n" + num(Dv) + "k16 " + ty + " TMA ring x" +
       num(STAGES) + " warpgroups=" + num(NWG) + "+producer" +
@@ -501,9 +498,7 @@ class WgmmaKernel : private WgmmaPlan {
     const std::string tok = "emmy_qc0_", guard = lanes * vec == D ? "" : "emmy_qv0_";
     ExprGen e(g);
     e.group_columns(tok, vec);
-    const std::vector<ir::ValueId> ins = g.inputs();
-    for (size_t i = 0; i < ins.size(); ++i)
-      bind_vector_input(e, ins[i], m.input_name(i), vec, {{tok, guard}});
+    bind_vector_inputs(e, m, vec, {{tok, guard}});
     bind_causal_masks(e);
     if (guard.empty()) e.row_lanes(tok, "emmy_ql", lanes);
 
@@ -608,15 +603,10 @@ class WgmmaKernel : private WgmmaPlan {
       for (int64_t u = 0; u < vec; ++u) xs.push_back("(float)" + element(r, u));
       const std::string acc = r.var + "_acc";
       reduce.line("float " + acc + " = " + (max ? "-INFINITY" : "0.f") + ";");
-      for (const std::string& xv : xs) {
-        const std::string next = max ? "fmaxf(" + acc + ", " + xv + ")" : acc + " + " + xv;
-        reduce.line(acc + " = " + (guard.empty() ? next : guard + " ? " + next + " : " + acc) +
-                    ";");
-      }
-      if (lanes > 1)
-        reduce.line("for (int o = " + num(lanes / 2) + "; o > 0; o >>= 1) " + acc + " = " +
-                    (max ? "fmaxf(" + acc + ", __shfl_xor_sync(0xffffffffu, " + acc + ", o));"
-                         : acc + " + __shfl_xor_sync(0xffffffffu, " + acc + ", o);"));
+      for (const std::string& xv : xs)
+        reduce.line(
+            accumulate_line(acc, guard, max ? "fmaxf(" + acc + ", " + xv + ")" : acc + " + " + xv));
+      if (lanes > 1) reduce.line(lanes_combine_line(acc, max, lanes));
       reduce.line("const float " + r.var + " = " +
                   rounded(n.type.dtype, n.op == ir::Op::mean ? acc + " / " + num(D) + ".f" : acc) +
                   ";");

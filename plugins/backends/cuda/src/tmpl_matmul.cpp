@@ -129,7 +129,9 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
                       "-byte tile after the " + std::to_string(offset) +
                       "-byte ring, more shared memory than a block gets");
   k.dynamic_smem = std::max(k.dynamic_smem, offset + bytes + 1024);  // + the base's rounding
-  const std::string tile_base = "emmy_base + " + std::to_string(offset) + "u";
+  // Result (emmy_sr, emmy_sc) of the tile, in shared memory.
+  const std::string at = "emmy_base + " + std::to_string(offset) + "u + (unsigned)emmy_sr * " +
+                         std::to_string(pitch) + "u + (unsigned)emmy_sc * 2u";
   const std::string ct = std::to_string(consumers);
   Body& b = k.b;
   b.line("// The epilogue through shared memory (staged=1): every warp is past the ring first.");
@@ -141,8 +143,7 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
   k.epilogue(
       b,
       {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int h = 0; h < 2; ++h)"},
-      coords, "acc[j][h * 2]", "acc[j][h * 2 + 1]",
-      tile_base + " + (unsigned)emmy_sr * " + std::to_string(pitch) + "u + (unsigned)emmy_sc * 2u");
+      coords, "acc[j][h * 2]", "acc[j][h * 2 + 1]", at);
   b.line("asm volatile(\"bar.sync 1, " + ct + ";\" ::: \"memory\");");
   Body piece(b);
   const int64_t per_row = BN / 8;
@@ -155,8 +156,7 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
   inside.line(
       "asm volatile(\"ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\" : \"=r\"(v0), \"=r\"(v1), "
       "\"=r\"(v2), \"=r\"(v3) : \"r\"(" +
-      tile_base + " + (unsigned)emmy_sr * " + std::to_string(pitch) +
-      "u + (unsigned)emmy_sc * 2u));");
+      at + "));");
   inside.line("asm volatile(\"st.global.v4.u32 [%0], {%1, %2, %3, %4};\" :: \"l\"(&" +
               k.m.output_name(stored[0]) + "[" +
               flat_offset(k.out_index("gm", "gn"), k.p.type.shape) +

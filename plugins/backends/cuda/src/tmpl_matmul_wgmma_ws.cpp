@@ -16,7 +16,6 @@
 // depend on which block came last) and runs the epilogue; the counter is reset by that block,
 // scratch being zeroed when allocated. Products of M = 512 fill only 32 of 132 SMs with
 // 128 x 128 tiles when N = 1024 (o_proj, down): splitting K is how they fill the GPU.
-#include <algorithm>
 #include <string>
 
 #include "expr.hpp"
@@ -204,6 +203,21 @@ const char* const kSplitReduction = R"({
 }
 )";
 
+// The producer's and the consumers' register counts and the consumer warps, as both loops
+// take them. Two consumer warpgroups: 2 x 128 x 232 + 128 x 40 registers fit the SM's 64K.
+std::string fill_roles(std::string text, const WgmmaTile& tile) {
+  const bool move_registers = tile.warps >= 8;
+  text = replace_all(text, "@PRODUCER_REGS@",
+                     move_registers
+                         ? "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");"
+                         : "");
+  text = replace_all(text, "@CONSUMER_REGS@",
+                     move_registers
+                         ? "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\" ::: \"memory\");"
+                         : "");
+  return replace_all(text, "@CW@", std::to_string(tile.warps));
+}
+
 }  // namespace
 
 WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
@@ -241,25 +255,14 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   if (tile.persistent) {
     std::string text = fill_common(std::string(kRingPreamble) + kPersistentLoop, a, bop, map_a,
                                    map_b, dtype, K, tile, geo);
-    const bool move_registers = tile.warps >= 8;
-    text = replace_all(text, "@PRODUCER_REGS@",
-                       move_registers
-                           ? "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");"
-                           : "");
-    text = replace_all(
-        text, "@CONSUMER_REGS@",
-        move_registers ? "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\" ::: \"memory\");"
-                       : "");
-    text = replace_all(text, "@CW@", std::to_string(tile.warps));
+    text = fill_roles(text, tile);
     text = replace_all(text, "@TILES_M@", std::to_string(tiles_m));
     text = replace_all(text, "@TILES_N@", std::to_string(tiles_n));
     text = replace_all(text, "@TILES_MN@", std::to_string(tiles_m * tiles_n));
     text = replace_all(text, "@TILES@", std::to_string(tiles));
     append_lines(b, text);
-    // As many blocks as the SMs hold at once (one or two a SM, by shared memory).
-    const int64_t per_sm = std::clamp<int64_t>(kSharedBytesPerSm / (geo.smem + 1024), 1, 2);
     WgmmaLoop loop{geo.smem, geo.n_wg, CT + 128, 1, ""};
-    loop.persistent_blocks = std::min<int64_t>(tiles, per_sm * kSms);
+    loop.persistent_blocks = resident_blocks(geo.smem, tiles);
     return loop;
   }
   std::string text = fill_common(std::string(kRingPreamble) + kSpecializedLoop, a, bop, map_a,
@@ -303,17 +306,7 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
              "\"r\"(emmy_empty_at(s)) : \"memory\");\n"
              "};");
   text = replace_all(text, "@STAGES@", std::to_string(tile.stages));
-  // Two consumer warpgroups: 2 x 128 x 232 + 128 x 40 registers fit the SM's 64K.
-  const bool move_registers = tile.warps >= 8;
-  text = replace_all(text, "@PRODUCER_REGS@",
-                     move_registers
-                         ? "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");"
-                         : "");
-  text = replace_all(text, "@CONSUMER_REGS@",
-                     move_registers
-                         ? "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\" ::: \"memory\");"
-                         : "");
-  text = replace_all(text, "@CW@", std::to_string(tile.warps));
+  text = fill_roles(text, tile);
   text = replace_all(text, "@TILES_N@", std::to_string(tiles_n));
   text = replace_all(text, "@SPLITS@", std::to_string(tile.splits));
   append_lines(b, text);
