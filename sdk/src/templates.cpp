@@ -165,6 +165,37 @@ std::optional<int64_t> reduction_row_length(const Graph& g, const Kernel& k) {
   return row;
 }
 
+namespace {
+
+// The product's half width H when kernel node m (the product, last dim 2H) is read inside the
+// kernel only by slices of its last dim, step 1, [0, H) and [H, 2H), both present, and leaves the
+// kernel through nothing else: a gated epilogue (MatmulMatch::gated_half). nullopt otherwise.
+std::optional<int64_t> gated_half(const KernelView& kv, int m, const std::vector<bool>& out) {
+  const Node& p = kv.node(m);
+  if (out[static_cast<size_t>(m)] || p.type.rank() < 1 || kv.users(m).empty()) return std::nullopt;
+  const int64_t width = p.type.shape.back();
+  if (width < 2 || width % 2 != 0) return std::nullopt;
+  const int64_t h = width / 2, last = p.type.rank() - 1;
+  bool low = false, high = false;
+  for (int u : kv.users(m)) {
+    const Node& s = kv.node(u);
+    if (s.op != Op::slice || s.inputs.size() != 1) return std::nullopt;
+    const int64_t dim = s.attr_int("dim", 0);
+    if ((dim != last && dim != -1) || s.attr_int("step", 1) != 1) return std::nullopt;
+    const int64_t start = s.attr_int("start", 0), end = s.attr_int("end", width);
+    if (start == 0 && end == h)
+      low = true;
+    else if (start == h && end >= width)
+      high = true;
+    else
+      return std::nullopt;
+  }
+  if (!low || !high) return std::nullopt;
+  return h;
+}
+
+}  // namespace
+
 std::optional<MatmulMatch> match_matmul(const Graph& g, const Kernel& k) {
   KernelView kv(g, k);
   int m = -1;
@@ -183,12 +214,15 @@ std::optional<MatmulMatch> match_matmul(const Graph& g, const Kernel& k) {
   const int64_t numel = kv.node(m).type.numel();
   std::vector<bool> below = kv.descendants(m);
   std::vector<bool> out = kv.outputs();
+  const std::optional<int64_t> half = gated_half(kv, m, out);
+  if (half) match.gated_half = *half;
   for (size_t i = 0; i < kv.size(); ++i) {
     if (static_cast<int>(i) == m) continue;
     const Node& n = kv.node(static_cast<int>(i));
     if (below[i]) {
-      // The epilogue never grows or shrinks the iteration space of the matmul's result.
-      if (n.type.numel() != numel) return std::nullopt;
+      // The epilogue never grows or shrinks the iteration space of the matmul's result (gated:
+      // it is the iteration space of one half).
+      if (n.type.numel() != (half ? numel / 2 : numel)) return std::nullopt;
       match.epilogue.push_back(kv.id(static_cast<int>(i)));
     } else {
       // Operand and side-input preparation: index ops only, never a kernel output.

@@ -171,6 +171,22 @@ Case cublaslt_refuses_silu() {
   return c;
 }
 
+// SwiGLU over a packed gate+up product (a gated epilogue, fuse_gated_epilogue): cuBLASLt has no
+// epilogue reading two halves of the product's columns.
+Case cublaslt_refuses_gated() {
+  Case c = make("refuses_gated");
+  ir::Builder b(c.graph);
+  auto x = b.input("x", {DType::bf16, {32, 96}});
+  auto w = b.input("w", {DType::bf16, {128, 96}}, "weight");
+  auto y = b.linear(x, w);
+  auto half = [&](int64_t start) {
+    return b.op(ir::Op::slice, {y},
+                {{"dim", int64_t{1}}, {"start", start}, {"end", start + 64}, {"step", int64_t{1}}});
+  };
+  b.output(b.mul(b.unary(ir::Op::silu, half(0)), half(64)));
+  return c;
+}
+
 Case cublaslt_refuses_f64() {
   Case c = make("refuses_f64");
   ir::Builder b(c.graph);
@@ -250,6 +266,7 @@ Case cublaslt_refuses_cast() {
 
 std::vector<Case> cublaslt_refused_cases() {
   return {cublaslt_refuses_silu(),
+          cublaslt_refuses_gated(),
           cublaslt_refuses_f64(),
           cublaslt_refuses_two_outputs(),
           cublaslt_refuses_transposed_out(),

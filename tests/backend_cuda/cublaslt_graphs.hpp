@@ -38,6 +38,7 @@ Case cublaslt_o_proj_packed_residual_bf16();
 
 // Forms it refuses (KnobRefused at generation, FailureKind::refused from the backend).
 Case cublaslt_refuses_silu();            // linear + silu
+Case cublaslt_refuses_gated();           // SwiGLU over a packed gate+up product
 Case cublaslt_refuses_f64();             // f64 matmul
 Case cublaslt_refuses_two_outputs();     // the product and product + r both leave the kernel
 Case cublaslt_refuses_transposed_out();  // bmm whose result is transposed

@@ -132,6 +132,23 @@ ir::Graph linear(int64_t m, int64_t k, int64_t n, bool epilogue) {
   return g;
 }
 
+ir::Graph gated_linear(int64_t m, int64_t k, int64_t h, int64_t batch) {
+  ir::Graph g;
+  ir::Builder b(g);
+  const ir::Shape rows = batch > 0 ? ir::Shape{batch, m, k} : ir::Shape{m, k};
+  auto x = b.input("x", {DType::bf16, rows});
+  auto w = b.input("w", {DType::bf16, {2 * h, k}}, "weight");
+  auto y = b.linear(x, w);
+  const int64_t last = static_cast<int64_t>(rows.size()) - 1;
+  auto half = [&](int64_t start) {
+    return b.op(ir::Op::slice, {y},
+                {{"dim", last}, {"start", start}, {"end", start + h}, {"step", int64_t{1}}});
+  };
+  auto gate = half(0), up = half(h);
+  b.output(b.mul(b.unary(ir::Op::silu, gate), up));
+  return g;
+}
+
 ir::Graph matmul(int64_t m, int64_t k, int64_t n) {
   ir::Graph g;
   ir::Builder b(g);

@@ -246,6 +246,62 @@ TEST(CudaWgmmaCodegen, PersistentTilesTakeTheOutputTilesInTurn) {
   }
 }
 
+// A gated epilogue (SwiGLU over a packed gate+up product, fuse_gated_epilogue): on both wgmma
+// paths, with split-K, a persistent grid and the staged epilogue, B's two halves are copied side
+// by side (two TMA copies a slice, rows n0 and n0 + H), the grid covers H / (tile_n / 2) tile
+// columns, and the one kernel stores the [M, H] result: no product in scratch, no second kernel.
+// Where a thread cannot hold a column's partner (two warpgroups along N) it is refused by name;
+// off the wgmma paths the product goes through scratch as for any epilogue that is not
+// elementwise in it.
+TEST(CudaWgmmaCodegen, GatedEpilogueReadsBothHalvesAndStoresHalfTheColumns) {
+  const int64_t M = 512, K = 1024, H = 3072;
+  Knobs persistent = specialized(128, 128, 4, 1, 64, 8), persistent_staged = persistent;
+  persistent["persistent"] = 1;
+  persistent_staged["persistent"] = 1;
+  persistent_staged["staged"] = 1;
+  Knobs staged1 = wgmma(128, 128, 3), staged2 = specialized(128, 256, 3, 1, 64, 8);
+  staged1["staged"] = 1;
+  staged2["staged"] = 1;
+  for (const Knobs& k : {wgmma(128, 128, 3), wgmma(64, 64, 4), specialized(128, 128, 4, 1, 64, 8),
+                         specialized(128, 64, 4, 2), specialized(64, 256, 3), persistent,
+                         persistent_staged, staged1, staged2}) {
+    ir::Slice s = one_kernel(perf::gated_linear(M, K, H), "matmul", k);
+    const std::string source = generate_source(s);
+    if (getenv("EMMY_DUMP_GATED")) std::printf("%s\n", source.c_str());
+    EXPECT_NE(source.find("gated halves 3072"), std::string::npos) << describe(k);
+    EXPECT_NE(source.find("n0 + 3072"), std::string::npos) << describe(k);  // up's rows
+    EXPECT_EQ(source.find("emmy_matmul_epilogue"), std::string::npos) << describe(k);
+    const Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.launches.size(), 1u) << describe(k);
+    const int64_t n_step = int64_t(k.at("tile_n")) / 2,
+                  splits = k.count("splits") ? int64_t(k.at("splits")) : 1;
+    if (!k.count("persistent")) {
+      EXPECT_EQ(plan.launches[0].grid[0], (H + n_step - 1) / n_step * splits) << describe(k);
+    }
+    const test::CompileReport report = test::compile_report(source);
+    EXPECT_EQ(report.spill_bytes, 0) << describe(k) << "\n" << report.log;
+    std::printf("[ ptxas    ] gated %-38s %3d registers, %d bytes spilled\n", describe(k).c_str(),
+                report.registers, report.spill_bytes);
+    MeasureResult r = build(s);
+    EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
+  }
+  // Two warpgroups side by side along N (tile_m 64, 8 warps) and a cluster of two: refused.
+  for (const Knobs& k : {wgmma(64, 128, 3, 64, 8), specialized(128, 128, 3, 1, 64, 8, 2)}) {
+    try {
+      generate_source(one_kernel(perf::gated_linear(M, K, H), "matmul", k));
+      ADD_FAILURE() << describe(k) << " was generated";
+    } catch (const KnobRefused& e) {
+      EXPECT_NE(std::string(e.what()).find("gated"), std::string::npos) << e.what();
+    }
+  }
+  // mma.sync: the product through scratch, the activation in a second kernel.
+  const Knobs mma = {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}};
+  const std::string source =
+      generate_source(one_kernel(perf::gated_linear(M, K, H), "matmul", mma));
+  EXPECT_NE(source.find("emmy_matmul_epilogue"), std::string::npos);
+  EXPECT_EQ(source.find("gated halves"), std::string::npos);
+}
+
 TEST(CudaWgmmaCodegen, WhatTheSpecializedPathCannotTakeIsRefusedByName) {
   const ir::Graph g = perf::linear(128, 128, 128, false);  // K = 128: 2 slices of 64
   Knobs one_stage = specialized(64, 64, 2);

@@ -111,6 +111,47 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
   }
 }
 
+// A gated epilogue (SwiGLU over a packed gate+up product) on ragged shapes: both wgmma paths,
+// split-K, the staged epilogue and a persistent grid, against the interpreter; and mma.sync, whose
+// product goes through scratch to a second kernel.
+TEST(CudaWgmmaGpu, GatedEpilogueMatchesTheReference) {
+  struct Shape {
+    std::string what;
+    ir::Graph g;
+  };
+  std::vector<Shape> shapes;
+  shapes.push_back({"swiglu 200x136 -> 2x72", perf::gated_linear(200, 136, 72)});
+  shapes.push_back({"swiglu 64x64 -> 2x64", perf::gated_linear(64, 64, 64)});
+  shapes.push_back({"swiglu 130x520 -> 2x264", perf::gated_linear(130, 520, 264)});
+  shapes.push_back({"swiglu 3x70x48 -> 2x40", perf::gated_linear(70, 48, 40, 3)});
+  shapes.push_back({"swiglu 512x1024 -> 2x3072", perf::gated_linear(512, 1024, 3072)});
+  std::vector<Knobs> knobs = {wgmma(64, 64, 2),
+                              wgmma(128, 128, 3),
+                              wgmma(128, 256, 4),
+                              wgmma(64, 32, 4),
+                              specialized(64, 64, 2),
+                              specialized(128, 128, 3, 1, 64, 8),
+                              specialized(64, 128, 4, 2),
+                              specialized(128, 64, 2, 4, 32, 8),
+                              specialized(128, 256, 3, 1, 64, 8)};
+  for (Knobs k :
+       {wgmma(64, 64, 2), specialized(128, 256, 3, 1, 64, 8), specialized(64, 128, 4, 2)}) {
+    k["staged"] = 1;
+    knobs.push_back(k);
+  }
+  for (Knobs k : {specialized(64, 32, 3), specialized(128, 128, 4, 1, 64, 8)})
+    for (int staged : {0, 1}) {
+      k["persistent"] = 1;
+      k["staged"] = staged;
+      knobs.push_back(k);
+    }
+  knobs.push_back({{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 3}});
+  for (const Shape& sh : shapes) {
+    std::vector<ir::HostTensor> reference;
+    for (const Knobs& k : knobs) expect_matches_reference(sh.g, k, sh.what, 3, reference);
+  }
+}
+
 // Qwen3-0.6B's projections at S=512 (M = 512) and S=2048: wgmma tiles against mma.sync's.
 TEST(CudaWgmmaGpu, PrintsTheQwenProjections) {
   const std::vector<Knobs> mma = {

@@ -175,6 +175,46 @@ TEST(Qwen3Layer, QsNormAndRopeJoinTheAttentionWhereTheBackendGeneratesIt) {
   EXPECT_EQ(prologue_forks(elsewhere), 0);
 }
 
+// The packed gate+up product may absorb SwiGLU (fork fuse_gated_epilogue, "separate" by
+// default) on the backends whose matmul template computes a gated epilogue (the pass's option
+// `backends`, default cuda): absorbed, the layer has one kernel less, a matmul whose match is
+// gated at the intermediate size; with gate and up unpacked there is no such product.
+TEST(Qwen3Layer, SwiGluJoinsThePackedGateUpProductWhereTheBackendGeneratesIt) {
+  auto gated_forks = [](const ScriptedResolver& r) {
+    const std::vector<std::string> forks = structural_forks(r);
+    return std::count_if(forks.begin(), forks.end(), [](const std::string& f) {
+      return f.rfind("fuse_gated_epilogue@", 0) == 0;
+    });
+  };
+  emmy::BackendCaps cuda = emmy::test::test_caps();
+  cuda.backend = "cuda";
+  ScriptedResolver separate;
+  Program two = run_default(emmy::test::qwen3_graph(), separate, cuda);
+  EXPECT_EQ(gated_forks(separate), 1);
+  EXPECT_EQ(two.grouping.kernels.size(), 9u);
+  ScriptedResolver absorbed({{"fuse_gated_epilogue", "absorbed"}});
+  Program one = run_default(emmy::test::qwen3_graph(), absorbed, cuda);
+  ASSERT_EQ(one.grouping.kernels.size(), 8u);
+  EXPECT_EQ(templates_of(one),
+            (std::map<std::string, int>{{"attention", 1}, {"matmul", 4}, {"reduction", 3}}));
+  int gated = 0;
+  for (const auto& k : one.grouping.kernels) {
+    EXPECT_TRUE(emmy::fits_template(one.graph, k, k.templ)) << emmy::ir::kernel_name(one.graph, k);
+    auto m = emmy::match_matmul(one.graph, k);
+    if (m && m->gated_half > 0) {
+      ++gated;
+      EXPECT_EQ(one.graph.type(m->matmul).shape.back(), 2 * m->gated_half);
+    }
+  }
+  EXPECT_EQ(gated, 1);
+  ScriptedResolver unpacked({{"fuse_horizontal", "split"}});
+  run_default(emmy::test::qwen3_graph(), unpacked, cuda);
+  EXPECT_EQ(gated_forks(unpacked), 0);
+  ScriptedResolver elsewhere;
+  run_default(emmy::test::qwen3_graph(), elsewhere, emmy::test::test_caps());
+  EXPECT_EQ(gated_forks(elsewhere), 0);
+}
+
 TEST(Qwen3Layer, SplitHorizontalGivesTheSeedsTwelveKernels) {
   ScriptedResolver r({{"fuse_horizontal", "split"}});
   Program p = run_default(emmy::test::qwen3_graph(), r, emmy::test::test_caps());

@@ -105,6 +105,44 @@ TEST(Templates, MatmulRefusesTwoMatmulsAndShrinkingEpilogues) {
   EXPECT_TRUE(fits_template(g, Kernel{{y}, "", {}}, "matmul"));
 }
 
+// SwiGLU over a packed gate+up product: the product read only through its two halves is a gated
+// epilogue (MatmulMatch::gated_half); one half alone, a half that is not [0, H) / [H, 2H), or the
+// product also leaving the kernel is not a matmul epilogue.
+TEST(Templates, SwiGluOverBothHalvesIsAGatedMatmulEpilogue) {
+  // silu(y[:, lo]) * y[:, hi] over y = x @ w^T, 32 columns.
+  auto swiglu = [](Graph& g, int64_t lo, int64_t hi) {
+    Builder b(g);
+    ValueId x = b.input("x", {DType::bf16, {8, 32}});
+    ValueId w = b.input("w", {DType::bf16, {32, 32}}, "weight");
+    ValueId y = b.linear(x, w);
+    auto slice = [&](int64_t start) {
+      return b.op(
+          Op::slice, {y},
+          {{"dim", int64_t{1}}, {"start", start}, {"end", start + 16}, {"step", int64_t{1}}});
+    };
+    ValueId gate = slice(lo), up = slice(hi);
+    ValueId act = b.unary(Op::silu, gate);
+    b.output(b.mul(act, up));
+    return std::vector<ValueId>{y, gate, up, act, ValueId(g.nodes.size() - 1)};
+  };
+  Graph g;
+  const std::vector<ValueId> n = swiglu(g, 0, 16);
+  auto m = emmy::match_matmul(g, Kernel{n, "", {}});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->gated_half, 16);
+  EXPECT_EQ(m->epilogue, (std::vector<ValueId>(n.begin() + 1, n.end())));
+  // Without the multiply, the product leaves the kernel (up reads it): not a matmul kernel.
+  EXPECT_FALSE(fits_template(g, Kernel{{n[0], n[1], n[3]}, "", {}}, "matmul"));
+  // A plain product is not gated.
+  auto plain = emmy::match_matmul(g, Kernel{{n[0]}, "", {}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->gated_half, 0);
+  // Halves that are not [0, H) and [H, 2H).
+  Graph shifted;
+  const std::vector<ValueId> s = swiglu(shifted, 8, 16);
+  EXPECT_FALSE(fits_template(shifted, Kernel{s, "", {}}, "matmul"));
+}
+
 TEST(Templates, MatmulOperandsMayBeTransposedButNotComputed) {
   Graph g;
   Builder b(g);

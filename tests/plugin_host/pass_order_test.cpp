@@ -74,18 +74,11 @@ class PassSpec : public ::testing::Test {
   PluginHost host_;
 };
 
-const std::vector<std::string> kDefault = {"fuse_horizontal",
-                                           "fold_views",
-                                           "fuse_attention",
-                                           "fuse_reduction",
-                                           "fuse_attention_prologue",
-                                           "fuse_epilogue",
-                                           "fuse_pointwise",
-                                           "lower_attention",
-                                           "lower_matmul",
-                                           "lower_reduction",
-                                           "lower_pointwise",
-                                           "lower_fallback"};
+const std::vector<std::string> kDefault = {
+    "fuse_horizontal",         "fold_views",          "fuse_attention",  "fuse_reduction",
+    "fuse_attention_prologue", "fuse_gated_epilogue", "fuse_epilogue",   "fuse_pointwise",
+    "lower_attention",         "lower_matmul",        "lower_reduction", "lower_pointwise",
+    "lower_fallback"};
 
 TEST_F(PassSpec, TheDefaultPipelineComesFromTheManifests) {
   EXPECT_EQ(resolve(""), kDefault);

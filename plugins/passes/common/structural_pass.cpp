@@ -1,5 +1,10 @@
 #include "common/structural_pass.hpp"
 
+#include <algorithm>
+#include <sstream>
+
+#include "emmy/templates.hpp"
+
 namespace emmy::passes {
 
 Status MergingPass::run(ir::Program& program, PassContext& ctx) noexcept {
@@ -11,6 +16,50 @@ Status MergingPass::run(ir::Program& program, PassContext& ctx) noexcept {
   });
   if (!s.ok()) return Status::Error("pass " + name() + ": " + s.message());
   return s;
+}
+
+BackendList::BackendList(const PluginOptions& options, const std::string& fallback) {
+  auto it = options.find("backends");
+  std::stringstream in(it == options.end() ? fallback : it->second);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) names_.push_back(item);
+}
+
+bool BackendList::has(const PassContext& ctx) const {
+  return std::find(names_.begin(), names_.end(), ctx.caps.backend) != names_.end();
+}
+
+bool is_open_matmul_kernel(const Partition& part, int m) {
+  const auto& g = part.graph();
+  return part.alive(m) && !part.lowered(m) && count_ops(g, part.kernel(m), is_matmul_op) == 1 &&
+         fits_template(g, part.kernel(m), kTemplateMatmul);
+}
+
+std::vector<int> grow_by_pointwise_readers(
+    const Partition& part, std::vector<int> group,
+    const std::function<bool(const std::vector<int>&)>& fits) {
+  const auto& g = part.graph();
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    std::vector<int> frontier;
+    for (int k : group)
+      for (int c : part.consumers(k))
+        if (std::find(group.begin(), group.end(), c) == group.end()) frontier.push_back(c);
+    std::sort(frontier.begin(), frontier.end(), [&](int a, int b) {
+      return part.kernel(a).nodes.front() < part.kernel(b).nodes.front();
+    });
+    for (int c : frontier) {
+      if (part.lowered(c) || !is_pointwise_kernel(g, part.kernel(c))) continue;
+      std::vector<int> trial = group;
+      trial.push_back(c);
+      if (!fits(trial)) continue;
+      group = std::move(trial);
+      grew = true;
+      break;
+    }
+  }
+  return group;
 }
 
 }  // namespace emmy::passes

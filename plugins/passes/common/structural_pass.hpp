@@ -2,11 +2,14 @@
 // pass merge kernels, write the grouping back; exceptions become a Status naming the pass.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/forks.hpp"
 #include "common/partition.hpp"
 #include "emmy/pass.hpp"
+#include "emmy/plugin.hpp"
 
 namespace emmy::passes {
 
@@ -19,5 +22,28 @@ class MergingPass : public Pass {
   // Merges kernels of `partition`; asks forks through `forks`.
   virtual void fuse(Partition& partition, ForkAsker& forks, PassContext& ctx) = 0;
 };
+
+// The backends a pass offers its fork on, from its option `backends` (a comma-separated list;
+// `fallback` when the option is not given): forks whose merged kernel only some backends'
+// templates generate well enough to be worth measuring.
+class BackendList {
+ public:
+  BackendList(const PluginOptions& options, const std::string& fallback);
+  bool has(const PassContext& ctx) const;
+
+ private:
+  std::vector<std::string> names_;
+};
+
+// Kernel m is still open (alive, not lowered) and holds one product that fits the "matmul"
+// template: the kernels whose epilogues fuse_epilogue and fuse_gated_epilogue grow.
+bool is_open_matmul_kernel(const Partition& part, int m);
+
+// `group` grown by the unlowered pointwise kernels reading it, one at a time (the reader whose
+// first node comes first), each kept when `fits` holds for the group with it: a matmul kernel's
+// longest epilogue (fuse_epilogue, fuse_gated_epilogue).
+std::vector<int> grow_by_pointwise_readers(
+    const Partition& part, std::vector<int> group,
+    const std::function<bool(const std::vector<int>&)>& fits);
 
 }  // namespace emmy::passes

@@ -12,7 +12,6 @@
 // first, vectorized since) costs about what the separate kernel takes (docs/PERFORMANCE.md): it
 // runs before the attention's own work and overlaps none of it.
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,25 +27,14 @@ using emmy::passes::Partition;
 
 constexpr const char* kFamily = "fuse_attention_prologue";
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 class FuseAttentionPrologue final : public emmy::passes::MergingPass {
  public:
-  explicit FuseAttentionPrologue(const emmy::PluginOptions& options) {
-    auto it = options.find("backends");
-    backends_ = split_list(it == options.end() ? "cpu" : it->second);
-  }
+  explicit FuseAttentionPrologue(const emmy::PluginOptions& options) : backends_(options, "cpu") {}
   std::string name() const override { return EMMY_PLUGIN_NAME; }
 
  protected:
   void fuse(Partition& part, emmy::passes::ForkAsker& forks, emmy::PassContext& ctx) override {
-    if (std::find(backends_.begin(), backends_.end(), ctx.caps.backend) == backends_.end()) return;
+    if (!backends_.has(ctx)) return;
     const Graph& g = part.graph();
     for (int a : part.kernels()) {
       if (!part.alive(a) || part.lowered(a)) continue;
@@ -78,7 +66,7 @@ class FuseAttentionPrologue final : public emmy::passes::MergingPass {
   }
 
  private:
-  std::vector<std::string> backends_;
+  emmy::passes::BackendList backends_;
 };
 
 }  // namespace

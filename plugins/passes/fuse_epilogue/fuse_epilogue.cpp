@@ -24,10 +24,7 @@ class FuseEpilogue final : public emmy::passes::MergingPass {
   void fuse(Partition& part, emmy::passes::ForkAsker& forks, emmy::PassContext&) override {
     const auto& g = part.graph();
     for (int m : part.kernels()) {
-      if (!part.alive(m) || part.lowered(m) ||
-          emmy::passes::count_ops(g, part.kernel(m), emmy::is_matmul_op) != 1 ||
-          !emmy::fits_template(g, part.kernel(m), emmy::kTemplateMatmul))
-        continue;
+      if (!emmy::passes::is_open_matmul_kernel(part, m)) continue;
       std::vector<int> group = longest_epilogue(part, m);
       if (group.size() < 2) continue;
       auto site = emmy::passes::fuse_or_split("fuse_epilogue",
@@ -39,31 +36,10 @@ class FuseEpilogue final : public emmy::passes::MergingPass {
  private:
   // m and the pointwise kernels it can absorb, grown consumer by consumer (first node order).
   static std::vector<int> longest_epilogue(const Partition& part, int m) {
-    const auto& g = part.graph();
-    std::vector<int> group{m};
-    bool grew = true;
-    while (grew) {
-      grew = false;
-      std::vector<int> frontier;
-      for (int k : group)
-        for (int c : part.consumers(k))
-          if (std::find(group.begin(), group.end(), c) == group.end()) frontier.push_back(c);
-      std::sort(frontier.begin(), frontier.end(), [&](int a, int b) {
-        return part.kernel(a).nodes.front() < part.kernel(b).nodes.front();
-      });
-      for (int c : frontier) {
-        if (part.lowered(c) || !emmy::passes::is_pointwise_kernel(g, part.kernel(c))) continue;
-        std::vector<int> trial = group;
-        trial.push_back(c);
-        if (!emmy::fits_template(g, part.united(trial), emmy::kTemplateMatmul) ||
-            !part.can_merge(trial))
-          continue;
-        group = std::move(trial);
-        grew = true;
-        break;
-      }
-    }
-    return group;
+    return emmy::passes::grow_by_pointwise_readers(part, {m}, [&](const std::vector<int>& trial) {
+      return emmy::fits_template(part.graph(), part.united(trial), emmy::kTemplateMatmul) &&
+             part.can_merge(trial);
+    });
   }
 };
 

@@ -53,11 +53,16 @@ std::string best_template(const ir::Graph& graph, const ir::Kernel& kernel);
 
 // A "matmul" kernel: one matmul-like node; `prologue` = index ops feeding its operands from the
 // kernel's inputs (and index ops on side inputs of the epilogue); `epilogue` = nodes computed from
-// its result, in topological order.
+// its result, in topological order, each over the result's iteration space. Or a gated epilogue
+// (`gated_half` = H > 0, SwiGLU's silu(gate) * up over a packed gate+up product): the product,
+// last dim 2H, is read only by slices of its last dim (step 1) [0, H) and [H, 2H), both present,
+// it is not itself a kernel output, and every epilogue node is over the iteration space of one
+// half, so a generator holding columns c and c + H of a row computes the outputs at column c.
 struct MatmulMatch {
   ir::ValueId matmul = -1;
   std::vector<ir::ValueId> prologue;
   std::vector<ir::ValueId> epilogue;
+  int64_t gated_half = 0;
 };
 std::optional<MatmulMatch> match_matmul(const ir::Graph& graph, const ir::Kernel& kernel);
 

@@ -27,6 +27,7 @@ struct Match {
   int64_t M = 0, N = 0, K = 0;
   ir::Shape batch_shape;  // the product's batch dims (none for a linear: all leading dims are M)
   int64_t batch = 1;
+  int64_t gated_half = 0;  // > 0: a gated epilogue over the product's halves (emmy::MatmulMatch)
 };
 
 // Throws Unsupported ("matmul: ...") for a kernel the template does not take.
@@ -122,10 +123,15 @@ class Kernel {
   // gn for one result, `acc` names it. With `acc_next`, each result is a pair: `acc` at column gn
   // (even) and `acc_next` at gn + 1, stored together (N is even, so both are inside or neither).
   // With `staged_at` (a pair only), the pair's two 16-bit values of the one stored output go to
-  // that shared-memory address as one 32-bit word instead of to global memory.
+  // that shared-memory address as one 32-bit word instead of to global memory. A gated kernel
+  // (pairs only) names the partners' accumulators too: `up` at column gn + H, `up_next` at
+  // gn + H + 1.
   void epilogue(Body& b, const std::vector<std::string>& heads, const std::string& coords,
                 const std::string& acc, const std::string& acc_next = "",
-                const std::string& staged_at = "");
+                const std::string& staged_at = "", const std::string& up = "",
+                const std::string& up_next = "");
+  // The stored outputs' iteration space: the product's, or one half of it when gated.
+  const ir::Shape& space() const { return space_; }
 
   const ir::Graph& g;
   const ir::Node& p;  // the product
@@ -134,6 +140,10 @@ class Kernel {
   ModuleBuilder m;
   ExprGen e;
   std::vector<size_t> unfused;  // outputs the epilogue does not store
+  // The wgmma paths compute a gated epilogue in the tile (WgmmaTile::gated_half): every output
+  // is an elementwise function of the product's two halves at one column of the half.
+  bool gated = false;
+  int64_t n_out = 0;  // the outputs' columns: N, or H when gated
   std::string product_buf;
   Body b{1};
   int64_t dynamic_smem = 0;
@@ -141,6 +151,9 @@ class Kernel {
   int64_t persistent_blocks = 0;  // > 0: a 1-D grid of this many blocks taking tiles in turn
   std::string kernel_attributes;
   std::string note;  // the path's summary, after the knobs in the module's first line
+
+ private:
+  ir::Shape space_;
 };
 
 void emit_wgmma(Kernel& k);

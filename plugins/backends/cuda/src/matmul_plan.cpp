@@ -1,6 +1,7 @@
 // The matmul template's match and plan steps (matmul_parts.hpp): which product the kernel holds,
 // and what the knobs decide for it, refusing what the template cannot take before any text is
 // written.
+#include "emmy/templates.hpp"
 #include "matmul_parts.hpp"
 
 namespace emmy::cuda::matmul {
@@ -30,6 +31,11 @@ Match match(const ir::Graph& g) {
   mt.batch_shape = mt.linear ? ir::Shape{} : ir::Shape(out.begin(), out.end() - 2);
   mt.batch = numel_of(mt.batch_shape);
   if (mt.batch > 65535) throw Unsupported("matmul: batch too large for grid z");
+  ir::Kernel all;
+  for (size_t v = 0; v < g.nodes.size(); ++v)
+    if (g.nodes[v].op != ir::Op::input && g.nodes[v].op != ir::Op::constant)
+      all.nodes.push_back(static_cast<ir::ValueId>(v));
+  if (auto sdk = emmy::match_matmul(g, all)) mt.gated_half = sdk->gated_half;
   return mt;
 }
 

@@ -52,9 +52,17 @@ struct WgmmaTile {
   // only, without splits or clusters): the epilogue's consumer code then runs inside the tile
   // loop, which the caller closes after it (tmpl_matmul_wgmma_ws.cpp).
   bool persistent = false;
+  // > 0: a gated epilogue (emmy::MatmulMatch::gated_half) over B's rows [0, 2H): a tile of
+  // tile_n columns holds tile_n / 2 output columns c and their partners c + H, B's two halves
+  // copied side by side (rows n0.. and n0 + H..), so acc[j] for j < NJ / 2 is column n0 + 8j + ..
+  // and acc[j + NJ / 2] its partner; one warpgroup along N, no cluster.
+  int64_t gated_half = 0;
+  // Output columns per tile: tile_n, or tile_n / 2 when gated.
+  int64_t n_step() const { return gated_half > 0 ? tile_n / 2 : tile_n; }
 };
 
-// The product's extent as the grid sees it (the split-K scratch is sized by its tiles).
+// The product's extent as the grid sees it (the split-K scratch is sized by its tiles); N is the
+// output's columns (H when gated).
 struct WgmmaGrid {
   int64_t M = 0, N = 0, batch = 1;
 };
@@ -104,6 +112,8 @@ std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand&
                         const std::string& map_a, const std::string& map_b, ir::DType dtype,
                         int64_t K, const WgmmaTile& tile, const TileGeometry& geo);
 void append_lines(Body& b, const std::string& text);
+// B's rows per TMA box: half the tile when gated (two copies) or shared by a cluster of two.
+int64_t b_box_rows(const WgmmaTile& tile);
 }  // namespace wgmma_text
 
 }  // namespace emmy::cuda

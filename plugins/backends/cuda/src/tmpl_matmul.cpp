@@ -17,16 +17,46 @@ namespace emmy::cuda {
 
 namespace matmul {
 
+namespace {
+
+// Output o is an elementwise function of the product's two halves at its own index (a gated
+// epilogue: silu(gate) * up), reading the product only through the halves' slices.
+bool gated_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o, const ir::Shape& half) {
+  const ir::Node& n = g.node(o);
+  if (n.op == ir::Op::slice && n.inputs.size() == 1 && n.inputs[0] == mm) return true;
+  if (!is_elementwise_op(n.op) || n.type.shape != half) return false;
+  bool reaches = false;
+  for (ir::ValueId x : n.inputs) {
+    if (x < mm) continue;  // computed before the product: cannot depend on it
+    if (!gated_output(g, mm, x, half)) return false;
+    reaches = true;
+  }
+  return reaches;
+}
+
+}  // namespace
+
 Kernel::Kernel(const ir::Graph& graph, const Match& product, const Plan& decisions)
     : g(graph), p(graph.node(product.mm)), mt(product), pl(decisions), m(graph), e(graph) {
   bind_inputs(e, m);
+  space_ = p.type.shape;
+  n_out = mt.N;
+  // The wgmma paths hold a column's partner in the tile; elsewhere the product goes through
+  // scratch and a second kernel, as for any output that is not elementwise in it.
+  if (mt.gated_half > 0 && mt.gated_half % 2 == 0 && pl.use_wgmma) {
+    ir::Shape half = space_;
+    half.back() = mt.gated_half;
+    gated = std::all_of(g.outputs.begin(), g.outputs.end(),
+                        [&](ir::ValueId o) { return gated_output(g, mt.mm, o, half); });
+    if (gated) space_ = half, n_out = mt.gated_half;
+  }
   for (size_t k = 0; k < g.outputs.size(); ++k)
-    if (!fusable_output(g, mt.mm, g.outputs[k])) unfused.push_back(k);
+    if (!gated && !fusable_output(g, mt.mm, g.outputs[k])) unfused.push_back(k);
   product_buf = unfused.empty() ? "" : m.add_scratch(p.type.dtype, numel_of(p.type.shape));
 }
 
 Index Kernel::out_index(const std::string& mrow, const std::string& ncol) const {
-  const ir::Shape& out = p.type.shape;
+  const ir::Shape& out = space_;
   Index idx;
   if (mt.linear) {
     idx = unflatten(mrow, ir::Shape(out.begin(), out.end() - 1));
@@ -40,10 +70,11 @@ Index Kernel::out_index(const std::string& mrow, const std::string& ncol) const 
 
 void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std::string& coords,
                       const std::string& acc, const std::string& acc_next,
-                      const std::string& staged_at) {
-  const ir::Shape& out = p.type.shape;
+                      const std::string& staged_at, const std::string& up,
+                      const std::string& up_next) {
+  const ir::Shape& out = space_;
   const ir::ValueId mm = mt.mm;
-  const int64_t M = mt.M, N = mt.N;
+  const int64_t M = mt.M, N = n_out;
   ExprGen& e = this->e;
   const bool pair = !acc_next.empty();
   std::vector<std::unique_ptr<Body>> levels;
@@ -60,8 +91,17 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   const ir::TensorType pt = p.type;
   const bool has_bias = p.inputs.size() > 2;
   const ir::ValueId bias = has_bias ? p.inputs[2] : -1;
-  e.bind(mm, [&e, pt, has_bias, bias, acc, acc_next, next_column](const Index& idx, Body& body) {
+  const std::string half = gated ? std::to_string(mt.gated_half) + "LL" : "";
+  e.bind(mm, [&e, pt, has_bias, bias, acc, acc_next, next_column, half, up, up_next](
+                 const Index& idx, Body& body) {
     std::string v = !acc_next.empty() && idx.back() == next_column ? acc_next : acc;
+    if (!half.empty()) {
+      // Gated: the product is read at gn or gn + 1 (gn even) of either half; which one, the
+      // compiler folds from the column's expression where it can.
+      const std::string c = "(" + idx.back() + ")";
+      v = "(" + c + " < " + half + " ? (" + c + " & 1 ? " + acc_next + " : " + acc + ") : (" + c +
+          " & 1 ? " + up_next + " : " + up + "))";
+    }
     if (has_bias) v += " + (float)" + e.value(bias, {idx.back()}, body);
     return "(" + compute_type(pt.dtype) + ")" + rounded(pt.dtype, v);
   });
@@ -95,6 +135,23 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
 
 namespace {
 
+// A warpgroup's accumulators as the epilogue walks them in pairs: acc[j][h * 2] and its neighbour
+// for j over the warpgroup's n / 8 column groups, or, gated, over the gate half's groups, each
+// with its partner acc[j + n / 16][..] (WgmmaTile::gated_half).
+struct Accumulators {
+  std::string loop, up, up_next;
+};
+Accumulators accumulators(const Kernel& k, int64_t NW) {
+  const int64_t groups = k.gated ? NW / 16 : NW / 8;
+  Accumulators a;
+  a.loop = "for (int j = 0; j < " + std::to_string(groups) + "; ++j)";
+  if (k.gated) {
+    a.up = "acc[j + " + std::to_string(groups) + "][h * 2]";
+    a.up_next = "acc[j + " + std::to_string(groups) + "][h * 2 + 1]";
+  }
+  return a;
+}
+
 // The wgmma paths' epilogue through shared memory (knob staged=1). The direct one stores each
 // thread's pairs of 16-bit results as 4-byte words, a warp's stores 8 rows apart: every 32-byte
 // sector half written, and on the H200 the qkv product's epilogue stores and their drain took a
@@ -104,7 +161,8 @@ namespace {
 // fall on 32 banks), then store the tile's rows in 16-byte pieces, consecutive threads on
 // consecutive pieces of a row. One stored output, 16 bits, N a multiple of 8 (whole pieces).
 void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
-  const int64_t BM = k.pl.BM, BN = k.pl.BN, M = k.mt.M, N = k.mt.N;
+  // A gated tile stores half its columns (the outputs at the gate half's columns).
+  const int64_t BM = k.pl.BM, BN = k.gated ? k.pl.BN / 2 : k.pl.BN, M = k.mt.M, N = k.n_out;
   const std::vector<size_t> stored = [&] {
     std::vector<size_t> out;
     for (size_t i = 0; i < k.g.outputs.size(); ++i)
@@ -140,10 +198,9 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
       "const int emmy_sr = emmy_wg_m * 64 + (warp & 3) * 16 + grp + h * 8, emmy_sc = emmy_wg_n * " +
       std::to_string(NW) +
       " + j * 8 + tig * 2;\n  const long long gm = m0 + emmy_sr, gn = n0 + emmy_sc;";
-  k.epilogue(
-      b,
-      {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int h = 0; h < 2; ++h)"},
-      coords, "acc[j][h * 2]", "acc[j][h * 2 + 1]", at);
+  const Accumulators acc = accumulators(k, NW);
+  k.epilogue(b, {acc.loop, "for (int h = 0; h < 2; ++h)"}, coords, "acc[j][h * 2]",
+             "acc[j][h * 2 + 1]", at, acc.up, acc.up_next);
   b.line("asm volatile(\"bar.sync 1, " + ct + ";\" ::: \"memory\");");
   Body piece(b);
   const int64_t per_row = BN / 8;
@@ -158,8 +215,7 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
       "\"=r\"(v2), \"=r\"(v3) : \"r\"(" +
       at + "));");
   inside.line("asm volatile(\"st.global.v4.u32 [%0], {%1, %2, %3, %4};\" :: \"l\"(&" +
-              k.m.output_name(stored[0]) + "[" +
-              flat_offset(k.out_index("gm", "gn"), k.p.type.shape) +
+              k.m.output_name(stored[0]) + "[" + flat_offset(k.out_index("gm", "gn"), k.space()) +
               "]), \"r\"(v0), \"r\"(v1), \"r\"(v2), \"r\"(v3) : \"memory\");");
   piece.block("if (gm < " + std::to_string(M) + "LL && gn < " + std::to_string(N) + "LL)", inside);
   b.block("#pragma unroll 4\n  for (int e = threadIdx.x; e < " + std::to_string(BM * per_row) +
@@ -173,13 +229,14 @@ void emit_wgmma(Kernel& k) {
   const int64_t BM = k.pl.BM, BN = k.pl.BN, BK = k.pl.BK, W = k.pl.W, stages = k.pl.stages;
   const WgmmaOperands ops = plan_wgmma_operands(k.g, k.m, k.mt);
   WgmmaTile tile{BM, BN, BK, W, stages};
+  tile.gated_half = k.gated ? k.mt.gated_half : 0;
   tile.specialized = k.pl.specialized;
   tile.splits = k.pl.splits;
   tile.cluster = k.pl.cluster;
   tile.persistent = k.pl.persistent;
   const WgmmaLoop loop = tile.specialized
                              ? emit_wgmma_ws_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K,
-                                                      tile, WgmmaGrid{k.mt.M, k.mt.N, k.mt.batch})
+                                                      tile, WgmmaGrid{k.mt.M, k.n_out, k.mt.batch})
                              : emit_wgmma_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K, tile);
   k.dynamic_smem = loop.shared_bytes;
   k.grid_x_factor = loop.splits;
@@ -189,7 +246,8 @@ void emit_wgmma(Kernel& k) {
   k.note = " wgmma m64n" + std::to_string(NW) + "k16 TMA swizzle " + std::to_string(BK * 2) +
            "B stages=" + std::to_string(stages) + (tile.specialized ? " producer warpgroup" : "") +
            (loop.splits > 1 ? " split-K " + std::to_string(loop.splits) : "") +
-           (tile.cluster > 1 ? " B multicast to clusters of 2" : "");
+           (tile.cluster > 1 ? " B multicast to clusters of 2" : "") +
+           (k.gated ? " gated halves " + std::to_string(k.mt.gated_half) : "");
   const std::string row = "m0 + emmy_wg_m * 64 + (warp & 3) * 16 + grp";
   const std::string col = "n0 + emmy_wg_n * " + std::to_string(NW) + " + j * 8 + tig * 2";
   // A persistent kernel's consumers are inside their loop over the tiles: the epilogue is the
@@ -201,13 +259,12 @@ void emit_wgmma(Kernel& k) {
     if (!close_tile_loop.empty()) k.b.line(close_tile_loop);
     return;
   }
-  if (k.mt.N % 2 == 0)
-    k.epilogue(
-        k.b,
-        {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int h = 0; h < 2; ++h)"},
-        "const long long gm = " + row + " + h * 8, gn = " + col + ";", "acc[j][h * 2]",
-        "acc[j][h * 2 + 1]");
-  else
+  if (k.n_out % 2 == 0) {
+    const Accumulators acc = accumulators(k, NW);
+    k.epilogue(k.b, {acc.loop, "for (int h = 0; h < 2; ++h)"},
+               "const long long gm = " + row + " + h * 8, gn = " + col + ";", "acc[j][h * 2]",
+               "acc[j][h * 2 + 1]", "", acc.up, acc.up_next);
+  } else
     k.epilogue(
         k.b,
         {"for (int j = 0; j < " + std::to_string(NW / 8) + "; ++j)", "for (int q = 0; q < 4; ++q)"},
@@ -224,7 +281,8 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
   const Plan& pl = k.pl;
   const int64_t BM = pl.BM, BN = pl.BN, BK = pl.BK, stages = pl.stages,
                 static_smem = pl.static_smem;
-  int64_t grid[3] = {ceil_div(k.mt.N, BN) * k.grid_x_factor, ceil_div(k.mt.M, BM), k.mt.batch};
+  const int64_t n_step = k.gated ? BN / 2 : BN;  // output columns per tile
+  int64_t grid[3] = {ceil_div(k.n_out, n_step) * k.grid_x_factor, ceil_div(k.mt.M, BM), k.mt.batch};
   if (k.persistent_blocks > 0) grid[0] = k.persistent_blocks, grid[1] = 1, grid[2] = 1;
   // Static shared memory (the one-stage paths) is capped at 48 KiB by the compiler.
   if (static_smem > 48 * 1024)

@@ -80,7 +80,7 @@ const unsigned emmy_base = ((unsigned)__cvta_generic_to_shared(emmy_wgmma_smem) 
 const unsigned emmy_full0 = (unsigned)__cvta_generic_to_shared(&emmy_full[0]);
 auto emmy_full_at = [&](int s) { return emmy_full0 + 8u * (unsigned)s; };
 const long long bz = blockIdx.z;
-const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)blockIdx.x * @BN@LL;
+const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)blockIdx.x * @N_STEP@LL;
 const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;
 const int emmy_wg_m = (warp >> 2) / @WG_N@, emmy_wg_n = (warp >> 2) % @WG_N@;
 float acc[@NJ@][4];
@@ -165,6 +165,18 @@ TileGeometry check_tile(ir::DType dtype, const TmaOperand& a, const TmaOperand& 
   if (tile.tile_n % geo.wg_n != 0 || geo.n_wg % 8 != 0 || geo.n_wg > 256)
     throw KnobRefused("matmul: wgmma splits tile_n over " + std::to_string(geo.wg_n) +
                       " warpgroups: each needs a multiple of 8 columns up to 256");
+  if (tile.gated_half > 0) {
+    // A thread holds a column and its partner only when one warpgroup spans the tile's width.
+    if (geo.wg_n != 1)
+      throw KnobRefused("matmul: a gated epilogue needs one warpgroup along N (warps=" +
+                        std::to_string(tile.warps) + " with tile_m=" + std::to_string(tile.tile_m) +
+                        " puts " + std::to_string(geo.wg_n) + ")");
+    if (tile.tile_n % 16 != 0)
+      throw KnobRefused(
+          "matmul: a gated epilogue splits tile_n into two halves of 8-column groups");
+    if (tile.cluster != 1)
+      throw KnobRefused("matmul: a gated epilogue copies B's two halves itself (cluster=1)");
+  }
   for (const TmaOperand* op : {&a, &bop})
     if (op->row_stride % 8 != 0 || (op->batch > 1 && op->batch_stride % 8 != 0) || K % 8 != 0)
       throw KnobRefused("matmul: wgmma needs 16-byte aligned rows (TMA global strides)");
@@ -184,9 +196,13 @@ std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand&
   text = replace_all(text, "@SLICE_PRODUCTS@", kSliceProducts);
   text = replace_all(text, "@COPY_A@", tma_copy(a, map_a, "a_dst", "m0"));
   // A cluster of two blocks along M shares the B tile: each copies its half to both.
+  const std::string half_bytes = std::to_string(tile.tile_n / 2 * geo.row_bytes);
   text = replace_all(
       text, "@COPY_B@",
-      tile.cluster == 2
+      tile.gated_half > 0 ? tma_copy(bop, map_b, "b_dst", "n0") + "\n      " +
+                                tma_copy(bop, map_b, "b_dst + " + half_bytes + "u",
+                                         "n0 + " + std::to_string(tile.gated_half))
+      : tile.cluster == 2
           ? tma_copy(bop, map_b,
                      "b_dst + emmy_rank * " + std::to_string(tile.tile_n / 2 * geo.row_bytes) + "u",
                      "n0 + emmy_rank * " + std::to_string(tile.tile_n / 2), "3")
@@ -202,7 +218,7 @@ std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand&
   text = replace_all(text, "@WG_B_BYTES@", std::to_string(geo.n_wg * geo.row_bytes));
   text = replace_all(text, "@WG_N@", std::to_string(geo.wg_n));
   text = replace_all(text, "@BM@", std::to_string(tile.tile_m));
-  text = replace_all(text, "@BN@", std::to_string(tile.tile_n));
+  text = replace_all(text, "@N_STEP@", std::to_string(tile.n_step()));
   text = replace_all(text, "@BK@", std::to_string(tile.tile_k));
   text = replace_all(text, "@K16@", std::to_string(tile.tile_k / 16));
   text = replace_all(text, "@SBO@", std::to_string(8 * geo.row_bytes / 16));
@@ -210,6 +226,10 @@ std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand&
   text = replace_all(text, "@NJ@", std::to_string(geo.n_wg / 8));
   text = replace_all(text, "@KT@", std::to_string((K + tile.tile_k - 1) / tile.tile_k));
   return text;
+}
+
+int64_t b_box_rows(const WgmmaTile& tile) {
+  return tile.gated_half > 0 ? tile.tile_n / 2 : tile.tile_n / tile.cluster;
 }
 
 void append_lines(Body& b, const std::string& text) {
@@ -229,7 +249,7 @@ WgmmaLoop emit_wgmma_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const 
   using namespace wgmma_text;
   const TileGeometry geo = check_tile(dtype, a, bop, K, tile);
   const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
-                    map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n);
+                    map_b = tensor_map(m, bop, K, tile.tile_k, b_box_rows(tile));
   append_lines(b, fill_common(kMainLoop, a, bop, map_a, map_b, dtype, K, tile, geo));
   return WgmmaLoop{geo.smem, geo.n_wg, tile.warps * 32, 1, ""};
 }

@@ -49,7 +49,7 @@ auto emmy_wait = [](unsigned bar, unsigned parity) {
 const char* const kSpecializedLoop =
     R"(const long long bz = blockIdx.z;
 const int emmy_split = (int)(blockIdx.x / @TILES_N@u);
-const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)(blockIdx.x % @TILES_N@u) * @BN@LL;
+const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)(blockIdx.x % @TILES_N@u) * @N_STEP@LL;
 const int emmy_kt0 = emmy_split * @KT@ / @SPLITS@, emmy_kt1 = (emmy_split + 1) * @KT@ / @SPLITS@;
 const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;
 const int emmy_n = emmy_kt1 - emmy_kt0;  // this block's k-slices
@@ -111,7 +111,7 @@ const char* const kPersistentLoop =
     R"(// Output tile t: M fastest, then N, then the batch.
 auto emmy_tile = [](int t, long long& bz, long long& m0, long long& n0) {
   m0 = (long long)(t % @TILES_M@) * @BM@LL;
-  n0 = (long long)((t / @TILES_M@) % @TILES_N@) * @BN@LL;
+  n0 = (long long)((t / @TILES_M@) % @TILES_N@) * @N_STEP@LL;
   bz = (long long)(t / @TILES_MN@);
 };
 const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;
@@ -233,7 +233,7 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   if (tile.splits < 1 || tile.splits > KT)
     throw KnobRefused("matmul: splits=" + std::to_string(tile.splits) + " exceeds the " +
                       std::to_string(KT) + " k-slices of tile_k " + std::to_string(tile.tile_k));
-  const int64_t tiles_n = (grid.N + tile.tile_n - 1) / tile.tile_n;
+  const int64_t tiles_n = (grid.N + tile.n_step() - 1) / tile.n_step();
   const int64_t tiles = tiles_n * ((grid.M + tile.tile_m - 1) / tile.tile_m) * grid.batch;
   const int64_t CT = tile.warps * 32, tile_floats = tile.tile_m * tile.tile_n;
   // Scratch before the tensor maps (module.hpp): the partial tiles and one counter per tile.
@@ -251,7 +251,7 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   if (tile.persistent && (tile.splits > 1 || tile.cluster > 1))
     throw KnobRefused("matmul: persistent=1 takes neither splits > 1 nor cluster=2");
   const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
-                    map_b = tensor_map(m, bop, K, tile.tile_k, tile.tile_n / tile.cluster);
+                    map_b = tensor_map(m, bop, K, tile.tile_k, b_box_rows(tile));
   if (tile.persistent) {
     std::string text = fill_common(std::string(kRingPreamble) + kPersistentLoop, a, bop, map_a,
                                    map_b, dtype, K, tile, geo);
