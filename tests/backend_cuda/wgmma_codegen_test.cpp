@@ -267,7 +267,6 @@ TEST(CudaWgmmaCodegen, GatedEpilogueReadsBothHalvesAndStoresHalfTheColumns) {
                          persistent_staged, staged1, staged2}) {
     ir::Slice s = one_kernel(perf::gated_linear(M, K, H), "matmul", k);
     const std::string source = generate_source(s);
-    if (getenv("EMMY_DUMP_GATED")) std::printf("%s\n", source.c_str());
     EXPECT_NE(source.find("gated halves 3072"), std::string::npos) << describe(k);
     EXPECT_NE(source.find("n0 + 3072"), std::string::npos) << describe(k);  // up's rows
     EXPECT_EQ(source.find("emmy_matmul_epilogue"), std::string::npos) << describe(k);
