@@ -398,6 +398,7 @@ void emit_mma_sync(Kernel& k) {
     emit_cp_async_ring(k, o);
   else
     emit_single_stage(k, o);
+  k.thread_results = MI * NI * 4;
   if (k.mt.N % 2 == 0) {
     // Columns tig*2 and tig*2+1 of each fragment row are stored as one pair.
     k.epilogue(

@@ -144,6 +144,9 @@ class Kernel {
   // is an elementwise function of the product's two halves at one column of the half.
   bool gated = false;
   int64_t n_out = 0;  // the outputs' columns: N, or H when gated
+  // Results a thread holds after the main loop (its accumulators), as the path sets it: the
+  // epilogue computes them all before storing any only while they are few (epilogue()).
+  int64_t thread_results = 0;
   std::string product_buf;
   Body b{1};
   int64_t dynamic_smem = 0;

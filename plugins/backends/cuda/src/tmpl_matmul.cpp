@@ -9,6 +9,8 @@
 // In three steps (matmul_parts.hpp): match, plan, emit; this file holds the emit step's frame
 // (the module, the epilogue, the launch) and the Hopper path around tmpl_matmul_wgmma.cpp's loop.
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "matmul_parts.hpp"
@@ -68,6 +70,26 @@ Index Kernel::out_index(const std::string& mrow, const std::string& ncol) const 
   return idx;
 }
 
+namespace {
+
+// Nested loops `heads` (each unrolled) inside b; `fill` writes the innermost body.
+void loop_nest(Body& b, const std::vector<std::string>& heads,
+               const std::function<void(Body&)>& fill) {
+  std::vector<std::unique_ptr<Body>> levels;
+  Body* parent = &b;
+  for (size_t h = 0; h < heads.size(); ++h) {
+    levels.push_back(std::make_unique<Body>(*parent));
+    parent = levels.back().get();
+  }
+  fill(*parent);
+  for (size_t h = heads.size(); h-- > 0;) {
+    Body& outer = h == 0 ? b : *levels[h - 1];
+    outer.block("#pragma unroll\n  " + heads[h], *levels[h]);
+  }
+}
+
+}  // namespace
+
 void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std::string& coords,
                       const std::string& acc, const std::string& acc_next,
                       const std::string& staged_at, const std::string& up,
@@ -77,17 +99,24 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   const int64_t M = mt.M, N = n_out;
   ExprGen& e = this->e;
   const bool pair = !acc_next.empty();
-  std::vector<std::unique_ptr<Body>> levels;
-  Body* parent = &b;
-  for (size_t h = 0; h < heads.size(); ++h) {
-    levels.push_back(std::make_unique<Body>(*parent));
-    parent = levels.back().get();
-  }
-  Body& ij = *parent;
-  ij.line(coords);
-  Body store(ij);
-  const std::string next_column = "(gn + 1)";
-  Index oi = out_index("gm", "gn"), oi1 = out_index("gm", next_column);
+  std::vector<size_t> stored;
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    if (std::find(unfused.begin(), unfused.end(), k) == unfused.end()) stored.push_back(k);
+  // Two passes over the thread's results where they are pairs of one stored float output: the
+  // first computes every pair into its own accumulators (each pair reads only its own, and its
+  // gated partners, which no pair overwrites), at indices clamped into the output, so the side
+  // inputs' loads (a residual) are unconditional and issued together; the second stores those
+  // inside the output. In one pass each pair's loads sat in its own bounds check after the
+  // previous pair's store, and every thread waited for one load after another (o_proj's and
+  // down's residual epilogue).
+  // Up to 64 results a thread: with 128 (a 128 x 256 tile's accumulators) the loads hoisted
+  // ahead of the stores spilled.
+  const bool two_pass = pair && product_buf.empty() && stored.size() == 1 &&
+                        ir::is_floating(g.type(g.outputs[stored[0]]).dtype) && thread_results > 0 &&
+                        thread_results <= 64;
+  const std::string row = two_pass ? "emmy_em" : "gm", col = two_pass ? "emmy_en" : "gn";
+  const std::string next_column = "(" + col + " + 1)";
+  Index oi = out_index(row, col), oi1 = out_index(row, next_column);
   const ir::TensorType pt = p.type;
   const bool has_bias = p.inputs.size() > 2;
   const ir::ValueId bias = has_bias ? p.inputs[2] : -1;
@@ -105,32 +134,59 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
     if (has_bias) v += " + (float)" + e.value(bias, {idx.back()}, body);
     return "(" + compute_type(pt.dtype) + ")" + rounded(pt.dtype, v);
   });
-  auto write = [&](const std::string& ptr, ir::DType dt, ir::ValueId v) {
-    std::string v0 = e.value(v, oi, store);
+  const std::string inside =
+      "if (gm < " + std::to_string(M) + "LL && gn < " + std::to_string(N) + "LL)";
+  // The pair (v0, v1) of output k at (gm, gn), (gm, gn + 1) into `store`.
+  auto store_pair = [&](Body& store, size_t k, const std::string& v0, const std::string& v1) {
+    const ir::DType dt = g.type(g.outputs[k]).dtype;
     if (!staged_at.empty()) {  // emit_wgmma checked: a pair, one stored output, 16 bits
-      const std::string v1 = e.value(v, oi1, store);
       store.line("asm volatile(\"st.shared.u32 [%0], %1;\" :: \"r\"(" + staged_at +
                  "), \"r\"((unsigned)" + e.stored(dt, v0) + " | ((unsigned)" + e.stored(dt, v1) +
                  " << 16)) : \"memory\");");
       return;
     }
-    if (!pair) {
-      store.line(ptr + "[" + flat_offset(oi, out) + "] = " + e.stored(dt, v0) + ";");
-      return;
-    }
-    std::string v1 = e.value(v, oi1, store);
-    store_vector(store, dt, ptr, flat_offset(oi, out), {v0, v1}, e);
+    store_vector(store, dt, m.output_name(k), flat_offset(out_index("gm", "gn"), out), {v0, v1}, e);
   };
-  if (!product_buf.empty()) write(product_buf, pt.dtype, mm);
-  for (size_t k = 0; k < g.outputs.size(); ++k) {
-    if (std::find(unfused.begin(), unfused.end(), k) != unfused.end()) continue;
-    write(m.output_name(k), g.type(g.outputs[k]).dtype, g.outputs[k]);
+  if (two_pass) {
+    const ir::ValueId o = g.outputs[stored[0]];
+    loop_nest(b, heads, [&](Body& ij) {
+      ij.line(coords);
+      ij.line("const long long emmy_em = gm < " + std::to_string(M) +
+              "LL ? gm : " + std::to_string(M - 1) + "LL, emmy_en = gn < " + std::to_string(N) +
+              "LL ? gn : " + std::to_string(N - 2) + "LL;");
+      ij.line("(void)emmy_em;");  // a bias alone reads only the column
+      const std::string v0 = e.value(o, oi, ij), v1 = e.value(o, oi1, ij);
+      ij.line(acc + " = " + v0 + ";");
+      ij.line(acc_next + " = " + v1 + ";");
+    });
+    loop_nest(b, heads, [&](Body& ij) {
+      ij.line(coords);
+      Body store(ij);
+      store_pair(store, stored[0], acc, acc_next);
+      ij.block(inside, store);
+    });
+    return;
   }
-  ij.block("if (gm < " + std::to_string(M) + "LL && gn < " + std::to_string(N) + "LL)", store);
-  for (size_t h = heads.size(); h-- > 0;) {
-    Body& outer = h == 0 ? b : *levels[h - 1];
-    outer.block("#pragma unroll\n  " + heads[h], *levels[h]);
-  }
+  loop_nest(b, heads, [&](Body& ij) {
+    ij.line(coords);
+    Body store(ij);
+    auto write = [&](const std::string& ptr, ir::DType dt, ir::ValueId v, size_t k) {
+      std::string v0 = e.value(v, oi, store);
+      if (!pair) {
+        store.line(ptr + "[" + flat_offset(oi, out) + "] = " + e.stored(dt, v0) + ";");
+        return;
+      }
+      const std::string v1 = e.value(v, oi1, store);
+      if (k == SIZE_MAX) {
+        store_vector(store, dt, ptr, flat_offset(oi, out), {v0, v1}, e);
+        return;
+      }
+      store_pair(store, k, v0, v1);
+    };
+    if (!product_buf.empty()) write(product_buf, pt.dtype, mm, SIZE_MAX);
+    for (size_t k : stored) write(m.output_name(k), g.type(g.outputs[k]).dtype, g.outputs[k], k);
+    ij.block(inside, store);
+  });
 }
 
 namespace {
@@ -243,6 +299,7 @@ void emit_wgmma(Kernel& k) {
   k.kernel_attributes = loop.kernel_attributes;
   k.persistent_blocks = loop.persistent_blocks;
   const int64_t NW = loop.n_per_warpgroup;
+  k.thread_results = NW / 2;
   k.note = " wgmma m64n" + std::to_string(NW) + "k16 TMA swizzle " + std::to_string(BK * 2) +
            "B stages=" + std::to_string(stages) + (tile.specialized ? " producer warpgroup" : "") +
            (loop.splits > 1 ? " split-K " + std::to_string(loop.splits) : "") +

@@ -190,14 +190,17 @@ const char* const kSplitReduction = R"({
   asm volatile("bar.sync 1, @CT@;" ::: "memory");
   if (!emmy_last) return;
   __threadfence();
-  // In split order whichever block is last: the same sum, bit for bit, every run.
+  // In split order whichever block is last: the same sum, bit for bit, every run. This block's
+  // own partial is read back too (the same bits as its accumulators): every load unconditional,
+  // so they are issued together rather than one after another behind a branch each.
   #pragma unroll
   for (int j = 0; j < @NJ@; ++j)
     #pragma unroll
     for (int q = 0; q < 4; ++q) {
       float sum = 0.f;
+      #pragma unroll
       for (int o = 0; o < @SPLITS@; ++o)
-        sum += o == emmy_split ? acc[j][q] : __ldcg(emmy_part + o * @TILE_FLOATS@LL + (j * 4 + q) * @CT@ + threadIdx.x);
+        sum += __ldcg(emmy_part + o * @TILE_FLOATS@LL + (j * 4 + q) * @CT@ + threadIdx.x);
       acc[j][q] = sum;
     }
 }
