@@ -458,14 +458,6 @@ void emit_loops(Scope& parent, const ir::Shape& shape, const Idx& vars,
 
 // ---- kernel assembly ---------------------------------------------------------------------------
 
-std::vector<ir::ValueId> compute_nodes(const ir::Graph& g) {
-  std::vector<ir::ValueId> out;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].op != Op::input && g.nodes[i].op != Op::constant)
-      out.push_back(static_cast<ir::ValueId>(i));
-  return out;
-}
-
 std::string io_declarations(Emitter& e) {
   const ir::Graph& g = e.graph();
   std::string s;

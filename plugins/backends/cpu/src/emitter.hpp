@@ -28,6 +28,7 @@ using Idx = backend_support::Index;
 // constraint, BackendCaps::constraints), the kernel names a template this backend does not have,
 // or a template plugin refuses the kernel: build() reports FailureKind::refused, nothing is
 // compiled. Both backends' (backend_support/template_dispatch.hpp).
+using backend_support::compute_nodes;
 using backend_support::KnobRefused;
 using backend_support::Unsupported;
 
@@ -107,7 +108,6 @@ std::string io_declarations(Emitter& e);
 // The whole translation unit: prelude, file-scope helpers, and emmy_kernel(inputs, outputs).
 std::string assemble_kernel(const std::string& file_scope, const std::string& io,
                             const std::string& body);
-std::vector<ir::ValueId> compute_nodes(const ir::Graph& g);
 // Emits loops over `shape` (one variable per dim, named by `vars`) around what `body` emits in
 // the innermost scope; `innermost_pragma` (if any) is placed before the innermost loop.
 void emit_loops(Scope& parent, const ir::Shape& shape, const Idx& vars,

@@ -105,8 +105,7 @@ std::string generate_attention(const ir::Graph& g, const KnobValues& knobs) {
     }
   }
   if (!reductions.empty()) {
-    ir::Kernel all;
-    all.nodes = compute_nodes(g);
+    const ir::Kernel all = backend_support::whole_kernel(g);
     auto m = match_attention(g, all);
     for (ir::ValueId r : reductions)
       if (!m || std::find(m->prologue.begin(), m->prologue.end(), r) == m->prologue.end())

@@ -1459,17 +1459,24 @@ std::string rounded(ir::DType t, const std::string& e) {
   return e;
 }
 
-bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
-  if (o == mm) return true;
+bool elementwise_of_sources(const ir::Graph& g, ir::ValueId mm, ir::ValueId o,
+                            const ir::Shape& space,
+                            const std::function<bool(ir::ValueId)>& source) {
+  if (source(o)) return true;
   const ir::Node& n = g.node(o);
-  if (!is_elementwise_op(n.op) || n.type.shape != g.type(mm).shape) return false;
+  if (!is_elementwise_op(n.op) || n.type.shape != space) return false;
   bool reaches = false;
   for (ir::ValueId x : n.inputs) {
     if (x < mm) continue;  // computed before the product: cannot depend on it
-    if (!fusable_output(g, mm, x)) return false;
+    if (!elementwise_of_sources(g, mm, x, space, source)) return false;
     reaches = true;
   }
   return reaches;
+}
+
+bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o) {
+  return elementwise_of_sources(g, mm, o, g.type(mm).shape,
+                                [mm](ir::ValueId v) { return v == mm; });
 }
 
 std::optional<FusedStore> fused_store(const ir::Graph& g, ir::ValueId mm, ir::ValueId o,

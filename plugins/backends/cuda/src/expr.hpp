@@ -52,6 +52,11 @@ std::string rounded(ir::DType t, const std::string& e);
 // index (that cannot depend on anything computed before `mm`): an epilogue the kernel producing
 // `mm` can compute in place.
 bool fusable_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o);
+// The same walk over any `source` values computed from `mm` (fusable_output's: mm itself; a gated
+// epilogue's: the slices of mm's two halves): o is a source, or an elementwise function over
+// `space` of sources and of values computed before mm.
+bool elementwise_of_sources(const ir::Graph& g, ir::ValueId mm, ir::ValueId o,
+                            const ir::Shape& space, const std::function<bool(ir::ValueId)>& source);
 // Where a kernel stores output `o` from its product `mm` computed at index `idx` (mm's dims): the
 // value to store (o itself, or the base of o's relabelling) and o's flat offset for it, when o
 // is fusable (above) or holds such a value in another order (emmy::relabelling_of: the attention

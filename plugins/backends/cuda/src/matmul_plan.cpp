@@ -31,11 +31,8 @@ Match match(const ir::Graph& g) {
   mt.batch_shape = mt.linear ? ir::Shape{} : ir::Shape(out.begin(), out.end() - 2);
   mt.batch = numel_of(mt.batch_shape);
   if (mt.batch > 65535) throw Unsupported("matmul: batch too large for grid z");
-  ir::Kernel all;
-  for (size_t v = 0; v < g.nodes.size(); ++v)
-    if (g.nodes[v].op != ir::Op::input && g.nodes[v].op != ir::Op::constant)
-      all.nodes.push_back(static_cast<ir::ValueId>(v));
-  if (auto sdk = emmy::match_matmul(g, all)) mt.gated_half = sdk->gated_half;
+  if (auto sdk = emmy::match_matmul(g, backend_support::whole_kernel(g)))
+    mt.gated_half = sdk->gated_half;
   return mt;
 }
 

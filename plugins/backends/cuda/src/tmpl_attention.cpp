@@ -293,11 +293,7 @@ bool is_causal_mask(const ir::Graph& g, ir::ValueId v) {
 }
 
 Parts match_parts(const ir::Graph& g) {
-  ir::Kernel all;
-  for (size_t v = 0; v < g.nodes.size(); ++v)
-    if (g.nodes[v].op != Op::input && g.nodes[v].op != Op::constant)
-      all.nodes.push_back(static_cast<ir::ValueId>(v));
-  auto match = match_attention(g, all);
+  auto match = match_attention(g, backend_support::whole_kernel(g));
   if (!match) throw Unsupported("attention: the kernel is not q @ k^T -> softmax -> @ v");
   Parts p;
   p.match = *match;

@@ -19,25 +19,6 @@ namespace emmy::cuda {
 
 namespace matmul {
 
-namespace {
-
-// Output o is an elementwise function of the product's two halves at its own index (a gated
-// epilogue: silu(gate) * up), reading the product only through the halves' slices.
-bool gated_output(const ir::Graph& g, ir::ValueId mm, ir::ValueId o, const ir::Shape& half) {
-  const ir::Node& n = g.node(o);
-  if (n.op == ir::Op::slice && n.inputs.size() == 1 && n.inputs[0] == mm) return true;
-  if (!is_elementwise_op(n.op) || n.type.shape != half) return false;
-  bool reaches = false;
-  for (ir::ValueId x : n.inputs) {
-    if (x < mm) continue;  // computed before the product: cannot depend on it
-    if (!gated_output(g, mm, x, half)) return false;
-    reaches = true;
-  }
-  return reaches;
-}
-
-}  // namespace
-
 Kernel::Kernel(const ir::Graph& graph, const Match& product, const Plan& decisions)
     : g(graph), p(graph.node(product.mm)), mt(product), pl(decisions), m(graph), e(graph) {
   bind_inputs(e, m);
@@ -48,13 +29,27 @@ Kernel::Kernel(const ir::Graph& graph, const Match& product, const Plan& decisio
   if (mt.gated_half > 0 && mt.gated_half % 2 == 0 && pl.use_wgmma) {
     ir::Shape half = space_;
     half.back() = mt.gated_half;
-    gated = std::all_of(g.outputs.begin(), g.outputs.end(),
-                        [&](ir::ValueId o) { return gated_output(g, mt.mm, o, half); });
+    // Every output an elementwise function of the halves' slices at its own index.
+    const ir::ValueId mm = mt.mm;
+    auto slice_of_product = [&](ir::ValueId v) {
+      const ir::Node& n = g.node(v);
+      return n.op == ir::Op::slice && n.inputs.size() == 1 && n.inputs[0] == mm;
+    };
+    gated = std::all_of(g.outputs.begin(), g.outputs.end(), [&](ir::ValueId o) {
+      return elementwise_of_sources(g, mm, o, half, slice_of_product);
+    });
     if (gated) space_ = half, n_out = mt.gated_half;
   }
   for (size_t k = 0; k < g.outputs.size(); ++k)
     if (!gated && !fusable_output(g, mt.mm, g.outputs[k])) unfused.push_back(k);
   product_buf = unfused.empty() ? "" : m.add_scratch(p.type.dtype, numel_of(p.type.shape));
+}
+
+std::vector<size_t> Kernel::stored_outputs() const {
+  std::vector<size_t> out;
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    if (std::find(unfused.begin(), unfused.end(), k) == unfused.end()) out.push_back(k);
+  return out;
 }
 
 Index Kernel::out_index(const std::string& mrow, const std::string& ncol) const {
@@ -99,9 +94,7 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   const int64_t M = mt.M, N = n_out;
   ExprGen& e = this->e;
   const bool pair = !acc_next.empty();
-  std::vector<size_t> stored;
-  for (size_t k = 0; k < g.outputs.size(); ++k)
-    if (std::find(unfused.begin(), unfused.end(), k) == unfused.end()) stored.push_back(k);
+  const std::vector<size_t> stored = stored_outputs();
   // Two passes over the thread's results where they are pairs of one stored float output: the
   // first computes every pair into its own accumulators (each pair reads only its own, and its
   // gated partners, which no pair overwrites), at indices clamped into the output, so the side
@@ -218,13 +211,8 @@ Accumulators accumulators(const Kernel& k, int64_t NW) {
 // consecutive pieces of a row. One stored output, 16 bits, N a multiple of 8 (whole pieces).
 void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
   // A gated tile stores half its columns (the outputs at the gate half's columns).
-  const int64_t BM = k.pl.BM, BN = k.gated ? k.pl.BN / 2 : k.pl.BN, M = k.mt.M, N = k.n_out;
-  const std::vector<size_t> stored = [&] {
-    std::vector<size_t> out;
-    for (size_t i = 0; i < k.g.outputs.size(); ++i)
-      if (std::find(k.unfused.begin(), k.unfused.end(), i) == k.unfused.end()) out.push_back(i);
-    return out;
-  }();
+  const int64_t BM = k.pl.BM, BN = k.n_step(), M = k.mt.M, N = k.n_out;
+  const std::vector<size_t> stored = k.stored_outputs();
   if (!k.product_buf.empty() || stored.size() != 1)
     throw KnobRefused("matmul: staged=1 stages one output, and this product has " +
                       std::to_string(stored.size()) + " fused" +
@@ -338,8 +326,8 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
   const Plan& pl = k.pl;
   const int64_t BM = pl.BM, BN = pl.BN, BK = pl.BK, stages = pl.stages,
                 static_smem = pl.static_smem;
-  const int64_t n_step = k.gated ? BN / 2 : BN;  // output columns per tile
-  int64_t grid[3] = {ceil_div(k.n_out, n_step) * k.grid_x_factor, ceil_div(k.mt.M, BM), k.mt.batch};
+  int64_t grid[3] = {ceil_div(k.n_out, k.n_step()) * k.grid_x_factor, ceil_div(k.mt.M, BM),
+                     k.mt.batch};
   if (k.persistent_blocks > 0) grid[0] = k.persistent_blocks, grid[1] = 1, grid[2] = 1;
   // Static shared memory (the one-stage paths) is capped at 48 KiB by the compiler.
   if (static_smem > 48 * 1024)

@@ -195,18 +195,17 @@ std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand&
                         int64_t K, const WgmmaTile& tile, const TileGeometry& geo) {
   text = replace_all(text, "@SLICE_PRODUCTS@", kSliceProducts);
   text = replace_all(text, "@COPY_A@", tma_copy(a, map_a, "a_dst", "m0"));
-  // A cluster of two blocks along M shares the B tile: each copies its half to both.
+  // B in two halves: a gated tile's (rows n0 and n0 + H, side by side), or a cluster's (two
+  // blocks along M share the B tile, each copying its half to both).
   const std::string half_bytes = std::to_string(tile.tile_n / 2 * geo.row_bytes);
-  text = replace_all(
-      text, "@COPY_B@",
-      tile.gated_half > 0 ? tma_copy(bop, map_b, "b_dst", "n0") + "\n      " +
-                                tma_copy(bop, map_b, "b_dst + " + half_bytes + "u",
-                                         "n0 + " + std::to_string(tile.gated_half))
-      : tile.cluster == 2
-          ? tma_copy(bop, map_b,
-                     "b_dst + emmy_rank * " + std::to_string(tile.tile_n / 2 * geo.row_bytes) + "u",
-                     "n0 + emmy_rank * " + std::to_string(tile.tile_n / 2), "3")
-          : tma_copy(bop, map_b, "b_dst", "n0"));
+  text = replace_all(text, "@COPY_B@",
+                     tile.gated_half > 0 ? tma_copy(bop, map_b, "b_dst", "n0") + "\n      " +
+                                               tma_copy(bop, map_b, "b_dst + " + half_bytes + "u",
+                                                        "n0 + " + std::to_string(tile.gated_half))
+                     : tile.cluster == 2
+                         ? tma_copy(bop, map_b, "b_dst + emmy_rank * " + half_bytes + "u",
+                                    "n0 + emmy_rank * " + std::to_string(tile.tile_n / 2), "3")
+                         : tma_copy(bop, map_b, "b_dst", "n0"));
   text = replace_all(text, "@WGMMA@", wgmma_call(dtype, geo.n_wg));
   text = replace_all(text, "@MAP_A@", map_a);
   text = replace_all(text, "@MAP_B@", map_b);

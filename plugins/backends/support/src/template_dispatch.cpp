@@ -5,6 +5,20 @@
 
 namespace emmy::backend_support {
 
+std::vector<ir::ValueId> compute_nodes(const ir::Graph& g) {
+  std::vector<ir::ValueId> out;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op != ir::Op::input && g.nodes[i].op != ir::Op::constant)
+      out.push_back(static_cast<ir::ValueId>(i));
+  return out;
+}
+
+ir::Kernel whole_kernel(const ir::Graph& g) {
+  ir::Kernel k;
+  k.nodes = compute_nodes(g);
+  return k;
+}
+
 const std::vector<KnobSpec>& declared_knobs(const BackendCaps& caps, const std::string& templ,
                                             const std::string& who) {
   auto it = caps.templates.find(templ);

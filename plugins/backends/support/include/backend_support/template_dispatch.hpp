@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "emmy/backend.hpp"
 #include "emmy/ir.hpp"
@@ -33,6 +34,12 @@ class KnobRefused : public std::runtime_error {
 };
 
 using KnobValues = std::map<std::string, int64_t>;
+
+// A generator's graph is its kernel's slice: every node but the inputs and constants belongs to
+// the kernel. Those nodes, and them as the kernel that the SDK's matchers take
+// (emmy/templates.hpp: match_matmul, match_attention).
+std::vector<ir::ValueId> compute_nodes(const ir::Graph& g);
+ir::Kernel whole_kernel(const ir::Graph& g);
 
 // A built-in template's generator: the kernel's graph and its resolved knobs to its source.
 using Generator = std::function<std::string(const ir::Graph&, const KnobValues&)>;
