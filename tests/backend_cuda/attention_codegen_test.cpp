@@ -217,19 +217,8 @@ TEST(CudaAttention, OperandsNotContiguousAlongTheHeadDimUseGenericLoads) {
 // Hopper path's measured best, a combination the template takes; elsewhere the table's order.
 // The values offered are the same either way.
 TEST(CudaAttention, HopperStartsOnItsOwnPath) {
-  auto first = [](const BackendCaps& caps) {
-    std::map<std::string, double> knobs;
-    for (const KnobSpec& k : caps.templates.at("attention")) knobs[k.name] = k.values.at(0);
-    return knobs;
-  };
-  auto sorted = [](const BackendCaps& caps) {
-    std::map<std::string, std::vector<double>> values;
-    for (const KnobSpec& k : caps.templates.at("attention")) {
-      values[k.name] = k.values;
-      std::sort(values[k.name].begin(), values[k.name].end());
-    }
-    return values;
-  };
+  auto first = [](const BackendCaps& caps) { return test::first_values(caps, "attention"); };
+  auto sorted = [](const BackendCaps& caps) { return test::sorted_values(caps, "attention"); };
   const BackendCaps hopper =
       CudaBackend({{"arch", "sm_90a"}, {"worker", "/nonexistent"}}).capabilities();
   const BackendCaps ampere =

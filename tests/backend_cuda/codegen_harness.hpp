@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "cuda_backend.hpp"
 
@@ -20,6 +22,25 @@ inline PluginOptions offline_test_options(const std::string& tag) {
   const auto cache =
       std::filesystem::temp_directory_path() / (tag + "-" + std::to_string(::getpid()));
   return {{"arch", "sm_90a"}, {"cache_dir", cache.string()}, {"worker", "/nonexistent"}};
+}
+
+// A template's first value of each knob (its untuned default) in `caps`.
+inline std::map<std::string, double> first_values(const BackendCaps& caps,
+                                                  const std::string& templ) {
+  std::map<std::string, double> knobs;
+  for (const KnobSpec& k : caps.templates.at(templ)) knobs[k.name] = k.values.at(0);
+  return knobs;
+}
+
+// A template's values of each knob in `caps`, sorted (the set offered, whatever its order).
+inline std::map<std::string, std::vector<double>> sorted_values(const BackendCaps& caps,
+                                                                const std::string& templ) {
+  std::map<std::string, std::vector<double>> values;
+  for (const KnobSpec& k : caps.templates.at(templ)) {
+    values[k.name] = k.values;
+    std::sort(values[k.name].begin(), values[k.name].end());
+  }
+  return values;
 }
 
 // Builds `s` in the rank regime; returns the failure (none when it compiled, and then its cubin

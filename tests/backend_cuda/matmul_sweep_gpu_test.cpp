@@ -175,6 +175,60 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
     }
 }
 
+// torch.matmul(x, w) with w [K, N] (N contiguous, wgmma's MN-major B) beside the same product
+// with the weight [N, K] (a linear's, K-major) and cuBLASLt on the [K, N] product, M = 512, 2048,
+// 4096, K = 1024, N = 4096 (the qkv shape): what reading B transposed costs the wgmma path. Every
+// N-major result is compared with cuBLASLt's (and at M = 512 with the interpreter); prints the
+// times; asserts correctness only.
+TEST(MatmulSweepGpu, NContiguousBBesideKContiguousAndCublasLt) {
+  ASSERT_TRUE(cublaslt_library().present) << cublaslt_library().why;
+  const int64_t K = 1024, N = 4096;
+  std::vector<Knobs> tiles = {
+      specialized(128, 128, 4, 1, 64, 8), specialized(128, 128, 6, 1, 64, 8),
+      specialized(128, 256, 3, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8)};
+  for (Knobs k : {specialized(128, 128, 6, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8)}) {
+    k["staged"] = 1;
+    tiles.push_back(k);
+  }
+  for (int64_t M : {512, 2048, 4096}) {
+    Case kn;
+    kn.name = std::to_string(M) + "x" + std::to_string(K) + "@[K,N]->" + std::to_string(N);
+    kn.graph = perf::matmul(M, K, N);
+    const std::vector<ir::HostTensor> inputs = ir::random_inputs(kn.graph, 31);
+    kn.templ = "cublaslt";
+    const Timed best_lt = fastest(kn, kAlgos, inputs);
+    ASSERT_GT(best_lt.us, 0) << kn.name;
+    std::vector<ir::HostTensor> expected;
+    if (M == 512)
+      expected = ir::evaluate(kn.graph, inputs);
+    else
+      expected = {{kn.graph.type(kn.graph.outputs[0]), best_lt.outputs[0]}};
+    kn.templ = "matmul";
+    double best = -1;
+    std::string best_knobs;
+    for (const Knobs& k : tiles) {
+      kn.knobs = k;
+      Timed t = run(kn, inputs);
+      if (t.us < 0) continue;
+      ASSERT_EQ(t.outputs.size(), 1u);
+      EXPECT_EQ(ir::compare(expected[0], ir::HostTensor{expected[0].type, t.outputs[0]}), "")
+          << kn.name << " " << perf::describe(k);
+      std::printf("[ n-major  ] M=%-5lld %-62s %8.2f us\n", static_cast<long long>(M),
+                  perf::describe(k).c_str(), t.us);
+      if (best < 0 || t.us < best) best = t.us, best_knobs = perf::describe(k);
+    }
+    Case nk = product(M, K, N, false);
+    nk.templ = "matmul";
+    const Timed best_nk = fastest(nk, tiles, ir::random_inputs(nk.graph, 31));
+    std::printf(
+        "[ n-major  ] M=%-5lld cuBLASLt [K,N] %8.2f us; wgmma=2 [K,N] %8.2f us (ratio %.2f, %s); "
+        "wgmma=2 [N,K] %8.2f us\n",
+        static_cast<long long>(M), best_lt.us, best, best > 0 ? best / best_lt.us : 0.0,
+        best_knobs.c_str(), best_nk.us);
+    EXPECT_GT(best, 0) << kn.name << ": no N-major tile ran";
+  }
+}
+
 // SwiGLU over the packed gate+up product (fuse_gated_epilogue's "absorbed" kernel): the gated
 // wgmma=2 kernel, which never writes the [M, 6144] product, beside what the layer runs without
 // it, cuBLASLt's gate+up product and then the pointwise SwiGLU kernel reading it (its best of a

@@ -49,6 +49,47 @@ TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
             (std::vector<double>{0, 1, 2}));  // the default stays mma.sync: it fits every kernel
 }
 
+// On sm_90a the matmul's first values (its default, the search's first candidate) are the
+// warp-specialized path's, a combination the template's rules take; on other architectures the
+// table's order (mma.sync). The values offered are the same. The default generates wgmma=2 for a
+// bf16 linear and compiles; an f32 product refuses it (the search then goes on at no cost).
+TEST(CudaWgmmaCodegen, HopperStartsTheMatmulOnTheWarpSpecializedPath) {
+  auto first = [](const BackendCaps& caps) { return test::first_values(caps, "matmul"); };
+  auto sorted = [](const BackendCaps& caps) { return test::sorted_values(caps, "matmul"); };
+  const BackendCaps hopper =
+      CudaBackend({{"arch", "sm_90a"}, {"worker", "/nonexistent"}}).capabilities();
+  const BackendCaps ampere =
+      CudaBackend({{"arch", "sm_80"}, {"worker", "/nonexistent"}}).capabilities();
+  const Knobs h = first(hopper), a = first(ampere);
+  EXPECT_EQ(h, (Knobs{{"wgmma", 2},
+                      {"tile_m", 128},
+                      {"tile_n", 128},
+                      {"splits", 1},
+                      {"cluster", 1},
+                      {"persistent", 0},
+                      {"tile_k", 64},
+                      {"warps", 8},
+                      {"stages", 4},
+                      {"staged", 1}}));
+  EXPECT_EQ(matmul_knob_refusal(h), "");
+  EXPECT_EQ(a, first(cuda_capabilities()));
+  EXPECT_EQ(a.at("wgmma"), 0);
+  EXPECT_EQ(sorted(hopper), sorted(ampere));
+  ir::Slice s = one_kernel(perf::linear(512, 1024, 4096, false), "matmul", h);
+  const std::string source = generate_source(s);
+  EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n128k16"), std::string::npos);
+  EXPECT_NE(source.find("setmaxnreg"), std::string::npos);
+  EXPECT_EQ(build(s).failure, FailureKind::none);
+  ir::Graph f32;
+  {
+    ir::Builder b(f32);
+    auto x = b.input("a", {ir::DType::f32, {512, 512}});
+    auto y = b.input("b", {ir::DType::f32, {512, 512}});
+    b.output(b.matmul(x, y));
+  }
+  EXPECT_EQ(build(one_kernel(f32, "matmul", h)).failure, FailureKind::refused);
+}
+
 TEST(CudaWgmmaCodegen, AcceptedTilesCompileForSm90aWithTheirTensorMaps) {
   for (const Knobs& k :
        {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4),
@@ -340,6 +381,66 @@ TEST(CudaWgmmaCodegen, BatchedOperandsGetThreeDimensionalMaps) {
   EXPECT_EQ(build(bmm).failure, FailureKind::none) << build(bmm).message;
 }
 
+// torch.matmul's B [K, N] (N contiguous) on both wgmma paths: a map {N, K} in boxes of 64 columns
+// by tile_k rows (128-byte swizzle), one copy per 64 columns of the tile, B transposed in the
+// instruction; batched products get a third dim; it compiles for sm_90a without spills.
+TEST(CudaWgmmaCodegen, BWithNContiguousIsCopiedInChunksOf64ColumnsAndReadTransposed) {
+  struct Case {
+    ir::Graph g;
+    Knobs k;
+    std::vector<int64_t> dims;
+  };
+  std::vector<Case> cases;
+  for (const Knobs& k :
+       {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4, 32, 8), wgmma(64, 128, 2, 16, 8),
+        specialized(128, 128, 4), specialized(128, 256, 3, 1, 64, 8),
+        specialized(128, 64, 4, 2, 32), specialized(64, 256, 3, 1, 16)})
+    cases.push_back({perf::matmul(200, 136, 200), k, {200, 136}});
+  Knobs persistent = specialized(128, 128, 4, 1, 64, 8);
+  persistent["persistent"] = 1;
+  persistent["staged"] = 1;
+  cases.push_back({perf::matmul(512, 1024, 512), persistent, {512, 1024}});
+  cases.push_back({layout::bmm(3, 70, 48, 72), specialized(64, 64, 2), {72, 48, 3}});
+  for (const Case& c : cases) {
+    ir::Slice s = one_kernel(c.g, "matmul", c.k);
+    const std::string source = generate_source(s);
+    const Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.tensor_maps.size(), 2u) << describe(c.k);
+    const TensorMap& b = plan.tensor_maps[1];
+    EXPECT_EQ(b.dims, c.dims) << describe(c.k);
+    const int64_t tile_k = int64_t(c.k.at("tile_k")), tile_n = int64_t(c.k.at("tile_n"));
+    std::vector<int64_t> box = {64, tile_k};
+    if (c.dims.size() == 3) box.push_back(1);
+    EXPECT_EQ(b.box, box) << describe(c.k);
+    EXPECT_EQ(b.swizzle_bytes, 128);
+    // Chunk c of the stage's B lands c * tile_k * 128 bytes after its start, at column n0 + 64 c.
+    for (int64_t chunk = 1; chunk < tile_n / 64; ++chunk)
+      EXPECT_NE(source.find("b_dst + " + std::to_string(chunk * tile_k * 128) + "u"),
+                std::string::npos)
+          << describe(c.k);
+    EXPECT_EQ(source.find("b_dst + " + std::to_string(tile_n / 64 * tile_k * 128) + "u"),
+              std::string::npos)
+        << describe(c.k);
+    // B transposed in the instruction, and the chunks' distance as the leading byte offset.
+    EXPECT_NE(source.find("p, 1, 1, 0, 1;"), std::string::npos) << describe(c.k);
+    EXPECT_NE(source.find("kk * 2048u) & 0x3FFFFu) >> 4) | (" + std::to_string(tile_k * 8) +
+                          "ull << 16)"),
+              std::string::npos)
+        << describe(c.k);
+    const test::CompileReport report = test::compile_report(source);
+    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
+    std::printf("[ ptxas    ] N-major B %-44s %3d registers, %d bytes spilled\n",
+                describe(c.k).c_str(), report.registers, report.spill_bytes);
+    MeasureResult r = build(s);
+    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+  }
+  // A K-major B keeps its instruction: no transpose bit.
+  const std::string k_major =
+      generate_source(one_kernel(perf::linear(128, 128, 128, false), "matmul", wgmma(64, 64, 2)));
+  EXPECT_NE(k_major.find("p, 1, 1, 0, 0;"), std::string::npos);
+  EXPECT_EQ(k_major.find("p, 1, 1, 0, 1;"), std::string::npos);
+}
+
 TEST(CudaWgmmaCodegen, WhatThePathCannotTakeIsRefusedByName) {
   struct Case {
     ir::Graph g;
@@ -353,7 +454,8 @@ TEST(CudaWgmmaCodegen, WhatThePathCannotTakeIsRefusedByName) {
       {perf::linear(128, 128, 128, false), wgmma(128, 64, 2, 64, 4), "whole warpgroups"});
   cases.push_back(
       {perf::linear(128, 128, 128, false), wgmma(64, 64, 2, 64, 2), "whole warpgroups"});
-  cases.push_back({perf::matmul(128, 128, 128), wgmma(64, 64, 2), "N contiguous"});
+  cases.push_back({perf::matmul(128, 128, 128), wgmma(64, 32, 2), "multiple of 64"});
+  cases.push_back({perf::matmul(128, 128, 128), wgmma(64, 64, 2, 64, 8), "multiple of 64"});
   cases.push_back({layout::o_proj(4, 37, 24, 72), wgmma(64, 64, 2), "more than one stride"});
   for (const Case& c : cases) {
     ir::Slice s = one_kernel(c.g, "matmul", c.k);

@@ -79,20 +79,16 @@ std::string input_pointer(const ir::Graph& g, const ModuleBuilder& m, ir::ValueI
 namespace {
 
 // v as a TMA operand: `rows` x K with K contiguous (per batch), read straight from a kernel
-// input with one stride per dim. With `k_rows` (a matmul's B, [K, N]) only its transposed view
-// (K contiguous) qualifies: wgmma reads B K-major here.
+// input with one stride per dim. With `k_rows` (a matmul's B, [K, N]) either its transposed
+// view (K contiguous: a linear's weight, w.t()) or N contiguous (n_major: wgmma reads it
+// MN-major).
 bool tma_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v, int64_t batch,
                  int64_t rows, int64_t K, bool k_rows, TmaOperand& out, std::string& why) {
   ChunkedOperand op;
   if (!(k_rows ? chunked_operand(g, v, batch, K, rows, true, op, why)
                : chunked_operand(g, v, batch, rows, K, false, op, why)))
     return false;
-  if (k_rows && !op.swapped) {
-    why =
-        "is [K, N] with N contiguous; this path reads B with K contiguous (a linear's weight, or "
-        "w.t())";
-    return false;
-  }
+  out.n_major = k_rows && !op.swapped;
   if (op.rows.size() > 1 || op.cols.size() != 1 || op.batch.size() > 1) {
     why = "is a view with more than one stride per dim (TMA here takes [batch,] rows, K)";
     return false;
@@ -103,7 +99,8 @@ bool tma_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v, int6
     return false;
   }
   out.rows = rows;
-  out.row_stride = op.rows.empty() ? K : op.rows[0].stride;
+  // op.rows are K's when n_major (op.cols, N, then contiguous): the stride between K rows.
+  out.row_stride = op.rows.empty() ? (out.n_major ? rows : K) : op.rows[0].stride;
   out.batch = op.batch.empty() ? 1 : op.batch[0].size;
   out.batch_stride = op.batch.empty() ? 0 : op.batch[0].stride;
   return true;

@@ -85,7 +85,8 @@ bool chunked_operand(const ir::Graph& g, ir::ValueId v, int64_t batch, int64_t R
 // The pointer name of the kernel input that is value v, or "" when v is not a kernel input.
 std::string input_pointer(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v);
 
-// The Hopper path's operands, both read by TMA with K contiguous; throws KnobRefused.
+// The Hopper path's operands, read by TMA with K contiguous (B also with N contiguous,
+// TmaOperand::n_major); throws KnobRefused.
 struct WgmmaOperands {
   TmaOperand a, b;
 };

@@ -21,13 +21,20 @@ class ModuleBuilder;
 // The generated statements block (backend_support/expr_emitter.hpp, expr.hpp).
 using Body = backend_support::Scope;
 
-// An operand as TMA sees it: `rows` x K (K contiguous) per batch, over kernel buffer `pointer`.
+// An operand as TMA sees it: `rows` x K (K contiguous) per batch, over kernel buffer `pointer`;
+// or, for B with `n_major`, K rows of `rows` = N contiguous elements (torch.matmul's [K, N]).
 struct TmaOperand {
-  std::string pointer;       // in<i>
-  int64_t rows = 0;          // M for A, N for B
-  int64_t row_stride = 0;    // elements between rows (a multiple of 8: 16-byte global strides)
+  std::string pointer;  // in<i>
+  int64_t rows = 0;     // M for A, N for B
+  // Elements between rows (a multiple of 8: 16-byte global strides); between K rows when
+  // n_major.
+  int64_t row_stride = 0;
   int64_t batch = 1;         // matrices (1: shared by every batch of the product)
   int64_t batch_stride = 0;  // elements between them
+  // B only: N contiguous. TMA copies it in chunks of 64 columns (128-byte rows, swizzled), each
+  // chunk tile_k rows, side by side in the stage: wgmma's MN-major layout, read through the
+  // descriptor with B transposed (tmpl_matmul_wgmma.cpp).
+  bool n_major = false;
 };
 
 struct WgmmaTile {
@@ -95,6 +102,8 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
 
 // What both loops share (tmpl_matmul_wgmma.cpp).
 namespace wgmma_text {
+// Columns per TMA box of an N-major B: one 128-byte swizzled row.
+constexpr int64_t kNMajorChunk = 64;
 struct TileGeometry {
   int64_t wg_m = 1, wg_n = 1, n_wg = 0;  // warpgroups along M and N, columns per warpgroup
   int64_t row_bytes = 0, a_bytes = 0, stage_bytes = 0, smem = 0;
@@ -106,7 +115,7 @@ std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_
                        int64_t box_rows);
 std::string tma_copy(const TmaOperand& op, const std::string& map, const std::string& dst,
                      const std::string& row, const std::string& multicast = "");
-std::string wgmma_call(ir::DType dtype, int64_t tile_n);
+std::string wgmma_call(ir::DType dtype, int64_t tile_n, bool b_n_major);
 // Fills the loop text's @NAMES@ common to both loops.
 std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand& bop,
                         const std::string& map_a, const std::string& map_b, ir::DType dtype,

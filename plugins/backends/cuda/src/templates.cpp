@@ -20,7 +20,8 @@ BackendCaps cuda_capabilities() {
   // refused (a build error) where the innermost extent is not a multiple of it.
   // The first value of each knob is the untuned default, the search's first candidate: it must
   // work for every kernel of its template (knob values a kernel cannot take are refused). On
-  // sm_90a the attention starts on its Hopper path instead (order_for_arch, below).
+  // sm_90a the attention and the matmul start on their Hopper paths instead (order_for_arch,
+  // below).
   caps.templates["pointwise"] = {
       {"block", {256, 128, 512, 1024}}, {"items", {1, 2, 4, 8}}, {"vec", {1, 4, 8}}};
   // row_warp: 1 = one warp per row (block/32 rows per block), 0 = one block per row. items:
@@ -41,8 +42,9 @@ BackendCaps cuda_capabilities() {
   // Forks come in this order: the code path (wgmma) and the tile shape first, the fine knobs
   // (tile_k, warps, stages) after, so the search settles what decides most before the rest.
   caps.templates["matmul"] = {
-      // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; bf16/f16 K-major operands read straight
-      // from kernel inputs, tile_m 64 or 128, whole warpgroups: tmpl_matmul_wgmma.cpp); 2 = the
+      // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; bf16/f16 operands read straight from
+      // kernel inputs, K-major, or B [K, N] N-major in 64-column chunks; tile_m 64 or 128, whole
+      // warpgroups: tmpl_matmul_wgmma.cpp); 2 = the
       // same with a producer warpgroup besides the `warps` consumers and no block barrier in
       // the loop (tmpl_matmul_wgmma_ws.cpp). splits: K split over that many blocks per tile
       // (wgmma=2 only), for products whose tiles do not fill the SMs. cluster: 2 = pairs of
@@ -99,18 +101,36 @@ BackendCaps cuda_capabilities() {
   return caps;
 }
 
-void order_for_arch(BackendCaps& caps, const std::string& arch) {
-  if (arch != "sm_90a") return;  // wgmma is sm_90a's alone (CudaBackend::arch() spells it so)
-  auto it = caps.templates.find("attention");
-  if (it == caps.templates.end()) return;
-  const std::map<std::string, double> first = {
-      {"wgmma", 1}, {"block_kv", 64}, {"warps", 4}, {"stages", 3}};
-  for (KnobSpec& k : it->second) {
+namespace {
+
+// Moves each knob's value in `first` to the front of its list (the same values, another order).
+void put_first(std::vector<KnobSpec>& knobs, const std::map<std::string, double>& first) {
+  for (KnobSpec& k : knobs) {
     auto f = first.find(k.name);
     if (f == first.end()) continue;
     auto at = std::find(k.values.begin(), k.values.end(), f->second);
     if (at != k.values.end()) std::rotate(k.values.begin(), at, at + 1);
   }
+}
+
+}  // namespace
+
+void order_for_arch(BackendCaps& caps, const std::string& arch) {
+  if (arch != "sm_90a") return;  // wgmma is sm_90a's alone (CudaBackend::arch() spells it so)
+  if (auto it = caps.templates.find("attention"); it != caps.templates.end())
+    put_first(it->second, {{"wgmma", 1}, {"block_kv", 64}, {"warps", 4}, {"stages", 3}});
+  // The matmul starts on the warp-specialized path at the tile the H100 sweep found best or
+  // near it on the Qwen3 products (docs/PERFORMANCE.md, 2026-12-05): mma.sync's default took
+  // 0.3-0.6 ms on them against 14-90 us. A kernel the path cannot take (f32, an operand that is
+  // not a kernel input) refuses it at no cost in patience and the search goes on.
+  if (auto it = caps.templates.find("matmul"); it != caps.templates.end())
+    put_first(it->second, {{"wgmma", 2},
+                           {"tile_m", 128},
+                           {"tile_n", 128},
+                           {"tile_k", 64},
+                           {"warps", 8},
+                           {"stages", 4},
+                           {"staged", 1}});
 }
 
 std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {

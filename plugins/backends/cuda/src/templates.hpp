@@ -26,9 +26,11 @@ BackendCaps cuda_capabilities();
 // On Hopper (`arch` sm_90a, the one architecture with wgmma) the attention's first values, its
 // untuned default and the search's first candidate, are the Hopper path's best measured tile
 // (wgmma=1, block_kv 64, warps 4, stages 3: 15.3 us at B=1 S=512 and 46.5 at B=8 on the H200,
-// docs/PERFORMANCE.md) instead of the mma.sync path's, which every GPU runs; the values themselves
-// do not change, so a kernel that cannot take the Hopper path (f32) refuses that default, for free,
-// and the search goes on. Other architectures keep cuda_capabilities()'s order.
+// docs/PERFORMANCE.md) instead of the mma.sync path's, which every GPU runs, and the matmul's are
+// the warp-specialized path's (wgmma=2, 128 x 128 x 64, 8 consumer warps, 4 stages, staged
+// epilogue); the values themselves do not change, so a kernel that cannot take the Hopper path
+// (f32) refuses that default, for free, and the search goes on. Other architectures keep
+// cuda_capabilities()'s order.
 void order_for_arch(BackendCaps& caps, const std::string& arch);
 // Why the matmul template refuses `knobs` whatever the kernel ("" when it does not): the rules of
 // its wgmma path (tile_m 64 or 128, tile_k 16, 32 or 64, whole warpgroups per 64 rows, tile_n

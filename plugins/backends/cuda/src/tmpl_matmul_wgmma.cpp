@@ -5,7 +5,11 @@
 // bases are 1024-byte aligned (a swizzle pattern repeats every 8 rows, at most 1024 bytes). That
 // is wgmma's canonical K-major swizzled layout, so a descriptor names each operand directly:
 // stride between 8-row groups 8 rows' bytes, and the k16 steps inside the slice advance the
-// start address by 32 bytes.
+// start address by 32 bytes. A B with N contiguous (TmaOperand::n_major, torch.matmul's [K, N])
+// is copied in chunks of 64 columns, each chunk tile_k rows of 128 bytes (128-byte swizzle), side
+// by side: wgmma's MN-major layout, named by a descriptor whose leading offset is the distance
+// between chunks and whose 8-row stride is 1024 bytes, k16 steps 16 rows (2048 bytes) apart, and
+// read with the instruction's transpose bit for B.
 //
 // Synchronisation: thread 0 issues every copy. Stage s has one mbarrier ("full"), armed with
 // the stage's byte count; the copies complete on it. Every thread waits on it (phase parity =
@@ -23,36 +27,43 @@ namespace emmy::cuda {
 
 namespace wgmma_text {
 
-// A tensor map of `op`: 2-D {K, rows}, or 3-D {K, rows, batch} when it has one matrix per batch.
+// A tensor map of `op`: 2-D {K, rows}, or 3-D {K, rows, batch} when it has one matrix per batch;
+// when op.n_major {N, K[, batch]} in boxes of 64 columns (128 bytes) by tile_k rows.
 std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t tile_k,
                        int64_t box_rows) {
   std::vector<int64_t> dims = {K, op.rows}, strides = {op.row_stride * 2}, box = {tile_k, box_rows};
+  if (op.n_major) {
+    dims = {op.rows, K};
+    box = {kNMajorChunk, tile_k};
+  }
   if (op.batch > 1) {
     dims.push_back(op.batch);
     strides.push_back(op.batch_stride * 2);
     box.push_back(1);
   }
-  return m.add_tensor_map(op.pointer, dims, strides, box, tile_k * 2);
+  return m.add_tensor_map(op.pointer, dims, strides, box, op.n_major ? 128 : tile_k * 2);
 }
 
-// One TMA copy of `op`'s box at (k, row[, bz]) into shared address `dst`, completing on `bar`.
+// One TMA copy of `op`'s box at (k, row[, bz]) into shared address `dst`, completing on `bar`
+// (at (row, k[, bz]) when op.n_major: `row` is then the chunk's first column).
 // With a `multicast` mask (a 16-bit expression) the box lands at the same offset, and completes
 // on the same barrier, in every block of the cluster the mask names.
 std::string tma_copy(const TmaOperand& op, const std::string& map, const std::string& dst,
                      const std::string& row, const std::string& multicast) {
   const bool batched = op.batch > 1, mc = !multicast.empty();
+  const std::string k = "\"r\"(kt * @BK@)", r = "\"r\"((int)(" + row + "))";
   return std::string("asm volatile(\"cp.async.bulk.tensor.") + (batched ? "3d" : "2d") +
          ".shared::cluster.global.mbarrier::complete_tx::bytes" +
          (mc ? ".multicast::cluster" : "") + " [%0], [%1, {%2, %3" + (batched ? ", %5" : "") +
          "}], [%4]" + (mc ? (batched ? ", %6" : ", %5") : "") + ";\" :: \"r\"(" + dst +
-         "), \"l\"(" + map + "), \"r\"(kt * @BK@), \"r\"((int)(" + row +
-         ")), \"r\"(emmy_full_at(s))" + (batched ? ", \"r\"((int)bz)" : "") +
+         "), \"l\"(" + map + "), " + (op.n_major ? r + ", " + k : k + ", " + r) +
+         ", \"r\"(emmy_full_at(s))" + (batched ? ", \"r\"((int)bz)" : "") +
          (mc ? ", \"h\"((unsigned short)(" + multicast + "))" : "") + " : \"memory\");";
 }
 
 // wgmma m64n<tile_n>k16 with both operands from shared memory (descriptors da, db), adding to
-// acc (scale-d = 1: the accumulators start at zero).
-std::string wgmma_call(ir::DType dtype, int64_t tile_n) {
+// acc (scale-d = 1: the accumulators start at zero); B transposed (MN-major) when `b_n_major`.
+std::string wgmma_call(ir::DType dtype, int64_t tile_n, bool b_n_major) {
   const std::string ty = dtype == ir::DType::bf16 ? "bf16" : "f16";
   const int64_t regs = tile_n / 2;
   std::string list, operands;
@@ -64,7 +75,7 @@ std::string wgmma_call(ir::DType dtype, int64_t tile_n) {
   return "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) +
          ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(tile_n) + "k16.f32." + ty +
          "." + ty + " {" + list + "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
-         ", p, 1, 1, 0, 0;\\n}\"\n" + "            : " + operands +
+         ", p, 1, 1, 0, " + (b_n_major ? "1" : "0") + ";\\n}\"\n" + "            : " + operands +
          "\n            : \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");";
 }
 
@@ -137,7 +148,7 @@ const char* const kSliceProducts =
     // Descriptors: start >> 4, leading offset 1 (unused with a swizzle), 8-row stride >> 4,
     // swizzle mode in bits 62-63 (1: 128-byte, 2: 64-byte, 3: 32-byte).
     const unsigned long long da = (unsigned long long)(((a_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
-    const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) >> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);
+    @B_DESC@
     @WGMMA@
   }
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");)";
@@ -177,6 +188,16 @@ TileGeometry check_tile(ir::DType dtype, const TmaOperand& a, const TmaOperand& 
     if (tile.cluster != 1)
       throw KnobRefused("matmul: a gated epilogue copies B's two halves itself (cluster=1)");
   }
+  if (bop.n_major) {
+    if (geo.n_wg % kNMajorChunk != 0)
+      throw KnobRefused(
+          "matmul: B is [K, N] with N contiguous, read in chunks of 64 columns: "
+          "each warpgroup needs a multiple of 64 of them (tile_n=" +
+          std::to_string(tile.tile_n) + " over " + std::to_string(geo.wg_n) +
+          " warpgroups along N)");
+    if (tile.gated_half > 0 || tile.cluster != 1)
+      throw KnobRefused("matmul: B with N contiguous takes neither a gated epilogue nor cluster=2");
+  }
   for (const TmaOperand* op : {&a, &bop})
     if (op->row_stride % 8 != 0 || (op->batch > 1 && op->batch_stride % 8 != 0) || K % 8 != 0)
       throw KnobRefused("matmul: wgmma needs 16-byte aligned rows (TMA global strides)");
@@ -198,15 +219,36 @@ std::string fill_common(std::string text, const TmaOperand& a, const TmaOperand&
   // B in two halves: a gated tile's (rows n0 and n0 + H, side by side), or a cluster's (two
   // blocks along M share the B tile, each copying its half to both).
   const std::string half_bytes = std::to_string(tile.tile_n / 2 * geo.row_bytes);
-  text = replace_all(text, "@COPY_B@",
-                     tile.gated_half > 0 ? tma_copy(bop, map_b, "b_dst", "n0") + "\n      " +
-                                               tma_copy(bop, map_b, "b_dst + " + half_bytes + "u",
-                                                        "n0 + " + std::to_string(tile.gated_half))
-                     : tile.cluster == 2
-                         ? tma_copy(bop, map_b, "b_dst + emmy_rank * " + half_bytes + "u",
-                                    "n0 + emmy_rank * " + std::to_string(tile.tile_n / 2), "3")
-                         : tma_copy(bop, map_b, "b_dst", "n0"));
-  text = replace_all(text, "@WGMMA@", wgmma_call(dtype, geo.n_wg));
+  std::string copy_b;
+  if (bop.n_major) {
+    // One box per 64 columns, each tile_k rows of 128 bytes.
+    for (int64_t c = 0; c < tile.tile_n / kNMajorChunk; ++c)
+      copy_b +=
+          std::string(c ? "\n      " : "") +
+          tma_copy(bop, map_b, "b_dst + " + std::to_string(c * kNMajorChunk * geo.row_bytes) + "u",
+                   "n0 + " + std::to_string(c * kNMajorChunk));
+  } else {
+    copy_b = tile.gated_half > 0 ? tma_copy(bop, map_b, "b_dst", "n0") + "\n      " +
+                                       tma_copy(bop, map_b, "b_dst + " + half_bytes + "u",
+                                                "n0 + " + std::to_string(tile.gated_half))
+             : tile.cluster == 2
+                 ? tma_copy(bop, map_b, "b_dst + emmy_rank * " + half_bytes + "u",
+                            "n0 + emmy_rank * " + std::to_string(tile.tile_n / 2), "3")
+                 : tma_copy(bop, map_b, "b_dst", "n0");
+  }
+  text = replace_all(text, "@COPY_B@", copy_b);
+  // B's descriptor per k16 step: K-major as A's; N-major with the chunks' distance as the leading
+  // offset, 16 rows of 128 bytes per step and the 128-byte swizzle.
+  text = replace_all(
+      text, "@B_DESC@",
+      bop.n_major
+          ? "const unsigned long long db = (unsigned long long)(((b_tile + kk * 2048u) & 0x3FFFFu) "
+            ">> 4) | (" +
+                std::to_string(kNMajorChunk * geo.row_bytes / 16) +
+                "ull << 16) | (64ull << 32) | (1ull << 62);"
+          : "const unsigned long long db = (unsigned long long)(((b_tile + kk * 32u) & 0x3FFFFu) "
+            ">> 4) | (1ull << 16) | (@SBO@ull << 32) | (@MODE@ull << 62);");
+  text = replace_all(text, "@WGMMA@", wgmma_call(dtype, geo.n_wg, bop.n_major));
   text = replace_all(text, "@MAP_A@", map_a);
   text = replace_all(text, "@MAP_B@", map_b);
   text = replace_all(text, "@STAGES@", std::to_string(tile.stages));
