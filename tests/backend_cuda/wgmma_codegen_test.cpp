@@ -80,6 +80,13 @@ TEST(CudaWgmmaCodegen, HopperStartsTheMatmulOnTheWarpSpecializedPath) {
   EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n128k16"), std::string::npos);
   EXPECT_NE(source.find("setmaxnreg"), std::string::npos);
   EXPECT_EQ(build(s).failure, FailureKind::none);
+  // On the gated gate+up kernel the same default is the 128 x 256 product tile (128 output
+  // columns), the best or near it at M = 512, 2048 and 4096 on the H100 (docs/PERFORMANCE.md).
+  ir::Slice gated = one_kernel(perf::gated_linear(4096, 1024, 3072), "matmul", h);
+  const std::string gated_source = generate_source(gated);
+  EXPECT_NE(gated_source.find("wgmma.mma_async.sync.aligned.m64n256k16"), std::string::npos);
+  EXPECT_NE(gated_source.find("gated halves 3072"), std::string::npos);
+  EXPECT_EQ(build(gated).failure, FailureKind::none);
   ir::Graph f32;
   {
     ir::Builder b(f32);
@@ -296,25 +303,31 @@ TEST(CudaWgmmaCodegen, PersistentTilesTakeTheOutputTilesInTurn) {
 // elementwise in it.
 TEST(CudaWgmmaCodegen, GatedEpilogueReadsBothHalvesAndStoresHalfTheColumns) {
   const int64_t M = 512, K = 1024, H = 3072;
-  Knobs persistent = specialized(128, 128, 4, 1, 64, 8), persistent_staged = persistent;
+  // tile_n is the output's columns per tile: each tile reads 2 x tile_n rows of B.
+  Knobs persistent = specialized(128, 64, 4, 1, 64, 8),
+        persistent_staged = specialized(128, 128, 3, 1, 64, 8);
   persistent["persistent"] = 1;
   persistent_staged["persistent"] = 1;
   persistent_staged["staged"] = 1;
-  Knobs staged1 = wgmma(128, 128, 3), staged2 = specialized(128, 256, 3, 1, 64, 8);
+  Knobs staged1 = wgmma(128, 64, 3), staged2 = specialized(128, 128, 4, 1, 64, 8);
   staged1["staged"] = 1;
   staged2["staged"] = 1;
-  for (const Knobs& k : {wgmma(128, 128, 3), wgmma(64, 64, 4), specialized(128, 128, 4, 1, 64, 8),
-                         specialized(128, 64, 4, 2), specialized(64, 256, 3), persistent,
+  for (const Knobs& k : {wgmma(128, 64, 3), wgmma(64, 32, 4), specialized(128, 128, 4, 1, 64, 8),
+                         specialized(128, 32, 4, 2), specialized(64, 128, 3), persistent,
                          persistent_staged, staged1, staged2}) {
     ir::Slice s = one_kernel(perf::gated_linear(M, K, H), "matmul", k);
     const std::string source = generate_source(s);
+    const int64_t n_step = int64_t(k.at("tile_n")),
+                  splits = k.count("splits") ? int64_t(k.at("splits")) : 1;
     EXPECT_NE(source.find("gated halves 3072"), std::string::npos) << describe(k);
     EXPECT_NE(source.find("n0 + 3072"), std::string::npos) << describe(k);  // up's rows
+    // One warpgroup along N spans both halves: wgmma's n is 2 x tile_n.
+    EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(2 * n_step)),
+              std::string::npos)
+        << describe(k);
     EXPECT_EQ(source.find("emmy_matmul_epilogue"), std::string::npos) << describe(k);
     const Plan plan = parse_plan(source);
     ASSERT_EQ(plan.launches.size(), 1u) << describe(k);
-    const int64_t n_step = int64_t(k.at("tile_n")) / 2,
-                  splits = k.count("splits") ? int64_t(k.at("splits")) : 1;
     if (!k.count("persistent")) {
       EXPECT_EQ(plan.launches[0].grid[0], (H + n_step - 1) / n_step * splits) << describe(k);
     }
@@ -326,7 +339,9 @@ TEST(CudaWgmmaCodegen, GatedEpilogueReadsBothHalvesAndStoresHalfTheColumns) {
     EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
   }
   // Two warpgroups side by side along N (tile_m 64, 8 warps) and a cluster of two: refused.
-  for (const Knobs& k : {wgmma(64, 128, 3, 64, 8), specialized(128, 128, 3, 1, 64, 8, 2)}) {
+  // And a tile of 256 output columns, whose 512 rows of B are more than one wgmma takes.
+  for (const Knobs& k : {wgmma(64, 128, 3, 64, 8), specialized(128, 64, 3, 1, 64, 8, 2),
+                         specialized(128, 256, 3, 1, 64, 8)}) {
     try {
       generate_source(one_kernel(perf::gated_linear(M, K, H), "matmul", k));
       ADD_FAILURE() << describe(k) << " was generated";

@@ -133,8 +133,6 @@ class Kernel {
                 const std::string& up_next = "");
   // The stored outputs' iteration space: the product's, or one half of it when gated.
   const ir::Shape& space() const { return space_; }
-  // Output columns per tile: tile_n, or tile_n / 2 when gated (WgmmaTile::n_step).
-  int64_t n_step() const { return gated ? pl.BN / 2 : pl.BN; }
   // The outputs the epilogue stores (those not in `unfused`), by index.
   std::vector<size_t> stored_outputs() const;
 

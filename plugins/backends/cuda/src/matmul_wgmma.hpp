@@ -59,7 +59,8 @@ struct WgmmaTile {
   // only, without splits or clusters): the epilogue's consumer code then runs inside the tile
   // loop, which the caller closes after it (tmpl_matmul_wgmma_ws.cpp).
   bool persistent = false;
-  // > 0: a gated epilogue (emmy::MatmulMatch::gated_half) over B's rows [0, 2H): a tile of
+  // > 0: a gated epilogue (emmy::MatmulMatch::gated_half) over B's rows [0, 2H): tile_n here
+  // counts B's rows (the product's columns), twice the knob tile_n (tmpl_matmul.cpp); a tile of
   // tile_n columns holds tile_n / 2 output columns c and their partners c + H, B's two halves
   // copied side by side (rows n0.. and n0 + H..), so acc[j] for j < NJ / 2 is column n0 + 8j + ..
   // and acc[j + NJ / 2] its partner; one warpgroup along N, no cluster.

@@ -51,7 +51,9 @@ BackendCaps cuda_capabilities() {
       // blocks along M share the B tile through TMA multicast (wgmma=2 only). persistent: 1 = a
       // grid of resident blocks taking the output tiles in turn, the next tile's copies under the
       // last one's epilogue (wgmma=2 without splits or clusters). staged: 1 = the epilogue
-      // through shared memory, rows stored in 16-byte pieces (wgmma paths only).
+      // through shared memory, rows stored in 16-byte pieces (wgmma paths only). tile_m x
+      // tile_n is the output tile; a gated kernel's (SwiGLU inside the product) reads 2 x tile_n
+      // rows of B on the wgmma paths, both halves' columns.
       {"wgmma", {0, 1, 2}},        {"tile_m", {64, 32, 128}}, {"tile_n", {64, 32, 128, 256}},
       {"splits", {1, 2, 4}},       {"cluster", {1, 2}},       {"persistent", {0, 1}},
       {"tile_k", {16, 8, 32, 64}}, {"warps", {4, 2, 8}},      {"stages", {1, 2, 3, 4, 6}},

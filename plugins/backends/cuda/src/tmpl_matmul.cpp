@@ -210,8 +210,8 @@ Accumulators accumulators(const Kernel& k, int64_t NW) {
 // fall on 32 banks), then store the tile's rows in 16-byte pieces, consecutive threads on
 // consecutive pieces of a row. One stored output, 16 bits, N a multiple of 8 (whole pieces).
 void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
-  // A gated tile stores half its columns (the outputs at the gate half's columns).
-  const int64_t BM = k.pl.BM, BN = k.n_step(), M = k.mt.M, N = k.n_out;
+  // tile_n output columns (a gated tile's product has twice as many).
+  const int64_t BM = k.pl.BM, BN = k.pl.BN, M = k.mt.M, N = k.n_out;
   const std::vector<size_t> stored = k.stored_outputs();
   if (!k.product_buf.empty() || stored.size() != 1)
     throw KnobRefused("matmul: staged=1 stages one output, and this product has " +
@@ -272,7 +272,10 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
 void emit_wgmma(Kernel& k) {
   const int64_t BM = k.pl.BM, BN = k.pl.BN, BK = k.pl.BK, W = k.pl.W, stages = k.pl.stages;
   const WgmmaOperands ops = plan_wgmma_operands(k.g, k.m, k.mt);
-  WgmmaTile tile{BM, BN, BK, W, stages};
+  // tile_n is the output's columns per tile: a gated tile reads twice as many of B's rows (both
+  // halves), so that one knob value means the same output tile whether or not SwiGLU is inside,
+  // and the Hopper default (tile_n 128) is the gated kernel's 128 x 256 product tile.
+  WgmmaTile tile{BM, k.gated ? 2 * BN : BN, BK, W, stages};
   tile.gated_half = k.gated ? k.mt.gated_half : 0;
   tile.specialized = k.pl.specialized;
   tile.splits = k.pl.splits;
@@ -326,8 +329,7 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
   const Plan& pl = k.pl;
   const int64_t BM = pl.BM, BN = pl.BN, BK = pl.BK, stages = pl.stages,
                 static_smem = pl.static_smem;
-  int64_t grid[3] = {ceil_div(k.n_out, k.n_step()) * k.grid_x_factor, ceil_div(k.mt.M, BM),
-                     k.mt.batch};
+  int64_t grid[3] = {ceil_div(k.n_out, BN) * k.grid_x_factor, ceil_div(k.mt.M, BM), k.mt.batch};
   if (k.persistent_blocks > 0) grid[0] = k.persistent_blocks, grid[1] = 1, grid[2] = 1;
   // Static shared memory (the one-stage paths) is capped at 48 KiB by the compiler.
   if (static_smem > 48 * 1024)

@@ -173,6 +173,10 @@ TileGeometry check_tile(ir::DType dtype, const TmaOperand& a, const TmaOperand& 
         std::to_string(tile.warps) + " for tile_m=" + std::to_string(tile.tile_m));
   geo.wg_n = warpgroups / geo.wg_m;
   geo.n_wg = tile.tile_n / geo.wg_n;
+  if (tile.gated_half > 0 && geo.n_wg > 256)
+    throw KnobRefused(
+        "matmul: a gated epilogue's tile reads 2 x tile_n = " + std::to_string(tile.tile_n) +
+        " rows of B (both halves), more than one wgmma takes (256)");
   if (tile.tile_n % geo.wg_n != 0 || geo.n_wg % 8 != 0 || geo.n_wg > 256)
     throw KnobRefused("matmul: wgmma splits tile_n over " + std::to_string(geo.wg_n) +
                       " warpgroups: each needs a multiple of 8 columns up to 256");
