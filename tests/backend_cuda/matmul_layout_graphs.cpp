@@ -12,10 +12,11 @@ ir::Shape with(ir::Shape batch, int64_t r, int64_t c) {
   return batch;
 }
 
-ir::ValueId heads_to_rows(ir::Builder& b, ir::ValueId attn, int64_t heads, int64_t s, int64_t d) {
+ir::ValueId heads_to_rows(ir::Builder& b, ir::ValueId attn, int64_t heads, int64_t s, int64_t d,
+                          int64_t batch = 1) {
   auto t = b.transpose(attn, 1, 2);
   auto c = b.op(ir::Op::contiguous, {t});
-  auto r = b.reshape(c, {1, s, heads * d});
+  auto r = b.reshape(c, {batch, s, heads * d});
   return b.op(ir::Op::contiguous, {r});
 }
 
@@ -64,6 +65,15 @@ ir::Graph o_proj(int64_t heads, int64_t s, int64_t d, int64_t n) {
   auto attn = b.input("attn", {DType::bf16, {1, heads, s, d}});
   auto w = b.input("w", {DType::bf16, {n, heads * d}}, "weight");
   b.output(b.linear(heads_to_rows(b, attn, heads, s, d), w));
+  return g;
+}
+
+ir::Graph o_proj_batched(int64_t batch, int64_t heads, int64_t s, int64_t d, int64_t n) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto attn = b.input("attn", {DType::bf16, {batch, heads, s, d}});
+  auto w = b.input("w", {DType::bf16, {n, heads * d}}, "weight");
+  b.output(b.linear(heads_to_rows(b, attn, heads, s, d, batch), w));
   return g;
 }
 

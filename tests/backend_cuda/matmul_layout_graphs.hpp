@@ -20,6 +20,8 @@ ir::Graph bmm_transposed_b(int64_t batch, int64_t m, int64_t k, int64_t n);
 // Qwen3's o_proj: attn[1, heads, s, d] -> transpose(1, 2) -> contiguous -> reshape [1, s, heads*d]
 // -> contiguous -> linear with w[n, heads*d] (bf16).
 ir::Graph o_proj(int64_t heads, int64_t s, int64_t d, int64_t n);
+// o_proj over `batch` sequences: attn[batch, heads, s, d], the linear's M = batch * s.
+ir::Graph o_proj_batched(int64_t batch, int64_t heads, int64_t s, int64_t d, int64_t n);
 // Like o_proj, but attn is sliced along d first (a slice: no strided view).
 ir::Graph o_proj_sliced(int64_t heads, int64_t s, int64_t d, int64_t n);
 

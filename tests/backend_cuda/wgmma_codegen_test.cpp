@@ -456,6 +456,54 @@ TEST(CudaWgmmaCodegen, BWithNContiguousIsCopiedInChunksOf64ColumnsAndReadTranspo
   EXPECT_EQ(k_major.find("p, 1, 1, 0, 1;"), std::string::npos);
 }
 
+// o_proj's A seen through the attention output's transpose ([batch, heads, s, d] read as
+// [batch * s, heads * d]): K in two factors (head dim contiguous, heads s * d apart) and, over a
+// batch, rows in two (s rows d apart, sequences heads * s * d apart); TMA reads them through a 3-D
+// or 4-D map, each k-slice inside one head and each tile inside one sequence.
+TEST(CudaWgmmaCodegen, OProjsTransposedAIsReadThroughMoreMapDims) {
+  struct Case {
+    ir::Graph g;
+    Knobs k;
+    std::vector<int64_t> dims, strides;
+    std::string copy;
+  };
+  const int64_t heads = 4, s = 128, d = 64;
+  std::vector<Case> cases;
+  for (const Knobs& k : {wgmma(64, 64, 2), wgmma(128, 128, 3, 32), specialized(128, 128, 4),
+                         specialized(128, 64, 4, 2, 64, 8)})
+    cases.push_back({layout::o_proj(heads, s, d, 72),
+                     k,
+                     {d, s, heads},
+                     {d * 2, s * d * 2},
+                     "cp.async.bulk.tensor.3d"});
+  Knobs persistent = specialized(128, 128, 4, 1, 64, 8);
+  persistent["persistent"] = 1;
+  persistent["staged"] = 1;
+  for (const Knobs& k : {specialized(64, 64, 3), persistent})
+    cases.push_back({layout::o_proj_batched(3, heads, s, d, 72),
+                     k,
+                     {d, s, heads, 3},
+                     {d * 2, s * d * 2, heads * s * d * 2},
+                     "cp.async.bulk.tensor.4d"});
+  for (const Case& c : cases) {
+    ir::Slice sl = one_kernel(c.g, "matmul", c.k);
+    const std::string source = generate_source(sl);
+    const Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.tensor_maps.size(), 2u) << describe(c.k);
+    EXPECT_EQ(plan.tensor_maps[0].dims, c.dims) << describe(c.k);
+    EXPECT_EQ(plan.tensor_maps[0].strides_bytes, c.strides) << describe(c.k);
+    std::vector<int64_t> box(c.dims.size(), 1);
+    box[0] = int64_t(c.k.at("tile_k"));
+    box[1] = int64_t(c.k.at("tile_m"));
+    EXPECT_EQ(plan.tensor_maps[0].box, box) << describe(c.k);
+    EXPECT_NE(source.find(c.copy), std::string::npos) << describe(c.k);
+    const test::CompileReport report = test::compile_report(source);
+    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
+    MeasureResult r = build(sl);
+    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+  }
+}
+
 TEST(CudaWgmmaCodegen, WhatThePathCannotTakeIsRefusedByName) {
   struct Case {
     ir::Graph g;
@@ -471,7 +519,8 @@ TEST(CudaWgmmaCodegen, WhatThePathCannotTakeIsRefusedByName) {
       {perf::linear(128, 128, 128, false), wgmma(64, 64, 2, 64, 2), "whole warpgroups"});
   cases.push_back({perf::matmul(128, 128, 128), wgmma(64, 32, 2), "multiple of 64"});
   cases.push_back({perf::matmul(128, 128, 128), wgmma(64, 64, 2, 64, 8), "multiple of 64"});
-  cases.push_back({layout::o_proj(4, 37, 24, 72), wgmma(64, 64, 2), "more than one stride"});
+  cases.push_back({layout::o_proj(4, 37, 24, 72), wgmma(64, 64, 2), "does not divide"});
+  cases.push_back({layout::o_proj_batched(2, 4, 96, 64, 72), wgmma(128, 64, 2), "does not divide"});
   for (const Case& c : cases) {
     ir::Slice s = one_kernel(c.g, "matmul", c.k);
     try {

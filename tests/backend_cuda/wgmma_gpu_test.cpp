@@ -71,11 +71,32 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
   return ok ? res.median_us : -1;
 }
 
+// A graph to check and what to call it in the output.
+struct Shape {
+  std::string what;
+  ir::Graph g;
+};
+
+// Each of `tiles` as resident blocks taking the tiles in turn (persistent=1), with either
+// epilogue.
+void add_persistent(std::vector<Knobs>& knobs, const std::vector<Knobs>& tiles) {
+  for (Knobs k : tiles)
+    for (int staged : {0, 1}) {
+      k["persistent"] = 1;
+      k["staged"] = staged;
+      knobs.push_back(k);
+    }
+}
+
+// Every shape at every knob set against the interpreter.
+void expect_shapes_match(const std::vector<Shape>& shapes, const std::vector<Knobs>& knobs) {
+  for (const Shape& sh : shapes) {
+    std::vector<ir::HostTensor> reference;
+    for (const Knobs& k : knobs) expect_matches_reference(sh.g, k, sh.what, 3, reference);
+  }
+}
+
 TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
-  struct Shape {
-    std::string what;
-    ir::Graph g;
-  };
   std::vector<Shape> shapes;
   shapes.push_back({"linear 200x136 -> 72 +bias silu", perf::linear(200, 136, 72, true)});
   shapes.push_back({"linear 64x64 -> 64", perf::linear(64, 64, 64, false)});
@@ -115,10 +136,6 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
 // split-K, the staged epilogue and a persistent grid, against the interpreter; and mma.sync, whose
 // product goes through scratch to a second kernel.
 TEST(CudaWgmmaGpu, GatedEpilogueMatchesTheReference) {
-  struct Shape {
-    std::string what;
-    ir::Graph g;
-  };
   std::vector<Shape> shapes;
   shapes.push_back({"swiglu 200x136 -> 2x72", perf::gated_linear(200, 136, 72)});
   shapes.push_back({"swiglu 64x64 -> 2x64", perf::gated_linear(64, 64, 64)});
@@ -141,27 +158,15 @@ TEST(CudaWgmmaGpu, GatedEpilogueMatchesTheReference) {
     k["staged"] = 1;
     knobs.push_back(k);
   }
-  for (Knobs k : {specialized(64, 32, 3), specialized(128, 64, 4, 1, 64, 8)})
-    for (int staged : {0, 1}) {
-      k["persistent"] = 1;
-      k["staged"] = staged;
-      knobs.push_back(k);
-    }
+  add_persistent(knobs, {specialized(64, 32, 3), specialized(128, 64, 4, 1, 64, 8)});
   knobs.push_back({{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 3}});
-  for (const Shape& sh : shapes) {
-    std::vector<ir::HostTensor> reference;
-    for (const Knobs& k : knobs) expect_matches_reference(sh.g, k, sh.what, 3, reference);
-  }
+  expect_shapes_match(shapes, knobs);
 }
 
 // torch.matmul's B [K, N] (N contiguous), read MN-major in chunks of 64 columns, on ragged shapes
 // (N not a multiple of 64: TMA's zero fill past the last column) and batched: both wgmma paths,
 // split-K, the staged epilogue and a persistent grid, against the interpreter.
 TEST(CudaWgmmaGpu, BWithNContiguousMatchesTheReference) {
-  struct Shape {
-    std::string what;
-    ir::Graph g;
-  };
   std::vector<Shape> shapes;
   shapes.push_back({"a @ b 200x136 -> 200", perf::matmul(200, 136, 200)});
   shapes.push_back({"a @ b 64x64 -> 64", perf::matmul(64, 64, 64)});
@@ -180,16 +185,24 @@ TEST(CudaWgmmaGpu, BWithNContiguousMatchesTheReference) {
     k["staged"] = 1;
     knobs.push_back(k);
   }
-  for (Knobs k : {specialized(64, 64, 3), specialized(128, 128, 4, 1, 64, 8)})
-    for (int staged : {0, 1}) {
-      k["persistent"] = 1;
-      k["staged"] = staged;
-      knobs.push_back(k);
-    }
-  for (const Shape& sh : shapes) {
-    std::vector<ir::HostTensor> reference;
-    for (const Knobs& k : knobs) expect_matches_reference(sh.g, k, sh.what, 3, reference);
-  }
+  add_persistent(knobs, {specialized(64, 64, 3), specialized(128, 128, 4, 1, 64, 8)});
+  expect_shapes_match(shapes, knobs);
+}
+
+// o_proj's A seen through the attention output's transpose ([batch, heads, s, d] read as
+// [batch * s, heads * d] through a 3-D or 4-D tensor map), N ragged: both wgmma paths, split-K,
+// the staged epilogue and a persistent grid, against the interpreter.
+TEST(CudaWgmmaGpu, OProjsTransposedAMatchesTheReference) {
+  std::vector<Shape> shapes;
+  shapes.push_back({"o_proj 4 heads x 128 x 64 -> 72", layout::o_proj(4, 128, 64, 72)});
+  shapes.push_back(
+      {"o_proj 3 x 4 heads x 128 x 64 -> 200", layout::o_proj_batched(3, 4, 128, 64, 200)});
+  shapes.push_back(
+      {"o_proj 2 x 16 heads x 128 x 128 -> 1024", layout::o_proj_batched(2, 16, 128, 128, 1024)});
+  std::vector<Knobs> knobs = {wgmma(64, 64, 2), wgmma(128, 128, 3, 32), specialized(128, 128, 4),
+                              specialized(128, 64, 4, 2, 64, 8), specialized(64, 256, 3, 1, 16)};
+  add_persistent(knobs, {specialized(64, 64, 3), specialized(128, 128, 4, 1, 64, 8)});
+  expect_shapes_match(shapes, knobs);
 }
 
 // Qwen3-0.6B's projections at S=512 (M = 512) and S=2048: wgmma tiles against mma.sync's.

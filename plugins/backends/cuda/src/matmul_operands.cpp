@@ -89,8 +89,13 @@ bool tma_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v, int6
                : chunked_operand(g, v, batch, rows, K, false, op, why)))
     return false;
   out.n_major = k_rows && !op.swapped;
-  if (op.rows.size() > 1 || op.cols.size() != 1 || op.batch.size() > 1) {
-    why = "is a view with more than one stride per dim (TMA here takes [batch,] rows, K)";
+  // A may have two strides along K and along its rows (o_proj's A through the attention
+  // output's transpose); B one each.
+  const size_t most = k_rows ? 1 : 2;
+  if (op.rows.size() > most || op.cols.empty() || op.cols.size() > most || op.batch.size() > 1) {
+    why = k_rows ? "is a view with more than one stride per dim (TMA here takes [batch,] K, N)"
+                 : "is a view with more than two strides along its rows or K (TMA here takes "
+                   "[batch,] rows, K, each in at most two factors)";
     return false;
   }
   out.pointer = input_pointer(g, m, op.source);
@@ -100,7 +105,15 @@ bool tma_operand(const ir::Graph& g, const ModuleBuilder& m, ir::ValueId v, int6
   }
   out.rows = rows;
   // op.rows are K's when n_major (op.cols, N, then contiguous): the stride between K rows.
-  out.row_stride = op.rows.empty() ? (out.n_major ? rows : K) : op.rows[0].stride;
+  out.row_stride = op.rows.empty() ? (out.n_major ? rows : K) : op.rows.back().stride;
+  if (op.rows.size() == 2) {
+    out.row_inner = op.rows[1].size;
+    out.row_outer_stride = op.rows[0].stride;
+  }
+  if (op.cols.size() == 2) {
+    out.k_inner = op.cols[1].size;
+    out.k_outer_stride = op.cols[0].stride;
+  }
   out.batch = op.batch.empty() ? 1 : op.batch[0].size;
   out.batch_stride = op.batch.empty() ? 0 : op.batch[0].stride;
   return true;

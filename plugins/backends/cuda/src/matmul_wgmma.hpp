@@ -31,6 +31,14 @@ struct TmaOperand {
   int64_t row_stride = 0;
   int64_t batch = 1;         // matrices (1: shared by every batch of the product)
   int64_t batch_stride = 0;  // elements between them
+  // A only: K as two factors, k_inner contiguous elements (o_proj's A through the attention
+  // output's transpose: heads x head dim), the k_inner-blocks k_outer_stride elements apart
+  // (0: K in one run); and rows as two factors, row_inner rows row_stride apart, the blocks
+  // row_outer_stride apart (0: one stride; a batch of sequences folded into M). TMA reads them
+  // through one more map dim each (tmpl_matmul_wgmma.cpp); a k-slice must not cross a
+  // k_inner-block, nor a tile a row_inner-block.
+  int64_t k_inner = 0, k_outer_stride = 0;
+  int64_t row_inner = 0, row_outer_stride = 0;
   // B only: N contiguous. TMA copies it in chunks of 64 columns (128-byte rows, swizzled), each
   // chunk tile_k rows, side by side in the stage: wgmma's MN-major layout, read through the
   // descriptor with B transposed (tmpl_matmul_wgmma.cpp).

@@ -28,36 +28,66 @@ namespace emmy::cuda {
 namespace wgmma_text {
 
 // A tensor map of `op`: 2-D {K, rows}, or 3-D {K, rows, batch} when it has one matrix per batch;
-// when op.n_major {N, K[, batch]} in boxes of 64 columns (128 bytes) by tile_k rows.
+// when op.n_major {N, K[, batch]} in boxes of 64 columns (128 bytes) by tile_k rows. An A in
+// factors (TmaOperand::k_inner, row_inner) has {k_inner, row_inner, K / k_inner,
+// rows / row_inner, batch}, each present only where it is split (or batched).
 std::string tensor_map(ModuleBuilder& m, const TmaOperand& op, int64_t K, int64_t tile_k,
                        int64_t box_rows) {
-  std::vector<int64_t> dims = {K, op.rows}, strides = {op.row_stride * 2}, box = {tile_k, box_rows};
+  std::vector<int64_t> dims = {op.k_inner > 0 ? op.k_inner : K,
+                               op.row_inner > 0 ? op.row_inner : op.rows},
+                       strides = {op.row_stride * 2}, box = {tile_k, box_rows};
   if (op.n_major) {
     dims = {op.rows, K};
     box = {kNMajorChunk, tile_k};
   }
-  if (op.batch > 1) {
-    dims.push_back(op.batch);
-    strides.push_back(op.batch_stride * 2);
+  auto add_dim = [&](int64_t size, int64_t stride) {
+    dims.push_back(size);
+    strides.push_back(stride * 2);
     box.push_back(1);
-  }
+  };
+  if (op.k_inner > 0) add_dim(K / op.k_inner, op.k_outer_stride);
+  if (op.row_inner > 0) add_dim(op.rows / op.row_inner, op.row_outer_stride);
+  if (op.batch > 1) add_dim(op.batch, op.batch_stride);
   return m.add_tensor_map(op.pointer, dims, strides, box, op.n_major ? 128 : tile_k * 2);
 }
 
 // One TMA copy of `op`'s box at (k, row[, bz]) into shared address `dst`, completing on `bar`
-// (at (row, k[, bz]) when op.n_major: `row` is then the chunk's first column).
-// With a `multicast` mask (a 16-bit expression) the box lands at the same offset, and completes
-// on the same barrier, in every block of the cluster the mask names.
+// (at (row, k[, bz]) when op.n_major: `row` is then the chunk's first column; at the factors'
+// coordinates for an A in factors). With a `multicast` mask (a 16-bit expression) the box lands
+// at the same offset, and completes on the same barrier, in every block of the cluster the mask
+// names.
 std::string tma_copy(const TmaOperand& op, const std::string& map, const std::string& dst,
                      const std::string& row, const std::string& multicast) {
-  const bool batched = op.batch > 1, mc = !multicast.empty();
-  const std::string k = "\"r\"(kt * @BK@)", r = "\"r\"((int)(" + row + "))";
-  return std::string("asm volatile(\"cp.async.bulk.tensor.") + (batched ? "3d" : "2d") +
-         ".shared::cluster.global.mbarrier::complete_tx::bytes" +
-         (mc ? ".multicast::cluster" : "") + " [%0], [%1, {%2, %3" + (batched ? ", %5" : "") +
-         "}], [%4]" + (mc ? (batched ? ", %6" : ", %5") : "") + ";\" :: \"r\"(" + dst +
-         "), \"l\"(" + map + "), " + (op.n_major ? r + ", " + k : k + ", " + r) +
-         ", \"r\"(emmy_full_at(s))" + (batched ? ", \"r\"((int)bz)" : "") +
+  const std::string k = "kt * @BK@", r = "(int)(" + row + ")";
+  std::vector<std::string> coords;
+  if (op.n_major) {
+    coords = {r, k};
+  } else {
+    const std::string ki = std::to_string(op.k_inner), ri = std::to_string(op.row_inner);
+    coords = {op.k_inner > 0 ? "(" + k + ") % " + ki : k,
+              op.row_inner > 0 ? "(int)((" + row + ") % " + ri + "LL)" : r};
+    if (op.k_inner > 0) coords.push_back("(" + k + ") / " + ki);
+    if (op.row_inner > 0) coords.push_back("(int)((" + row + ") / " + ri + "LL)");
+  }
+  if (op.batch > 1) coords.push_back("(int)bz");
+  // Operands: %0 dst, %1 map, %2 and %3 the first two coordinates, %4 the barrier, then the
+  // other coordinates and the multicast mask.
+  std::string braces, args;
+  for (size_t i = 0; i < coords.size(); ++i) {
+    const size_t at = i < 2 ? 2 + i : 3 + i;
+    braces += (i ? ", %" : "%") + std::to_string(at);
+  }
+  for (size_t i = 0; i < coords.size(); ++i) {
+    if (i == 2) args += ", \"r\"(emmy_full_at(s))";
+    args += ", \"r\"(" + coords[i] + ")";
+  }
+  if (coords.size() == 2) args += ", \"r\"(emmy_full_at(s))";
+  const bool mc = !multicast.empty();
+  const std::string mask_at = std::to_string(3 + std::max<size_t>(coords.size(), 2));
+  return "asm volatile(\"cp.async.bulk.tensor." + std::to_string(coords.size()) +
+         "d.shared::cluster.global.mbarrier::complete_tx::bytes" +
+         (mc ? ".multicast::cluster" : "") + " [%0], [%1, {" + braces + "}], [%4]" +
+         (mc ? ", %" + mask_at : "") + ";\" :: \"r\"(" + dst + "), \"l\"(" + map + ")" + args +
          (mc ? ", \"h\"((unsigned short)(" + multicast + "))" : "") + " : \"memory\");";
 }
 
@@ -203,8 +233,20 @@ TileGeometry check_tile(ir::DType dtype, const TmaOperand& a, const TmaOperand& 
       throw KnobRefused("matmul: B with N contiguous takes neither a gated epilogue nor cluster=2");
   }
   for (const TmaOperand* op : {&a, &bop})
-    if (op->row_stride % 8 != 0 || (op->batch > 1 && op->batch_stride % 8 != 0) || K % 8 != 0)
+    if (op->row_stride % 8 != 0 || (op->batch > 1 && op->batch_stride % 8 != 0) || K % 8 != 0 ||
+        (op->k_inner > 0 && (op->k_outer_stride % 8 != 0 || op->k_outer_stride <= 0)) ||
+        (op->row_inner > 0 && (op->row_outer_stride % 8 != 0 || op->row_outer_stride <= 0)))
       throw KnobRefused("matmul: wgmma needs 16-byte aligned rows (TMA global strides)");
+  // A in factors (o_proj's A through the attention output's transpose): a k-slice inside one
+  // k_inner-block (a head), a tile's rows inside one row_inner-block (a sequence).
+  if (a.k_inner > 0 && a.k_inner % tile.tile_k != 0)
+    throw KnobRefused("matmul: A's K is " + std::to_string(K / a.k_inner) + " blocks of " +
+                      std::to_string(a.k_inner) + " contiguous elements, which tile_k=" +
+                      std::to_string(tile.tile_k) + " does not divide");
+  if (a.row_inner > 0 && a.row_inner % tile.tile_m != 0)
+    throw KnobRefused("matmul: A's rows are " + std::to_string(a.rows / a.row_inner) +
+                      " blocks of " + std::to_string(a.row_inner) +
+                      ", which tile_m=" + std::to_string(tile.tile_m) + " does not divide");
   geo.row_bytes = tile.tile_k * 2;
   geo.a_bytes = tile.tile_m * geo.row_bytes;
   geo.stage_bytes = (tile.tile_m + tile.tile_n) * geo.row_bytes;
