@@ -22,7 +22,10 @@ namespace emmy::cuda::test {
 namespace {
 
 using Knobs = std::map<std::string, double>;
+using wgmma_test::add_persistent;
+using wgmma_test::add_with;
 using wgmma_test::specialized;
+using wgmma_test::with_knobs;
 
 CudaBackend& backend() {
   static CudaBackend b(gpu_test_options("emmy-cuda-matmul-sweep-gpu-test"));
@@ -80,6 +83,18 @@ Timed fastest(Case c, const std::vector<Knobs>& knobs, const std::vector<ir::Hos
   return best;
 }
 
+// What g's outputs should be: the interpreter's on `inputs` where `interpret` (it is slow on the
+// large shapes), else `other`'s outputs (another implementation already checked or trusted).
+std::vector<ir::HostTensor> expected_outputs(const ir::Graph& g,
+                                             const std::vector<ir::HostTensor>& inputs,
+                                             bool interpret, const Timed& other) {
+  if (interpret) return ir::evaluate(g, inputs);
+  std::vector<ir::HostTensor> out;
+  for (size_t i = 0; i < g.outputs.size() && i < other.outputs.size(); ++i)
+    out.push_back({g.type(g.outputs[i]), other.outputs[i]});
+  return out;
+}
+
 // cuBLASLt's first four heuristic algorithms.
 const std::vector<Knobs> kAlgos = {{{"algo", 0}}, {{"algo", 1}}, {{"algo", 2}}, {{"algo", 3}}};
 
@@ -115,19 +130,13 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
   // The tiles the first sweep found best, again with the epilogue through shared memory (staged=1:
   // rows stored in 16-byte pieces), timed beside the direct stores; and as resident blocks taking
   // the tiles in turn (persistent=1), with either epilogue.
-  for (Knobs k : {specialized(128, 128, 6, 1, 64, 8), specialized(128, 64, 6, 2, 64, 8),
-                  specialized(128, 256, 4, 1, 64, 8), specialized(128, 256, 3, 1, 64, 8),
-                  specialized(128, 128, 4)}) {
-    k["staged"] = 1;
-    tiles.push_back(k);
-  }
-  for (Knobs k : {specialized(128, 128, 6, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8),
-                  specialized(128, 256, 3, 1, 64, 8)})
-    for (int staged : {0, 1}) {
-      k["persistent"] = 1;
-      k["staged"] = staged;
-      tiles.push_back(k);
-    }
+  add_with(tiles,
+           {specialized(128, 128, 6, 1, 64, 8), specialized(128, 64, 6, 2, 64, 8),
+            specialized(128, 256, 4, 1, 64, 8), specialized(128, 256, 3, 1, 64, 8),
+            specialized(128, 128, 4)},
+           {{"staged", 1}});
+  add_persistent(tiles, {specialized(128, 128, 6, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8),
+                         specialized(128, 256, 3, 1, 64, 8)});
   for (int64_t M : {512, 2048, 4096})
     for (const Product& p : products) {
       Case lt = product(M, p.K, p.N, p.residual);
@@ -145,11 +154,8 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
       const Timed best_lt = fastest(lt, kAlgos, inputs);
       ASSERT_GT(best_lt.us, 0) << lt.name;
       if (!reference.empty()) check(best_lt, reference, lt.name + " cublaslt");
-      std::vector<ir::HostTensor> lt_result;
-      for (size_t i = 0; i < best_lt.outputs.size(); ++i)
-        lt_result.push_back(
-            {reference.empty() ? lt.graph.type(lt.graph.outputs[i]) : reference[i].type,
-             best_lt.outputs[i]});
+      const std::vector<ir::HostTensor> lt_result =
+          expected_outputs(lt.graph, inputs, false, best_lt);
       Case gen = lt;
       gen.templ = "matmul";
       double best = -1;
@@ -186,10 +192,8 @@ TEST(MatmulSweepGpu, NContiguousBBesideKContiguousAndCublasLt) {
   std::vector<Knobs> tiles = {
       specialized(128, 128, 4, 1, 64, 8), specialized(128, 128, 6, 1, 64, 8),
       specialized(128, 256, 3, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8)};
-  for (Knobs k : {specialized(128, 128, 6, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8)}) {
-    k["staged"] = 1;
-    tiles.push_back(k);
-  }
+  add_with(tiles, {specialized(128, 128, 6, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8)},
+           {{"staged", 1}});
   for (int64_t M : {512, 2048, 4096}) {
     Case kn;
     kn.name = std::to_string(M) + "x" + std::to_string(K) + "@[K,N]->" + std::to_string(N);
@@ -198,11 +202,8 @@ TEST(MatmulSweepGpu, NContiguousBBesideKContiguousAndCublasLt) {
     kn.templ = "cublaslt";
     const Timed best_lt = fastest(kn, kAlgos, inputs);
     ASSERT_GT(best_lt.us, 0) << kn.name;
-    std::vector<ir::HostTensor> expected;
-    if (M == 512)
-      expected = ir::evaluate(kn.graph, inputs);
-    else
-      expected = {{kn.graph.type(kn.graph.outputs[0]), best_lt.outputs[0]}};
+    const std::vector<ir::HostTensor> expected =
+        expected_outputs(kn.graph, inputs, M == 512, best_lt);
     kn.templ = "matmul";
     double best = -1;
     std::string best_knobs;
@@ -240,18 +241,12 @@ TEST(MatmulSweepGpu, GatedGateUpBesideCublasLtAndItsSwiGlu) {
   const int64_t K = 1024, H = 3072;
   // tile_n: the output's columns per tile (each reads 2 x tile_n rows of B).
   std::vector<Knobs> tiles;
-  for (Knobs k : {specialized(128, 64, 4, 1, 64, 8), specialized(128, 64, 6, 1, 64, 8),
-                  specialized(128, 128, 3, 1, 64, 8), specialized(128, 128, 4, 1, 64, 8),
-                  specialized(64, 128, 4), specialized(128, 32, 6, 2, 64, 8)})
-    for (int staged : {0, 1}) {
-      k["staged"] = staged;
-      tiles.push_back(k);
-    }
-  for (Knobs k : {specialized(128, 64, 4, 1, 64, 8), specialized(128, 128, 3, 1, 64, 8)}) {
-    k["persistent"] = 1;
-    k["staged"] = 1;
-    tiles.push_back(k);
-  }
+  for (const Knobs& k : {specialized(128, 64, 4, 1, 64, 8), specialized(128, 64, 6, 1, 64, 8),
+                         specialized(128, 128, 3, 1, 64, 8), specialized(128, 128, 4, 1, 64, 8),
+                         specialized(64, 128, 4), specialized(128, 32, 6, 2, 64, 8)})
+    for (double staged : {0.0, 1.0}) tiles.push_back(with_knobs(k, {{"staged", staged}}));
+  add_with(tiles, {specialized(128, 64, 4, 1, 64, 8), specialized(128, 128, 3, 1, 64, 8)},
+           {{"persistent", 1}, {"staged", 1}});
   for (int64_t M : {512, 2048, 4096}) {
     Case gated;
     gated.name = std::to_string(M) + "x1024->2x3072 swiglu";
@@ -285,11 +280,8 @@ TEST(MatmulSweepGpu, GatedGateUpBesideCublasLtAndItsSwiGlu) {
           launches.push_back({{"block", block}, {"items", items}, {"vec", vec}});
     const Timed best_act = fastest(act, launches, act_inputs);
     ASSERT_GT(best_act.us, 0) << act.name;
-    std::vector<ir::HostTensor> expected;
-    if (M == 512)
-      expected = ir::evaluate(gated.graph, inputs);
-    else
-      expected = {{gated.graph.type(gated.graph.outputs[0]), best_act.outputs[0]}};
+    const std::vector<ir::HostTensor> expected =
+        expected_outputs(gated.graph, inputs, M == 512, best_act);
     double best = -1;
     std::string best_knobs;
     for (const Knobs& k : tiles) {

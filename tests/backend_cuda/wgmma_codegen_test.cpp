@@ -29,6 +29,7 @@ using perf::one_kernel;
 using wgmma_test::specialized;
 using wgmma_test::two_wgmma_linears;
 using wgmma_test::wgmma;
+using wgmma_test::with_knobs;
 
 CudaBackend& offline_backend() {
   static CudaBackend b(test::offline_test_options("emmy-cuda-wgmma-codegen"));
@@ -304,17 +305,13 @@ TEST(CudaWgmmaCodegen, PersistentTilesTakeTheOutputTilesInTurn) {
 TEST(CudaWgmmaCodegen, GatedEpilogueReadsBothHalvesAndStoresHalfTheColumns) {
   const int64_t M = 512, K = 1024, H = 3072;
   // tile_n is the output's columns per tile: each tile reads 2 x tile_n rows of B.
-  Knobs persistent = specialized(128, 64, 4, 1, 64, 8),
-        persistent_staged = specialized(128, 128, 3, 1, 64, 8);
-  persistent["persistent"] = 1;
-  persistent_staged["persistent"] = 1;
-  persistent_staged["staged"] = 1;
-  Knobs staged1 = wgmma(128, 64, 3), staged2 = specialized(128, 128, 4, 1, 64, 8);
-  staged1["staged"] = 1;
-  staged2["staged"] = 1;
-  for (const Knobs& k : {wgmma(128, 64, 3), wgmma(64, 32, 4), specialized(128, 128, 4, 1, 64, 8),
-                         specialized(128, 32, 4, 2), specialized(64, 128, 3), persistent,
-                         persistent_staged, staged1, staged2}) {
+  for (const Knobs& k :
+       {wgmma(128, 64, 3), wgmma(64, 32, 4), specialized(128, 128, 4, 1, 64, 8),
+        specialized(128, 32, 4, 2), specialized(64, 128, 3),
+        with_knobs(specialized(128, 64, 4, 1, 64, 8), {{"persistent", 1}}),
+        with_knobs(specialized(128, 128, 3, 1, 64, 8), {{"persistent", 1}, {"staged", 1}}),
+        with_knobs(wgmma(128, 64, 3), {{"staged", 1}}),
+        with_knobs(specialized(128, 128, 4, 1, 64, 8), {{"staged", 1}})}) {
     ir::Slice s = one_kernel(perf::gated_linear(M, K, H), "matmul", k);
     const std::string source = generate_source(s);
     const int64_t n_step = int64_t(k.at("tile_n")),
@@ -411,9 +408,8 @@ TEST(CudaWgmmaCodegen, BWithNContiguousIsCopiedInChunksOf64ColumnsAndReadTranspo
         specialized(128, 128, 4), specialized(128, 256, 3, 1, 64, 8),
         specialized(128, 64, 4, 2, 32), specialized(64, 256, 3, 1, 16)})
     cases.push_back({perf::matmul(200, 136, 200), k, {200, 136}});
-  Knobs persistent = specialized(128, 128, 4, 1, 64, 8);
-  persistent["persistent"] = 1;
-  persistent["staged"] = 1;
+  const Knobs persistent =
+      with_knobs(specialized(128, 128, 4, 1, 64, 8), {{"persistent", 1}, {"staged", 1}});
   cases.push_back({perf::matmul(512, 1024, 512), persistent, {512, 1024}});
   cases.push_back({layout::bmm(3, 70, 48, 72), specialized(64, 64, 2), {72, 48, 3}});
   for (const Case& c : cases) {
@@ -476,9 +472,8 @@ TEST(CudaWgmmaCodegen, OProjsTransposedAIsReadThroughMoreMapDims) {
                      {d, s, heads},
                      {d * 2, s * d * 2},
                      "cp.async.bulk.tensor.3d"});
-  Knobs persistent = specialized(128, 128, 4, 1, 64, 8);
-  persistent["persistent"] = 1;
-  persistent["staged"] = 1;
+  const Knobs persistent =
+      with_knobs(specialized(128, 128, 4, 1, 64, 8), {{"persistent", 1}, {"staged", 1}});
   for (const Knobs& k : {specialized(64, 64, 3), persistent})
     cases.push_back({layout::o_proj_batched(3, heads, s, d, 72),
                      k,

@@ -22,6 +22,8 @@ namespace {
 using Knobs = std::map<std::string, double>;
 using perf::describe;
 using perf::one_kernel;
+using wgmma_test::add_persistent;
+using wgmma_test::add_with;
 using wgmma_test::specialized;
 using wgmma_test::two_wgmma_linears;
 using wgmma_test::wgmma;
@@ -77,17 +79,6 @@ struct Shape {
   ir::Graph g;
 };
 
-// Each of `tiles` as resident blocks taking the tiles in turn (persistent=1), with either
-// epilogue.
-void add_persistent(std::vector<Knobs>& knobs, const std::vector<Knobs>& tiles) {
-  for (Knobs k : tiles)
-    for (int staged : {0, 1}) {
-      k["persistent"] = 1;
-      k["staged"] = staged;
-      knobs.push_back(k);
-    }
-}
-
 // Every shape at every knob set against the interpreter.
 void expect_shapes_match(const std::vector<Shape>& shapes, const std::vector<Knobs>& knobs) {
   for (const Shape& sh : shapes) {
@@ -103,33 +94,34 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
   shapes.push_back({"linear 130x520 -> 264", perf::linear(130, 520, 264, false)});
   shapes.push_back({"a @ w.t() 100x64 -> 72", layout::matmul_transposed_b(100, 64, 72)});
   shapes.push_back({"bmm a @ b.t() 3x70x48 -> 40", layout::bmm_transposed_b(3, 70, 48, 40)});
-  for (const Shape& sh : shapes) {
-    std::vector<ir::HostTensor> reference;
-    for (const Knobs& k :
-         {wgmma(64, 64, 2), wgmma(128, 128, 3), wgmma(128, 256, 4), wgmma(64, 32, 4),
-          wgmma(64, 256, 2), wgmma(64, 64, 1, 16), wgmma(64, 128, 3, 32, 8),
-          wgmma(128, 256, 2, 32, 8), wgmma(64, 64, 4, 16, 8), specialized(64, 64, 2),
-          specialized(128, 128, 3, 1, 64, 8), specialized(128, 256, 3, 1, 64, 8),
-          specialized(64, 128, 4, 2), specialized(128, 64, 2, 4, 32, 8),
-          specialized(64, 32, 3, 2, 16), specialized(64, 64, 2, 1, 64, 4, 2),
-          specialized(128, 128, 3, 1, 64, 8, 2), specialized(64, 128, 4, 2, 32, 4, 2)})
-      expect_matches_reference(sh.g, k, sh.what, 3, reference);
-    // The epilogue through shared memory (staged=1) on both paths, ragged rows and batches too.
-    for (Knobs k : {wgmma(64, 64, 2), wgmma(128, 256, 4), specialized(128, 256, 3, 1, 64, 8),
-                    specialized(64, 128, 4, 2), specialized(128, 128, 3, 1, 64, 8, 2)}) {
-      k["staged"] = 1;
-      expect_matches_reference(sh.g, k, sh.what, 3, reference);
-    }
-    // Resident blocks taking the tiles in turn (persistent=1), with either epilogue; 64 x 32
-    // tiles give the small shapes several tiles a block.
-    for (Knobs k : {specialized(64, 64, 2), specialized(64, 32, 3),
-                    specialized(128, 256, 3, 1, 64, 8), specialized(128, 128, 4, 1, 64, 8)})
-      for (int staged : {0, 1}) {
-        k["persistent"] = 1;
-        k["staged"] = staged;
-        expect_matches_reference(sh.g, k, sh.what, 3, reference);
-      }
-  }
+  std::vector<Knobs> knobs = {wgmma(64, 64, 2),
+                              wgmma(128, 128, 3),
+                              wgmma(128, 256, 4),
+                              wgmma(64, 32, 4),
+                              wgmma(64, 256, 2),
+                              wgmma(64, 64, 1, 16),
+                              wgmma(64, 128, 3, 32, 8),
+                              wgmma(128, 256, 2, 32, 8),
+                              wgmma(64, 64, 4, 16, 8),
+                              specialized(64, 64, 2),
+                              specialized(128, 128, 3, 1, 64, 8),
+                              specialized(128, 256, 3, 1, 64, 8),
+                              specialized(64, 128, 4, 2),
+                              specialized(128, 64, 2, 4, 32, 8),
+                              specialized(64, 32, 3, 2, 16),
+                              specialized(64, 64, 2, 1, 64, 4, 2),
+                              specialized(128, 128, 3, 1, 64, 8, 2),
+                              specialized(64, 128, 4, 2, 32, 4, 2)};
+  // The epilogue through shared memory (staged=1) on both paths, ragged rows and batches too.
+  add_with(knobs,
+           {wgmma(64, 64, 2), wgmma(128, 256, 4), specialized(128, 256, 3, 1, 64, 8),
+            specialized(64, 128, 4, 2), specialized(128, 128, 3, 1, 64, 8, 2)},
+           {{"staged", 1}});
+  // Resident blocks taking the tiles in turn (persistent=1), with either epilogue; 64 x 32
+  // tiles give the small shapes several tiles a block.
+  add_persistent(knobs, {specialized(64, 64, 2), specialized(64, 32, 3),
+                         specialized(128, 256, 3, 1, 64, 8), specialized(128, 128, 4, 1, 64, 8)});
+  expect_shapes_match(shapes, knobs);
 }
 
 // A gated epilogue (SwiGLU over a packed gate+up product) on ragged shapes: both wgmma paths,
@@ -153,11 +145,8 @@ TEST(CudaWgmmaGpu, GatedEpilogueMatchesTheReference) {
                               specialized(64, 64, 4, 2),
                               specialized(128, 32, 2, 4, 32, 8),
                               specialized(128, 128, 3, 1, 64, 8)};
-  for (Knobs k :
-       {wgmma(64, 32, 2), specialized(128, 128, 3, 1, 64, 8), specialized(64, 64, 4, 2)}) {
-    k["staged"] = 1;
-    knobs.push_back(k);
-  }
+  add_with(knobs, {wgmma(64, 32, 2), specialized(128, 128, 3, 1, 64, 8), specialized(64, 64, 4, 2)},
+           {{"staged", 1}});
   add_persistent(knobs, {specialized(64, 32, 3), specialized(128, 64, 4, 1, 64, 8)});
   knobs.push_back({{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 3}});
   expect_shapes_match(shapes, knobs);
@@ -181,10 +170,7 @@ TEST(CudaWgmmaGpu, BWithNContiguousMatchesTheReference) {
                               specialized(128, 256, 3, 1, 64, 8),
                               specialized(128, 64, 4, 2, 32),
                               specialized(64, 256, 3, 1, 16)};
-  for (Knobs k : {wgmma(64, 64, 2), specialized(128, 128, 4, 1, 64, 8)}) {
-    k["staged"] = 1;
-    knobs.push_back(k);
-  }
+  add_with(knobs, {wgmma(64, 64, 2), specialized(128, 128, 4, 1, 64, 8)}, {{"staged", 1}});
   add_persistent(knobs, {specialized(64, 64, 3), specialized(128, 128, 4, 1, 64, 8)});
   expect_shapes_match(shapes, knobs);
 }

@@ -19,6 +19,25 @@ std::map<std::string, double> specialized(int64_t tile_m, int64_t tile_n, int64_
   return k;
 }
 
+std::map<std::string, double> with_knobs(std::map<std::string, double> knobs,
+                                         const std::map<std::string, double>& extra) {
+  for (const auto& [name, value] : extra) knobs[name] = value;
+  return knobs;
+}
+
+void add_with(std::vector<std::map<std::string, double>>& knobs,
+              const std::vector<std::map<std::string, double>>& tiles,
+              const std::map<std::string, double>& extra) {
+  for (const auto& k : tiles) knobs.push_back(with_knobs(k, extra));
+}
+
+void add_persistent(std::vector<std::map<std::string, double>>& knobs,
+                    const std::vector<std::map<std::string, double>>& tiles) {
+  for (const auto& k : tiles)
+    for (double staged : {0.0, 1.0})
+      knobs.push_back(with_knobs(k, {{"persistent", 1}, {"staged", staged}}));
+}
+
 ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2) {
   ir::Slice s;
   ir::Builder b(s.graph);

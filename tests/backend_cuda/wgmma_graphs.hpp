@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "emmy/ir.hpp"
 
@@ -19,6 +20,21 @@ std::map<std::string, double> wgmma(int64_t tile_m, int64_t tile_n, int64_t stag
 std::map<std::string, double> specialized(int64_t tile_m, int64_t tile_n, int64_t stages,
                                           int64_t splits = 1, int64_t tile_k = 64,
                                           int64_t warps = 0, int64_t cluster = 1);
+
+// `knobs` with `extra`'s values set (e.g. {{"staged", 1}} or {{"persistent", 1}}).
+std::map<std::string, double> with_knobs(std::map<std::string, double> knobs,
+                                         const std::map<std::string, double>& extra);
+
+// Each of `tiles` with `extra`'s values set, appended to `knobs` (e.g. {{"staged", 1}}: the
+// epilogue through shared memory).
+void add_with(std::vector<std::map<std::string, double>>& knobs,
+              const std::vector<std::map<std::string, double>>& tiles,
+              const std::map<std::string, double>& extra);
+
+// Each of `tiles` as resident blocks taking the tiles in turn (persistent=1), with either
+// epilogue (staged 0, then 1), appended to `knobs`.
+void add_persistent(std::vector<std::map<std::string, double>>& knobs,
+                    const std::vector<std::map<std::string, double>>& tiles);
 
 // Two chained bf16 linears (x @ w1^T, then @ w2^T), each a wgmma=1 kernel, as one slice: the
 // tuner's assembled program, whose modules share one tensor-map table.
