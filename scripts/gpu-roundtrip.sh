@@ -45,8 +45,9 @@
 # tunes a suite of bf16 cuda kernels (Qwen3-0.6B's products at M = 512, 2048 and B=8 S=512, its
 # norms, SiLU-multiply, softmax, causal attention) as --code expressions from one empty home,
 # stopping before EMMY_PRIOR_DATA_BUDGET seconds (default 500, the whole call), and exports every measured row
-# to $OUT/cuda_h200.jsonl (`emmy eval prior --export`), the table `emmy prior train` makes the
-# shipped cuda prior from (bench/prior/README.md).
+# to $OUT/cuda_<arch>.jsonl (`emmy eval prior --export`; <arch>: the GPU's model word, h100 or
+# h200, EMMY_PRIOR_DATA_ARCH to override), the table `emmy prior train` makes the shipped cuda
+# prior of that architecture from (bench/prior/README.md).
 #   scripts/gpu-roundtrip.sh remote-bench
 # runs the issue-12 benchmark (bench/qwen_layer/run.sh: Emmy's tuned Qwen3 layer vs PyTorch eager,
 # cuBLAS and torch.compile); its EMMY_BENCH_* variables are documented there.
@@ -535,8 +536,11 @@ remote_prior_data() {
   echo "== LibTorch plugin built after $((SECONDS - started)) s" | tee "$log"
   rm -rf "$home"
   nvidia-smi --query-gpu=name,driver_version --format=csv | tee -a "$log"
-  local expr left
+  # EMMY_PRIOR_DATA_FROM=N starts at the suite's N-th expression (1-based), to measure the rest
+  # of a suite a first call's budget did not reach.
+  local expr left index=0 from=${EMMY_PRIOR_DATA_FROM:-1}
   while read -r expr; do
+    ((++index < from)) && continue
     left=$((budget - (SECONDS - started)))
     if ((left < 15)); then
       echo "== budget of $budget s spent: not tuned: $expr" | tee -a "$log"
@@ -546,9 +550,14 @@ remote_prior_data() {
     EMMY_HOME=$home EMMY_DB=$home/tuning.db timeout "$left" "$emmy" tune --backend cuda \
       --prior roofline --patience "$patience" --no-progress --code "$expr" </dev/null 2>&1 | tail -3 | tee -a "$log"
   done < <(prior_data_suite)
-  EMMY_HOME=$home "$emmy" eval prior --prior roofline --export "$out/cuda_h200.jsonl" 2>&1 | tee -a "$log"
-  EMMY_HOME=$home "$emmy" eval prior --data "$out/cuda_h200.jsonl" --compare roofline 2>&1 | tee -a "$log"
-  echo "== $(wc -l < "$out/cuda_h200.jsonl") rows in \$OUT/cuda_h200.jsonl, $((SECONDS - started)) s" | tee -a "$log"
+  # The architecture word the shipped prior answers to (store/pretrained_prior.hpp): the word of
+  # the device's name after "NVIDIA", lower-cased ("NVIDIA H100 80GB HBM3" -> h100).
+  local arch=${EMMY_PRIOR_DATA_ARCH:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 |
+    awk '{ print tolower($2) }')}
+  local table=$out/cuda_${arch:-unknown}.jsonl
+  EMMY_HOME=$home "$emmy" eval prior --prior roofline --export "$table" 2>&1 | tee -a "$log"
+  EMMY_HOME=$home "$emmy" eval prior --data "$table" --compare roofline 2>&1 | tee -a "$log"
+  echo "== $(wc -l < "$table") rows in \$OUT/$(basename "$table"), $((SECONDS - started)) s" | tee -a "$log"
 }
 
 remote_bench() {

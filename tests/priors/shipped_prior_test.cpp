@@ -1,13 +1,15 @@
-// The cuda prior Emmy ships (plugins/priors/mlp/pretrained/mlp-pretrained-cuda-h200.ckpt, copied
-// beside the plugin in the build tree as it is installed): a cuda run on an H200 starts from it,
-// a run on another GPU does not, and loaded into the mlp plugin it ranks the measured rows it was
-// made from (bench/prior/data/cuda_h200.jsonl) better than the roofline prior does, over all
-// kernels together (their scale, which roofline's formula has and the mlp must keep) and within
-// each kernel. Those rows are its training rows: this checks the file and the plugin that reads
-// it, not how it does on kernels it never saw (that is `emmy eval prior --data ... --folds 4`,
+// The cuda priors Emmy ships (plugins/priors/mlp/pretrained/mlp-pretrained-cuda-<arch>.ckpt, one
+// per GPU model measured: h200 and h100; copied beside the plugin in the build tree as they are
+// installed): a cuda run on that GPU starts from its own state, a run on another GPU from none,
+// and loaded into the mlp plugin each ranks the measured rows it was made from
+// (bench/prior/data/cuda_<arch>.jsonl) better than the roofline prior does, over all kernels
+// together (their scale, which roofline's formula has and the mlp must keep) and within each
+// kernel. Those rows are its training rows: this checks the file and the plugin that reads it,
+// not how it does on kernels it never saw (that is `emmy eval prior --data ... --folds 4`,
 // docs/PERFORMANCE.md, "Priors").
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,16 +22,34 @@ namespace emmy {
 namespace {
 
 const std::string kPlugins = EMMY_BUILD_DIR "/lib/emmy/plugins";
-const std::string kTable = EMMY_SOURCE_DIR "/bench/prior/data/cuda_h200.jsonl";
-// The cuda backend's environment fingerprint on the H200 machine (cuda_backend.cpp).
-const std::string kH200 = "cuda|NVIDIA H200|driver 12.8|nvrtc 12.8|cublasLt 120805";
 
-TEST(ShippedCudaPrior, IsChosenForACudaRunOnAnH200Only) {
-  const auto choice = store::find_pretrained_prior(kPlugins, "mlp", "cuda", kH200);
-  ASSERT_TRUE(choice.chosen) << "no shipped mlp state for cuda on an H200 in " << kPlugins;
-  EXPECT_NE(choice.path.find("mlp-pretrained-cuda-h200.ckpt"), std::string::npos) << choice.path;
+// One shipped cuda state: the architecture word it answers to, the cuda backend's environment
+// fingerprint on a machine of that GPU (cuda_backend.cpp; as the GPU machines printed them) and
+// the table it was trained on.
+struct Shipped {
+  std::string arch, fingerprint, table;
+};
+
+void PrintTo(const Shipped& s, std::ostream* os) {
+  *os << s.arch;
+}
+
+class ShippedCudaPrior : public ::testing::TestWithParam<Shipped> {};
+
+const Shipped kH200{"h200", "cuda|NVIDIA H200|driver 12.8|nvrtc 12.8|cublasLt 120805",
+                    EMMY_SOURCE_DIR "/bench/prior/data/cuda_h200.jsonl"};
+const Shipped kH100{"h100", "cuda|NVIDIA H100 80GB HBM3|driver 13.0|nvrtc 13.0|cublasLt 13.1.0",
+                    EMMY_SOURCE_DIR "/bench/prior/data/cuda_h100.jsonl"};
+
+TEST_P(ShippedCudaPrior, IsChosenForACudaRunOnItsGpuOnly) {
+  const Shipped& s = GetParam();
+  const auto choice = store::find_pretrained_prior(kPlugins, "mlp", "cuda", s.fingerprint);
+  ASSERT_TRUE(choice.chosen) << "no shipped mlp state for cuda on " << s.arch << " in " << kPlugins;
+  EXPECT_NE(choice.path.find("mlp-pretrained-cuda-" + s.arch + ".ckpt"), std::string::npos)
+      << choice.path;
   EXPECT_EQ(choice.chosen->backend, "cuda");
-  EXPECT_EQ(choice.chosen->rows, store::read_prior_table(kTable).size());
+  EXPECT_EQ(choice.chosen->arch, s.arch);
+  EXPECT_EQ(choice.chosen->rows, store::read_prior_table(s.table).size());
   EXPECT_FALSE(store::find_pretrained_prior(kPlugins, "mlp", "cuda",
                                             "cuda|NVIDIA A100-SXM4-80GB|driver 12.8|nvrtc 12.8")
                    .chosen);
@@ -39,8 +59,9 @@ TEST(ShippedCudaPrior, IsChosenForACudaRunOnAnH200Only) {
   }
 }
 
-TEST(ShippedCudaPrior, RanksTheCudaTableBetterThanRoofline) {
-  const auto choice = store::find_pretrained_prior(kPlugins, "mlp", "cuda", kH200);
+TEST_P(ShippedCudaPrior, RanksItsTableBetterThanRoofline) {
+  const Shipped& s = GetParam();
+  const auto choice = store::find_pretrained_prior(kPlugins, "mlp", "cuda", s.fingerprint);
   ASSERT_TRUE(choice.chosen);
   // As `emmy eval prior` does: deploy rows predicted for deploy, rank rows for rank.
   auto deploy = test::make_prior("mlp");
@@ -51,7 +72,7 @@ TEST(ShippedCudaPrior, RanksTheCudaTableBetterThanRoofline) {
   auto roofline = test::make_prior("roofline");
 
   std::vector<PriorRow> rows;
-  for (auto& t : store::read_prior_table(kTable)) rows.push_back(std::move(t.row));
+  for (auto& t : store::read_prior_table(s.table)) rows.push_back(std::move(t.row));
   std::vector<double> mlp, roof;
   for (const auto& r : rows) {
     const Prior& p = r.regime == Regime::rank ? *rank : *deploy;
@@ -62,10 +83,13 @@ TEST(ShippedCudaPrior, RanksTheCudaTableBetterThanRoofline) {
   const auto q_roof = prior_eval::score_ranking(roof, rows);
   EXPECT_GT(q_mlp.spearman_all, q_roof.spearman_all);
   EXPECT_GT(q_mlp.spearman_within, q_roof.spearman_within);
-  std::cout << "the cuda table (" << rows.size() << " rows): pooled Spearman mlp "
+  std::cout << "the cuda " << s.arch << " table (" << rows.size() << " rows): pooled Spearman mlp "
             << q_mlp.spearman_all << ", roofline " << q_roof.spearman_all << "; within kernels mlp "
             << q_mlp.spearman_within << ", roofline " << q_roof.spearman_within << "\n";
 }
+
+INSTANTIATE_TEST_SUITE_P(Gpus, ShippedCudaPrior, ::testing::Values(kH200, kH100),
+                         [](const auto& info) { return info.param.arch; });
 
 }  // namespace
 }  // namespace emmy
