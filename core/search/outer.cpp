@@ -8,6 +8,7 @@
 
 #include "emmy/templates.hpp"
 #include "search/pipeline.hpp"
+#include "search/recombine.hpp"
 #include "search/search_loop.hpp"
 
 namespace emmy::search {
@@ -35,6 +36,24 @@ std::string grouping_answers(const Candidate& c) {
   std::string out;
   for (size_t i = 0; i < c.forks.size() && i < c.labels.size(); ++i)
     out += (i ? ";" : "") + c.forks[i] + "=" + c.labels[i];
+  return out;
+}
+
+std::vector<ScoredKernel> scored_kernels(const ir::Program& p, const KernelKey& key_of) {
+  const std::vector<int> carried = carried_producers(p);
+  std::vector<bool> is_carried(carried.size(), false);
+  for (int c : carried)
+    if (c >= 0) is_carried[static_cast<size_t>(c)] = true;
+  std::vector<ScoredKernel> out;
+  for (size_t i = 0; i < carried.size(); ++i) {
+    if (is_carried[i]) continue;  // its time is part of the kernel carrying it
+    const ir::Kernel& k = p.grouping.kernels[i];
+    out.push_back(
+        {i, carried[i],
+         carried[i] >= 0
+             ? carried_key(p.graph, k, p.grouping.kernels[static_cast<size_t>(carried[i])])
+             : key_of(p.graph, k)});
+  }
   return out;
 }
 
@@ -125,17 +144,12 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
     std::vector<KernelJob> jobs;
     std::set<std::string> queued;
     std::map<std::string, int> occurrences;
-    const std::vector<int> carried = carried_producers(c.program);
-    std::vector<bool> is_carried(carried.size(), false);
-    for (int p : carried)
-      if (p >= 0) is_carried[static_cast<size_t>(p)] = true;
-    for (size_t i = 0; i < carried.size(); ++i) {
-      if (is_carried[i]) continue;  // its time is part of the kernel carrying it
-      const ir::Kernel& k = c.program.grouping.kernels[i];
+    for (const ScoredKernel& sk : scored_kernels(c.program, key_of)) {
+      const ir::Kernel& k = c.program.grouping.kernels[sk.kernel];
       const ir::Kernel* producer =
-          carried[i] >= 0 ? &c.program.grouping.kernels[static_cast<size_t>(carried[i])] : nullptr;
-      keys.push_back(producer ? carried_key(c.program.graph, k, *producer)
-                              : key_of(c.program.graph, k));
+          sk.producer >= 0 ? &c.program.grouping.kernels[static_cast<size_t>(sk.producer)]
+                           : nullptr;
+      keys.push_back(sk.key);
       ++occurrences[keys.back()];
       if (!out.kernel_best_us.count(keys.back()) && queued.insert(keys.back()).second)
         jobs.push_back({&c.program.graph, &k, keys.back(), producer});
@@ -171,6 +185,7 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
         double us = times[i];
         if (!(std::isfinite(us) && us > 0)) us = std::numeric_limits<double>::infinity();
         out.kernel_best_us.emplace(jobs[i].key, us);
+        if (us > jobs[i].hopeless_above_us) out.stopped_early.insert(jobs[i].key);
         out.tuned_keys.push_back(jobs[i].key);
       }
       e.cached = false;
@@ -211,6 +226,7 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
   hooks.on_step = on_step;
 
   out.search = run_search(ForkKind::structural, options, hooks);
+  recombine_tuned(program, passes, caps, key_of, options.recombine_descents, out);
   if (out.search.found) {
     const ir::Program& best = out.search.best.program;
     out.best_producers = carried_producers(best);

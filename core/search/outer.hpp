@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,24 @@ struct OuterOptions : SearchOptions {
   // the best (issue 24: a split attention whose first candidate took 390 times the fused
   // grouping's total kept a patience-50 tune busy for minutes). 0: never.
   double set_aside_factor = 10;
+  // After the search, at most this many pipeline runs score groupings one structural answer from
+  // the best whose kernels were all tuned already (search/recombine.hpp); 0: none.
+  int recombine_descents = 64;
 };
 
 // A grouping the outer search set aside, and why (-v log, report, run record).
 struct SetAsideGrouping {
   std::string grouping;  // its structural answers, "fork=label;..."
   std::string reason;
+};
+
+// A grouping adopted after the search without being tuned (search/recombine.hpp): one answer away
+// from the best, every kernel of it tuned in other groupings, its total lower.
+struct RecombinedGrouping {
+  std::string grouping;  // its structural answers, "fork=label;..."
+  std::string changed;   // the answer that differs, "fork=label"
+  double total_us = 0;   // the sum of its kernels' best times
+  double was_us = 0;     // the best total before it
 };
 
 struct OuterResult {
@@ -69,9 +82,25 @@ struct OuterResult {
   // Every key tuned -> best µs (+inf: failed); for a kernel whose tuner stopped at its first
   // measurements (KernelJob::hopeless_above_us) the best of those.
   std::map<std::string, double> kernel_best_us;
-  std::vector<std::string> tuned_keys;      // keys in the order tune_kernel was called
-  std::vector<SetAsideGrouping> set_aside;  // in the order they were set aside
+  // The keys whose time is only what the first measurements gave (above the job's
+  // hopeless_above_us: its tuner may have stopped there), not a tuned best.
+  std::set<std::string> stopped_early;
+  std::vector<std::string> tuned_keys;         // keys in the order tune_kernel was called
+  std::vector<SetAsideGrouping> set_aside;     // in the order they were set aside
+  std::vector<RecombinedGrouping> recombined;  // in the order adopted
+  int recombine_descents = 0;                  // pipeline runs the recombination made
+  double recombine_s = 0;                      // and their wall seconds
 };
+
+// The kernels of grouping `p` the outer search scores, each with its key: every kernel but an
+// attention producer another kernel carries (whose time is part of that kernel's, key
+// carried_key). `producer` is the carried producer's index, else -1.
+struct ScoredKernel {
+  size_t kernel = 0;
+  int producer = -1;
+  std::string key;
+};
+std::vector<ScoredKernel> scored_kernels(const ir::Program& p, const KernelKey& key_of);
 
 // "fork=label;fork=label": a grouping's structural answers, as plans and reports name it.
 std::string grouping_answers(const Candidate& c);

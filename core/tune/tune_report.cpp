@@ -70,6 +70,13 @@ nlohmann::json TuneReport::to_json() const {
   nlohmann::json aside = nlohmann::json::array();
   for (const auto& g : set_aside) aside.push_back({{"grouping", g.grouping}, {"reason", g.reason}});
   j["groupings_set_aside"] = aside;
+  nlohmann::json recombined_json = nlohmann::json::array();
+  for (const auto& g : recombined)
+    recombined_json.push_back({{"grouping", g.grouping},
+                               {"changed", g.changed},
+                               {"total_us", g.total_us},
+                               {"was_us", g.was_us}});
+  j["groupings_recombined"] = recombined_json;
   // Each kernel's search, evaluation by evaluation: times in the order measured (null: failed),
   // so a benchmark of the search can tell how many candidates it took to come near its best.
   nlohmann::json traces = nlohmann::json::array();
@@ -124,6 +131,11 @@ std::string TuneReport::table() const {
     out << built_ahead << " candidates built ahead while others were measured, " << built_ahead_used
         << " of them then picked by the search\n";
   for (const auto& g : set_aside) out << "grouping " << g.grouping << " " << g.reason << "\n";
+  for (const auto& g : recombined) {
+    std::snprintf(line, sizeof line, "%.2f us (was %.2f)", g.total_us, g.was_us);
+    out << "grouping " << g.grouping << " adopted untuned, its kernels all tuned in other "
+        << "groupings: " << g.changed << " gives " << line << "\n";
+  }
   if (validated()) {
     // A row from the database (a re-run) does not say how many rounds it took.
     const std::string rounds = validation_rounds > 0

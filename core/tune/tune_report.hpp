@@ -47,6 +47,13 @@ struct SetAsideReport {
   std::string reason;
 };
 
+// A grouping adopted after the search from kernels already tuned (search::RecombinedGrouping).
+struct RecombinedReport {
+  std::string grouping;  // "fork=label;..."
+  std::string changed;   // the answer that differs from the grouping it replaced
+  double total_us = 0, was_us = 0;
+};
+
 struct TuneReport {
   std::string run_id;
   std::string status = "ok";  // "ok", "interrupted", "failed: ..."
@@ -98,8 +105,9 @@ struct TuneReport {
   std::string validation_note;  // why the gap was not measured, if it was not
   double wall_s = 0;
   std::vector<KernelReport> kernels;
-  std::vector<SetAsideReport> set_aside;  // groupings set aside as hopeless, with why
-  std::vector<SearchTrace> searches;      // every kernel tuned, in the order they were tuned
+  std::vector<SetAsideReport> set_aside;     // groupings set aside as hopeless, with why
+  std::vector<RecombinedReport> recombined;  // groupings adopted untuned, in order
+  std::vector<SearchTrace> searches;         // every kernel tuned, in the order they were tuned
 
   // The assembled graph was measured and compared with the sum of its kernels.
   bool validated() const { return assembled_us > 0 && std::isfinite(validation_gap_pct); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <mutex>
@@ -311,6 +312,16 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     throw;
   }
   for (const auto& g : result.set_aside) report.set_aside.push_back({g.grouping, g.reason});
+  for (const auto& g : result.recombined)
+    report.recombined.push_back({g.grouping, g.changed, g.total_us, g.was_us});
+  if (options.verbose && result.recombine_descents > 0) {
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "recombination: %d pipeline runs from the best grouping in %.3f s, %zu "
+                  "groupings adopted from tuned kernels",
+                  result.recombine_descents, result.recombine_s, result.recombined.size());
+    progress.message(line);
+  }
   report.groupings_tried = result.search.evaluations;
   if (!result.search.found) {
     progress.finish();

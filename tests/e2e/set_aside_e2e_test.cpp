@@ -98,6 +98,9 @@ TEST_F(SetAsideE2E, AHopelessGroupingIsSetAsideWithItsReasonAndTheBestStaysTheSa
   json r_all = report("all.json");
   ASSERT_EQ(r_all["groupings_tried"], 2) << all.err;
   EXPECT_TRUE(r_all["groupings_set_aside"].empty());
+  // Both groupings were tried: nothing is left to recombine (search/recombine.hpp).
+  ASSERT_TRUE(r_all["groupings_recombined"].is_array()) << r_all.dump(2);
+  EXPECT_TRUE(r_all["groupings_recombined"].empty());
   ASSERT_NE(all.err.find("fuse_attention@"), std::string::npos) << all.err;
   const double fused = grouping_total(all.err, 0);
   const double split = grouping_total(all.err, 1);
