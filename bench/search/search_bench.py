@@ -209,6 +209,7 @@ def figures(kernel: dict) -> None:
         return [m["trajectory"]] if m.get("trajectory") else []
 
     trajs = [t for m in kernel["modes"].values() for t in runs_of(m)]
+    sm.add_pooled(trajs, sm.pool(trajs))
     kernel["reference_us"] = {r: sm.reference_of(trajs, r) for r in sm.REGIMES}
     for m in kernel["modes"].values():
         for stale in ("best_us", "pct_of_ref", "to_within", "failures"):  # an older file's

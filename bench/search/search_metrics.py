@@ -9,7 +9,7 @@ rank time (`rank_us`, null when the candidate failed or was refused), its deploy
 was re-measured at deploy (`deploy_us`: candidates within 15 % of the best rank time so far are),
 and whether it was served from the database (`cached`).
 
-Two regimes, two sets of figures (REGIMES):
+Three regimes, three sets of figures (REGIMES):
   deploy  what the tune delivers: a kernel is deployed as the configuration with the lowest
           deploy time among those re-measured at deploy. After evaluation i, the search would
           deliver the best deploy time among points 1..i.
@@ -17,6 +17,13 @@ Two regimes, two sets of figures (REGIMES):
           deploy builds (cpu: -O2 -march=native against -O3 -march=native; until 2026-12-05
           rank was -O1, which ordered the matmul's configurations unlike deploy), so a search
           can do well on one and not the other.
+  pooled  deploy, with each configuration at the median of every deploy measurement of it in the
+          benchmark (all modes and runs of the kernel; points carry their configuration's key,
+          `config`, in reports since 2026-12-05): one sample of a configuration is noisy, and
+          the deploy reference, the lowest of hundreds of samples, is the luckiest of them, so
+          "within 3 %" of it can be a matter of luck when the configurations near the best are
+          within the noise of each other (cuBLASLt's algorithms on the H100, 2026-12-05). A
+          point the search did not re-measure at deploy has no pooled time, as in deploy.
 Figures per kernel, mode and regime:
   evaluations   candidates evaluated (the points of the trajectory): the search's budget
   benchmarks    of those, the ones that ran (not cached)
@@ -37,12 +44,15 @@ reads above 100 % merely because the reference run's own sample of a configurati
 from __future__ import annotations
 
 import math
+import statistics
 
 WITHIN_PCT = 3.0
-REGIMES = ("deploy", "rank")
+REGIMES = ("deploy", "rank", "pooled")
 REGIME_TITLES = {
     "deploy": "Delivered: the deploy time of the configuration each search would deploy",
     "rank": "Steered by: the rank time of the candidates each search measured",
+    "pooled": "Delivered, pooled: each configuration at the median of every deploy measurement of "
+              "it in the benchmark",
 }
 # The modes of a benchmark, in the order they run and appear in the table.
 MODES = ("p10", "p50", "flat", "random", "ref")
@@ -63,6 +73,32 @@ def times(trajectory: list[dict], regime: str = "rank") -> list[float | None]:
         t = p.get(regime + "_us")
         out.append(float(t) if isinstance(t, (int, float)) and math.isfinite(t) and t > 0 else None)
     return out
+
+
+def _deploy_sample(p: dict) -> float | None:
+    d = p.get("deploy_us")
+    return float(d) if isinstance(d, (int, float)) and math.isfinite(d) and d > 0 else None
+
+
+def pool(trajectories: list[list[dict]]) -> dict[str, float]:
+    """Configuration key -> the median of its deploy measurements over `trajectories` (a cached
+    point repeats a measurement of its run, not a new one: left out)."""
+    samples: dict[str, list[float]] = {}
+    for t in trajectories:
+        for p in t:
+            d = _deploy_sample(p)
+            if p.get("config") and d is not None and not p.get("cached"):
+                samples.setdefault(p["config"], []).append(d)
+    return {c: statistics.median(v) for c, v in samples.items()}
+
+
+def add_pooled(trajectories: list[list[dict]], pooled: dict[str, float]) -> None:
+    """Sets each point's `pooled_us`: its configuration's pooled time where the point was
+    re-measured at deploy, else None."""
+    for t in trajectories:
+        for p in t:
+            has = _deploy_sample(p) is not None and p.get("config") in pooled
+            p["pooled_us"] = pooled[p["config"]] if has else None
 
 
 def rank_times(trajectory: list[dict]) -> list[float | None]:

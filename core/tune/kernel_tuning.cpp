@@ -131,6 +131,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   };
 
   double step_deploy_us = 0;  // the deploy time of the candidate being evaluated (0: none)
+  std::string step_config;    // and its configuration's key ("" when refused by a declared rule)
   search::Evaluate evaluate = [&](const search::Candidate& c) -> search::Evaluation {
     check_interrupt();
     search::Evaluation e;
@@ -146,6 +147,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
       return e;
     }
     store::MeasurementRecord rank = measured(c, Regime::rank, e.cached);
+    step_config = rank.config_key;
     ++out.evaluations;
     if (!rank.ok()) {
       ++out.failures;
@@ -223,8 +225,9 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   // Every evaluation in order, with the deploy time of those re-measured at deploy.
   search::Evaluate recorded = [&](const search::Candidate& c) {
     step_deploy_us = 0;
+    step_config.clear();
     search::Evaluation e = evaluate(c);
-    out.trajectory.push_back({e.ok ? e.time_us : 0, step_deploy_us, e.cached});
+    out.trajectory.push_back({e.ok ? e.time_us : 0, step_deploy_us, e.cached, step_config});
     return e;
   };
 

@@ -88,7 +88,8 @@ nlohmann::json TuneReport::to_json() const {
     for (const auto& p : t.trajectory)
       steps.push_back({{"rank_us", time_or_null(p.rank_us)},
                        {"deploy_us", time_or_null(p.deploy_us)},
-                       {"cached", p.cached}});
+                       {"cached", p.cached},
+                       {"config", p.config}});
     traces.push_back({{"key", t.key},
                       {"name", t.name},
                       {"in_best_grouping", t.in_best_grouping},

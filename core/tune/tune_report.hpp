@@ -30,6 +30,9 @@ struct TrajectoryPoint {
   double rank_us = 0;    // the candidate's rank time; 0 = it failed (or was refused)
   double deploy_us = 0;  // its deploy time when it was re-measured at deploy, else 0
   bool cached = false;   // served from the database (or refused by a declared rule): nothing ran
+  // Its configuration's key in the database (store::config_key; "" when it was refused by a
+  // declared rule, so never built): bench/search pools every measurement of one configuration.
+  std::string config;
 };
 
 // One kernel's inner search: every kernel the run tuned, in the best grouping or not.

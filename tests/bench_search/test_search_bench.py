@@ -111,6 +111,13 @@ class SearchBenchOneKernel(unittest.TestCase):
                     self.assertLessEqual(times[k - 1], ref * 1.03, name)
                     self.assertTrue(all(t is None or t > ref * 1.03 for t in times[:k - 1]), name)
 
+    def test_points_name_their_configuration_so_that_the_pooled_figures_exist(self):
+        for name, m in self.modes.items():
+            for p in m["trajectory"]:
+                if p["rank_us"] is not None:
+                    self.assertIn("|", p["config"], name)  # "<template>|<knobs>"
+        self.assertIsNotNone(self.kernel["reference_us"]["pooled"])
+
     def test_baselines_ran_once_per_seed_from_their_own_homes(self):
         for name in ("flat", "random"):
             m = self.modes[name]

@@ -82,6 +82,35 @@ class Regimes(unittest.TestCase):
         self.assertEqual(sm.reference_of([t], "deploy"), 4.0)
 
 
+class Pooled(unittest.TestCase):
+    def test_each_configuration_takes_the_median_of_its_deploy_measurements(self):
+        def pt(config, deploy, cached=False):
+            return {"rank_us": 1.0, "deploy_us": deploy, "cached": cached, "config": config}
+        # Configuration a measured 10.0, 10.6 and 10.3 in three runs, b 11.0 once; c never
+        # re-measured at deploy; a cached repeat of a run's sample is not a new one; a point
+        # without a key (an older report, a declared refusal) is not pooled.
+        runs = [[pt("a", 10.0), pt("b", 11.0), pt("c", None)],
+                [pt("a", 10.6), pt("a", 10.6, cached=True)],
+                [pt("a", 10.3), pt("", 3.0)]]
+        pooled = sm.pool(runs)
+        self.assertEqual(pooled, {"a": 10.3, "b": 11.0})
+        sm.add_pooled(runs, pooled)
+        self.assertEqual(sm.times(runs[0], "pooled"), [10.3, 11.0, None])
+        self.assertEqual(sm.times(runs[1], "pooled"), [10.3, 10.3])
+        self.assertEqual(sm.times(runs[2], "pooled"), [10.3, None])
+        self.assertEqual(sm.reference_of(runs, "pooled"), 10.3)
+        # Run 2 found a at its first evaluation. Against the luckiest sample of a (10.0), its own
+        # (10.6) is never within 3 %; pooled, a is what it is in every run.
+        self.assertIsNone(sm.kernel_figures(runs[1], 10.0, "deploy")["to_within"])
+        self.assertEqual(sm.kernel_figures(runs[1], 10.3, "pooled")["to_within"], 1)
+
+    def test_an_old_report_without_configurations_has_no_pooled_figures(self):
+        runs = [[{"rank_us": 5.0, "deploy_us": 5.0, "cached": False}]]
+        sm.add_pooled(runs, sm.pool(runs))
+        self.assertIsNone(sm.reference_of(runs, "pooled"))
+        self.assertEqual(sm.times(runs[0], "pooled"), [None])
+
+
 def mode(trajectory, refs):
     """A mode's entry as search_bench.py keeps it: figures under each regime's name."""
     m = {"trajectory": trajectory, "evaluations": len(trajectory)}
@@ -92,7 +121,7 @@ def mode(trajectory, refs):
 
 class Table(unittest.TestCase):
     def result(self):
-        refs = {"rank": 10.0, "deploy": 10.0}
+        refs = {"rank": 10.0, "deploy": 10.0, "pooled": None}  # no configurations: no pooled
 
         def dep(*ts):  # the same times at both regimes
             return [{"rank_us": x, "deploy_us": x, "cached": False} for x in ts]
