@@ -112,8 +112,13 @@ void recombine_tuned(const ir::Program& program, const std::vector<Pass*>& passe
   for (;;) {
     // The best grouping's forks and their options, from a descent with its own answers.
     if (descents >= max_descents) return done();
-    const Descent base = descend(program, passes, caps, answers_of(result.search.best));
     ++descents;
+    Descent base;
+    try {
+      base = descend(program, passes, caps, answers_of(result.search.best));
+    } catch (const Error&) {
+      return done();
+    }
     std::optional<Descent> move;
     std::string changed;
     double move_us = result.search.best_us;
@@ -123,8 +128,15 @@ void recombine_tuned(const ir::Program& program, const std::vector<Pass*>& passe
         if (descents >= max_descents) break;
         std::map<std::string, std::string> preset = answers_of(base.candidate);
         preset[base.candidate.forks[f]] = label;
-        Descent d = descend(program, passes, caps, preset);
         ++descents;
+        // A combination of answers the search never made may be one a pass cannot take: not
+        // scored, and the tune keeps what it has.
+        Descent d;
+        try {
+          d = descend(program, passes, caps, preset);
+        } catch (const Error&) {
+          continue;
+        }
         const std::optional<double> total = known_total(d.candidate.program, key_of, result);
         if (total && *total < move_us) {
           move_us = *total;

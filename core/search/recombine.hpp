@@ -25,7 +25,8 @@ namespace emmy::search {
 // climb goes on from there. At most `max_descents` pipeline runs; nothing is tuned, and the
 // search's counters (evaluations, benchmarks) are unchanged. Each adoption is appended to
 // result.recombined; best_kernel_keys and best_producers are not touched (outer_search sets them
-// after this). Does nothing when result.search.found is false.
+// after this). A descent whose pipeline throws (answers no pass can take together) is not
+// scored. Does nothing when result.search.found is false.
 void recombine_tuned(const ir::Program& program, const std::vector<Pass*>& passes,
                      const BackendCaps& caps, const KernelKey& key_of, int max_descents,
                      OuterResult& result);

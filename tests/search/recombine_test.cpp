@@ -151,6 +151,30 @@ TEST(Recombine, StopsAtItsDescentBudgetAndWithoutABest) {
   EXPECT_TRUE(r.recombined.empty());
 }
 
+// A structural pass that cannot take the two pairs together (a combination the search never made
+// may be one no pass can build): the grouping is not scored, and the best stays.
+class RefusesTwoPairs final : public Pass {
+ public:
+  std::string name() const override { return "test.refuses_two_pairs"; }
+  bool in_place() const override { return false; }
+  Status run(ir::Program& p, PassContext&) noexcept override {
+    const auto& ks = p.grouping.kernels;
+    if (ks.size() == 2 && ks[0].nodes.size() == 2 && ks[1].nodes.size() == 2)
+      return Status::Error("two pairs are not supported");
+    return Status::Ok();
+  }
+};
+
+TEST(Recombine, AGroupingNoPassCanBuildIsNotScored) {
+  Chain ch;
+  OuterResult r = ch.searched({kFirstPair, kLastPair});
+  RefusesTwoPairs refuses;
+  recombine_tuned(ch.program, {&ch.fuse, &refuses}, BackendCaps{"test", {}}, kKey, 64, r);
+  EXPECT_DOUBLE_EQ(r.search.best_us, 26);
+  EXPECT_TRUE(r.recombined.empty());
+  EXPECT_GT(r.recombine_descents, 1);  // it tried the neighbours all the same
+}
+
 // Through outer_search: a search that stops early (a budget of 3 groupings) tunes exactly the
 // kernels it tunes without recombination, and its best total is never higher with it.
 TEST(Recombine, OuterSearchTunesNothingMoreForIt) {
