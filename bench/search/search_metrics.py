@@ -68,16 +68,13 @@ MODE_TITLES = {
 def times(trajectory: list[dict], regime: str = "rank") -> list[float | None]:
     """The time of each evaluation in `regime`, None where there is none (a failure; a candidate
     not re-measured at deploy)."""
-    out = []
-    for p in trajectory:
-        t = p.get(regime + "_us")
-        out.append(float(t) if isinstance(t, (int, float)) and math.isfinite(t) and t > 0 else None)
-    return out
+    return [point_time(p, regime) for p in trajectory]
 
 
-def _deploy_sample(p: dict) -> float | None:
-    d = p.get("deploy_us")
-    return float(d) if isinstance(d, (int, float)) and math.isfinite(d) and d > 0 else None
+def point_time(p: dict, regime: str) -> float | None:
+    """One point's time in `regime`, None where it has none."""
+    t = p.get(regime + "_us")
+    return float(t) if isinstance(t, (int, float)) and math.isfinite(t) and t > 0 else None
 
 
 def pool(trajectories: list[list[dict]]) -> dict[str, float]:
@@ -86,7 +83,7 @@ def pool(trajectories: list[list[dict]]) -> dict[str, float]:
     samples: dict[str, list[float]] = {}
     for t in trajectories:
         for p in t:
-            d = _deploy_sample(p)
+            d = point_time(p, "deploy")
             if p.get("config") and d is not None and not p.get("cached"):
                 samples.setdefault(p["config"], []).append(d)
     return {c: statistics.median(v) for c, v in samples.items()}
@@ -97,7 +94,7 @@ def add_pooled(trajectories: list[list[dict]], pooled: dict[str, float]) -> None
     re-measured at deploy, else None."""
     for t in trajectories:
         for p in t:
-            has = _deploy_sample(p) is not None and p.get("config") in pooled
+            has = point_time(p, "deploy") is not None and p.get("config") in pooled
             p["pooled_us"] = pooled[p["config"]] if has else None
 
 

@@ -21,12 +21,12 @@ size_t TreeResolver::choose(const ForkSite& site) {
                     site.name[also_searched_.size()] == '@';
   if (site.kind != searched_ && !also) {
     // Not this level's decision: the untuned default, outside the tree.
-    for (const auto& [k, v] : site.options[0].knobs) knobs_[k] = v;
+    answers_.take_knobs(site, 0);
     return 0;
   }
   tree_.set_site(node_, site);
   SearchTree::Predict predict;
-  if (predictor_) predict = [&](size_t option) { return predictor_(knobs_, site, option); };
+  if (predictor_) predict = [&](size_t option) { return predictor_(answers_.knobs, site, option); };
   const auto& first = tree_.node(node_).children;
   const bool take_default =
       defaults_ && (first.empty() || first[0] < 0 || !tree_.node(first[0]).exhausted);
@@ -34,19 +34,9 @@ size_t TreeResolver::choose(const ForkSite& site) {
   if (!take_default)
     answer =
         random_draw_ ? tree_.select_random(node_, *random_draw_) : tree_.select(node_, predict);
-  path_.push_back(answer);
-  forks_.push_back(site.name);
-  labels_.push_back(site.options[answer].label);
-  for (const auto& [k, v] : site.options[answer].knobs) knobs_[k] = v;
+  answers_.answered(site, answer);
   node_ = tree_.child(node_, answer);
   return answer;
-}
-
-void TreeResolver::fill(Candidate& c) const {
-  c.path = path_;
-  c.forks = forks_;
-  c.labels = labels_;
-  c.knobs = knobs_;
 }
 
 }  // namespace emmy::search

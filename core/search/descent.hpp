@@ -15,6 +15,33 @@
 
 namespace emmy::search {
 
+// What one descent answered, in the form a Candidate keeps (path, fork names, labels, knobs):
+// shared by the resolvers that record a descent (TreeResolver here, recombination's preset one).
+struct DescentAnswers {
+  std::vector<size_t> path;
+  std::vector<std::string> forks;
+  std::vector<std::string> labels;
+  std::map<std::string, double> knobs;  // every fork's, answered or defaulted
+
+  // A fork of the level being decided: its answer is part of the candidate.
+  void answered(const ForkSite& site, size_t answer) {
+    path.push_back(answer);
+    forks.push_back(site.name);
+    labels.push_back(site.options[answer].label);
+    take_knobs(site, answer);
+  }
+  // A fork of the other level, answered with its default: only its knobs count.
+  void take_knobs(const ForkSite& site, size_t answer) {
+    for (const auto& [k, v] : site.options[answer].knobs) knobs[k] = v;
+  }
+  void fill(Candidate& c) const {
+    c.path = path;
+    c.forks = forks;
+    c.labels = labels;
+    c.knobs = knobs;
+  }
+};
+
 class TreeResolver final : public Resolver {
  public:
   // Predicted time (µs) under `option` of `site`, given the knobs decided so far on this descent;
@@ -36,7 +63,7 @@ class TreeResolver final : public Resolver {
 
   int endpoint() const { return node_; }  // the tree node this descent ended at
   // Copies the answers (path, fork names, labels, knobs) into `c`.
-  void fill(Candidate& c) const;
+  void fill(Candidate& c) const { answers_.fill(c); }
 
  private:
   SearchTree& tree_;
@@ -46,10 +73,7 @@ class TreeResolver final : public Resolver {
   std::string also_searched_;
   std::optional<uint64_t> random_draw_;
   int node_ = SearchTree::root();
-  std::vector<size_t> path_;
-  std::vector<std::string> forks_;
-  std::vector<std::string> labels_;
-  std::map<std::string, double> knobs_;
+  DescentAnswers answers_;
 };
 
 }  // namespace emmy::search

@@ -230,16 +230,9 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
   if (out.search.found) {
     const ir::Program& best = out.search.best.program;
     out.best_producers = carried_producers(best);
-    out.best_kernel_keys.assign(best.grouping.kernels.size(), "");
-    for (size_t i = 0; i < best.grouping.kernels.size(); ++i) {
-      const int p = out.best_producers[i];
-      if (p >= 0)
-        out.best_kernel_keys[i] = carried_key(best.graph, best.grouping.kernels[i],
-                                              best.grouping.kernels[static_cast<size_t>(p)]);
-      else if (std::find(out.best_producers.begin(), out.best_producers.end(),
-                         static_cast<int>(i)) == out.best_producers.end())
-        out.best_kernel_keys[i] = key_of(best.graph, best.grouping.kernels[i]);
-    }
+    out.best_kernel_keys.assign(best.grouping.kernels.size(), "");  // "": a carried producer
+    for (const ScoredKernel& sk : scored_kernels(best, key_of))
+      out.best_kernel_keys[sk.kernel] = sk.key;
   }
   return out;
 }

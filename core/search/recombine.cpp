@@ -7,6 +7,7 @@
 
 #include "emmy/fork.hpp"
 #include "emmy/status.hpp"
+#include "search/descent.hpp"
 #include "search/pipeline.hpp"
 
 namespace emmy::search {
@@ -22,36 +23,28 @@ class PresetResolver final : public Resolver {
 
   size_t choose(const ForkSite& site) override {
     if (site.options.empty()) throw Error("fork '" + site.name + "' was asked with no options");
-    size_t answer = 0;
-    if (site.kind == ForkKind::structural) {
-      if (auto it = preset_.find(site.name); it != preset_.end())
-        for (size_t i = 0; i < site.options.size(); ++i)
-          if (site.options[i].label == it->second) answer = i;
-      path_.push_back(answer);
-      forks_.push_back(site.name);
-      labels_.push_back(site.options[answer].label);
-      std::vector<std::string> all;
-      for (const ForkOption& o : site.options) all.push_back(o.label);
-      options_.push_back(std::move(all));
+    if (site.kind != ForkKind::structural) {
+      answers_.take_knobs(site, 0);
+      return 0;
     }
-    for (const auto& [k, v] : site.options[answer].knobs) knobs_[k] = v;
+    size_t answer = 0;
+    if (auto it = preset_.find(site.name); it != preset_.end())
+      for (size_t i = 0; i < site.options.size(); ++i)
+        if (site.options[i].label == it->second) answer = i;
+    answers_.answered(site, answer);
+    std::vector<std::string> all;
+    for (const ForkOption& o : site.options) all.push_back(o.label);
+    options_.push_back(std::move(all));
     return answer;
   }
 
-  void fill(Candidate& c) const {
-    c.path = path_;
-    c.forks = forks_;
-    c.labels = labels_;
-    c.knobs = knobs_;
-  }
+  void fill(Candidate& c) const { answers_.fill(c); }
   // Per structural fork asked, in order: its options' labels.
   const std::vector<std::vector<std::string>>& options() const { return options_; }
 
  private:
   const std::map<std::string, std::string>& preset_;
-  std::vector<size_t> path_;
-  std::vector<std::string> forks_, labels_;
-  std::map<std::string, double> knobs_;
+  DescentAnswers answers_;
   std::vector<std::vector<std::string>> options_;
 };
 
@@ -109,16 +102,16 @@ void recombine_tuned(const ir::Program& program, const std::vector<Pass*>& passe
     result.recombine_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
+  // The best grouping's forks and their options, from a descent with its own answers; after an
+  // adoption, the adopted grouping's descent.
+  ++descents;
+  Descent base;
+  try {
+    base = descend(program, passes, caps, answers_of(result.search.best));
+  } catch (const Error&) {
+    return done();
+  }
   for (;;) {
-    // The best grouping's forks and their options, from a descent with its own answers.
-    if (descents >= max_descents) return done();
-    ++descents;
-    Descent base;
-    try {
-      base = descend(program, passes, caps, answers_of(result.search.best));
-    } catch (const Error&) {
-      return done();
-    }
     std::optional<Descent> move;
     std::string changed;
     double move_us = result.search.best_us;
@@ -148,8 +141,9 @@ void recombine_tuned(const ir::Program& program, const std::vector<Pass*>& passe
     if (!move) return done();
     result.recombined.push_back(
         {grouping_answers(move->candidate), changed, move_us, result.search.best_us});
-    result.search.best = std::move(move->candidate);
+    result.search.best = move->candidate;
     result.search.best_us = move_us;
+    base = std::move(*move);
   }
 }
 
