@@ -12,34 +12,73 @@
 namespace emmy::search {
 namespace {
 
-// The knobs this search knows of, so that partial assignments can name what is still missing.
+// The knobs this search knows of, so that partial assignments can name what is still missing:
+// per template, every knob the backend declares for it (a lowering fork names the template it
+// decides knobs of, so the first fork already knows the later ones), and the knobs of forks that
+// name no template. An assignment under a template misses only that template's knobs: a
+// cuBLASLt candidate is not a generated matmul with its tile knobs unknown.
 class KnobUniverse {
  public:
   explicit KnobUniverse(const BackendCaps& caps) : caps_(caps) {}
 
   void learn(const ForkSite& site) {
-    for (const ForkOption& o : site.options)
-      for (const auto& kv : o.knobs) names_.insert(kv.first);
-    // A lowering fork names the template it decides knobs of: that template brings all its
-    // knobs, so the first fork already knows the later ones.
-    if (site.templ.empty()) return;
-    auto it = caps_.templates.find(site.templ);
-    if (it != caps_.templates.end())
-      for (const KnobSpec& spec : it->second) names_.insert(spec.name);
+    if (site.templ.empty()) {
+      for (const ForkOption& o : site.options)
+        for (const auto& kv : o.knobs) loose_.insert(kv.first);
+      return;
+    }
+    know(site.templ);
+    for (const ForkOption& o : site.options) {
+      for (const auto& kv : o.knobs) per_templ_[site.templ].insert(kv.first);
+      if (std::string alt = template_chosen(o); !alt.empty()) know(alt);
+    }
   }
 
-  KnobAssignment assignment(std::map<std::string, double> values) const {
+  // `templ`: the template the assignment builds ("" when none is known: every knob learnt).
+  KnobAssignment assignment(std::map<std::string, double> values, const std::string& templ) const {
+    std::set<std::string> names = loose_;
+    for (const auto& [t, knobs] : per_templ_)
+      if (templ.empty() || t == templ) names.insert(knobs.begin(), knobs.end());
     KnobAssignment a;
-    for (const std::string& n : names_)
+    for (const std::string& n : names)
       if (!values.count(n)) a.missing.push_back(n);
     a.values = std::move(values);
     return a;
   }
 
  private:
+  void know(const std::string& templ) {
+    auto it = caps_.templates.find(templ);
+    if (it == caps_.templates.end()) return;
+    for (const KnobSpec& spec : it->second) per_templ_[templ].insert(spec.name);
+  }
+
   const BackendCaps& caps_;
-  std::set<std::string> names_;
+  std::set<std::string> loose_;
+  std::map<std::string, std::set<std::string>> per_templ_;
 };
+
+// The template option `option` of `site` builds: the one a template fork's option chooses, else
+// the template whose knobs the fork decides ("" for a fork that names none).
+std::string template_of(const ForkSite& site, size_t option) {
+  if (std::string alt = template_chosen(site.options[option]); !alt.empty()) return alt;
+  return site.templ;
+}
+
+// The kernel's features as the prior's rows record them (search/prior_row.hpp: the op class is
+// the template that built the row's kernel): an alternative implementation's candidates, such as
+// cuBLASLt's for a matmul, are asked about under its own name.
+KernelFeatures features_under(const KernelFeatures& features, const std::string& templ) {
+  KernelFeatures f = features;
+  if (!templ.empty()) f.op_class = templ;
+  return f;
+}
+
+// The template the tuned kernel of candidate `c` is built with ("" when it has none).
+std::string candidate_template(const Candidate& c) {
+  return c.program.grouping.kernels.empty() ? std::string()
+                                            : c.program.grouping.kernels.back().templ;
+}
 
 std::optional<double> usable(const Estimate& e) {
   if (std::isfinite(e.mean_us) && e.mean_us > 0) return e.mean_us;
@@ -88,19 +127,23 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
       universe.learn(site);
       std::map<std::string, double> values = decided;
       for (const auto& [k, v] : site.options[option].knobs) values[k] = v;
-      const KnobAssignment a = universe.assignment(std::move(values));
-      return usable(timed([&] { return prior->predict(features, a); }));
+      const std::string templ = template_of(site, option);
+      const KnobAssignment a = universe.assignment(std::move(values), templ);
+      const KernelFeatures f = features_under(features, templ);
+      return usable(timed([&] { return prior->predict(f, a); }));
     };
     hooks.predict_candidate = [&](const Candidate& c) {
-      const KnobAssignment a = universe.assignment(c.knobs);
-      return usable(timed([&] { return prior->predict(features, a); }));
+      const std::string templ = candidate_template(c);
+      const KnobAssignment a = universe.assignment(c.knobs, templ);
+      const KernelFeatures f = features_under(features, templ);
+      return usable(timed([&] { return prior->predict(f, a); }));
     };
     if (options.learn)
       hooks.observed = [&](const Candidate& c, const Evaluation& e) {
         if (!e.ok) return;
-        Status s = timed([&] {
-          return prior->observe({prior_row(features, c.knobs, e.time_us, Regime::rank)});
-        });
+        const KernelFeatures f = features_under(features, candidate_template(c));
+        Status s =
+            timed([&] { return prior->observe({prior_row(f, c.knobs, e.time_us, Regime::rank)}); });
         if (!s.ok() && prior_error.empty()) prior_error = s.message();
       };
   }

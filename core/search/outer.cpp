@@ -226,15 +226,32 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
   hooks.on_step = on_step;
 
   out.search = run_search(ForkKind::structural, options, hooks);
+  if (!out.search.found) return out;
   recombine_tuned(program, passes, caps, key_of, options.recombine_descents, out);
-  if (out.search.found) {
-    const ir::Program& best = out.search.best.program;
-    out.best_producers = carried_producers(best);
-    out.best_kernel_keys.assign(best.grouping.kernels.size(), "");  // "": a carried producer
-    for (const ScoredKernel& sk : scored_kernels(best, key_of))
-      out.best_kernel_keys[sk.kernel] = sk.key;
-  }
+  // Per kernel of a grouping: its key ("": a carried producer) and the producer it carries.
+  auto keys_of = [&](const ir::Program& best, std::vector<std::string>& keys,
+                     std::vector<int>& producers) {
+    producers = carried_producers(best);
+    keys.assign(best.grouping.kernels.size(), "");
+    for (const ScoredKernel& sk : scored_kernels(best, key_of)) keys[sk.kernel] = sk.key;
+  };
+  keys_of(out.search.best.program, out.best_kernel_keys, out.best_producers);
+  if (SearchedBest* searched = out.before_recombination ? &*out.before_recombination : nullptr)
+    keys_of(searched->candidate.program, searched->kernel_keys, searched->producers);
   return out;
+}
+
+OuterResult without_recombination(const OuterResult& result) {
+  if (!result.before_recombination)
+    throw Error("without_recombination: recombination adopted nothing");
+  OuterResult r = result;
+  SearchedBest& s = *r.before_recombination;
+  r.search.best = std::move(s.candidate);
+  r.search.best_us = s.total_us;
+  r.best_kernel_keys = std::move(s.kernel_keys);
+  r.best_producers = std::move(s.producers);
+  r.before_recombination.reset();
+  return r;
 }
 
 }  // namespace emmy::search

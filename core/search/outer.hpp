@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,6 +71,16 @@ struct RecombinedGrouping {
   double was_us = 0;     // the best total before it
 };
 
+// The search's own best grouping as it was before recombination replaced it
+// (search/recombine.hpp), with what OuterResult gives for its best: the total and, per kernel,
+// its key and carried producer.
+struct SearchedBest {
+  Candidate candidate;
+  double total_us = 0;
+  std::vector<std::string> kernel_keys;
+  std::vector<int> producers;
+};
+
 struct OuterResult {
   // search.best.program is the best grouping (structural passes applied, nothing lowered),
   // search.best_us its total time; search.evaluations counts the groupings scored.
@@ -90,7 +101,16 @@ struct OuterResult {
   std::vector<RecombinedGrouping> recombined;  // in the order adopted
   int recombine_descents = 0;                  // pipeline runs the recombination made
   double recombine_s = 0;                      // and their wall seconds
+  // Set only when recombination adopted a grouping: the one it replaced. Recombination ranks by
+  // the sum of kernels timed alone, so the tuner times both end to end before it trusts that
+  // (tune/recombination_check.hpp).
+  std::optional<SearchedBest> before_recombination;
 };
+
+// `result` deploying the search's own best instead of what recombination adopted (its
+// before_recombination, which must be set); recombined stays as it was, as the record of what
+// was tried.
+OuterResult without_recombination(const OuterResult& result);
 
 // The kernels of grouping `p` the outer search scores, each with its key: every kernel but an
 // attention producer another kernel carries (whose time is part of that kernel's, key

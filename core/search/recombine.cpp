@@ -141,6 +141,9 @@ void recombine_tuned(const ir::Program& program, const std::vector<Pass*>& passe
     if (!move) return done();
     result.recombined.push_back(
         {grouping_answers(move->candidate), changed, move_us, result.search.best_us});
+    // The search's own best, before the first adoption replaced it (keys: outer_search's).
+    if (!result.before_recombination)
+      result.before_recombination = SearchedBest{result.search.best, result.search.best_us, {}, {}};
     result.search.best = move->candidate;
     result.search.best_us = move_us;
     base = std::move(*move);

@@ -24,9 +24,10 @@ namespace emmy::search {
 // lowest total below the best's replaces result.search.best and result.search.best_us, and the
 // climb goes on from there. At most `max_descents` pipeline runs; nothing is tuned, and the
 // search's counters (evaluations, benchmarks) are unchanged. Each adoption is appended to
-// result.recombined; best_kernel_keys and best_producers are not touched (outer_search sets them
-// after this). A descent whose pipeline throws (answers no pass can take together) is not
-// scored. Does nothing when result.search.found is false.
+// result.recombined, and the first sets result.before_recombination (the search's own best and
+// its total); best_kernel_keys and best_producers, and before_recombination's, are not touched
+// (outer_search sets them after this). A descent whose pipeline throws (answers no pass can take
+// together) is not scored. Does nothing when result.search.found is false.
 void recombine_tuned(const ir::Program& program, const std::vector<Pass*>& passes,
                      const BackendCaps& caps, const KernelKey& key_of, int max_descents,
                      OuterResult& result);

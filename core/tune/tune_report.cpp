@@ -77,6 +77,19 @@ nlohmann::json TuneReport::to_json() const {
                                {"total_us", g.total_us},
                                {"was_us", g.was_us}});
   j["groupings_recombined"] = recombined_json;
+  if (recombination_check.asked) {
+    const RecombinationCheck& c = recombination_check;
+    auto us_or_null = [](double us) {
+      return us > 0 ? nlohmann::json(us) : nlohmann::json(nullptr);
+    };
+    j["recombination_check"] = {
+        {"adopted_end_to_end_us", us_or_null(c.adopted_us)},
+        {"searched_end_to_end_us", us_or_null(c.searched_us)},
+        {"deployed", c.kept == RecombinationVerdict::adopted ? "adopted" : "searched"},
+        {"note", c.note}};
+  } else {
+    j["recombination_check"] = nullptr;
+  }
   // Each kernel's search, evaluation by evaluation: times in the order measured (null: failed),
   // so a benchmark of the search can tell how many candidates it took to come near its best.
   nlohmann::json traces = nlohmann::json::array();
@@ -136,6 +149,21 @@ std::string TuneReport::table() const {
     std::snprintf(line, sizeof line, "%.2f us (was %.2f)", g.total_us, g.was_us);
     out << "grouping " << g.grouping << " adopted untuned, its kernels all tuned in other "
         << "groupings: " << g.changed << " gives " << line << "\n";
+  }
+  if (recombination_check.asked) {
+    const RecombinationCheck& c = recombination_check;
+    const char* deployed = c.kept == RecombinationVerdict::adopted
+                               ? "the adopted grouping deploys"
+                               : "the search's own best deploys";
+    if (c.adopted_us > 0 && c.searched_us > 0) {
+      std::snprintf(line, sizeof line,
+                    "recombination checked end to end: the adopted grouping %.2f us, the "
+                    "search's own best %.2f us: ",
+                    c.adopted_us, c.searched_us);
+      out << line << deployed << (c.note.empty() ? "" : " (" + c.note + ")") << "\n";
+    } else {
+      out << "recombination not compared end to end (" << c.note << "): " << deployed << "\n";
+    }
   }
   if (validated()) {
     // A row from the database (a re-run) does not say how many rounds it took.

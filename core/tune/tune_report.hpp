@@ -57,6 +57,18 @@ struct RecombinedReport {
   double total_us = 0, was_us = 0;
 };
 
+// Which grouping deploys after recombination adopted one (tune/recombination_check.hpp).
+enum class RecombinationVerdict { adopted, searched };
+
+// The end-to-end check of what recombination adopted: asked only when it adopted something.
+struct RecombinationCheck {
+  bool asked = false;
+  double adopted_us = 0;   // the adopted grouping end to end, median (0: not measured)
+  double searched_us = 0;  // the search's own best, the same way
+  RecombinationVerdict kept = RecombinationVerdict::adopted;
+  std::string note;  // why it was not checked, or what failed
+};
+
 struct TuneReport {
   std::string run_id;
   std::string status = "ok";  // "ok", "interrupted", "failed: ..."
@@ -110,6 +122,7 @@ struct TuneReport {
   std::vector<KernelReport> kernels;
   std::vector<SetAsideReport> set_aside;     // groupings set aside as hopeless, with why
   std::vector<RecombinedReport> recombined;  // groupings adopted untuned, in order
+  RecombinationCheck recombination_check;    // and the end-to-end check of the last one
   std::vector<SearchTrace> searches;         // every kernel tuned, in the order they were tuned
 
   // The assembled graph was measured and compared with the sum of its kernels.

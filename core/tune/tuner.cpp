@@ -29,6 +29,7 @@
 #include "tune/kernel_tuning.hpp"
 #include "tune/knob_check.hpp"
 #include "tune/parallel.hpp"
+#include "tune/recombination_check.hpp"
 #include "tune/rerun.hpp"
 #include "tune/run_prior.hpp"
 #include "tune/run_setup.hpp"
@@ -335,10 +336,22 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
 
   // The best grouping, every kernel at its best deploy configuration (tune/best_grouping.hpp),
   // then its validation (tune/validate_run.hpp) and its plan.
-  const BestGrouping best = assemble_best(result, outcomes, report);
+  // What recombination adopted deploys only if it is also faster end to end
+  // (tune/recombination_check.hpp).
+  search::OuterResult deployed;
+  ProgramReference deployed_ref(options);  // the deployed program's reference, made once
+  try {
+    deployed = check_recombination(result, outcomes, graph.name, options, measurer, *store, report,
+                                   deployed_ref);
+  } catch (const Interrupted&) {
+    progress.finish();
+    finish("interrupted");
+    throw;
+  }
+  const BestGrouping best = assemble_best(deployed, outcomes, report);
   if (options.validate) {
     try {
-      validate_best(best, outcomes, graph.name, options, measurer, *store, report);
+      validate_best(best, outcomes, graph.name, options, measurer, *store, report, &deployed_ref);
     } catch (const Interrupted&) {
       progress.finish();
       finish("interrupted");
@@ -348,7 +361,7 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     report.validation_note = "disabled (--no-validate)";
   }
   // The plan is found by the graph the user gave.
-  store->put_plan(plan_record(best, result, outcomes, env, graph_key(graph), report));
+  store->put_plan(plan_record(best, deployed, outcomes, env, graph_key(graph), report));
   progress.finish();
   finish("ok");
 }

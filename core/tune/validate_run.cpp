@@ -78,9 +78,37 @@ double program_timeout_s(const BestGrouping& best, const TuneOptions& options, i
 
 }  // namespace
 
+void ProgramReference::make(const ir::Graph& graph, Measurer& measurer) {
+  if (!inputs.empty()) return;
+  AddElapsed timed(measurer.counters().reference_us);
+  inputs = ir::random_inputs(graph, seed_, check_interrupt);
+  expected = ir::evaluate(graph, inputs, check_interrupt);
+  sent = to_buffers(inputs);
+}
+
+store::MeasurementRecord measure_end_to_end(const BestGrouping& best, ProgramReference& ref,
+                                            const std::string& graph_name,
+                                            const TuneOptions& options, Measurer& measurer,
+                                            store::TuningStore& store) {
+  const std::string gkey = graph_key(best.program.graph);
+  const std::string config = end_to_end_config_key(best.program);
+  if (auto cached = measurer.look_up(gkey, config, Regime::deploy)) return *cached;
+  ref.make(best.program.graph, measurer);
+  store::MeasurementRecord e2e = measurer.build_and_measure(
+      best.program, Regime::deploy, ref.inputs, ref.expected, /*whole_graph=*/true,
+      program_timeout_s(best, options, options.samples), options.samples,
+      /*end_to_end=*/true, &ref.sent);
+  e2e.structural_key = gkey;
+  e2e.kernel_name = "end_to_end:" + (graph_name.empty() ? std::string("graph") : graph_name);
+  e2e.templ = "assembled";
+  e2e.config_key = config;
+  store.put_measurement(e2e);
+  return e2e;
+}
+
 void validate_best(const BestGrouping& best, const std::map<std::string, KernelOutcome>& outcomes,
                    const std::string& graph_name, const TuneOptions& options, Measurer& measurer,
-                   store::TuningStore& store, TuneReport& report) {
+                   store::TuningStore& store, TuneReport& report, ProgramReference* made) {
   const std::string gkey = graph_key(best.program.graph);
   // A whole model's validation is minutes of its own (the reference, then rounds of requests
   // carrying every weight): -v says when it starts.
@@ -92,16 +120,11 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
   // (packed weights of a horizontal fusion are inputs of their own). Its reference is computed
   // once, when the first uncached measurement below needs it (the whole graph in the
   // interpreter is the expensive part).
-  std::vector<ir::HostTensor> inputs, expected;
-  Buffers sent;  // the inputs as every request of the program carries them, made once (lent)
-  auto reference = [&] {
-    if (inputs.empty()) {
-      AddElapsed timed(measurer.counters().reference_us);
-      inputs = ir::random_inputs(best.program.graph, options.seed ^ 0x5eed, check_interrupt);
-      expected = ir::evaluate(best.program.graph, inputs, check_interrupt);
-      sent = to_buffers(inputs);
-    }
-  };
+  ProgramReference own(options);
+  ProgramReference& ref = made ? *made : own;
+  const std::vector<ir::HostTensor>& inputs = ref.inputs;
+  const std::vector<ir::HostTensor>& expected = ref.expected;
+  auto reference = [&] { ref.make(best.program.graph, measurer); };
   std::string config = assembled_config_key(best.program);
   auto rec = measurer.look_up(gkey, config, Regime::deploy);
   if (!rec) {
@@ -133,7 +156,7 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
           store::MeasurementRecord program = measurer.build_and_measure(
               best.program, Regime::deploy, inputs, expected,
               /*whole_graph=*/true, program_timeout_s(best, options, n), n,
-              /*end_to_end=*/false, &sent);
+              /*end_to_end=*/false, &ref.sent);
           rec = program;
           if (!program.ok()) break;  // the program's own failure: recorded as it is
           program_samples.insert(program_samples.end(), program.samples_us.begin(),
@@ -176,25 +199,13 @@ void validate_best(const BestGrouping& best, const std::map<std::string, KernelO
   // (the validation above flushes before each kernel, to compare with them alone). What a
   // comparison with PyTorch's whole-graph time takes; a row of its own, cached like any other.
   if (rec && rec->ok() && best.program.grouping.kernels.size() > 1) {
-    const std::string e2e_config = end_to_end_config_key(best.program);
-    auto e2e = measurer.look_up(gkey, e2e_config, Regime::deploy);
-    if (!e2e) {
-      try {
-        reference();
-        e2e = measurer.build_and_measure(best.program, Regime::deploy, inputs, expected,
-                                         /*whole_graph=*/true,
-                                         program_timeout_s(best, options, options.samples),
-                                         options.samples, /*end_to_end=*/true, &sent);
-        e2e->structural_key = gkey;
-        e2e->kernel_name = "end_to_end:" + (graph_name.empty() ? std::string("graph") : graph_name);
-        e2e->templ = "assembled";
-        e2e->config_key = e2e_config;
-        store.put_measurement(*e2e);
-      } catch (const MachineryFailure& e) {
-        report.validation_note = std::string("end to end: ") + e.what();
-      }
+    try {
+      store::MeasurementRecord e2e =
+          measure_end_to_end(best, ref, graph_name, options, measurer, store);
+      if (e2e.ok()) report.end_to_end_us = e2e.median_us;
+    } catch (const MachineryFailure& e) {
+      report.validation_note = std::string("end to end: ") + e.what();
     }
-    if (e2e && e2e->ok()) report.end_to_end_us = e2e->median_us;
   }
   if (!rec) {
     // validation_note says why (a machinery failure above).

@@ -38,8 +38,9 @@ TEST(PriorRow, TheKernelsOwnTemplateIsTheOpClass) {
 class RecordingPrior final : public Prior {
  public:
   std::string name() const override { return "recording"; }
-  Estimate predict(const KernelFeatures&, const KnobAssignment& k) const noexcept override {
+  Estimate predict(const KernelFeatures& f, const KnobAssignment& k) const noexcept override {
     asked.push_back(k);
+    asked_class.push_back(f.op_class);
     return Estimate{100, 1};
   }
   Status observe(const std::vector<PriorRow>& rows) noexcept override {
@@ -49,6 +50,7 @@ class RecordingPrior final : public Prior {
   Status save(std::string&) const noexcept override { return Status::Ok(); }
   Status load(const std::string&) noexcept override { return Status::Ok(); }
   mutable std::vector<KnobAssignment> asked;
+  mutable std::vector<std::string> asked_class;  // the op class of each question
   std::vector<PriorRow> taught;
 };
 
@@ -118,6 +120,77 @@ TEST(PriorRow, OnlyAForksTemplateFieldNamesTheKnobsStillMissing) {
                l.evaluator(), o);
   ASSERT_FALSE(without.asked.empty());
   EXPECT_TRUE(without.asked[0].missing.empty()) << "the fork's name is not parsed for a template";
+}
+
+// KnobPass with an alternative implementation, as the lowering passes ask it (docs/PLUGINS.md):
+// first "test.template" (template=test, template=alt), then the chosen template's knob forks.
+class AlternativePass final : public Pass {
+ public:
+  std::string name() const override { return "test.lower_with_alt"; }
+  bool in_place() const override { return true; }
+  Status run(ir::Program& p, PassContext& ctx) noexcept override {
+    return guard([&] {
+      ForkSite which{"test.template",
+                     {ForkOption{"template=test", {}}, ForkOption{"template=alt", {}}},
+                     ForkKind::in_place,
+                     "test"};
+      for (ir::Kernel& k : p.grouping.kernels) {
+        k.templ = template_chosen(which.options[ctx.resolver.choose(which)]);
+        for (const KnobSpec& spec : ctx.caps.templates.at(k.templ)) {
+          ForkSite site{k.templ + "." + spec.name, {}, ForkKind::in_place, k.templ};
+          for (double v : spec.values)
+            site.options.push_back(
+                ForkOption{spec.name + "=" + std::to_string(v), {{spec.name, v}}});
+          k.knobs[spec.name] = spec.values.at(ctx.resolver.choose(site));
+        }
+      }
+    });
+  }
+};
+
+// The prior is asked about an alternative's candidates under the alternative's own name (what
+// its rows say: the op class is the template that built the kernel) and misses only that
+// template's knobs; the rows the search teaches say the same. (The H100 prior had ranked the
+// template fork's options alike, a cuBLASLt candidate being asked as a generated matmul missing
+// every tile knob, so its searches measured a generated matmul first.)
+TEST(PriorRow, AnAlternativeTemplateIsAskedAndTaughtUnderItsOwnName) {
+  const Landscape l = Landscape::random(2, 2, 3, 0.0);
+  BackendCaps caps = l.caps();
+  caps.templates["alt"] = {KnobSpec{"algo", {0, 1, 2}}};
+  Evaluate eval = [](const Candidate& c) {
+    Evaluation e;
+    e.ok = true;
+    e.time_us = 10;
+    for (const auto& [k, v] : c.knobs) e.time_us += v;
+    return e;
+  };
+  InnerOptions o;
+  o.patience = 6;
+  o.defaults_first = false;
+  RecordingPrior prior;
+  AlternativePass lower;
+  inner_search(chain_program({ir::Op::exp}), {&lower}, caps, &prior, test_features(), eval, o);
+  ASSERT_EQ(prior.asked.size(), prior.asked_class.size());
+  int alt_questions = 0, test_questions = 0;
+  for (size_t i = 0; i < prior.asked.size(); ++i) {
+    const KnobAssignment& a = prior.asked[i];
+    std::set<std::string> names(a.missing.begin(), a.missing.end());
+    for (const auto& [k, v] : a.values) names.insert(k);
+    if (prior.asked_class[i] == "alt") {
+      ++alt_questions;
+      EXPECT_EQ(names, (std::set<std::string>{"algo"})) << "question " << i;
+    } else {
+      ++test_questions;
+      EXPECT_EQ(prior.asked_class[i], "test");
+      EXPECT_EQ(names.count("algo"), 0u) << "question " << i;
+      EXPECT_EQ(names.size(), 2u) << "question " << i;
+    }
+  }
+  EXPECT_GT(alt_questions, 0);
+  EXPECT_GT(test_questions, 0);
+  ASSERT_FALSE(prior.taught.empty());
+  for (const PriorRow& row : prior.taught)
+    EXPECT_EQ(row.features.op_class, row.knobs.count("algo") ? "alt" : "test");
 }
 
 }  // namespace

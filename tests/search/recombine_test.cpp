@@ -106,6 +106,31 @@ TEST(Recombine, AdoptsAnUntriedPairingOfTunedKernels) {
   EXPECT_DOUBLE_EQ(r.recombined[0].was_us, 26);
   EXPECT_DOUBLE_EQ(r.recombined[0].total_us, 12);
   EXPECT_EQ(r.kernel_best_us.size(), known);  // nothing new was scored as tuned
+  // The search's own best is kept beside it, for the tuner to time both end to end.
+  ASSERT_TRUE(r.before_recombination.has_value());
+  EXPECT_DOUBLE_EQ(r.before_recombination->total_us, 26);
+  EXPECT_EQ(r.before_recombination->candidate.labels, ch.grouping(kFirstPair).labels);
+}
+
+// without_recombination deploys the search's own best again: its candidate, total, kernel keys
+// and producers, the record of what was adopted kept; and refuses a result that adopted nothing.
+TEST(Recombine, WithoutRecombinationDeploysTheSearchsOwnBest) {
+  Chain ch;
+  OuterResult r = ch.searched({kFirstPair, kLastPair});
+  EXPECT_THROW(without_recombination(r), Error);
+  ch.recombine(r);
+  ASSERT_TRUE(r.before_recombination.has_value());
+  r.before_recombination->kernel_keys = {"a", "b", "c"};
+  r.before_recombination->producers = {-1, -1, -1};
+  r.best_kernel_keys = {"ab", "cd"};
+  OuterResult back = without_recombination(r);
+  EXPECT_FALSE(back.before_recombination.has_value());
+  EXPECT_DOUBLE_EQ(back.search.best_us, 26);
+  EXPECT_EQ(back.search.best.labels, ch.grouping(kFirstPair).labels);
+  EXPECT_EQ(back.search.best.program.grouping.kernels.size(), 3u);
+  EXPECT_EQ(back.best_kernel_keys, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(back.best_producers, (std::vector<int>{-1, -1, -1}));
+  EXPECT_EQ(back.recombined.size(), 1u);
 }
 
 // Only {exp+tanh, sigmoid, neg} and the single ops are known: every neighbour but the all-split
@@ -118,6 +143,7 @@ TEST(Recombine, NeverAssumesAKernelThatWasNotTuned) {
   EXPECT_DOUBLE_EQ(r.search.best_us, 26);
   EXPECT_EQ(r.search.best.labels, labels);
   EXPECT_TRUE(r.recombined.empty());
+  EXPECT_FALSE(r.before_recombination.has_value());
 }
 
 // The pair sigmoid+neg failed, or its tuner stopped at its first measurements: not used.

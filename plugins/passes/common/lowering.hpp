@@ -36,8 +36,9 @@ std::vector<ForkSite> knob_forks(const BackendCaps& caps, const std::string& tem
 ForkSite allowed_options(const ForkSite& site, const std::vector<KnobConstraint>& constraints,
                          const std::map<std::string, double>& decided);
 
-// The label prefix of the template fork's options ("template=cublaslt").
-inline constexpr std::string_view kTemplateLabel = "template=";
+// The label prefix of the template fork's options ("template=cublaslt"; the SDK's, which the
+// search reads).
+inline constexpr std::string_view kTemplateLabel = kTemplateOptionPrefix;
 // The fork choosing among `templ` and its alternatives the backend can build; nullopt when it
 // declares none.
 std::optional<ForkSite> template_fork(const BackendCaps& caps, const std::string& templ);

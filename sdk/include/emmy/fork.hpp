@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace emmy {
@@ -29,6 +30,18 @@ struct ForkSite {
   // not a part of `name`, which stays what the database keys were built from.
   std::string templ;
 };
+
+// The label prefix of the options of a template fork, by which a lowering pass chooses among a
+// template and its alternative implementations ("<templ>.template", options "template=matmul",
+// "template=cublaslt"; docs/PLUGINS.md): what the search reads to know which template an option
+// builds, so that the prior is asked about that template's kernels.
+inline constexpr std::string_view kTemplateOptionPrefix = "template=";
+
+// The template an option of a template fork chooses; "" for any other option.
+inline std::string template_chosen(const ForkOption& option) {
+  if (option.label.compare(0, kTemplateOptionPrefix.size(), kTemplateOptionPrefix) != 0) return "";
+  return option.label.substr(kTemplateOptionPrefix.size());
+}
 
 // Answers forks. The search implements it; so do tests and the "default" resolver that always
 // answers option 0 (the untuned configuration).
