@@ -1,6 +1,7 @@
 #include "tune/recombination_check.hpp"
 
 #include "tune/best_grouping.hpp"
+#include "tune/tuner.hpp"
 #include "tune/validate_run.hpp"
 
 namespace emmy::tune {
@@ -33,7 +34,12 @@ search::OuterResult check_recombination(const search::OuterResult& result,
     measurer.progress().message(
         "checking recombination end to end: the adopted grouping and the search's own best");
   try {
-    ProgramReference adopted_ref(options), searched_ref(options);
+    // Where both groupings compute on the same graph (the structural passes rewrote it alike),
+    // one reference serves both: the whole graph in the interpreter is made once.
+    const bool same_graph =
+        graph_key(adopted_best.program.graph) == graph_key(searched_best.program.graph);
+    ProgramReference adopted_ref(options), searched_own(options);
+    ProgramReference& searched_ref = same_graph ? adopted_ref : searched_own;
     const store::MeasurementRecord a =
         measure_end_to_end(adopted_best, adopted_ref, graph_name, options, measurer, store);
     const store::MeasurementRecord s =

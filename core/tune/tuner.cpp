@@ -334,10 +334,10 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
     throw Error(why + " (see emmy eval failures)");
   }
 
-  // The best grouping, every kernel at its best deploy configuration (tune/best_grouping.hpp),
-  // then its validation (tune/validate_run.hpp) and its plan.
   // What recombination adopted deploys only if it is also faster end to end
-  // (tune/recombination_check.hpp).
+  // (tune/recombination_check.hpp). Then the grouping that deploys, every kernel at its best
+  // deploy configuration (tune/best_grouping.hpp), its validation (tune/validate_run.hpp) and
+  // its plan.
   search::OuterResult deployed;
   ProgramReference deployed_ref(options);  // the deployed program's reference, made once
   try {
