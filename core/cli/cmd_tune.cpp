@@ -60,6 +60,11 @@ more than F times its kernel's best known time (over warm-up and samples, plus 2
 short: stored as a timeout row naming that limit, never as a time, and measured again by a run
 allowing longer.
 
+After the search, a grouping one answer from the best made only of kernels already tuned is
+adopted when they add up to less, and deploys only if it is also faster end to end than the
+search's own best (both timed; not under --no-validate); the report's groupings_recombined and
+recombination_check say so.
+
 Only a candidate's own failures are stored (it did not compile, crashed, hung past --timeout or
 computed a wrong result). When the machinery fails (the worker cannot start or is killed from
 outside, the compiler is killed, the disk of the build files is full) the candidate is tried once
