@@ -236,8 +236,10 @@ OuterResult outer_search(const ir::Program& program, const std::vector<Pass*>& p
     for (const ScoredKernel& sk : scored_kernels(best, key_of)) keys[sk.kernel] = sk.key;
   };
   keys_of(out.search.best.program, out.best_kernel_keys, out.best_producers);
-  if (SearchedBest* searched = out.before_recombination ? &*out.before_recombination : nullptr)
-    keys_of(searched->candidate.program, searched->kernel_keys, searched->producers);
+  if (out.before_recombination) {
+    SearchedBest& s = *out.before_recombination;
+    keys_of(s.candidate.program, s.kernel_keys, s.producers);
+  }
   return out;
 }
 

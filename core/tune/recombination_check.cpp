@@ -13,19 +13,18 @@ RecombinationVerdict choose_after_recombination(double adopted_us, bool adopted_
   return searched_us < adopted_us ? RecombinationVerdict::searched : RecombinationVerdict::adopted;
 }
 
-search::OuterResult check_recombination(const search::OuterResult& result,
-                                        const std::map<std::string, KernelOutcome>& outcomes,
-                                        const std::string& graph_name, const TuneOptions& options,
-                                        Measurer& measurer, store::TuningStore& store,
-                                        TuneReport& report, ProgramReference& deployed_ref) {
-  if (!result.before_recombination) return result;
+std::optional<search::OuterResult> check_recombination(
+    const search::OuterResult& result, const std::map<std::string, KernelOutcome>& outcomes,
+    const std::string& graph_name, const TuneOptions& options, Measurer& measurer,
+    store::TuningStore& store, TuneReport& report, ProgramReference& deployed_ref) {
+  if (!result.before_recombination) return std::nullopt;
   RecombinationCheck& check = report.recombination_check;
   check.asked = true;
   if (!options.validate) {
     check.note = "--no-validate";
-    return result;
+    return std::nullopt;
   }
-  const search::OuterResult searched = search::without_recombination(result);
+  search::OuterResult searched = search::without_recombination(result);
   // Assembled into a scratch report: the run's report gets the kernels of the one that deploys.
   TuneReport scratch;
   const BestGrouping adopted_best = assemble_best(result, outcomes, scratch);
@@ -57,9 +56,10 @@ search::OuterResult check_recombination(const search::OuterResult& result,
         std::move(check.kept == RecombinationVerdict::searched ? searched_ref : adopted_ref);
   } catch (const MachineryFailure& e) {
     check.note = e.what();
-    return result;
+    return std::nullopt;
   }
-  return check.kept == RecombinationVerdict::searched ? searched : result;
+  if (check.kept == RecombinationVerdict::adopted) return std::nullopt;
+  return searched;
 }
 
 }  // namespace emmy::tune

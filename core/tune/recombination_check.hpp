@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "search/outer.hpp"
@@ -26,15 +27,15 @@ namespace emmy::tune {
 RecombinationVerdict choose_after_recombination(double adopted_us, bool adopted_ok,
                                                 double searched_us, bool searched_ok);
 
-// `result` as the run deploys it: unchanged when recombination adopted nothing or the check
-// keeps what it adopted, else without_recombination(result). Fills the report's recombination
-// check (both times, the verdict, or a note why it was not checked: --no-validate, a machinery
-// failure) and `deployed_ref` with the reference made for the program that deploys (its
+// without_recombination(result) when the search's own best deploys instead of what
+// recombination adopted; nullopt when `result` deploys as it is (nothing adopted, the adopted
+// grouping kept, or the check not made), so that the common case copies nothing. Fills the report's
+// recombination check (both times, the verdict, or a note why it was not checked: --no-validate, a
+// machinery failure) and `deployed_ref` with the reference made for the program that deploys (its
 // validation's, made once). Interrupted propagates.
-search::OuterResult check_recombination(const search::OuterResult& result,
-                                        const std::map<std::string, KernelOutcome>& outcomes,
-                                        const std::string& graph_name, const TuneOptions& options,
-                                        Measurer& measurer, store::TuningStore& store,
-                                        TuneReport& report, ProgramReference& deployed_ref);
+std::optional<search::OuterResult> check_recombination(
+    const search::OuterResult& result, const std::map<std::string, KernelOutcome>& outcomes,
+    const std::string& graph_name, const TuneOptions& options, Measurer& measurer,
+    store::TuningStore& store, TuneReport& report, ProgramReference& deployed_ref);
 
 }  // namespace emmy::tune

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -338,16 +339,17 @@ void run_tuning(const TuneOptions& options, PluginHost& host, Progress& progress
   // (tune/recombination_check.hpp). Then the grouping that deploys, every kernel at its best
   // deploy configuration (tune/best_grouping.hpp), its validation (tune/validate_run.hpp) and
   // its plan.
-  search::OuterResult deployed;
+  std::optional<search::OuterResult> searched_own;
   ProgramReference deployed_ref(options);  // the deployed program's reference, made once
   try {
-    deployed = check_recombination(result, outcomes, graph.name, options, measurer, *store, report,
-                                   deployed_ref);
+    searched_own = check_recombination(result, outcomes, graph.name, options, measurer, *store,
+                                       report, deployed_ref);
   } catch (const Interrupted&) {
     progress.finish();
     finish("interrupted");
     throw;
   }
+  const search::OuterResult& deployed = searched_own ? *searched_own : result;
   const BestGrouping best = assemble_best(deployed, outcomes, report);
   if (options.validate) {
     try {

@@ -81,7 +81,7 @@ Status LoweringPass::run(ir::Program& program, PassContext& ctx) noexcept {
     for (ir::Kernel& k : program.grouping.kernels) {
       if (!k.templ.empty() || !fits_template(program.graph, k, templ_)) continue;
       // The implementation first (when the backend has alternatives), then its knobs only.
-      k.templ = which ? which->options[choose(*which)].label.substr(kTemplateLabel.size()) : templ_;
+      k.templ = which ? template_chosen(which->options[choose(*which)]) : templ_;
       k.knobs.clear();
       // One fork per kernel and knob: each kernel of a slice is tuned on its own. Each offers
       // only the values the template's constraints still allow beside the knobs decided.
