@@ -19,6 +19,17 @@ bool usable_time(double us) {
   return std::isfinite(us) && us > 0;
 }
 
+// The key of an answer across the tree: the fork's name and the option's label.
+std::string option_key(const std::string& site, const std::string& label) {
+  return site + '\x1f' + label;
+}
+
+// How many measurements' worth of "the prior is right" an answer's correction starts from: one
+// candidate 20 % slower than predicted (relative to its fork's others) moves the answer's
+// estimates by half of that, two by two thirds. Enough for a knob value the prior ranks ahead
+// to fall behind after a few slow measurements; not so much that one noisy one decides.
+constexpr double kCorrectionPrior = 1.0;
+
 // splitmix64: a fixed, portable mixing function, so tie-breaking never depends on the standard
 // library's random engines or on iteration order.
 uint64_t mix(uint64_t x) {
@@ -88,6 +99,16 @@ double SearchTree::measured_value(const Node& n, double log_ref) const {
   return success_rate * std::exp(log_ref - subtree_log_estimate(n));
 }
 
+double SearchTree::option_correction(int id, size_t option) const {
+  const Node& n = node(id);
+  if (!n.has_site || option >= n.options.size()) return 0;
+  auto o = option_residuals_.find(option_key(n.site_name, n.options[option].label));
+  if (o == option_residuals_.end()) return 0;
+  const Residuals& site = site_residuals_.at(n.site_name);
+  const double site_mean = site.sum / site.count;
+  return (o->second.sum - o->second.count * site_mean) / (o->second.count + kCorrectionPrior);
+}
+
 uint64_t SearchTree::tie_hash(int id, size_t option) const {
   return mix(mix(opt_.seed ^ mix(static_cast<uint64_t>(id))) ^ static_cast<uint64_t>(option));
 }
@@ -104,13 +125,20 @@ size_t SearchTree::select(int id, const Predict& predict) const {
     }
 
   // The prior's scale need not match measurements: calibrate it (in log space) against the
-  // measured siblings, else against every evaluated endpoint, so only its ranking matters.
+  // measured siblings, else against every evaluated endpoint, so only its ranking matters. And
+  // its ranking need not match either: each option's estimate carries the prior's error about
+  // that answer measured elsewhere in the tree (option_correction), so a knob value it ranks
+  // ahead but that measured slow under other combinations sinks here too, before it is tried.
+  // The measured siblings calibrate net of their own corrections, so a sibling's correction is
+  // not counted twice.
+  std::vector<double> correction(k, 0.0);
+  for (size_t i = 0; i < k; ++i) correction[i] = option_correction(id, i);
   double cal_sum = 0;
   int cal_n = 0;
   for (size_t i = 0; i < k; ++i) {
     const int c = n.children[i];
     if (c < 0 || !pred[i] || node(c).successes == 0) continue;
-    cal_sum += subtree_log_estimate(node(c)) - std::log(*pred[i]);
+    cal_sum += subtree_log_estimate(node(c)) - std::log(*pred[i]) - correction[i];
     ++cal_n;
   }
   const double cal =
@@ -123,7 +151,7 @@ size_t SearchTree::select(int id, const Predict& predict) const {
     bool any = false;
     for (size_t i = 0; i < k; ++i)
       if (pred[i]) {
-        const double l = std::log(*pred[i]) + cal;
+        const double l = std::log(*pred[i]) + cal + correction[i];
         log_ref = any ? std::min(log_ref, l) : l;
         any = true;
       }
@@ -143,7 +171,7 @@ size_t SearchTree::select(int id, const Predict& predict) const {
     if (visits > 0)
       value = measured_value(node(c), log_ref);
     else if (pred[i])
-      value = std::exp(log_ref - (std::log(*pred[i]) + cal));
+      value = std::exp(log_ref - (std::log(*pred[i]) + cal + correction[i]));
     else
       value = neutral;
     const double bonus = opt_.exploration * std::sqrt(std::log(n.visits + 1.0) / (visits + 1.0));
@@ -184,8 +212,21 @@ void SearchTree::record(int leaf, bool ok, double time_us, std::optional<double>
   if (ok) {
     best_us_ = std::min(best_us_, time_us);
     if (predicted_us && usable_time(*predicted_us)) {
-      calib_sum_ += std::log(time_us) - std::log(*predicted_us);
+      const double residual = std::log(time_us) - std::log(*predicted_us);
+      calib_sum_ += residual;
       ++calib_count_;
+      for (int child = leaf, id = nodes_[static_cast<size_t>(leaf)].parent; id >= 0;
+           child = id, id = nodes_[static_cast<size_t>(id)].parent) {
+        const Node& n = nodes_[static_cast<size_t>(id)];
+        const size_t answer = nodes_[static_cast<size_t>(child)].answer;
+        if (!n.has_site || answer >= n.options.size()) continue;
+        Residuals& site = site_residuals_[n.site_name];
+        site.sum += residual;
+        ++site.count;
+        Residuals& option = option_residuals_[option_key(n.site_name, n.options[answer].label)];
+        option.sum += residual;
+        ++option.count;
+      }
     }
   }
   nodes_.at(static_cast<size_t>(leaf)).evaluated = true;

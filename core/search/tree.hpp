@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,8 +72,15 @@ class SearchTree {
 
   // Records the evaluation of endpoint `leaf`: statistics along its path, then `leaf` is
   // exhausted (a path is evaluated once) and exhaustion propagates up. `predicted_us`, the prior's
-  // estimate for the full candidate, calibrates predictions where no sibling was measured.
+  // estimate for the full candidate, calibrates predictions where no sibling was measured, and
+  // teaches how far off the prior is about each answer on the path (option_correction).
   void record(int leaf, bool ok, double time_us, std::optional<double> predicted_us = {});
+
+  // How much slower (> 0) or faster (< 0), in log time, the candidates that gave `option` at a
+  // fork named like `id`'s measured than the prior predicted, relative to every candidate that
+  // passed such a fork: the prior's error about that answer, wherever in the tree it was given,
+  // shrunk towards 0 while measurements are few. 0 without measurements.
+  double option_correction(int id, size_t option) const;
 
   // Marks an endpoint reached again without evaluation (a replay) as exhausted.
   void mark_exhausted(int leaf);
@@ -92,6 +100,15 @@ class SearchTree {
   double best_us_ = std::numeric_limits<double>::infinity();
   double calib_sum_ = 0;  // sum of log(measured / predicted) over evaluated endpoints
   int calib_count_ = 0;
+  // log(measured / predicted) of evaluated endpoints, summed per fork name and per (fork name,
+  // option label) of the answers on their paths: a fork of one kernel recurs under every
+  // combination of the forks above it, and what was measured under one teaches the others.
+  struct Residuals {
+    double sum = 0;
+    int count = 0;
+  };
+  std::map<std::string, Residuals> site_residuals_;
+  std::map<std::string, Residuals> option_residuals_;
 };
 
 }  // namespace emmy::search
