@@ -100,6 +100,7 @@ struct SearchOptions {
   double best_weight =
       0.5;  // quality of a subtree: this much its best time, the rest its mean (log space)
   Selection selection = Selection::mcts;
+  bool option_correction = true;  // TreeOptions::option_correction
   // > 0: the search ends after exactly this many evaluations (or when the tree is exhausted),
   // whatever the patience and the failures-before-success rule say, so that searches of
   // different kinds can be compared at an equal number of candidates. 0: patience decides.

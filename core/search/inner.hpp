@@ -19,6 +19,13 @@ struct InnerOptions : SearchOptions {
   // kernel its own copy of the run's snapshot (PriorSnapshot) so that kernels do not see each
   // other's rows.
   bool learn = true;
+  // Value a branch by the fastest whole configuration of its template the prior predicts below
+  // it (search/completions.hpp), where the template's configurations number at most
+  // `configurations_cap` (an even sample of them past it); else, and when off, by the prior's
+  // estimate for the partial assignment. Off only to measure what it changes
+  // (bench/search/search_replay.cpp).
+  bool whole_configurations = true;
+  size_t configurations_cap = 8192;
 };
 
 using InnerResult = SearchResult;

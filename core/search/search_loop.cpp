@@ -85,7 +85,8 @@ std::vector<Candidate> look_ahead(const SearchTree& tree, int leaf, int step, Fo
 }  // namespace
 
 SearchResult run_search(ForkKind searched, const SearchOptions& options, const LoopHooks& hooks) {
-  SearchTree tree(TreeOptions{options.seed, options.exploration, options.best_weight});
+  SearchTree tree(TreeOptions{options.seed, options.exploration, options.best_weight,
+                              options.option_correction});
   SearchResult r;
   std::map<int, Evaluation> results;  // endpoint node -> its evaluation, for replays
   int since_best = 0;

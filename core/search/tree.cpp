@@ -132,7 +132,8 @@ size_t SearchTree::select(int id, const Predict& predict) const {
   // The measured siblings calibrate net of their own corrections, so a sibling's correction is
   // not counted twice.
   std::vector<double> correction(k, 0.0);
-  for (size_t i = 0; i < k; ++i) correction[i] = option_correction(id, i);
+  if (opt_.option_correction)
+    for (size_t i = 0; i < k; ++i) correction[i] = option_correction(id, i);
   double cal_sum = 0;
   int cal_n = 0;
   for (size_t i = 0; i < k; ++i) {

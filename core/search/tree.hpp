@@ -20,6 +20,10 @@ struct TreeOptions {
   uint64_t seed = 0;
   double exploration = 0.25;
   double best_weight = 0.5;
+  // Correct the prior's estimate of each answer by what was measured under the same answer
+  // elsewhere in the tree (option_correction); off only to measure what it changes
+  // (bench/search/search_replay.cpp).
+  bool option_correction = true;
 };
 
 class SearchTree {

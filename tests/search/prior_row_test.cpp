@@ -107,6 +107,7 @@ TEST(PriorRow, OnlyAForksTemplateFieldNamesTheKnobsStillMissing) {
   InnerOptions o;
   o.patience = 0;
   o.defaults_first = false;
+  o.whole_configurations = false;  // the partial questions (whole ones name nothing missing)
   RecordingPrior with_templ;
   KnobPass lower;
   inner_search(chain_program({ir::Op::exp}), {&lower}, l.caps(), &with_templ, test_features(),
