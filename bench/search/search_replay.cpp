@@ -227,7 +227,7 @@ Outcome replay(const Space& space, const BackendCaps& caps, Prior* prior,
     e.time_us = it->second;
     return e;
   };
-  search::InnerResult r = search::inner_search(
+  search::inner_search(
       one_kernel_program(), {&lower}, caps, prior, space.features, evaluate, options,
       [&](const search::StepInfo& s) {
         if (s.replayed) return;
@@ -247,7 +247,6 @@ Outcome replay(const Space& space, const BackendCaps& caps, Prior* prior,
         if (s.evaluation.ok && s.evaluation.time_us <= cover && --to_cover == 0)
           o.covered = o.evaluations;
       });
-  (void)r;
   return o;
 }
 

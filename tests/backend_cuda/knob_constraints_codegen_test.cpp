@@ -10,6 +10,7 @@
 #include "emmy/knob_constraints.hpp"
 #include "expr.hpp"
 #include "perf_graphs.hpp"
+#include "search/completions.hpp"
 #include "search/inner.hpp"
 #include "templates.hpp"
 
@@ -163,6 +164,28 @@ TEST(CudaKnobConstraints, TheCodePathAndTheTileShapeAreAskedBeforeTheFineKnobs) 
                                              "matmul.splits", "matmul.cluster", "matmul.persistent",
                                              "matmul.tile_k", "matmul.warps", "matmul.stages",
                                              "matmul.staged"}));
+}
+
+// The inner search values a branch by the best whole configuration the prior predicts below it
+// where the template's configurations can be enumerated (search/completions.hpp): every cuda
+// template can, so a GPU tune asks about whole configurations, and each one kept is one the
+// template's rules allow.
+TEST(CudaKnobConstraints, EveryTemplatesWholeConfigurationsAreEnumeratedAndAllowed) {
+  const BackendCaps caps = cuda_capabilities();
+  for (const char* templ : {"matmul", "reduction", "pointwise", "attention"}) {
+    auto table = search::enumerate_configurations(caps, templ, 8192);
+    ASSERT_TRUE(table) << templ;
+    ASSERT_FALSE(table->rows.empty()) << templ;
+    std::printf("%s: %zu whole configurations%s\n", templ, table->rows.size(),
+                table->sampled ? " (a sample)" : "");
+    const auto& constraints =
+        caps.constraints.count(templ) ? caps.constraints.at(templ) : std::vector<KnobConstraint>{};
+    for (size_t r = 0; r < table->rows.size(); r += 7) {
+      Knobs k;
+      for (size_t i = 0; i < table->knobs.size(); ++i) k[table->knobs[i]] = table->rows[r][i];
+      EXPECT_EQ(contradicted(constraints, k), nullptr) << templ << " row " << r;
+    }
+  }
 }
 
 }  // namespace
