@@ -87,17 +87,15 @@ std::optional<double> usable(const Estimate& e) {
 }
 
 // Each template's whole configurations with the prior's prediction for each, predicted again
-// after every kRefreshEvery measurements the prior learnt: one pass over a table of 8192 costs
-// about 50 ms of the mlp's single predictions, which after every measurement took a cpu tune of
-// the run description's 512^3 product from 15 to 19 s; in between, the tree's calibration
-// against the measured siblings tracks what the prior would have learnt.
+// after every measurement the prior learnt: one pass over a table of 4096 costs about 25 ms of
+// the mlp's single predictions. Never less often: a table filled between two measurements would
+// hold what the prior knew when it was first asked, and the look-ahead (which asks earlier)
+// would change what the search evaluates.
 class WholeConfigurations {
  public:
   WholeConfigurations(const BackendCaps& caps, size_t cap) : caps_(caps), cap_(cap) {}
 
-  void prior_learnt() {
-    if (++learnt_ % kRefreshEvery == 0) ++generation_;
-  }
+  void prior_learnt() { ++generation_; }
 
   // The fastest prediction over `templ`'s configurations that agree with `values`; nullopt
   // when the template's configurations are not enumerated or none agrees.
@@ -126,10 +124,8 @@ class WholeConfigurations {
     std::vector<double> predicted;
     uint64_t generation = ~uint64_t{0};
   };
-  static constexpr int kRefreshEvery = 4;
   const BackendCaps& caps_;
   size_t cap_;
-  int learnt_ = 0;
   uint64_t generation_ = 0;
   std::map<std::string, Entry> tables_;
 };

@@ -25,7 +25,7 @@ struct InnerOptions : SearchOptions {
   // estimate for the partial assignment. Off only to measure what it changes
   // (bench/search/search_replay.cpp).
   bool whole_configurations = true;
-  size_t configurations_cap = 8192;
+  size_t configurations_cap = 4096;
 };
 
 using InnerResult = SearchResult;

@@ -173,9 +173,11 @@ TEST(CudaKnobConstraints, TheCodePathAndTheTileShapeAreAskedBeforeTheFineKnobs) 
 TEST(CudaKnobConstraints, EveryTemplatesWholeConfigurationsAreEnumeratedAndAllowed) {
   const BackendCaps caps = cuda_capabilities();
   for (const char* templ : {"matmul", "reduction", "pointwise", "attention"}) {
-    auto table = search::enumerate_configurations(caps, templ, 8192);
+    auto table =
+        search::enumerate_configurations(caps, templ, search::InnerOptions{}.configurations_cap);
     ASSERT_TRUE(table) << templ;
     ASSERT_FALSE(table->rows.empty()) << templ;
+    EXPECT_FALSE(table->sampled) << templ;  // every configuration kept
     std::printf("%s: %zu whole configurations%s\n", templ, table->rows.size(),
                 table->sampled ? " (a sample)" : "");
     const auto& constraints =
