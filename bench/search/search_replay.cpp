@@ -210,15 +210,36 @@ struct Outcome {
   double best_us = INFINITY;
 };
 
+// Counts one search's evaluations of a space into its Outcome.
+class Tally {
+ public:
+  Tally(const Space& space, double within_pct, double cover_pct)
+      : target_(space.best_us * (1 + within_pct / 100)),
+        cover_(space.best_us * (1 + cover_pct / 100)) {
+    for (const auto& [c, t] : space.time_us) to_cover_ += t <= cover_;
+  }
+  // One more evaluation; `ok` false: it failed (`time_us` is then not a time).
+  void add(bool ok, double time_us) {
+    ++o_.evaluations;
+    if (!ok) return;
+    o_.best_us = std::min(o_.best_us, time_us);
+    if (o_.to_within < 0 && time_us <= target_) o_.to_within = o_.evaluations;
+    if (time_us <= cover_ && --to_cover_ == 0) o_.covered = o_.evaluations;
+  }
+  bool both_reached() const { return o_.to_within >= 0 && o_.covered >= 0; }
+  const Outcome& outcome() const { return o_; }
+
+ private:
+  double target_, cover_;
+  int to_cover_ = 0;
+  Outcome o_;
+};
+
 Outcome replay(const Space& space, const BackendCaps& caps, Prior* prior,
                search::InnerOptions options, double within_pct, double cover_pct,
                std::ostream* trace = nullptr) {
   TablePass lower(space, caps);
-  Outcome o;
-  const double target = space.best_us * (1 + within_pct / 100);
-  const double cover = space.best_us * (1 + cover_pct / 100);
-  int to_cover = 0;
-  for (const auto& [c, t] : space.time_us) to_cover += t <= cover;
+  Tally tally(space, within_pct, cover_pct);
   search::Evaluate evaluate = [&](const search::Candidate& c) {
     search::Evaluation e;
     auto it = space.time_us.find(c.program.grouping.kernels.at(0).knobs);
@@ -231,23 +252,18 @@ Outcome replay(const Space& space, const BackendCaps& caps, Prior* prior,
       one_kernel_program(), {&lower}, caps, prior, space.features, evaluate, options,
       [&](const search::StepInfo& s) {
         if (s.replayed) return;
-        ++o.evaluations;
+        tally.add(s.evaluation.ok, s.evaluation.time_us);
         if (trace) {
-          *trace << "  " << o.evaluations << "  " << std::fixed << std::setprecision(2)
-                 << s.evaluation.time_us << "  ";
+          *trace << "  " << tally.outcome().evaluations << "  " << std::fixed
+                 << std::setprecision(2) << s.evaluation.time_us << "  ";
           for (const auto& [k, v] : s.candidate.knobs) *trace << k << "=" << v << " ";
           if (prior)  // what the prior predicts for it now (it learns as the search goes)
             *trace << " predicted "
                    << prior->predict(space.features, KnobAssignment{s.candidate.knobs, {}}).mean_us;
           *trace << "\n";
         }
-        if (s.evaluation.ok) o.best_us = std::min(o.best_us, s.evaluation.time_us);
-        if (o.to_within < 0 && s.evaluation.ok && s.evaluation.time_us <= target)
-          o.to_within = o.evaluations;
-        if (s.evaluation.ok && s.evaluation.time_us <= cover && --to_cover == 0)
-          o.covered = o.evaluations;
       });
-  return o;
+  return tally.outcome();
 }
 
 // The prior alone, without the tree: each step measures the configuration it predicts fastest
@@ -255,11 +271,7 @@ Outcome replay(const Space& space, const BackendCaps& caps, Prior* prior,
 // search teaches it. What the prior's ranking of whole configurations is worth, for comparison
 // with the tree that asks it about partial ones.
 Outcome greedy(const Space& space, Prior& prior, double within_pct, double cover_pct) {
-  Outcome o;
-  const double target = space.best_us * (1 + within_pct / 100);
-  const double cover = space.best_us * (1 + cover_pct / 100);
-  int to_cover = 0;
-  for (const auto& [c, t] : space.time_us) to_cover += t <= cover;
+  Tally tally(space, within_pct, cover_pct);
   std::set<Config> measured;
   while (measured.size() < space.time_us.size()) {
     const Config* next = nullptr;
@@ -271,16 +283,13 @@ Outcome greedy(const Space& space, Prior& prior, double within_pct, double cover
     }
     const double t = space.time_us.at(*next);
     measured.insert(*next);
-    ++o.evaluations;
-    o.best_us = std::min(o.best_us, t);
-    if (o.to_within < 0 && t <= target) o.to_within = o.evaluations;
-    if (t <= cover && --to_cover == 0) o.covered = o.evaluations;
-    if (o.to_within >= 0 && o.covered >= 0) break;
+    tally.add(true, t);
+    if (tally.both_reached()) break;
     if (Status s = prior.observe({search::prior_row(space.features, *next, t, Regime::rank)});
         !s.ok())
       throw Error("prior: " + s.message());
   }
-  return o;
+  return tally.outcome();
 }
 
 struct Args {

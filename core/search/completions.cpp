@@ -13,8 +13,14 @@ namespace {
 // assignments, as it did before.
 constexpr size_t kMaxCombinationsPerKept = 64;
 
-// Rows of a constraint that names every knob of the template: its allowed rows, reordered.
-std::optional<std::vector<std::vector<double>>> rows_of_full_constraint(
+// Rows of a constraint that names every knob of the template: its allowed rows, reordered, and
+// which constraint gave them (its rows need no check against itself).
+struct FullConstraintRows {
+  std::vector<std::vector<double>> rows;
+  const KnobConstraint* from = nullptr;
+};
+
+std::optional<FullConstraintRows> rows_of_full_constraint(
     const std::vector<KnobSpec>& specs, const std::vector<KnobConstraint>& constraints) {
   for (const KnobConstraint& c : constraints) {
     std::vector<size_t> column;  // per spec, its column in c
@@ -24,13 +30,13 @@ std::optional<std::vector<std::vector<double>>> rows_of_full_constraint(
       column.push_back(static_cast<size_t>(it - c.knobs.begin()));
     }
     if (column.size() != specs.size()) continue;
-    std::vector<std::vector<double>> rows;
+    FullConstraintRows out{{}, &c};
     for (const std::vector<double>& allowed : c.allowed) {
       std::vector<double> row;
       for (size_t col : column) row.push_back(col < allowed.size() ? allowed[col] : NAN);
-      rows.push_back(std::move(row));
+      out.rows.push_back(std::move(row));
     }
-    return rows;
+    return out;
   }
   return std::nullopt;
 }
@@ -50,16 +56,19 @@ std::optional<ConfigurationTable> enumerate_configurations(const BackendCaps& ca
 
   ConfigurationTable table;
   for (const KnobSpec& s : specs) table.knobs.push_back(s.name);
-  auto allowed = [&](const std::vector<double>& row) {
+  // Every constraint but `skip` allows `row`.
+  auto allowed = [&](const std::vector<double>& row, const KnobConstraint* skip) {
     std::map<std::string, double> values;
     for (size_t i = 0; i < row.size(); ++i) values[table.knobs[i]] = row[i];
-    return contradicted(constraints, values) == nullptr;
+    for (const KnobConstraint& c : constraints)
+      if (&c != skip && !consistent(c, values)) return false;
+    return true;
   };
 
   std::vector<std::vector<double>> rows;
   if (auto full = rows_of_full_constraint(specs, constraints)) {
-    for (auto& row : *full)
-      if (allowed(row)) rows.push_back(std::move(row));
+    for (auto& row : full->rows)
+      if (allowed(row, full->from)) rows.push_back(std::move(row));
   } else {
     double combinations = 1;
     for (const KnobSpec& s : specs) combinations *= static_cast<double>(s.values.size());
@@ -68,7 +77,7 @@ std::optional<ConfigurationTable> enumerate_configurations(const BackendCaps& ca
     for (;;) {
       std::vector<double> row;
       for (size_t i = 0; i < specs.size(); ++i) row.push_back(specs[i].values[at[i]]);
-      if (allowed(row)) rows.push_back(std::move(row));
+      if (allowed(row, nullptr)) rows.push_back(std::move(row));
       size_t i = 0;
       while (i < at.size() && ++at[i] == specs[i].values.size()) at[i++] = 0;
       if (i == at.size()) break;

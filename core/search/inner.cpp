@@ -104,15 +104,15 @@ class WholeConfigurations {
                              const PredictWhole& predict_whole) {
     auto [it, fresh] = tables_.try_emplace(templ);
     Entry& e = it->second;
-    if (fresh) e.table = enumerate_configurations(caps_, templ, cap_);
+    if (fresh && (e.table = enumerate_configurations(caps_, templ, cap_)))
+      for (const std::vector<double>& row : e.table->rows) {
+        std::map<std::string, double>& whole = e.configs.emplace_back();
+        for (size_t i = 0; i < row.size(); ++i) whole[e.table->knobs[i]] = row[i];
+      }
     if (!e.table) return std::nullopt;
     if (e.generation != generation_) {
       e.predicted.clear();
-      for (const std::vector<double>& row : e.table->rows) {
-        std::map<std::string, double> whole;
-        for (size_t i = 0; i < row.size(); ++i) whole[e.table->knobs[i]] = row[i];
-        e.predicted.push_back(predict_whole(whole).value_or(NAN));
-      }
+      for (const auto& whole : e.configs) e.predicted.push_back(predict_whole(whole).value_or(NAN));
       e.generation = generation_;
     }
     return best_completion(*e.table, e.predicted, values);
@@ -121,6 +121,7 @@ class WholeConfigurations {
  private:
   struct Entry {
     std::optional<ConfigurationTable> table;
+    std::vector<std::map<std::string, double>> configs;  // its rows as the prior is asked them
     std::vector<double> predicted;
     uint64_t generation = ~uint64_t{0};
   };
