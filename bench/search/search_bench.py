@@ -6,7 +6,7 @@ and random search at the same budget. Python 3 standard library only.
                     [--out DIR] [--work DIR] [--emmy PATH] [--samples N] [--warmup N]
                     [--ref-factor F | --ref-patience N] [--budget N] [--seed N]
                     [--tune-timeout S] [--deadline S] [--baseline-runs K]
-                    [--first defaults|prior]
+                    [--first defaults|prior] [--search mcts|mcts-remaining]
                     [--prior-checkpoint FILE] [--extra ARG]...
 
 For each kernel of the suite (an inline PyTorch expression, `emmy tune --code`), one tune per
@@ -135,10 +135,13 @@ def load_suite(spec: str) -> tuple[list[dict], str]:
 
 
 def mode_args(mode: str, budget: int | None, ref_factor: float, ref_patience: int,
-              patiences: tuple[int, int] = (10, 50), first: str = "defaults") -> list[str]:
-    # --first prior is for the prior-guided modes; flat has no prior to start from, and random
-    # takes no first candidate of its own.
+              patiences: tuple[int, int] = (10, 50), first: str = "defaults",
+              search: str = "mcts") -> list[str]:
+    # --first prior and --search mcts-remaining are for the prior-guided modes; flat has no prior
+    # to start from or value untried configurations by, and random takes neither.
     start = ["--first", first] if first != "defaults" else []
+    if search != "mcts":
+        start += ["--search", search]
     if mode == "p10":
         return ["--patience", str(patiences[0])] + start
     if mode == "p50":
@@ -266,6 +269,11 @@ def main() -> int:
                     default=os.environ.get("EMMY_SEARCH_FIRST", "defaults"),
                     help="emmy tune --first of the prior-guided modes (p10, p50, ref): what each "
                          "kernel's search evaluates first (default defaults; EMMY_SEARCH_FIRST)")
+    ap.add_argument("--search", choices=("mcts", "mcts-remaining"),
+                    default=os.environ.get("EMMY_SEARCH_SEARCH", "mcts"),
+                    help="emmy tune --search of the prior-guided modes (p10, p50, ref): "
+                         "mcts-remaining values a tried branch by the best configuration left "
+                         "untried below it (default mcts; EMMY_SEARCH_SEARCH)")
     ap.add_argument("--baseline-runs", type=int,
                     default=int(os.environ.get("EMMY_SEARCH_BASELINE_RUNS", 1)),
                     help="run flat and random this many times, with seeds --seed, --seed + 1, ...; "
@@ -344,7 +352,7 @@ def main() -> int:
                      "warmup": None if args.warmup < 0 else args.warmup,
                      "ref_factor": None if args.ref_patience else args.ref_factor,
                      "ref_patience": args.ref_patience or None, "seed": args.seed,
-                     "baseline_runs": args.baseline_runs, "first": args.first,
+                     "baseline_runs": args.baseline_runs, "first": args.first, "search": args.search,
                      "patiences": [args.short_patience, args.long_patience],
                      "prior_checkpoint": args.prior_checkpoint or None, "extra": args.extra,
                      "within_pct": sm.WITHIN_PCT},
@@ -377,7 +385,8 @@ def main() -> int:
         if args.warmup >= 0:
             cmd += ["--warmup", str(args.warmup)]
         cmd += mode_args(mode, budget, args.ref_factor, args.ref_patience,
-                         (args.short_patience, args.long_patience), args.first) + args.extra + [
+                         (args.short_patience, args.long_patience), args.first,
+                         args.search) + args.extra + [
             "--json", report_path]
         run["command"] = cmd[:-2]  # the report's path is the runner's
         log(f"-- {kern['name']} {tag}: {' '.join(cmd)}")

@@ -418,14 +418,16 @@ int run(int argc, char** argv) {
   search::InnerOptions options;
   options.patience = a.patience;
   options.defaults_first = !a.prior_first;
-  // The search as it runs, then with one of its parts off, the prior alone, and flat.
+  // The search as it runs, then with one of its parts off, with --search mcts-remaining's
+  // valuation of tried branches, the prior alone, and flat.
   struct Variant {
     std::string name;
-    bool whole, correction;
+    bool whole, correction, remaining = false;
   };
   const std::vector<Variant> variants = {{"search", true, true},
                                          {"partial assignments", false, true},
-                                         {"no option correction", true, false}};
+                                         {"no option correction", true, false},
+                                         {"remaining estimate", true, true, true}};
   std::vector<double> sums(variants.size() + 2, 0.0);
   nlohmann::json report = nlohmann::json::array();
   if (!a.json) {
@@ -453,6 +455,7 @@ int run(int argc, char** argv) {
       search::InnerOptions o = options;
       o.whole_configurations = v.whole;
       o.option_correction = v.correction;
+      o.remaining_estimate = v.remaining;
       std::ostream* trace = a.trace ? &std::cerr : nullptr;
       if (trace) std::cerr << s.kernel << ", " << v.name << ":\n";
       outcomes.push_back(

@@ -147,7 +147,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("pass-option", po::value<std::vector<std::string>>(), "PASS.KEY=VALUE passed to a pass (repeatable; also [plugin PASS] in the config file; the keys it declares: emmy plugins --json --kind pass)")
     ("prior-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the prior (repeatable; also [plugin PRIOR] in the config file; the keys it declares: emmy plugins --json --kind prior)")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
-    ("search", po::value<std::string>(&o.search)->default_value("mcts"), "how each kernel's search picks candidates: mcts (the tree, valued by the prior) or random (each fork answered uniformly among the options with untried configurations below; no all-defaults first candidate)")
+    ("search", po::value<std::string>(&o.search)->default_value("mcts"), "how each kernel's search picks candidates: mcts (the tree, valued by the prior), mcts-remaining (the tree, a tried branch valued by the best configuration the prior predicts among those still untried below it, not by what was measured there; an experiment, docs/PERFORMANCE.md) or random (each fork answered uniformly among the options with untried configurations below; no all-defaults first candidate)")
     ("first", po::value<std::string>(&o.first)->default_value("defaults"), "what each kernel's search (mcts) evaluates first: defaults (the backend's untuned configuration, a known-good baseline) or prior (the configuration the prior predicts fastest)")
     ("budget", po::value<int>(&o.budget), "each kernel's search evaluates exactly N candidates (fewer only when it has fewer), instead of stopping by --patience")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
@@ -187,8 +187,8 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     std::cerr << "emmy tune: --first '" << o.first << "' is not defaults or prior\n";
     return kExitUsage;
   }
-  if (o.search != "mcts" && o.search != "random") {
-    std::cerr << "emmy tune: --search '" << o.search << "' is not mcts or random\n";
+  if (o.search != "mcts" && o.search != "mcts-remaining" && o.search != "random") {
+    std::cerr << "emmy tune: --search '" << o.search << "' is not mcts, mcts-remaining or random\n";
     return kExitUsage;
   }
   if (vm.count("budget") && o.budget < 1) {

@@ -101,6 +101,12 @@ struct SearchOptions {
       0.5;  // quality of a subtree: this much its best time, the rest its mean (log space)
   Selection selection = Selection::mcts;
   bool option_correction = true;  // TreeOptions::option_correction
+  // TreeOptions::remaining_estimate (`emmy tune --search mcts-remaining`): taken by the inner
+  // search where it values branches by whole configurations (InnerOptions), which then leave the
+  // evaluated ones out. Off by default: better on every replayed table, not yet on a GPU, and
+  // worse where the prior does not learn and ranks a slow knob value ahead
+  // (InnerSearch.ARemainingEstimate...).
+  bool remaining_estimate = false;
   // > 0: the search ends after exactly this many evaluations (or when the tree is exhausted),
   // whatever the patience and the failures-before-success rule say, so that searches of
   // different kinds can be compared at an equal number of candidates. 0: patience decides.

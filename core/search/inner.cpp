@@ -87,18 +87,28 @@ std::optional<double> usable(const Estimate& e) {
 }
 
 // Each template's whole configurations with the prior's prediction for each, predicted again
-// after every measurement the prior learnt: one pass over a table of 4096 costs about 25 ms of
-// the mlp's single predictions. Never less often: a table filled between two measurements would
-// hold what the prior knew when it was first asked, and the look-ahead (which asks earlier)
-// would change what the search evaluates.
+// after every measurement: one pass over a table of 4096 costs about 25 ms of the mlp's single
+// predictions. Never less often: a table filled between two measurements would hold what the
+// prior knew when it was first asked, and the look-ahead (which asks earlier) would change what
+// the search evaluates. With `leave_out_measured` (SearchOptions::remaining_estimate) a branch is
+// worth the best configuration still untried below it.
 class WholeConfigurations {
  public:
-  WholeConfigurations(const BackendCaps& caps, size_t cap) : caps_(caps), cap_(cap) {}
+  WholeConfigurations(const BackendCaps& caps, size_t cap, bool leave_out_measured)
+      : caps_(caps), cap_(cap), leave_out_measured_(leave_out_measured) {}
 
   void prior_learnt() { ++generation_; }
 
-  // The fastest prediction over `templ`'s configurations that agree with `values`; nullopt
-  // when the template's configurations are not enumerated or none agrees.
+  // A configuration evaluated (whatever its outcome).
+  void measured(const std::string& templ, const std::map<std::string, double>& knobs) {
+    if (!leave_out_measured_) return;
+    measured_[templ].insert(knobs);
+    ++generation_;
+  }
+
+  // The fastest prediction over `templ`'s configurations that agree with `values` (and, with
+  // leave_out_measured, were not evaluated yet); nullopt when the template's configurations are
+  // not enumerated or none is left.
   template <class PredictWhole>
   std::optional<double> best(const std::string& templ, const std::map<std::string, double>& values,
                              const PredictWhole& predict_whole) {
@@ -111,8 +121,10 @@ class WholeConfigurations {
       }
     if (!e.table) return std::nullopt;
     if (e.generation != generation_) {
+      const auto& done = measured_[templ];
       e.predicted.clear();
-      for (const auto& whole : e.configs) e.predicted.push_back(predict_whole(whole).value_or(NAN));
+      for (const auto& whole : e.configs)
+        e.predicted.push_back(done.count(whole) ? NAN : predict_whole(whole).value_or(NAN));
       e.generation = generation_;
     }
     return best_completion(*e.table, e.predicted, values);
@@ -122,13 +134,15 @@ class WholeConfigurations {
   struct Entry {
     std::optional<ConfigurationTable> table;
     std::vector<std::map<std::string, double>> configs;  // its rows as the prior is asked them
-    std::vector<double> predicted;
+    std::vector<double> predicted;                       // NaN: evaluated, or no prediction
     uint64_t generation = ~uint64_t{0};
   };
   const BackendCaps& caps_;
   size_t cap_;
+  bool leave_out_measured_;
   uint64_t generation_ = 0;
   std::map<std::string, Entry> tables_;
+  std::map<std::string, std::set<std::map<std::string, double>>> measured_;
 };
 
 }  // namespace
@@ -138,7 +152,12 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
                          const Evaluate& evaluate, const InnerOptions& options,
                          const StepCallback& on_step, const AheadCallback& ahead) {
   KnobUniverse universe(caps);
-  WholeConfigurations whole(caps, options.configurations_cap);
+  // The tree values a tried branch by what is left below it only where the prior answers with
+  // whole configurations.
+  SearchOptions search = options;
+  search.remaining_estimate =
+      options.remaining_estimate && prior != nullptr && options.whole_configurations;
+  WholeConfigurations whole(caps, options.configurations_cap, search.remaining_estimate);
   std::string prior_error;
 
   LoopHooks hooks;
@@ -192,9 +211,10 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
       const KernelFeatures f = features_under(features, templ);
       return usable(timed([&] { return prior->predict(f, a); }));
     };
-    if (options.learn)
+    if (options.learn || search.remaining_estimate)
       hooks.observed = [&](const Candidate& c, const Evaluation& e) {
-        if (!e.ok) return;
+        whole.measured(candidate_template(c), c.knobs);
+        if (!e.ok || !options.learn) return;
         const KernelFeatures f = features_under(features, candidate_template(c));
         Status s =
             timed([&] { return prior->observe({prior_row(f, c.knobs, e.time_us, Regime::rank)}); });
@@ -203,7 +223,7 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
       };
   }
 
-  InnerResult r = run_search(ForkKind::in_place, options, hooks);
+  InnerResult r = run_search(ForkKind::in_place, search, hooks);
   r.prior_error = prior_error;
   r.prior_s = prior_s;
   return r;

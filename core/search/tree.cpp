@@ -136,8 +136,17 @@ size_t SearchTree::select(int id, const Predict& predict) const {
     for (size_t i = 0; i < k; ++i) correction[i] = option_correction(id, i);
   double cal_sum = 0;
   int cal_n = 0;
+  // With remaining_estimate a measured sibling's prediction is its best untried configuration's,
+  // so it calibrates by its own measured candidates' errors instead.
+  const bool remaining = opt_.remaining_estimate;
   for (size_t i = 0; i < k; ++i) {
     const int c = n.children[i];
+    if (remaining) {
+      if (c < 0 || node(c).residuals == 0) continue;
+      cal_sum += node(c).sum_residual / node(c).residuals - correction[i];
+      ++cal_n;
+      continue;
+    }
     if (c < 0 || !pred[i] || node(c).successes == 0) continue;
     cal_sum += subtree_log_estimate(node(c)) - std::log(*pred[i]) - correction[i];
     ++cal_n;
@@ -169,7 +178,15 @@ size_t SearchTree::select(int id, const Predict& predict) const {
     if (c >= 0 && node(c).exhausted) continue;
     const int visits = c >= 0 ? node(c).visits : 0;
     double value;
-    if (visits > 0)
+    if (visits > 0 && remaining && pred[i]) {
+      const Node& m = node(c);
+      // The subtree's own error, shrunk towards its siblings' while it has few measurements.
+      // Its answer's option correction is not added: its own measurements are that error.
+      const double r = (m.sum_residual + kCorrectionPrior * cal) / (m.residuals + kCorrectionPrior);
+      // Failures below count against it, as in measured_value (one success in one visit: 1).
+      const double rate = static_cast<double>(m.successes + 1) / (m.visits + 1);
+      value = rate * std::exp(log_ref - (std::log(*pred[i]) + r));
+    } else if (visits > 0)
       value = measured_value(node(c), log_ref);
     else if (pred[i])
       value = std::exp(log_ref - (std::log(*pred[i]) + cal + correction[i]));
@@ -216,6 +233,10 @@ void SearchTree::record(int leaf, bool ok, double time_us, std::optional<double>
       const double residual = std::log(time_us) - std::log(*predicted_us);
       calib_sum_ += residual;
       ++calib_count_;
+      for (int id = leaf; id >= 0; id = nodes_[static_cast<size_t>(id)].parent) {
+        nodes_[static_cast<size_t>(id)].sum_residual += residual;
+        ++nodes_[static_cast<size_t>(id)].residuals;
+      }
       for (int child = leaf, id = nodes_[static_cast<size_t>(leaf)].parent; id >= 0;
            child = id, id = nodes_[static_cast<size_t>(id)].parent) {
         const Node& n = nodes_[static_cast<size_t>(id)];

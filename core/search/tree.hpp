@@ -24,6 +24,16 @@ struct TreeOptions {
   // elsewhere in the tree (option_correction); off only to measure what it changes
   // (bench/search/search_replay.cpp).
   bool option_correction = true;
+  // Value a tried, not yet exhausted child by the prediction `select`'s Predict gives for it,
+  // which is then the best configuration still untried below it (the inner search's whole
+  // configurations leave the measured ones out), corrected by how far that subtree's measured
+  // candidates were from their predictions; instead of by what was measured there. What a
+  // subtree already gave is no reason to return to it: the tree went back under the first good
+  // tile and measured what the prior itself ranked four times slower, while a sibling's best
+  // untried configuration was predicted at twice the best (bench/search/search_replay.cpp). Off:
+  // the measured quality (best and mean) below it, as for a Predict of partial assignments and
+  // the outer search.
+  bool remaining_estimate = false;
 };
 
 class SearchTree {
@@ -41,6 +51,9 @@ class SearchTree {
     int successes = 0;
     double sum_log_us = 0;  // over successes
     double best_us = std::numeric_limits<double>::infinity();
+    // log(measured / predicted) over the successes below that had a prediction.
+    double sum_residual = 0;
+    int residuals = 0;
     bool evaluated = false;  // an endpoint that was evaluated
     bool exhausted = false;  // nothing below is left to evaluate
   };
@@ -65,7 +78,8 @@ class SearchTree {
   int child(int id, size_t option);
 
   // Picks the option to descend into at `id` (which has a site): the best mix of the measured
-  // quality below each child and how little it was tried. A child never tried is valued from
+  // quality below each child (or, with remaining_estimate, the best still untried there) and how
+  // little it was tried. A child never tried is valued from
   // `predict` alone (or neutrally without a prior); nothing forces a visit to every sibling.
   // Exhausted children are skipped. Deterministic: ties go by a hash of (seed, node, option).
   size_t select(int id, const Predict& predict) const;

@@ -36,6 +36,7 @@ KernelSearchSettings KernelSearchSettings::of(const TuneOptions& options) {
   s.budget = options.budget;
   s.selection = options.search == "random" ? search::Selection::random : search::Selection::mcts;
   s.defaults_first = options.first != "prior";
+  s.remaining_estimate = options.search == "mcts-remaining";
   s.seed = options.seed;
   return s;
 }
@@ -236,6 +237,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   options.budget = run.settings.budget;
   options.selection = run.settings.selection;
   options.defaults_first = run.settings.defaults_first;
+  options.remaining_estimate = run.settings.remaining_estimate;
   options.seed = search::kernel_seed(run.settings.seed, key);
   if (producer != nullptr) options.also_searched = std::string(kAttentionFork);
   auto on_step = [&](const search::StepInfo& info) {

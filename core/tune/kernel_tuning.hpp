@@ -28,7 +28,9 @@ struct KernelSearchSettings {
   int budget = 0;
   search::Selection selection = search::Selection::mcts;
   bool defaults_first = true;  // TuneOptions::first
-  uint64_t seed = 0;           // the run's: each kernel's own comes from it and its key
+  // search::SearchOptions::remaining_estimate (TuneOptions::search "mcts-remaining").
+  bool remaining_estimate = false;
+  uint64_t seed = 0;  // the run's: each kernel's own comes from it and its key
   // Candidates each search builds ahead (search::SearchOptions::look_ahead), when the context has
   // a BuildAhead; resolved from TuneOptions::build_ahead by the run.
   int look_ahead = 0;

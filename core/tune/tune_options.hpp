@@ -25,7 +25,9 @@ struct TuneOptions {
   std::map<std::string, std::map<std::string, std::string>> plugin_options;
   int patience = 50;
   // How each kernel's inner search picks candidates (--search): "mcts" (the tree, valued by the
-  // prior) or "random" (uniformly among the untried, bench/search's baseline).
+  // prior), "mcts-remaining" (the tree, a tried branch valued by the best configuration left
+  // untried below it: search::SearchOptions::remaining_estimate) or "random" (uniformly among the
+  // untried, bench/search's baseline).
   std::string search = "mcts";
   // What each kernel's search evaluates first (--first): "defaults", the backend's untuned
   // configuration (option 0 at every fork), a known-good baseline before the prior's guesses; or

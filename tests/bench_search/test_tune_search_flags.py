@@ -39,11 +39,12 @@ class TuneSearchFlags(unittest.TestCase):
     def test_help_documents_the_flags(self):
         r = subprocess.run([EMMY, "tune", "--help"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0)
-        for text in ("--search", "--budget", "flat: no prior", "random", "--first"):
+        for text in ("--search", "mcts-remaining", "--budget", "flat: no prior", "random",
+                     "--first"):
             self.assertIn(text, r.stdout)
 
     def test_an_unknown_search_is_refused(self):
-        self.assertUsageError(["--search", "annealing"], "--search 'annealing' is not mcts or random")
+        self.assertUsageError(["--search", "annealing"], "--search 'annealing' is not mcts, mcts-remaining or random")
 
     def test_an_unknown_first_is_refused(self):
         self.assertUsageError(["--first", "best"], "--first 'best' is not defaults or prior")
@@ -55,6 +56,14 @@ class TuneSearchFlags(unittest.TestCase):
             self.assertNotIn("--first", sb.mode_args(mode, 20, 10, 0), mode)
         for mode in ("flat", "random"):
             self.assertNotIn("--first", sb.mode_args(mode, 20, 10, 0, first="prior"), mode)
+
+    def test_the_benchmark_gives_the_remaining_estimate_to_the_prior_guided_modes_only(self):
+        for mode in ("p10", "p50", "ref"):
+            args = sb.mode_args(mode, 20, 10, 0, search="mcts-remaining")
+            self.assertEqual(args[-2:], ["--search", "mcts-remaining"], mode)
+        self.assertEqual(sb.mode_args("random", 20, 10, 0, search="mcts-remaining")[:2],
+                         ["--search", "random"])
+        self.assertNotIn("--search", sb.mode_args("flat", 20, 10, 0, search="mcts-remaining"))
 
     def test_a_budget_below_one_is_refused(self):
         self.assertUsageError(["--budget", "0"], "--budget 0 is not a positive number")

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "search/inner.hpp"
@@ -328,24 +329,29 @@ TEST(InnerSearch, AnInformativePriorNeedsAtMostHalfTheBenchmarksOfAFlatOne) {
 // vec) taught nothing under the next. Here the last knob plays row_warp: the prior believes its
 // value 1 is 1.25x faster than the others; truly it is 1.3x slower. The prior does not learn
 // during the search (as a slowly learning net), so only the tree can correct it.
+// How many of the first 16 evaluations (as many as the combinations of the first two knobs) give
+// the last knob the value 1 that the prior wrongly ranks ahead, on landscape `seed`, the search's
+// options set by `set`.
+int slow_answers(uint64_t seed, const std::function<void(InnerOptions&)>& set) {
+  Landscape l = Landscape::random(seed, 3, 4, 0.02);
+  l.factor[2] = {1.0, 1.3, 1.02, 1.04};
+  std::vector<std::vector<double>> guess = l.factor;
+  guess[2][1] = 0.8;
+  testing::TestPrior prior(l.knobs, guess);
+  InnerOptions o = with_patience(1000);
+  o.learn = false;
+  o.budget = 16;
+  set(o);
+  int slow = 0;
+  for (const auto& p : walk(l, &prior, l.evaluator(), o)) slow += p.at(2) == 1;
+  return slow;
+}
+
 TEST(InnerSearch, AnAnswerThePriorRanksAheadButMeasuredSlowSinksWhereverItIsAsked) {
   int total_corrected = 0, total_uncorrected = 0;
   for (uint64_t seed = 31; seed < 39; ++seed) {
-    Landscape l = Landscape::random(seed, 3, 4, 0.02);
-    l.factor[2] = {1.0, 1.3, 1.02, 1.04};
-    std::vector<std::vector<double>> guess = l.factor;
-    guess[2][1] = 0.8;
-    auto slow_answers = [&](bool correct) {
-      testing::TestPrior prior(l.knobs, guess);
-      InnerOptions o = with_patience(1000);
-      o.learn = false;
-      o.budget = 16;  // as many as the combinations of the first two knobs
-      o.option_correction = correct;
-      int slow = 0;
-      for (const auto& p : walk(l, &prior, l.evaluator(), o)) slow += p.at(2) == 1;
-      return slow;
-    };
-    const int corrected = slow_answers(true), uncorrected = slow_answers(false);
+    const int corrected = slow_answers(seed, [](InnerOptions&) {}),
+              uncorrected = slow_answers(seed, [](InnerOptions&o) { o.option_correction = false; });
     // When this test was written: 2 to 4 of the 16 corrected, 5 to 9 uncorrected.
     EXPECT_LE(corrected, 4) << "landscape " << seed;
     EXPECT_LT(corrected, uncorrected) << "landscape " << seed;
@@ -355,6 +361,62 @@ TEST(InnerSearch, AnAnswerThePriorRanksAheadButMeasuredSlowSinksWhereverItIsAske
   RecordProperty("slow_answers_corrected", std::to_string(total_corrected));
   RecordProperty("slow_answers_uncorrected", std::to_string(total_uncorrected));
   EXPECT_LE(2 * total_corrected, total_uncorrected);
+}
+
+// --search mcts-remaining (SearchOptions::remaining_estimate). Two knobs of four values; the
+// first candidate (the defaults, a=0 b=0) is good, every other b under a=0 is three times slower
+// (and the prior knows it), and the best configuration is a=1 b=0, which the prior ranks 30 %
+// behind the first. Valued by what it measured, a=0 looks better than a=1's prediction and the
+// tree goes back under it; valued by what is left untried there, it does not.
+TEST(InnerSearch, ARemainingEstimateLeavesABranchWhoseUntriedConfigurationsArePredictedSlow) {
+  Landscape l = Landscape::random(41, 2, 4, 0);
+  std::vector<std::vector<double>> guess = {{1.0, 1.3, 1.6, 1.6}, {1.0, 3.0, 3.0, 3.0}};
+  // The truth: as the prior says, but a=1 b=0 takes 90 (the optimum).
+  Evaluate truth = [&](const Candidate& c) {
+    const std::vector<int> x = l.values_of(c.program.grouping.kernels.at(0).knobs);
+    double t = 100 * guess[0][static_cast<size_t>(x[0])] * guess[1][static_cast<size_t>(x[1])];
+    if (x[0] == 1 && x[1] == 0) t = 90;
+    return Evaluation{true, t, false, ""};
+  };
+  auto evaluations_to_optimum = [&](bool remaining) {
+    testing::TestPrior prior(l.knobs, guess);
+    InnerOptions o = with_patience(1000);
+    o.learn = false;
+    o.budget = 8;
+    o.remaining_estimate = remaining;
+    const std::vector<std::vector<size_t>> paths = walk(l, &prior, truth, o);
+    for (size_t i = 0; i < paths.size(); ++i)
+      if (paths[i] == std::vector<size_t>{1, 0}) return static_cast<int>(i) + 1;
+    return 1000;
+  };
+  const int remaining = evaluations_to_optimum(true), measured = evaluations_to_optimum(false);
+  EXPECT_EQ(remaining, 2);
+  EXPECT_GT(measured, remaining);
+  // Without a prior there is nothing to value untried configurations by: the option changes
+  // nothing.
+  InnerOptions flat = with_patience(1000);
+  flat.budget = 8;
+  const auto flat_paths = walk(l, nullptr, truth, flat);
+  flat.remaining_estimate = true;
+  EXPECT_EQ(walk(l, nullptr, truth, flat), flat_paths);
+}
+
+// Its known weakness, kept visible: where the prior never learns and ranks a slow knob value
+// ahead (the test above this one's landscapes), the tree goes back to branches whose only
+// untried configurations have that value, and spends more evaluations on it than the default
+// valuation does. The replayed tables (bench/search, docs/PERFORMANCE.md), with a prior that
+// learns, favoured it everywhere; this is why it is not the default before a GPU run measured it.
+TEST(InnerSearch, ARemainingEstimateTriesAValueThePriorWronglyRanksAheadMoreOftenWithoutLearning) {
+  int remaining_slow = 0, default_slow = 0;
+  for (uint64_t seed = 31; seed < 39; ++seed) {
+    remaining_slow += slow_answers(seed, [](InnerOptions& o) { o.remaining_estimate = true; });
+    default_slow += slow_answers(seed, [](InnerOptions&) {});
+  }
+  RecordProperty("slow_answers_remaining", std::to_string(remaining_slow));
+  RecordProperty("slow_answers_default", std::to_string(default_slow));
+  std::cout << "slow answers over 8 landscapes: remaining estimate " << remaining_slow
+            << ", default " << default_slow << "\n";
+  EXPECT_GT(remaining_slow, default_slow);
 }
 
 // A prior that knows whole configurations (the landscape's time) and nothing of partial ones
