@@ -218,6 +218,8 @@ size_t SearchTree::select_random(int id, uint64_t draw) const {
 
 void SearchTree::record(int leaf, bool ok, double time_us, std::optional<double> predicted_us) {
   ok = ok && usable_time(time_us);
+  const bool predicted = ok && predicted_us && usable_time(*predicted_us);
+  const double residual = predicted ? std::log(time_us) - std::log(*predicted_us) : 0;
   for (int id = leaf; id >= 0; id = nodes_[static_cast<size_t>(id)].parent) {
     Node& n = nodes_[static_cast<size_t>(id)];
     ++n.visits;
@@ -226,17 +228,16 @@ void SearchTree::record(int leaf, bool ok, double time_us, std::optional<double>
       n.sum_log_us += std::log(time_us);
       n.best_us = std::min(n.best_us, time_us);
     }
+    if (predicted) {
+      n.sum_residual += residual;
+      ++n.residuals;
+    }
   }
   if (ok) {
     best_us_ = std::min(best_us_, time_us);
-    if (predicted_us && usable_time(*predicted_us)) {
-      const double residual = std::log(time_us) - std::log(*predicted_us);
+    if (predicted) {
       calib_sum_ += residual;
       ++calib_count_;
-      for (int id = leaf; id >= 0; id = nodes_[static_cast<size_t>(id)].parent) {
-        nodes_[static_cast<size_t>(id)].sum_residual += residual;
-        ++nodes_[static_cast<size_t>(id)].residuals;
-      }
       for (int child = leaf, id = nodes_[static_cast<size_t>(leaf)].parent; id >= 0;
            child = id, id = nodes_[static_cast<size_t>(id)].parent) {
         const Node& n = nodes_[static_cast<size_t>(id)];
