@@ -2,7 +2,7 @@
 configuration of each kernel of a fixed suite, and after how many benchmarks, beside a flat prior
 and random search at the same budget. Python 3 standard library only.
 
-    search_bench.py --suite cpu|cuda|FILE.json [--kernels a,b] [--modes p10,p50,flat,random,ref]
+    search_bench.py --suite cpu|cuda|FILE.json [--kernels a,b] [--modes p10,p50,r10,r50,flat,random,ref]
                     [--out DIR] [--work DIR] [--emmy PATH] [--samples N] [--warmup N]
                     [--ref-factor F | --ref-patience N] [--budget N] [--seed N]
                     [--tune-timeout S] [--deadline S] [--baseline-runs K]
@@ -17,6 +17,9 @@ shipped for the backend and device where there is one (cpu on x86_64, cuda on an
 --prior-checkpoint FILE copies a checkpoint into every home instead):
   p10     emmy tune --patience 10                 (the default search: MCTS, mlp prior)
   p50     emmy tune --patience 50                 (the default patience)
+  r10     emmy tune --patience 10 --search mcts-remaining   (p10 and p50 with the search that
+  r50     emmy tune --patience 50 --search mcts-remaining    values a tried branch by what is
+                                                              left untried below it)
   flat    emmy tune --prior flat --budget N       (MCTS with no prior)
   random  emmy tune --search random --budget N    (uniformly random candidates)
   ref     emmy tune --budget F*N                  (the reference: F = --ref-factor, default
@@ -142,10 +145,9 @@ def mode_args(mode: str, budget: int | None, ref_factor: float, ref_patience: in
     start = ["--first", first] if first != "defaults" else []
     if search != "mcts":
         start += ["--search", search]
-    if mode == "p10":
-        return ["--patience", str(patiences[0])] + start
-    if mode == "p50":
-        return ["--patience", str(patiences[1])] + start
+    if mode in ("p10", "r10", "p50", "r50"):
+        remaining = ["--search", "mcts-remaining"] if mode[0] == "r" and search == "mcts" else []
+        return ["--patience", str(patiences[mode.endswith("50")])] + start + remaining
     if mode == "flat":
         return ["--prior", "flat", "--budget", str(budget)]
     if mode == "random":
@@ -247,8 +249,9 @@ def main() -> int:
                     help="cpu, cuda or a JSON file (default cpu; EMMY_SEARCH_SUITE)")
     ap.add_argument("--kernels", default=os.environ.get("EMMY_SEARCH_KERNELS", ""),
                     help="comma list of suite kernel names to run (default all; EMMY_SEARCH_KERNELS)")
-    ap.add_argument("--modes", default=os.environ.get("EMMY_SEARCH_MODES", ",".join(sm.MODES)),
-                    help="comma list of " + ",".join(sm.MODES) + " (EMMY_SEARCH_MODES)")
+    ap.add_argument("--modes", default=os.environ.get("EMMY_SEARCH_MODES", "p10,p50,flat,random,ref"),
+                    help="comma list of " + ",".join(sm.MODES) +
+                         " (EMMY_SEARCH_MODES; default p10,p50,flat,random,ref)")
     ap.add_argument("--emmy", default=os.environ.get("EMMY_SEARCH_EMMY", "build/bin/emmy"))
     ap.add_argument("--out", default=os.environ.get("OUT", "search-bench-out"))
     ap.add_argument("--work", default="", help="homes and reports (default: a temporary folder)")

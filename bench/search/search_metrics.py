@@ -55,10 +55,14 @@ REGIME_TITLES = {
               "it in the benchmark",
 }
 # The modes of a benchmark, in the order they run and appear in the table.
-MODES = ("p10", "p50", "flat", "random", "ref")
+# r10 and r50 are p10 and p50 with `--search mcts-remaining`, so that one run compares the two
+# searches on the same kernels against the same reference.
+MODES = ("p10", "p50", "r10", "r50", "flat", "random", "ref")
 MODE_TITLES = {
     "p10": "mcts, patience 10",
     "p50": "mcts, patience 50",
+    "r10": "mcts-remaining, patience 10",
+    "r50": "mcts-remaining, patience 50",
     "flat": "flat prior at p50's count",
     "random": "random at p50's count",
     "ref": "reference",
@@ -222,6 +226,8 @@ def titles(settings: dict | None) -> dict:
     short, long_ = (settings or {}).get("patiences") or (10, 50)
     t["p10"] = f"mcts, patience {short}"
     t["p50"] = f"mcts, patience {long_}"
+    t["r10"] = f"mcts-remaining, patience {short}"
+    t["r50"] = f"mcts-remaining, patience {long_}"
     if long_ != 50:
         t["flat"] = t["flat"].replace("p50", f"patience {long_}")
         t["random"] = t["random"].replace("p50", f"patience {long_}")

@@ -32,7 +32,7 @@ class SearchBenchOneKernel(unittest.TestCase):
             [sys.executable, "-B", os.path.join(BENCH, "search_bench.py"), "--suite", suite,
              "--emmy", EMMY, "--out", cls.out, "--work", os.path.join(cls.tmp.name, "work"),
              "--samples", "3", "--warmup", "1", "--short-patience", "1", "--long-patience", "2",
-             "--ref-factor", "3", "--baseline-runs", "2"],
+             "--ref-factor", "3", "--baseline-runs", "2", "--modes", ",".join(sm.MODES)],
             capture_output=True, text=True, timeout=540)
         try:
             with open(os.path.join(cls.out, "search_bench.json")) as f:
@@ -67,6 +67,10 @@ class SearchBenchOneKernel(unittest.TestCase):
         for name in ("p10", "p50", "ref"):
             self.assertEqual(m[name]["search"], "mcts", name)
             self.assertNotEqual(m[name]["prior"], "flat", name)
+        for name in ("r10", "r50"):
+            self.assertEqual(m[name]["search"], "mcts-remaining", name)
+            self.assertNotEqual(m[name]["prior"], "flat", name)
+        self.assertEqual(m["r10"]["command"][m["r10"]["command"].index("--patience") + 1], "1")
         self.assertEqual(m["flat"]["prior"], "flat")
         self.assertEqual(m["flat"]["search"], "mcts")
         self.assertEqual(m["random"]["search"], "random")

@@ -65,6 +65,16 @@ class TuneSearchFlags(unittest.TestCase):
                          ["--search", "random"])
         self.assertNotIn("--search", sb.mode_args("flat", 20, 10, 0, search="mcts-remaining"))
 
+    def test_r10_and_r50_are_p10_and_p50_with_the_remaining_estimate(self):
+        for r, p in (("r10", "p10"), ("r50", "p50")):
+            self.assertEqual(sb.mode_args(r, 20, 10, 0),
+                             sb.mode_args(p, 20, 10, 0) + ["--search", "mcts-remaining"], r)
+            self.assertEqual(sb.mode_args(r, 20, 10, 0, first="prior"),
+                             sb.mode_args(p, 20, 10, 0, first="prior") + ["--search", "mcts-remaining"], r)
+            # Asked for everywhere already: said once.
+            self.assertEqual(sb.mode_args(r, 20, 10, 0, search="mcts-remaining"),
+                             sb.mode_args(p, 20, 10, 0, search="mcts-remaining"), r)
+
     def test_a_budget_below_one_is_refused(self):
         self.assertUsageError(["--budget", "0"], "--budget 0 is not a positive number")
         self.assertUsageError(["--budget", "-3"], "--budget -3 is not a positive number")
