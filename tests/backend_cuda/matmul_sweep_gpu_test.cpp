@@ -110,23 +110,21 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
                               {"gate+up", 1024, 6144, false},
                               {"down", 3072, 1024, true}};
   // Tiles of two consumer warpgroups (the one-warpgroup tiles were 20-30 % slower in the first
-  // sweep), alone and in clusters of two sharing B; splits of K for the products of N = 1024.
-  std::vector<Knobs> tiles = {specialized(128, 128, 4),
-                              specialized(128, 256, 3, 1, 64, 8),
-                              specialized(64, 256, 4, 1, 64, 8),
-                              specialized(128, 128, 4, 2, 64, 8),
-                              specialized(128, 64, 4, 2, 64, 8),
-                              specialized(128, 128, 4, 1, 64, 8, 2),
-                              specialized(128, 256, 3, 1, 64, 8, 2),
-                              specialized(128, 256, 4, 1, 64, 8, 2),
-                              specialized(128, 128, 4, 2, 64, 8, 2),
-                              specialized(128, 64, 4, 2, 64, 8, 2),
-                              specialized(64, 256, 4, 1, 64, 8, 2),
-                              specialized(128, 128, 6, 1, 64, 8),
-                              specialized(128, 128, 6, 2, 64, 8),
-                              specialized(128, 64, 6, 2, 64, 8),
-                              specialized(128, 256, 4, 1, 64, 8),
-                              specialized(128, 128, 6, 1, 64, 8, 2)};
+  // sweep), alone and in clusters of two sharing B; splits of K for the products of N = 1024
+  // (with the direct epilogue, a split's blocks are a cluster adding their partials together).
+  std::vector<Knobs> tiles = {
+      specialized(128, 128, 4), specialized(128, 256, 3, 1, 64, 8),
+      specialized(64, 256, 4, 1, 64, 8), specialized(128, 128, 4, 2, 64, 8),
+      specialized(128, 64, 4, 2, 64, 8), specialized(128, 128, 4, 1, 64, 8, 2),
+      specialized(128, 256, 3, 1, 64, 8, 2), specialized(128, 256, 4, 1, 64, 8, 2),
+      specialized(128, 128, 4, 2, 64, 8, 2), specialized(128, 64, 4, 2, 64, 8, 2),
+      specialized(64, 256, 4, 1, 64, 8, 2), specialized(128, 128, 6, 1, 64, 8),
+      specialized(128, 128, 6, 2, 64, 8), specialized(128, 64, 6, 2, 64, 8),
+      specialized(128, 256, 4, 1, 64, 8), specialized(128, 128, 6, 1, 64, 8, 2),
+      // Splits of 4 (a cluster of four adding their partial tiles)
+      // for the products of N = 1024 at M = 512: 128 blocks.
+      specialized(128, 64, 4, 4, 64, 8), specialized(128, 128, 4, 4, 64, 8),
+      specialized(128, 64, 6, 4, 64, 8), specialized(64, 128, 4, 2, 64, 4)};
   // The tiles the first sweep found best, again with the epilogue through shared memory (staged=1:
   // rows stored in 16-byte pieces), timed beside the direct stores; and as resident blocks taking
   // the tiles in turn (persistent=1), with either epilogue.

@@ -160,8 +160,22 @@ TEST(CudaWgmmaCodegen, SpecializedTilesCompileWithoutSpillsOrBlockBarriersInTheL
     EXPECT_EQ(plan.launches[0].grid[0],
               (c.n + int64_t(c.k.at("tile_n")) - 1) / int64_t(c.k.at("tile_n")) * splits)
         << describe(c.k);
-    // Partial tiles and counters: two scratch buffers exactly when K is split.
-    EXPECT_EQ(plan.scratch_bytes.size(), splits > 1 ? 2u : 0u) << describe(c.k);
+    // A split of K: its blocks a cluster along x adding their partial tiles through distributed
+    // shared memory, no scratch; with clusters of two sharing B, partial tiles and counters in
+    // two scratch buffers.
+    const int64_t pair = c.k.count("cluster") ? int64_t(c.k.at("cluster")) : 1;
+    const bool in_cluster = splits > 1 && pair == 1;
+    EXPECT_EQ(plan.scratch_bytes.size(), splits > 1 && !in_cluster ? 2u : 0u) << describe(c.k);
+    EXPECT_EQ(
+        source.find("__cluster_dims__(" + std::to_string(splits) + ", 1, 1)") != std::string::npos,
+        in_cluster)
+        << describe(c.k);
+    EXPECT_EQ(source.find("ld.shared::cluster.f32") != std::string::npos, in_cluster)
+        << describe(c.k);
+    if (in_cluster)  // the partial tile (f32) fits where the ring was
+      EXPECT_GE(plan.launches[0].shared_bytes,
+                4 * int64_t(c.k.at("tile_m")) * int64_t(c.k.at("tile_n")))
+          << describe(c.k);
     EXPECT_EQ(source.find("setmaxnreg") != std::string::npos, warps == 8) << describe(c.k);
     // Clusters of two along M: B's box is half the tile, multicast to both blocks.
     const int64_t cluster = c.k.count("cluster") ? int64_t(c.k.at("cluster")) : 1;

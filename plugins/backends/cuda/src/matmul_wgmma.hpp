@@ -67,6 +67,11 @@ struct WgmmaTile {
   // only, without splits or clusters): the epilogue's consumer code then runs inside the tile
   // loop, which the caller closes after it (tmpl_matmul_wgmma_ws.cpp).
   bool persistent = false;
+  // splits > 1 (cluster 1): the splits of a tile are a cluster's blocks, which add their partial
+  // tiles through distributed shared memory, each block its share of the consumer warps, instead
+  // of through global scratch in the last block (tmpl_matmul_wgmma_ws.cpp). Off for the staged
+  // epilogue, whose tile pass needs every consumer warp of the block.
+  bool reduce_in_cluster = false;
   // > 0: a gated epilogue (emmy::MatmulMatch::gated_half) over B's rows [0, 2H): tile_n here
   // counts B's rows (the product's columns), twice the knob tile_n (tmpl_matmul.cpp); a tile of
   // tile_n columns holds tile_n / 2 output columns c and their partners c + H, B's two halves

@@ -47,7 +47,9 @@ BackendCaps cuda_capabilities() {
       // warpgroups: tmpl_matmul_wgmma.cpp); 2 = the
       // same with a producer warpgroup besides the `warps` consumers and no block barrier in
       // the loop (tmpl_matmul_wgmma_ws.cpp). splits: K split over that many blocks per tile
-      // (wgmma=2 only), for products whose tiles do not fill the SMs. cluster: 2 = pairs of
+      // (wgmma=2 only), for products whose tiles do not fill the SMs; their partial sums added
+      // in a cluster through distributed shared memory (or global scratch with staged=1 or
+      // cluster=2). cluster: 2 = pairs of
       // blocks along M share the B tile through TMA multicast (wgmma=2 only). persistent: 1 = a
       // grid of resident blocks taking the output tiles in turn, the next tile's copies under the
       // last one's epilogue (wgmma=2 without splits or clusters). staged: 1 = the epilogue

@@ -281,6 +281,7 @@ void emit_wgmma(Kernel& k) {
   tile.splits = k.pl.splits;
   tile.cluster = k.pl.cluster;
   tile.persistent = k.pl.persistent;
+  tile.reduce_in_cluster = !k.pl.staged;
   const WgmmaLoop loop = tile.specialized
                              ? emit_wgmma_ws_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K,
                                                       tile, WgmmaGrid{k.mt.M, k.n_out, k.mt.batch})

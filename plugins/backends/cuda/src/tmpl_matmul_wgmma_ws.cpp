@@ -10,12 +10,14 @@
 // back (setmaxnreg) so that the consumers' accumulators (up to 128 floats) fit.
 //
 // Split-K (tile.splits > 1): blocks along grid x take (tile column, split) pairs; split s adds
-// the k-slices [s * KT / splits, (s + 1) * KT / splits). Each block writes its f32 partial tile
-// to scratch (coalesced: accumulator-major, thread-minor), counts itself on the tile's counter,
-// and the block that counts last adds all partials in split order (so the result's bits do not
-// depend on which block came last) and runs the epilogue; the counter is reset by that block,
-// scratch being zeroed when allocated. Products of M = 512 fill only 32 of 132 SMs with
-// 128 x 128 tiles when N = 1024 (o_proj, down): splitting K is how they fill the GPU.
+// the k-slices [s * KT / splits, (s + 1) * KT / splits). Products of M = 512 fill only 32 of 132
+// SMs with 128 x 128 tiles when N = 1024 (o_proj, down): splitting K is how they fill the GPU.
+// The partial tiles are added in split order (the result's bits do not depend on which block
+// came first), either inside a cluster of the tile's splits through distributed shared memory
+// (kClusterReduction, tile.reduce_in_cluster) or through global scratch by the block that
+// counts itself last on the tile's counter (kSplitReduction; the counter is reset by that
+// block, scratch being zeroed when allocated).
+#include <algorithm>
 #include <string>
 
 #include "expr.hpp"
@@ -48,8 +50,8 @@ auto emmy_wait = [](unsigned bar, unsigned parity) {
 
 const char* const kSpecializedLoop =
     R"(const long long bz = blockIdx.z;
-const int emmy_split = (int)(blockIdx.x / @TILES_N@u);
-const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)(blockIdx.x % @TILES_N@u) * @N_STEP@LL;
+const int emmy_split = (int)(@SPLIT_OF_BLOCK@);
+const long long m0 = (long long)blockIdx.y * @BM@LL, n0 = (long long)(@COLUMN_OF_BLOCK@) * @N_STEP@LL;
 const int emmy_kt0 = emmy_split * @KT@ / @SPLITS@, emmy_kt1 = (emmy_split + 1) * @KT@ / @SPLITS@;
 const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig = lane & 3;
 const int emmy_n = emmy_kt1 - emmy_kt0;  // this block's k-slices
@@ -60,6 +62,7 @@ if (threadIdx.x == 0) {
     // Every consumer warp (of every block of the cluster) hands a stage back.
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_empty_at(s)), "r"(@EMPTY_COUNT@) : "memory");
   }
+  @REDUCTION_INIT@
   // The barriers' initialisation, visible to the copy engine before it completes on them.
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
@@ -206,6 +209,84 @@ const char* const kSplitReduction = R"({
 }
 )";
 
+// Split-K inside a cluster (tile.reduce_in_cluster): the splits of one output tile are the
+// blocks of a cluster along x. Why: reducing through global scratch (kSplitReduction) writes
+// every partial tile to L2 and has the last block read all of them alone, one after the other
+// blocks, behind a fence and an atomic; on the N = 1024 products at M = 512 (o_proj, down),
+// whose tiles must be split to fill the GPU, that tail is a large part of the kernel. Here each
+// block leaves its f32 partial tile in its own shared memory (the ring, free once every warpgroup
+// is past its last slice), and block r's share of the consumer warps (warps [r * CW / splits,
+// (r + 1) * CW / splits)) adds the partials of every block of the cluster at their own
+// accumulators' places through distributed shared memory, in split order (the same bits
+// whichever block is first), then runs the epilogue for their rows and columns alone: the
+// reduction and the epilogue are shared by the cluster's blocks instead of serialised in one.
+// Two mbarriers per block: "written" (every consumer warp of the cluster, once its partial is
+// in place) and "read" (every reading warp of the cluster, once it has read this block's
+// partial: the block's shared memory must outlive its peers' reads).
+const char* const kClusterReduction = R"({
+  // Every warpgroup's products are done reading the ring before it holds the partial tile.
+  asm volatile("bar.sync 1, @CT@;" ::: "memory");
+  #pragma unroll
+  for (int j = 0; j < @NJ@; ++j)
+    #pragma unroll
+    for (int q = 0; q < 4; ++q)
+      asm volatile("st.shared.f32 [%0], %1;" :: "r"(emmy_base + (unsigned)(((j * 4 + q) * @CT@ + threadIdx.x) * 4)), "f"(acc[j][q]) : "memory");
+  // This warp's part of the partial is written: told to every block of the cluster.
+  emmy_arrive_everywhere(emmy_written_bar);
+  if (warp / @READERS@ != emmy_split) return;  // another block of the cluster adds these places
+  emmy_wait_cluster(emmy_written_bar);
+  #pragma unroll
+  for (int j = 0; j < @NJ@; ++j)
+    #pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const unsigned at = emmy_base + (unsigned)(((j * 4 + q) * @CT@ + threadIdx.x) * 4);
+      float sum = 0.f;
+      #pragma unroll
+      for (int o = 0; o < @SPLITS@; ++o) {
+        unsigned remote;
+        float v;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(o));
+        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+        sum += v;
+      }
+      acc[j][q] = sum;
+    }
+  emmy_arrive_everywhere(emmy_read_bar);
+  // Peers may still be reading this block's partial: its shared memory stays until they are done.
+  emmy_wait_cluster(emmy_read_bar);
+}
+)";
+
+// The barriers of kClusterReduction, declared and initialised beside the ring's.
+const char* const kClusterReductionInit =
+    R"(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_written_bar), "r"(@CW@ * @SPLITS@) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_read_bar), "r"(@CW@) : "memory");)";
+const char* const kClusterReductionBarriers =
+    R"(__shared__ __align__(8) unsigned long long emmy_reduction_bars[2];
+const unsigned emmy_written_bar = (unsigned)__cvta_generic_to_shared(&emmy_reduction_bars[0]);
+const unsigned emmy_read_bar = emmy_written_bar + 8u;
+// This warp arrives on barrier `bar` of every block of the cluster, lane r on block r's (each
+// lane's memory operations ordered at the cluster's scope before its lanes' arrivals).
+auto emmy_arrive_everywhere = [](unsigned bar) {
+  const unsigned rank = threadIdx.x & 31u;
+  asm volatile("fence.acq_rel.cluster;" ::: "memory");
+  __syncwarp();
+  if (rank < @SPLITS@u) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
+  }
+};
+// Waits for the barrier's first phase, seeing what the arriving blocks wrote before they arrived.
+auto emmy_wait_cluster = [](unsigned bar) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done) : "r"(bar) : "memory");
+  } while (!done);
+};
+)";
+
 // The producer's and the consumers' register counts and the consumer warps, as both loops
 // take them. Two consumer warpgroups: 2 x 128 x 232 + 128 x 40 registers fit the SM's 64K.
 std::string fill_roles(std::string text, const WgmmaTile& tile) {
@@ -241,7 +322,8 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   const int64_t CT = tile.warps * 32, tile_floats = tile.tile_m * tile.tile_n;
   // Scratch before the tensor maps (module.hpp): the partial tiles and one counter per tile.
   std::string part, count;
-  if (tile.splits > 1) {
+  const bool cluster_split = tile.splits > 1 && tile.reduce_in_cluster && tile.cluster == 1;
+  if (tile.splits > 1 && !cluster_split) {
     part = m.add_scratch(ir::DType::f32, tiles * tile.splits * tile_floats);
     count = m.add_scratch(ir::DType::i32, tiles);
   }
@@ -268,9 +350,18 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
     loop.persistent_blocks = resident_blocks(geo.smem, tiles);
     return loop;
   }
-  std::string text = fill_common(std::string(kRingPreamble) + kSpecializedLoop, a, bop, map_a,
-                                 map_b, dtype, K, tile, geo);
+  std::string text =
+      fill_common(std::string(kRingPreamble) + (cluster_split ? kClusterReductionBarriers : "") +
+                      kSpecializedLoop,
+                  a, bop, map_a, map_b, dtype, K, tile, geo);
   const bool pair = tile.cluster == 2;
+  // Split-K: the splits of a tile side by side along x (a cluster's blocks), else the tiles'
+  // columns side by side for each split.
+  text = replace_all(text, "@SPLIT_OF_BLOCK@",
+                     cluster_split ? "blockIdx.x % @SPLITS@u" : "blockIdx.x / @TILES_N@u");
+  text = replace_all(text, "@COLUMN_OF_BLOCK@",
+                     cluster_split ? "blockIdx.x / @SPLITS@u" : "blockIdx.x % @TILES_N@u");
+  text = replace_all(text, "@REDUCTION_INIT@", cluster_split ? kClusterReductionInit : "");
   text = replace_all(text, "@RANK@",
                      pair ? "unsigned emmy_rank;\nasm(\"mov.u32 %0, %%cluster_ctarank;\" : "
                             "\"=r\"(emmy_rank));"
@@ -280,9 +371,10 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   // has initialised them.
   text = replace_all(
       text, "@START_SYNC@",
-      pair ? "asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\");\n"
-             "asm volatile(\"barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");"
-           : "__syncthreads();");
+      pair || cluster_split
+          ? "asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\");\n"
+            "asm volatile(\"barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");"
+          : "__syncthreads();");
   // The peer's consumers arrive on this block's "empty" barriers until its last slices: the
   // producer waits for every slice to be handed back before the block may exit.
   text =
@@ -313,7 +405,14 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   text = replace_all(text, "@TILES_N@", std::to_string(tiles_n));
   text = replace_all(text, "@SPLITS@", std::to_string(tile.splits));
   append_lines(b, text);
-  if (tile.splits > 1) {
+  if (cluster_split) {
+    std::string red = kClusterReduction;
+    red = replace_all(red, "@SPLITS@", std::to_string(tile.splits));
+    red = replace_all(red, "@READERS@", std::to_string(tile.warps / tile.splits));
+    red = replace_all(red, "@NJ@", std::to_string(geo.n_wg / 8));
+    red = replace_all(red, "@CT@", std::to_string(CT));
+    append_lines(b, red);
+  } else if (tile.splits > 1) {
     std::string red = kSplitReduction;
     red = replace_all(red, "@PART@", part);
     red = replace_all(red, "@COUNT@", count);
@@ -326,6 +425,11 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   }
   WgmmaLoop loop{geo.smem, geo.n_wg, CT + 128, tile.splits, ""};
   if (pair) loop.kernel_attributes = "__cluster_dims__(1, 2, 1)";
+  if (cluster_split) {
+    loop.kernel_attributes = "__cluster_dims__(" + std::to_string(tile.splits) + ", 1, 1)";
+    // The partial tile, f32, where the ring was.
+    loop.shared_bytes = std::max(loop.shared_bytes, 4 * tile.tile_m * tile.tile_n + 1024);
+  }
   return loop;
 }
 
