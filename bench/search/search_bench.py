@@ -6,7 +6,7 @@ and random search at the same budget. Python 3 standard library only.
                     [--out DIR] [--work DIR] [--emmy PATH] [--samples N] [--warmup N]
                     [--ref-factor F | --ref-patience N] [--budget N] [--seed N]
                     [--tune-timeout S] [--deadline S] [--baseline-runs K]
-                    [--first defaults|prior] [--search mcts|mcts-remaining]
+                    [--first defaults|prior|prior-then-defaults] [--search mcts|mcts-remaining]
                     [--prior-checkpoint FILE] [--extra ARG]...
 
 For each kernel of the suite (an inline PyTorch expression, `emmy tune --code`), one tune per
@@ -268,7 +268,7 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=0,
                     help="the budget of flat, random and (times --ref-factor) ref when p50 is not run")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--first", choices=("defaults", "prior"),
+    ap.add_argument("--first", choices=("defaults", "prior", "prior-then-defaults"),
                     default=os.environ.get("EMMY_SEARCH_FIRST", "defaults"),
                     help="emmy tune --first of the prior-guided modes (p10, p50, ref): what each "
                          "kernel's search evaluates first (default defaults; EMMY_SEARCH_FIRST)")

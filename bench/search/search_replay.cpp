@@ -14,7 +14,8 @@
 // the table lacks, and the noise of a real measurement (a table is one sample per config).
 //
 // usage: emmy-search-replay TABLE.jsonl [--backend cpu] [--prior mlp] [--pretrained FILE]
-//        [--patience 50] [--first defaults|prior] [--min-configs 8] [--flat-seeds 4]
+//        [--patience 50] [--first defaults|prior|prior-then-defaults] [--min-configs 8]
+//        [--flat-seeds 4]
 //        [--kernels SUBSTRING] [--within 3] [--cover 10] [--order TEMPLATE=KNOB,KNOB,...]
 //        [--regime rank|deploy] [--folds K] [--json] [--trace]
 // --regime: which of the table's rows are the times (rank: what the search steers by).
@@ -297,7 +298,8 @@ struct Args {
   std::map<std::string, std::vector<std::string>> orders;  // --order
   int patience = 50, flat_seeds = 4, folds = 0;
   size_t min_configs = 8;
-  bool prior_first = false, json = false, trace = false;
+  std::string first = "defaults";  // --first, as emmy tune's
+  bool json = false, trace = false;
   Regime regime = Regime::rank;  // the search steers by rank times
   double within = 3, cover = 10;
 };
@@ -319,9 +321,9 @@ Args parse(int argc, char** argv) {
     else if (s == "--patience")
       a.patience = std::stoi(value(i));
     else if (s == "--first") {
-      const std::string f = value(i);
-      if (f != "defaults" && f != "prior") throw Error("--first is defaults or prior");
-      a.prior_first = f == "prior";
+      a.first = value(i);
+      if (a.first != "defaults" && a.first != "prior" && a.first != "prior-then-defaults")
+        throw Error("--first is defaults, prior or prior-then-defaults");
     } else if (s == "--min-configs")
       a.min_configs = static_cast<size_t>(std::stoul(value(i)));
     else if (s == "--flat-seeds")
@@ -353,7 +355,7 @@ Args parse(int argc, char** argv) {
     } else if (s == "-h" || s == "--help") {
       std::cout
           << "usage: emmy-search-replay TABLE.jsonl [--backend cpu] [--prior mlp] "
-             "[--pretrained FILE] [--patience 50] [--first defaults|prior] "
+             "[--pretrained FILE] [--patience 50] [--first defaults|prior|prior-then-defaults] "
              "[--min-configs 8] [--flat-seeds 4] [--kernels SUBSTRING] [--within 3] "
              "[--cover 10] [--order TEMPLATE=KNOB,...] [--regime rank|deploy] [--folds K] [--json] "
              "[--trace]\n";
@@ -417,7 +419,8 @@ int run(int argc, char** argv) {
 
   search::InnerOptions options;
   options.patience = a.patience;
-  options.defaults_first = !a.prior_first;
+  options.defaults_first = a.first == "defaults";
+  options.defaults_second = a.first == "prior-then-defaults";
   // The search as it runs, then with one of its parts off, with --search mcts-remaining's
   // valuation of tried branches, the prior alone, and flat.
   struct Variant {
@@ -492,12 +495,9 @@ int run(int argc, char** argv) {
   means["prior alone"] = sums[variants.size()] / n;
   means["flat"] = sums.back() / n;
   if (a.json) {
-    std::cout << nlohmann::json{{"table", a.table},
-                                {"patience", a.patience},
-                                {"first", a.prior_first ? "prior" : "defaults"},
-                                {"pretrained", a.pretrained},
-                                {"kernels", report},
-                                {"mean_to_within", means}}
+    std::cout << nlohmann::json{{"table", a.table},  {"patience", a.patience},
+                                {"first", a.first},  {"pretrained", a.pretrained},
+                                {"kernels", report}, {"mean_to_within", means}}
                      .dump(1)
               << "\n";
   } else {

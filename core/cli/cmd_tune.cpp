@@ -148,7 +148,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("prior-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the prior (repeatable; also [plugin PRIOR] in the config file; the keys it declares: emmy plugins --json --kind prior)")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
     ("search", po::value<std::string>(&o.search)->default_value("mcts"), "how each kernel's search picks candidates: mcts (the tree, valued by the prior), mcts-remaining (the tree, a tried branch valued by the best configuration the prior predicts among those still untried below it, not by what was measured there; an experiment, docs/PERFORMANCE.md) or random (each fork answered uniformly among the options with untried configurations below; no all-defaults first candidate)")
-    ("first", po::value<std::string>(&o.first)->default_value("defaults"), "what each kernel's search (mcts) evaluates first: defaults (the backend's untuned configuration, a known-good baseline) or prior (the configuration the prior predicts fastest)")
+    ("first", po::value<std::string>(&o.first)->default_value("defaults"), "what each kernel's search (mcts) evaluates first: defaults (the backend's untuned configuration, a known-good baseline), prior (the configuration the prior predicts fastest) or prior-then-defaults (the prior's favourite, then the defaults)")
     ("budget", po::value<int>(&o.budget), "each kernel's search evaluates exactly N candidates (fewer only when it has fewer), instead of stopping by --patience")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
     ("samples", po::value<int>(&o.samples)->default_value(15), "timed repetitions per measurement (median)")
@@ -183,8 +183,9 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     std::cerr << "emmy tune: --patience must be at least 1\n";
     return kExitUsage;
   }
-  if (o.first != "defaults" && o.first != "prior") {
-    std::cerr << "emmy tune: --first '" << o.first << "' is not defaults or prior\n";
+  if (o.first != "defaults" && o.first != "prior" && o.first != "prior-then-defaults") {
+    std::cerr << "emmy tune: --first '" << o.first
+              << "' is not defaults, prior or prior-then-defaults\n";
     return kExitUsage;
   }
   if (o.search != "mcts" && o.search != "mcts-remaining" && o.search != "random") {

@@ -85,6 +85,13 @@ struct SearchOptions {
   // The first candidate is the all-defaults one (option 0 at every fork): the backend's untuned
   // configuration, a known-good baseline before the prior's guesses.
   bool defaults_first = true;
+  // With defaults_first off: the second candidate is the all-defaults one (--first
+  // prior-then-defaults). Where the prior's favourite is good the search gets there at once, and
+  // the untuned baseline is still measured second: a prior that favours the wrong corner can no
+  // longer keep the search away from defaults that were the best (the cpu rank replay's
+  // matmul_64x64x64: within 3 % at the 1st evaluation from the defaults, the 42nd from the
+  // prior's favourite).
+  bool defaults_second = false;
   // Refused configurations cost nothing and do not count against patience; past this many in one
   // search, they do. A refusal builds nothing (microseconds), and some kernels refuse most of the
   // space: an f32 matmul on the cuda backend takes neither stages > 1 nor wgmma=1, 7 of 8

@@ -98,9 +98,10 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     const bool random = options.selection == Selection::random;
     std::optional<uint64_t> draw;
     if (random) draw = random_draw(options, step);
+    const bool defaults_now =
+        !random && (options.defaults_first ? step == 0 : options.defaults_second && step == 1);
     TreeResolver resolver(tree, searched, random ? TreeResolver::OptionPredictor{} : hooks.predict,
-                          options.defaults_first && !random && step == 0, options.also_searched,
-                          draw);
+                          defaults_now, options.also_searched, draw);
     Candidate cand;
     cand.program = hooks.descend(resolver);
     resolver.fill(cand);

@@ -35,7 +35,8 @@ KernelSearchSettings KernelSearchSettings::of(const TuneOptions& options) {
   s.patience = options.patience;
   s.budget = options.budget;
   s.selection = options.search == "random" ? search::Selection::random : search::Selection::mcts;
-  s.defaults_first = options.first != "prior";
+  s.defaults_first = options.first == "defaults";
+  s.defaults_second = options.first == "prior-then-defaults";
   s.remaining_estimate = options.search == "mcts-remaining";
   s.seed = options.seed;
   return s;
@@ -237,6 +238,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   options.budget = run.settings.budget;
   options.selection = run.settings.selection;
   options.defaults_first = run.settings.defaults_first;
+  options.defaults_second = run.settings.defaults_second;
   options.remaining_estimate = run.settings.remaining_estimate;
   options.seed = search::kernel_seed(run.settings.seed, key);
   if (producer != nullptr) options.also_searched = std::string(kAttentionFork);

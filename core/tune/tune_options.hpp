@@ -32,7 +32,9 @@ struct TuneOptions {
   // What each kernel's search evaluates first (--first): "defaults", the backend's untuned
   // configuration (option 0 at every fork), a known-good baseline before the prior's guesses; or
   // "prior", the configuration the prior predicts fastest (with a prior that has learned the
-  // backend, one evaluation instead of two to reach its favourite). Random search takes neither.
+  // backend, one evaluation instead of two to reach its favourite); or "prior-then-defaults", the
+  // prior's favourite and then the defaults (search::SearchOptions::defaults_second). Random
+  // search takes none of them.
   std::string first = "defaults";
   // --budget N: each kernel's inner search evaluates exactly N candidates (fewer only when its
   // space has fewer), patience unused; 0 = patience decides. Groupings are searched as always.

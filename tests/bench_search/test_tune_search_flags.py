@@ -47,7 +47,7 @@ class TuneSearchFlags(unittest.TestCase):
         self.assertUsageError(["--search", "annealing"], "--search 'annealing' is not mcts, mcts-remaining or random")
 
     def test_an_unknown_first_is_refused(self):
-        self.assertUsageError(["--first", "best"], "--first 'best' is not defaults or prior")
+        self.assertUsageError(["--first", "best"], "--first 'best' is not defaults, prior or prior-then-defaults")
 
     def test_the_benchmark_gives_first_to_the_prior_guided_modes_only(self):
         for mode in ("p10", "p50", "ref"):

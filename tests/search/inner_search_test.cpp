@@ -538,20 +538,72 @@ TEST(StepLine, SaysWhatWasTriedHowFastAndHowTheSearchStands) {
   EXPECT_NE(lines[2].find("(cached)"), std::string::npos) << lines[2];
 }
 
-TEST(InnerSearch, TheFirstCandidateIsTheBackendsDefaultConfiguration) {
-  const Landscape l = Landscape::random(5, 3, 4, 0.05);
-  auto prior = informed_prior(l, 0.0, 1);
+// The paths a search evaluates, in order.
+std::vector<std::vector<size_t>> evaluated_paths(const Landscape& l, Prior* prior,
+                                                 const InnerOptions& o) {
   KnobPass lower;
   std::vector<std::vector<size_t>> paths;
   inner_search(
-      one_kernel(), {&lower}, l.caps(), prior.get(), test_features(),
+      one_kernel(), {&lower}, l.caps(), prior, test_features(),
       [&](const Candidate& c) {
         paths.push_back(c.path);
         return l.evaluator()(c);
       },
-      with_patience(2));
+      o);
+  return paths;
+}
+
+TEST(InnerSearch, TheFirstCandidateIsTheBackendsDefaultConfiguration) {
+  const Landscape l = Landscape::random(5, 3, 4, 0.05);
+  auto prior = informed_prior(l, 0.0, 1);
+  const auto paths = evaluated_paths(l, prior.get(), with_patience(2));
   ASSERT_FALSE(paths.empty());
   EXPECT_EQ(paths[0], (std::vector<size_t>{0, 0, 0}));
+}
+
+// --first prior-then-defaults: the prior's favourite first, the untuned configuration second.
+TEST(InnerSearch, PriorThenDefaultsEvaluatesThePriorsFavouriteAndThenTheDefaults) {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const Landscape l = Landscape::random(seed, 3, 4, 0.0);
+    auto prior = informed_prior(l, 0.0, 1);  // exact: its favourite is the optimum
+    InnerOptions o = with_patience(6);
+    o.defaults_first = false;
+    o.defaults_second = true;
+    const auto paths = evaluated_paths(l, prior.get(), o);
+    ASSERT_GE(paths.size(), 2u);
+    EXPECT_EQ(evaluated_paths(l, prior.get(), prior_from_the_start(6)).front(), paths[0]);
+    EXPECT_DOUBLE_EQ(l.time(std::vector<int>(paths[0].begin(), paths[0].end())), l.optimum())
+        << seed;
+    if (paths[0] == std::vector<size_t>{0, 0, 0}) continue;
+    EXPECT_EQ(paths[1], (std::vector<size_t>{0, 0, 0})) << seed;
+    EXPECT_EQ(std::set<std::vector<size_t>>(paths.begin(), paths.end()).size(), paths.size());
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// Why the defaults come second rather than never: where they are the best and the prior favours
+// another corner, starting from the prior's favourite alone keeps the search away from them.
+TEST(InnerSearch, PriorThenDefaultsReachesDefaultsThatAreBestWhereThePriorFavoursAnotherCorner) {
+  Landscape l = Landscape::random(3, 3, 4, 0.0);
+  for (auto& f : l.factor) {
+    f = {1.0, 1.9, 1.6, 1.3};  // value 0 best for every knob: the defaults are the optimum
+  }
+  // A prior that believes the reverse: value 3 best, value 0 worst.
+  Landscape wrong = l;
+  for (auto& f : wrong.factor) f = {2.0, 1.5, 1.3, 1.0};
+  auto prior = informed_prior(wrong, 0.0, 1);
+  InnerOptions o = with_patience(3);
+  o.defaults_first = false;
+  o.defaults_second = true;
+  const auto both = evaluated_paths(l, prior.get(), o);
+  ASSERT_GE(both.size(), 2u);
+  EXPECT_EQ(both[0], (std::vector<size_t>{3, 3, 3}));
+  EXPECT_EQ(both[1], (std::vector<size_t>{0, 0, 0}));
+  // From the prior's favourite alone, a patience of 3 ends before the defaults are measured.
+  const auto alone = evaluated_paths(l, prior.get(), prior_from_the_start(3));
+  EXPECT_EQ(std::count(alone.begin(), alone.end(), std::vector<size_t>{0, 0, 0}), 0);
 }
 
 // A backend may refuse many knob combinations of a kernel: until one works, failures do not use
@@ -658,22 +710,13 @@ TEST(InnerSearch, ABudgetEvaluatesExactlyThatManyCandidates) {
 // draw, and the order fixed by the seed (so a benchmark can repeat it).
 TEST(InnerSearch, RandomSelectionIgnoresThePriorAndFollowsTheSeed) {
   const Landscape l = Landscape::random(8, 3, 4, 0.05);
-  KnobPass lower;
   auto paths_of = [&](uint64_t seed, Prior* prior) {
     InnerOptions o = with_patience(1);
     o.budget = 20;
     o.seed = seed;
     o.selection = Selection::random;
     o.learn = false;
-    std::vector<std::vector<size_t>> paths;
-    inner_search(
-        one_kernel(), {&lower}, l.caps(), prior, test_features(),
-        [&](const Candidate& c) {
-          paths.push_back(c.path);
-          return l.evaluator()(c);
-        },
-        o);
-    return paths;
+    return evaluated_paths(l, prior, o);
   };
   auto prior = informed_prior(l, 0.0, 3);
   const auto a = paths_of(1, nullptr);
