@@ -172,10 +172,11 @@ TEST(CudaWgmmaCodegen, SpecializedTilesCompileWithoutSpillsOrBlockBarriersInTheL
         << describe(c.k);
     EXPECT_EQ(source.find("ld.shared::cluster.f32") != std::string::npos, in_cluster)
         << describe(c.k);
-    if (in_cluster)  // the partial tile (f32) fits where the ring was
+    if (in_cluster) {  // the partial tile (f32) fits where the ring was
       EXPECT_GE(plan.launches[0].shared_bytes,
                 4 * int64_t(c.k.at("tile_m")) * int64_t(c.k.at("tile_n")))
           << describe(c.k);
+    }
     EXPECT_EQ(source.find("setmaxnreg") != std::string::npos, warps == 8) << describe(c.k);
     // Clusters of two along M: B's box is half the tile, multicast to both blocks.
     const int64_t cluster = c.k.count("cluster") ? int64_t(c.k.at("cluster")) : 1;
