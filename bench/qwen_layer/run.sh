@@ -6,6 +6,7 @@
 #   1. for each shape BxS: `emmy trace --json` of every grouping the three structural fork
 #      families can give (ops, FLOPs and bytes per structural key, for matching and floors), then
 #      `emmy tune Qwen/Qwen3-Embedding-0.6B --layer 0 --batch B --seq S --backend cuda --json`;
+#      then `emmy eval failures` of their database -> $OUT/failures.txt;
 #   2. bench_torch.py: the ceilings, transformers' Qwen3DecoderLayer eager and torch.compile,
 #      the per-kernel PyTorch counterparts, and the tables (qwen_table.py) -> $OUT/tables.md;
 #   3. membound.py: the memory-bound kernels at 8192x1024 bf16 against a copy of the same bytes
@@ -112,6 +113,13 @@ for k in kernels:
 json.dump(groups, open(out, "w"))
 PY
 done
+
+# What failed or was refused in the layer tunes, grouped by kind with the knob values the rows
+# share (the home is gone after the call; the summary line only counts them).
+if [[ $SHAPES != none ]]; then
+  "$EMMY" eval failures >"$OUT/failures.txt" 2>&1 || log "emmy eval failures failed"
+  log "== failures and refusals: $OUT/failures.txt ($(wc -l <"$OUT/failures.txt") lines)"
+fi
 
 log "== PyTorch side: $PY $HERE/bench_torch.py"
 t0=$(now)

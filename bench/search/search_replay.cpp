@@ -322,8 +322,8 @@ Args parse(int argc, char** argv) {
       a.patience = std::stoi(value(i));
     else if (s == "--first") {
       a.first = value(i);
-      if (a.first != "defaults" && a.first != "prior" && a.first != "prior-then-defaults")
-        throw Error("--first is defaults, prior or prior-then-defaults");
+      if (!search::parse_first_candidate(a.first))
+        throw Error("--first is " + std::string(search::kFirstCandidateNames));
     } else if (s == "--min-configs")
       a.min_configs = static_cast<size_t>(std::stoul(value(i)));
     else if (s == "--flat-seeds")
@@ -419,8 +419,7 @@ int run(int argc, char** argv) {
 
   search::InnerOptions options;
   options.patience = a.patience;
-  options.defaults_first = a.first == "defaults";
-  options.defaults_second = a.first == "prior-then-defaults";
+  options.first = *search::parse_first_candidate(a.first);
   // The search as it runs, then with one of its parts off, with --search mcts-remaining's
   // valuation of tried branches, the prior alone, and flat.
   struct Variant {

@@ -12,6 +12,7 @@
 #include "cli/options.hpp"
 #include "cli/plugin_options.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "search/candidate.hpp"
 #include "store/tuning_store.hpp"
 #include "tune/interrupt.hpp"
 #include "tune/tuner.hpp"
@@ -183,9 +184,9 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     std::cerr << "emmy tune: --patience must be at least 1\n";
     return kExitUsage;
   }
-  if (o.first != "defaults" && o.first != "prior" && o.first != "prior-then-defaults") {
-    std::cerr << "emmy tune: --first '" << o.first
-              << "' is not defaults, prior or prior-then-defaults\n";
+  if (!search::parse_first_candidate(o.first)) {
+    std::cerr << "emmy tune: --first '" << o.first << "' is not " << search::kFirstCandidateNames
+              << "\n";
     return kExitUsage;
   }
   if (o.search != "mcts" && o.search != "mcts-remaining" && o.search != "random") {

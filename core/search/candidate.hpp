@@ -5,12 +5,40 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "emmy/ir.hpp"
 
 namespace emmy::search {
+
+// What a search evaluates first (`emmy tune --first`, SearchOptions::first).
+enum class FirstCandidate {
+  // The backend's untuned configuration (option 0 at every fork), a known-good baseline before
+  // the prior's guesses.
+  defaults,
+  // The configuration the prior predicts fastest.
+  prior,
+  // The prior's favourite, then the defaults. Where the favourite is good the search gets there
+  // at once, and the untuned baseline is still measured second: a prior that favours the wrong
+  // corner can no longer keep the search away from defaults that were the best (the cpu rank
+  // replay's matmul_64x64x64: within 3 % at the 1st evaluation from the defaults, the 42nd from
+  // the prior's favourite).
+  prior_then_defaults,
+};
+
+// The names --first takes, as an error message lists them.
+inline constexpr std::string_view kFirstCandidateNames = "defaults, prior or prior-then-defaults";
+
+// "defaults", "prior" or "prior-then-defaults"; nothing for any other text.
+inline std::optional<FirstCandidate> parse_first_candidate(std::string_view name) {
+  if (name == "defaults") return FirstCandidate::defaults;
+  if (name == "prior") return FirstCandidate::prior;
+  if (name == "prior-then-defaults") return FirstCandidate::prior_then_defaults;
+  return std::nullopt;
+}
 
 // A fully decided configuration: the answers of one descent and the program they produced.
 struct Candidate {
@@ -82,16 +110,9 @@ struct SearchOptions {
   // knob combinations of a kernel at once); the search gives up after this many failures in a
   // row with nothing working, or when the tree is exhausted.
   int max_failures_before_success = 64;
-  // The first candidate is the all-defaults one (option 0 at every fork): the backend's untuned
-  // configuration, a known-good baseline before the prior's guesses.
-  bool defaults_first = true;
-  // With defaults_first off: the second candidate is the all-defaults one (--first
-  // prior-then-defaults). Where the prior's favourite is good the search gets there at once, and
-  // the untuned baseline is still measured second: a prior that favours the wrong corner can no
-  // longer keep the search away from defaults that were the best (the cpu rank replay's
-  // matmul_64x64x64: within 3 % at the 1st evaluation from the defaults, the 42nd from the
-  // prior's favourite).
-  bool defaults_second = false;
+  // Where the all-defaults candidate (option 0 at every fork) comes: first, never (the prior's
+  // favourite first), or second after the favourite.
+  FirstCandidate first = FirstCandidate::defaults;
   // Refused configurations cost nothing and do not count against patience; past this many in one
   // search, they do. A refusal builds nothing (microseconds), and some kernels refuse most of the
   // space: an f32 matmul on the cuda backend takes neither stages > 1 nor wgmma=1, 7 of 8

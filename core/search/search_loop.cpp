@@ -99,7 +99,8 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     std::optional<uint64_t> draw;
     if (random) draw = random_draw(options, step);
     const bool defaults_now =
-        !random && (options.defaults_first ? step == 0 : options.defaults_second && step == 1);
+        !random && ((options.first == FirstCandidate::defaults && step == 0) ||
+                    (options.first == FirstCandidate::prior_then_defaults && step == 1));
     TreeResolver resolver(tree, searched, random ? TreeResolver::OptionPredictor{} : hooks.predict,
                           defaults_now, options.also_searched, draw);
     Candidate cand;

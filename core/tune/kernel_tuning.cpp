@@ -35,8 +35,9 @@ KernelSearchSettings KernelSearchSettings::of(const TuneOptions& options) {
   s.patience = options.patience;
   s.budget = options.budget;
   s.selection = options.search == "random" ? search::Selection::random : search::Selection::mcts;
-  s.defaults_first = options.first == "defaults";
-  s.defaults_second = options.first == "prior-then-defaults";
+  // cmd_tune refuses any other name; a TuneOptions made in code with an unknown one gets the
+  // default.
+  s.first = search::parse_first_candidate(options.first).value_or(search::FirstCandidate::defaults);
   s.remaining_estimate = options.search == "mcts-remaining";
   s.seed = options.seed;
   return s;
@@ -237,8 +238,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   options.patience = run.settings.patience;
   options.budget = run.settings.budget;
   options.selection = run.settings.selection;
-  options.defaults_first = run.settings.defaults_first;
-  options.defaults_second = run.settings.defaults_second;
+  options.first = run.settings.first;
   options.remaining_estimate = run.settings.remaining_estimate;
   options.seed = search::kernel_seed(run.settings.seed, key);
   if (producer != nullptr) options.also_searched = std::string(kAttentionFork);

@@ -27,8 +27,7 @@ struct KernelSearchSettings {
   int patience = 50;
   int budget = 0;
   search::Selection selection = search::Selection::mcts;
-  bool defaults_first = true;    // TuneOptions::first "defaults"
-  bool defaults_second = false;  // TuneOptions::first "prior-then-defaults"
+  search::FirstCandidate first = search::FirstCandidate::defaults;  // TuneOptions::first
   // search::SearchOptions::remaining_estimate (TuneOptions::search "mcts-remaining").
   bool remaining_estimate = false;
   uint64_t seed = 0;  // the run's: each kernel's own comes from it and its key

@@ -174,7 +174,10 @@ store::MeasurementRecord Measurer::measure(const CandidateMeasurement& c,
   if (rec.failure != FailureKind::refused) ++s_.counters.built;  // a refusal built nothing
   if (c.regime == Regime::rank) ++s_.counters.measured;
   if (c.regime == Regime::deploy) ++s_.counters.deploy;
-  if (!rec.ok()) ++s_.counters.failures;
+  if (rec.failure == FailureKind::refused)
+    ++s_.counters.refused;
+  else if (!rec.ok())
+    ++s_.counters.failures;
   if (rec.ok())
     s_.rows.add(search::prior_row(c.program->graph, k, rec.knobs, rec.median_us, rec.regime));
   return rec;

@@ -36,7 +36,10 @@ struct Counters {
   std::atomic<long> cache_hits{0};
   std::atomic<long> launches{0};
   std::atomic<long> deploy{0};
-  std::atomic<long> failures{0};
+  std::atomic<long> failures{0};  // built or run and failed: build error, fault, timeout, wrong
+  // Knob values a template refused to generate (FailureKind::refused): nothing was built or run,
+  // and the search drops them; counted apart so that a run's failures are the real ones.
+  std::atomic<long> refused{0};
   std::atomic<long> cut{0};  // candidates cut short by the limit relative to the best known time
   // Where the time went, in microseconds summed over the threads that spent it (kernels tuned
   // side by side overlap): the backend's build() and measure() calls, the reference interpreter,

@@ -33,6 +33,7 @@ nlohmann::json TuneReport::to_json() const {
   j["launches"] = launches;
   j["deploy_measurements"] = deploy_measurements;
   j["failures"] = failures;
+  j["refused"] = refused;
   j["candidates_cut"] = candidates_cut;
   j["built_ahead"] = built_ahead;
   j["built_ahead_used"] = built_ahead_used;
@@ -134,6 +135,10 @@ std::string TuneReport::table() const {
                 best_total_us, kernels_total, kernels_distinct, candidates_built,
                 candidates_measured, cache_hits, launches, deploy_measurements, failures);
   out << line;
+  if (refused > 0)
+    out << refused
+        << " knob combinations refused by their template (generated nothing, ran "
+           "nothing; `emmy eval failures --kind refused` lists them)\n";
   if (candidates_cut > 0)
     out << candidates_cut << " candidates cut short (far slower than their kernel's best)\n";
   std::snprintf(line, sizeof line,

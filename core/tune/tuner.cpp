@@ -108,6 +108,7 @@ void take_counters(const Counters& counters, TuneReport& report) {
   report.launches = counters.launches;
   report.deploy_measurements = counters.deploy;
   report.failures = counters.failures;
+  report.refused = counters.refused;
   report.candidates_cut = counters.cut;
   report.build_s = counters.build_us * 1e-6;
   report.measure_s = counters.measure_us * 1e-6;

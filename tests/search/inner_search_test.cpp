@@ -33,7 +33,7 @@ InnerOptions with_patience(int patience, uint64_t seed = 0) {
 // first candidate): for tests of how the prior steers selection from the very first step.
 InnerOptions prior_from_the_start(int patience) {
   InnerOptions o = with_patience(patience);
-  o.defaults_first = false;
+  o.first = FirstCandidate::prior;
   return o;
 }
 
@@ -568,8 +568,7 @@ TEST(InnerSearch, PriorThenDefaultsEvaluatesThePriorsFavouriteAndThenTheDefaults
     const Landscape l = Landscape::random(seed, 3, 4, 0.0);
     auto prior = informed_prior(l, 0.0, 1);  // exact: its favourite is the optimum
     InnerOptions o = with_patience(6);
-    o.defaults_first = false;
-    o.defaults_second = true;
+    o.first = FirstCandidate::prior_then_defaults;
     const auto paths = evaluated_paths(l, prior.get(), o);
     ASSERT_GE(paths.size(), 2u);
     EXPECT_EQ(evaluated_paths(l, prior.get(), prior_from_the_start(6)).front(), paths[0]);
@@ -595,8 +594,7 @@ TEST(InnerSearch, PriorThenDefaultsReachesDefaultsThatAreBestWhereThePriorFavour
   for (auto& f : wrong.factor) f = {2.0, 1.5, 1.3, 1.0};
   auto prior = informed_prior(wrong, 0.0, 1);
   InnerOptions o = with_patience(3);
-  o.defaults_first = false;
-  o.defaults_second = true;
+  o.first = FirstCandidate::prior_then_defaults;
   const auto both = evaluated_paths(l, prior.get(), o);
   ASSERT_GE(both.size(), 2u);
   EXPECT_EQ(both[0], (std::vector<size_t>{3, 3, 3}));

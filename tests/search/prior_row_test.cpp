@@ -106,7 +106,7 @@ TEST(PriorRow, OnlyAForksTemplateFieldNamesTheKnobsStillMissing) {
   const Landscape l = Landscape::random(2, 3, 4, 0.0);
   InnerOptions o;
   o.patience = 0;
-  o.defaults_first = false;
+  o.first = FirstCandidate::prior;
   o.whole_configurations = false;  // the partial questions (whole ones name nothing missing)
   RecordingPrior with_templ;
   KnobPass lower;
@@ -167,7 +167,7 @@ TEST(PriorRow, AnAlternativeTemplateIsAskedAndTaughtUnderItsOwnName) {
   };
   InnerOptions o;
   o.patience = 6;
-  o.defaults_first = false;
+  o.first = FirstCandidate::prior;
   RecordingPrior prior;
   AlternativePass lower;
   inner_search(chain_program({ir::Op::exp}), {&lower}, caps, &prior, test_features(), eval, o);

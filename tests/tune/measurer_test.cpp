@@ -193,6 +193,23 @@ TEST_F(MeasurerTest, ABuildFailureIsStoredAndCountedButTeachesThePriorNothing) {
   EXPECT_TRUE(rows_.rows().empty());
 }
 
+// A knob value the template refuses to generate built and ran nothing: stored (a re-run drops
+// it again without asking), counted as refused and not among the run's failures.
+TEST_F(MeasurerTest, ARefusalIsStoredAndCountedApartFromTheFailures) {
+  backend_.build_failure = FailureKind::refused;
+  bool cached = true;
+  store::MeasurementRecord rec = measure(candidate(), cached);
+  EXPECT_EQ(rec.failure, FailureKind::refused);
+  EXPECT_EQ(backend_.measures, 0);
+  auto stored = store_->lookup("scripted-env", "key-1", program_config_key(program_), Regime::rank);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->failure, FailureKind::refused);
+  EXPECT_EQ(counters_.refused, 1);
+  EXPECT_EQ(counters_.failures, 0);
+  EXPECT_EQ(counters_.built, 0);
+  EXPECT_TRUE(rows_.rows().empty());
+}
+
 TEST_F(MeasurerTest, AWrongResultIsAFailureOfTheCandidate) {
   backend_.outputs.tensors[0].assign(backend_.outputs.tensors[0].size(), 0x7f);
   bool cached = true;

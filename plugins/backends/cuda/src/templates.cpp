@@ -44,18 +44,17 @@ BackendCaps cuda_capabilities() {
   caps.templates["matmul"] = {
       // wgmma: 1 = Hopper's TMA + wgmma path (sm_90a; bf16/f16 operands read straight from
       // kernel inputs, K-major, or B [K, N] N-major in 64-column chunks; tile_m 64 or 128, whole
-      // warpgroups: tmpl_matmul_wgmma.cpp); 2 = the
-      // same with a producer warpgroup besides the `warps` consumers and no block barrier in
-      // the loop (tmpl_matmul_wgmma_ws.cpp). splits: K split over that many blocks per tile
-      // (wgmma=2 only), for products whose tiles do not fill the SMs; their partial sums added
-      // in a cluster through distributed shared memory (or global scratch with staged=1 or
-      // cluster=2). cluster: 2 = pairs of
-      // blocks along M share the B tile through TMA multicast (wgmma=2 only). persistent: 1 = a
-      // grid of resident blocks taking the output tiles in turn, the next tile's copies under the
-      // last one's epilogue (wgmma=2 without splits or clusters). staged: 1 = the epilogue
-      // through shared memory, rows stored in 16-byte pieces (wgmma paths only). tile_m x
-      // tile_n is the output tile; a gated kernel's (SwiGLU inside the product) reads 2 x tile_n
-      // rows of B on the wgmma paths, both halves' columns.
+      // warpgroups: tmpl_matmul_wgmma.cpp); 2 = the same with a producer warpgroup besides the
+      // `warps` consumers and no block barrier in the loop (tmpl_matmul_wgmma_ws.cpp).
+      // splits: K split over that many blocks per tile (wgmma=2 only), for products whose tiles
+      // do not fill the SMs; their partial sums added in a cluster through distributed shared
+      // memory (or global scratch with staged=1 or cluster=2). cluster: 2 = pairs of blocks
+      // along M share the B tile through TMA multicast (wgmma=2 only). persistent: 1 = a grid of
+      // resident blocks taking the output tiles in turn, the next tile's copies under the last
+      // one's epilogue (wgmma=2 without splits or clusters). staged: 1 = the epilogue through
+      // shared memory, rows stored in 16-byte pieces (wgmma paths only). tile_m x tile_n is the
+      // output tile; a gated kernel's (SwiGLU inside the product) reads 2 x tile_n rows of B on
+      // the wgmma paths, both halves' columns.
       {"wgmma", {0, 1, 2}},        {"tile_m", {64, 32, 128}}, {"tile_n", {64, 32, 128, 256}},
       {"splits", {1, 2, 4}},       {"cluster", {1, 2}},       {"persistent", {0, 1}},
       {"tile_k", {16, 8, 32, 64}}, {"warps", {4, 2, 8}},      {"stages", {1, 2, 3, 4, 6}},
