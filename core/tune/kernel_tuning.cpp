@@ -143,6 +143,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
     if (const auto [k, broken] = declared_refusal(c.program); broken != nullptr) {
       ++out.evaluations;
       ++out.failures;
+      ++out.refused;
       e.ok = false;
       e.refused = true;
       e.cached = true;  // nothing ran
@@ -156,6 +157,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
       ++out.failures;
       e.ok = false;
       e.refused = rank.failure == FailureKind::refused;
+      out.refused += e.refused ? 1 : 0;
       e.message = std::string(to_string(rank.failure)) + ": " + first_line(rank.message);
       // Cut short before anything of it worked, by the limit its grouping's bound set: it runs
       // more than F times what makes the grouping hopeless, so the grouping is (else a kernel
@@ -276,8 +278,9 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
                 : result.out_of_patience ? (result.found ? "patience" : "failures")
                 : result.exhausted       ? "exhausted"
                                          : "steps";
-  measurer.progress().kernel_finished(
-      out.name, key, out.set_aside ? out.hopeless_us : out.best_deploy_us, out.evaluations);
+  measurer.progress().kernel_finished(out.name, key,
+                                      out.set_aside ? out.hopeless_us : out.best_deploy_us,
+                                      out.evaluations, out.refused);
   return out;
 }
 

@@ -72,6 +72,7 @@ struct KernelOutcome {
   ir::Program best_program;
   int evaluations = 0;
   int failures = 0;
+  int refused = 0;  // of the failures, knob values the template refused: nothing was built
   // The search stopped at its first success because its time, `hopeless_us` (deploy; rank when
   // that failed), was above the time that makes its grouping hopeless
   // (search::KernelJob::hopeless_above_us): ok is false, and nothing else was measured.

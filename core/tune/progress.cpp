@@ -83,14 +83,16 @@ void Progress::step(const std::string& name, const search::StepInfo& info,
 }
 
 void Progress::kernel_finished(const std::string& name, const std::string& key, double best_us,
-                               int evaluations) {
+                               int evaluations, int refused) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++done_;
   clear_bar_locked();
   if (!bar_ || verbose_) {
     std::cerr << "[" << done_ << "/" << std::max(total_, done_) << "] " << name << " ["
               << key.substr(0, 8) << "]: best " << format_us(best_us) << " after " << evaluations
-              << " candidates\n";
+              << " candidates";
+    if (refused > 0) std::cerr << " (" << refused << " refused by the template)";
+    std::cerr << "\n";
   }
   redraw_locked();
 }

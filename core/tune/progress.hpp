@@ -20,8 +20,10 @@ class Progress {
   void kernel_started(const std::string& name, const std::string& key);
   // One search step of kernel `name`; `regime_note` tells what ran ("built", "cached", ...).
   void step(const std::string& name, const search::StepInfo& info, const std::string& note);
+  // `best_us` 0: none (printed "-"); `refused` of the `evaluations` were knob values the template
+  // refused to generate, said so: a kernel whose every candidate is refused has not crashed.
   void kernel_finished(const std::string& name, const std::string& key, double best_us,
-                       int evaluations);
+                       int evaluations, int refused = 0);
   // A line printed above the bar.
   void message(const std::string& line);
   void finish();
