@@ -36,7 +36,8 @@ struct Counters {
   std::atomic<long> cache_hits{0};
   std::atomic<long> launches{0};
   std::atomic<long> deploy{0};
-  std::atomic<long> failures{0};  // built or run and failed: build error, fault, timeout, wrong
+  // Candidates built or run that failed: a build error, a fault, a timeout or a wrong result.
+  std::atomic<long> failures{0};
   // Knob values a template refused to generate (FailureKind::refused): nothing was built or run,
   // and the search drops them; counted apart so that a run's failures are the real ones.
   std::atomic<long> refused{0};
