@@ -44,7 +44,8 @@
 #   scripts/gpu-roundtrip.sh remote-prior-data
 # tunes a suite of bf16 cuda kernels (Qwen3-0.6B's products at M = 512, 2048 and B=8 S=512, its
 # norms, SiLU-multiply, softmax, causal attention) as --code expressions from one empty home,
-# stopping before EMMY_PRIOR_DATA_BUDGET seconds (default 500, the whole call), and exports every measured row
+# stopping before EMMY_PRIOR_DATA_BUDGET seconds (default 500, the whole call), each kernel then
+# sampled EMMY_PRIOR_DATA_RANDOM times at random (default 0), and exports every measured row
 # to $OUT/cuda_<arch>.jsonl (`emmy eval prior --export`; <arch>: the GPU's model word, h100 or
 # h200, EMMY_PRIOR_DATA_ARCH to override), the table `emmy prior train` makes the shipped cuda
 # prior of that architecture from (bench/prior/README.md).
@@ -529,6 +530,7 @@ remote_prior_data() {
   # 500: the device tool's 600 s limit, less time for the export).
   local home=/tmp/emmy-prior-data budget=${EMMY_PRIOR_DATA_BUDGET:-500}
   local patience=${EMMY_PRIOR_DATA_PATIENCE:-6} log=$out/prior-data.log
+  local random_samples=${EMMY_PRIOR_DATA_RANDOM:-0}
   mkdir -p "$out"
   remote_env
   # Only the frontend of --code needs LibTorch here (the suite runs with --prior roofline).
@@ -549,6 +551,17 @@ remote_prior_data() {
     echo "== $expr" | tee -a "$log"
     EMMY_HOME=$home EMMY_DB=$home/tuning.db timeout "$left" "$emmy" tune --backend cuda \
       --prior roofline --patience "$patience" --no-progress --code "$expr" </dev/null 2>&1 | tail -3 | tee -a "$log"
+    # EMMY_PRIOR_DATA_RANDOM=N: then N configurations of each kernel drawn uniformly from its space
+    # (any the tune measured already is served from the database: fewer new rows). The tune above measures what roofline ranks high, so a knob value it never
+    # likes has no row, and a prior trained on the table guesses it (the H100 table of 12-05 has
+    # no attention row with heads=2, the shipped state's favourite for sdpa at B=1 S=512).
+    if ((random_samples > 0)); then
+      left=$((budget - (SECONDS - started)))
+      ((left < 15)) && continue
+      EMMY_HOME=$home EMMY_DB=$home/tuning.db timeout "$left" "$emmy" tune --backend cuda \
+        --prior roofline --search random --budget "$random_samples" --seed "$index" --no-validate \
+        --no-progress --code "$expr" </dev/null 2>&1 | grep '^total' | tee -a "$log"
+    fi
   done < <(prior_data_suite)
   # The architecture word the shipped prior answers to (store/pretrained_prior.hpp): the word of
   # the device's name after "NVIDIA", lower-cased ("NVIDIA H100 80GB HBM3" -> h100).

@@ -20,6 +20,18 @@ KernelFeatures matmul(std::vector<int64_t> out_shape, double k, const char* dtyp
   return f;
 }
 
+// A bf16 causal attention writing `out_shape` ([B, H, S, D]), self-attention over S positions.
+KernelFeatures attention(std::vector<int64_t> out_shape) {
+  KernelFeatures f;
+  f.op_class = "attention";
+  f.shape = out_shape;
+  f.dtype = "bf16";
+  const double b = static_cast<double>(out_shape[0]), h = static_cast<double>(out_shape[1]);
+  const double s = static_cast<double>(out_shape[2]), d = static_cast<double>(out_shape[3]);
+  f.flops = 4.0 * b * h * s * s * d;
+  return f;
+}
+
 std::set<std::string> names_of(const std::map<std::string, double>& k) {
   std::set<std::string> s;
   for (const auto& kv : k) s.insert(kv.first);
@@ -112,11 +124,7 @@ TEST(DerivedFeatures, CpuMatmulWavesOverThreads) {
 // Causal attention, 16 heads of 128 at S=2048: block_q 128 makes 16 x 16 = 256 tiles; the
 // key/value tiles of 64 take 32 steps.
 TEST(DerivedFeatures, CudaAttentionTiles) {
-  KernelFeatures f;
-  f.op_class = "attention";
-  f.shape = {1, 16, 2048, 128};
-  f.dtype = "bf16";
-  f.flops = 4.0 * 16 * 2048 * 2048 * 128;
+  KernelFeatures f = attention({1, 16, 2048, 128});
   const std::map<std::string, double> k = {{"wgmma", 1}, {"block_q", 128}, {"block_kv", 64},
                                            {"warps", 8}, {"stages", 2},    {"persistent", 0}};
   const TileFigures t = tile_figures(f, k, Backend::cuda, DeviceFacts{});
@@ -133,6 +141,26 @@ TEST(DerivedFeatures, CudaAttentionTiles) {
   EXPECT_EQ(p.m, 2048);
   EXPECT_EQ(p.k, 2048);
   EXPECT_EQ(tile_figures(f, k, Backend::cuda, DeviceFacts{}).items, 256);
+}
+
+// heads=2: one block takes the same query rows of two heads of a grouped-query pair, so half the
+// blocks, each k/v tile serving twice the rows (twice the FLOPs per byte), and both heads' q
+// tiles in shared memory. At B=1 S=512 that is 64 blocks instead of 128 on 132 SMs.
+TEST(DerivedFeatures, CudaAttentionWithTwoHeadsPerBlock) {
+  const KernelFeatures f = attention({1, 16, 512, 128});
+  std::map<std::string, double> k = {{"wgmma", 1}, {"block_q", 64}, {"block_kv", 128},
+                                     {"heads", 1}, {"warps", 8},    {"stages", 3}};
+  const TileFigures one = tile_figures(f, k, Backend::cuda, DeviceFacts{});
+  k["heads"] = 2;
+  const TileFigures two = tile_figures(f, k, Backend::cuda, DeviceFacts{});
+  ASSERT_TRUE(one.known && two.known);
+  EXPECT_EQ(one.items, 128);
+  EXPECT_EQ(two.items, 64);
+  EXPECT_LT(two.waves, one.waves);
+  EXPECT_DOUBLE_EQ(two.intensity, 2 * one.intensity);
+  EXPECT_EQ(two.step_bytes, one.step_bytes);
+  EXPECT_EQ(two.smem_bytes - one.smem_bytes, 64 * 128 * 2);
+  EXPECT_DOUBLE_EQ(two.per_thread, 2 * one.per_thread);
 }
 
 // Row-wise kernels: an RMSNorm over 4096 rows of 1024 with one warp per row and 256-thread

@@ -82,16 +82,20 @@ void attention_tiles(TileFigures& t, const ProblemDims& p, const std::map<std::s
   if (backend == Backend::cuda) {
     if (!has(k, "block_q") || !has(k, "block_kv")) return;
     const double bq = k.at("block_q"), bkv = k.at("block_kv");
+    // heads: query heads per block (a grouped-query pair reading the same k/v tiles): half the
+    // blocks, each k/v tile serving both, and both heads' q tiles in shared memory.
+    const double heads = knob(k, "heads", 1);
     const double threads = 32 * knob(k, "warps", 4) + (knob(k, "wgmma", 0) > 0 ? 32 : 0);
-    t.items = p.batch * ceil_div(p.m, bq);
-    t.padding = ceil_div(p.m, bq) * bq / p.m * ceil_div(p.k, bkv) * bkv / p.k;
+    t.items = ceil_div(p.batch, heads) * ceil_div(p.m, bq);
+    t.padding = ceil_div(p.batch, heads) * heads / p.batch * ceil_div(p.m, bq) * bq / p.m *
+                ceil_div(p.k, bkv) * bkv / p.k;
     t.step_bytes = 2 * bkv * p.n * p.elem;  // a k tile and a v tile
     t.steps = ceil_div(p.k, bkv);
-    t.smem_bytes = std::max(1.0, knob(k, "stages", 1)) * t.step_bytes + bq * p.n * p.elem;
+    t.smem_bytes = std::max(1.0, knob(k, "stages", 1)) * t.step_bytes + heads * bq * p.n * p.elem;
     t.blocks_per_sm = cuda_blocks_per_sm(threads, t.smem_bytes, d);
     t.units = d.sms * std::max(1.0, t.blocks_per_sm);
-    t.per_thread = bq * p.n / threads;
-    t.intensity = 4 * bq * bkv * p.n / t.step_bytes;
+    t.per_thread = heads * bq * p.n / threads;
+    t.intensity = 4 * heads * bq * bkv * p.n / t.step_bytes;
     t.working_set = t.smem_bytes;
     t.aligned = std::fmod(p.n, 8) == 0;
   } else {
