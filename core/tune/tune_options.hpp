@@ -33,8 +33,7 @@ struct TuneOptions {
   // configuration (option 0 at every fork), a known-good baseline before the prior's guesses; or
   // "prior", the configuration the prior predicts fastest (with a prior that has learned the
   // backend, one evaluation instead of two to reach its favourite); or "prior-then-defaults", the
-  // prior's favourite and then the defaults (search::FirstCandidate). Random
-  // search takes none of them.
+  // prior's favourite and then the defaults (search::FirstCandidate). Random search takes none.
   std::string first = "defaults";
   // --budget N: each kernel's inner search evaluates exactly N candidates (fewer only when its
   // space has fewer), patience unused; 0 = patience decides. Groupings are searched as always.

@@ -110,6 +110,21 @@ class MeasurerTest : public ::testing::Test {
         cached);
   }
 
+  // A candidate whose build ends in `kind`: nothing measured, the row stored with that kind, no
+  // prior row learned from it.
+  void expect_build_outcome_stored(FailureKind kind) {
+    backend_.build_failure = kind;
+    bool cached = true;
+    store::MeasurementRecord rec = measure(candidate(), cached);
+    EXPECT_EQ(rec.failure, kind);
+    EXPECT_EQ(backend_.measures, 0);
+    auto stored =
+        store_->lookup("scripted-env", "key-1", program_config_key(program_), Regime::rank);
+    ASSERT_TRUE(stored.has_value());
+    EXPECT_EQ(stored->failure, kind);
+    EXPECT_TRUE(rows_.rows().empty());
+  }
+
   fs::path home_;
   std::unique_ptr<store::TuningStore> store_;
   ScriptedBackend backend_;
@@ -180,34 +195,18 @@ TEST_F(MeasurerTest, ALookUpHitBuildsNothingAndNeedsNoReference) {
 }
 
 TEST_F(MeasurerTest, ABuildFailureIsStoredAndCountedButTeachesThePriorNothing) {
-  backend_.build_failure = FailureKind::build_error;
-  bool cached = true;
-  store::MeasurementRecord rec = measure(candidate(), cached);
-  EXPECT_EQ(rec.failure, FailureKind::build_error);
-  EXPECT_EQ(backend_.measures, 0);
-  auto stored = store_->lookup("scripted-env", "key-1", program_config_key(program_), Regime::rank);
-  ASSERT_TRUE(stored.has_value());
-  EXPECT_EQ(stored->failure, FailureKind::build_error);
+  expect_build_outcome_stored(FailureKind::build_error);
   EXPECT_EQ(counters_.failures, 1);
   EXPECT_EQ(counters_.built, 1);
-  EXPECT_TRUE(rows_.rows().empty());
 }
 
 // A knob value the template refuses to generate built and ran nothing: stored (a re-run drops
 // it again without asking), counted as refused and not among the run's failures.
 TEST_F(MeasurerTest, ARefusalIsStoredAndCountedApartFromTheFailures) {
-  backend_.build_failure = FailureKind::refused;
-  bool cached = true;
-  store::MeasurementRecord rec = measure(candidate(), cached);
-  EXPECT_EQ(rec.failure, FailureKind::refused);
-  EXPECT_EQ(backend_.measures, 0);
-  auto stored = store_->lookup("scripted-env", "key-1", program_config_key(program_), Regime::rank);
-  ASSERT_TRUE(stored.has_value());
-  EXPECT_EQ(stored->failure, FailureKind::refused);
+  expect_build_outcome_stored(FailureKind::refused);
   EXPECT_EQ(counters_.refused, 1);
   EXPECT_EQ(counters_.failures, 0);
   EXPECT_EQ(counters_.built, 0);
-  EXPECT_TRUE(rows_.rows().empty());
 }
 
 TEST_F(MeasurerTest, AWrongResultIsAFailureOfTheCandidate) {
