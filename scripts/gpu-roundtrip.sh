@@ -45,7 +45,8 @@
 # tunes a suite of bf16 cuda kernels (Qwen3-0.6B's products at M = 512, 2048 and B=8 S=512, its
 # norms, SiLU-multiply, softmax, causal attention) as --code expressions from one empty home,
 # stopping before EMMY_PRIOR_DATA_BUDGET seconds (default 500, the whole call), each kernel then
-# sampled EMMY_PRIOR_DATA_RANDOM times at random (default 0), and exports every measured row
+# sampled EMMY_PRIOR_DATA_RANDOM times at random (default 0; EMMY_PRIOR_DATA_FROM=N starts at the
+# suite's N-th expression, EMMY_PRIOR_DATA_MATCH=REGEX keeps those it matches), and exports every measured row
 # to $OUT/cuda_<arch>.jsonl (`emmy eval prior --export`; <arch>: the GPU's model word, h100 or
 # h200, EMMY_PRIOR_DATA_ARCH to override), the table `emmy prior train` makes the shipped cuda
 # prior of that architecture from (bench/prior/README.md).
@@ -540,9 +541,12 @@ remote_prior_data() {
   nvidia-smi --query-gpu=name,driver_version --format=csv | tee -a "$log"
   # EMMY_PRIOR_DATA_FROM=N starts at the suite's N-th expression (1-based), to measure the rest
   # of a suite a first call's budget did not reach.
-  local expr left index=0 from=${EMMY_PRIOR_DATA_FROM:-1}
+  # EMMY_PRIOR_DATA_MATCH=REGEX keeps only the expressions it matches (grep -E), e.g. the
+  # attention kernels, to add rows of one kind to a table measured before.
+  local expr left index=0 from=${EMMY_PRIOR_DATA_FROM:-1} match=${EMMY_PRIOR_DATA_MATCH:-}
   while read -r expr; do
     ((++index < from)) && continue
+    [[ -z $match ]] || grep -qE -- "$match" <<<"$expr" || continue
     left=$((budget - (SECONDS - started)))
     if ((left < 15)); then
       echo "== budget of $budget s spent: not tuned: $expr" | tee -a "$log"

@@ -328,6 +328,8 @@ TEST(CublasLtStep, ThePluginExportsTheStepFunctions) {
   EXPECT_NE(::dlsym(lib, "emmy_cublaslt_step_workspace_bytes"), nullptr);
   EXPECT_NE(::dlsym(lib, "emmy_cublaslt_step_run"), nullptr);
   EXPECT_NE(::dlsym(lib, "emmy_cublaslt_step_release"), nullptr);
+  // The optional one: what cuBLASLt algorithm a step runs (cublaslt_describe_gpu_test).
+  EXPECT_NE(::dlsym(lib, "emmy_cublaslt_step_describe"), nullptr);
   // Nothing else leaks out of the plugin but its entry point.
   EXPECT_NE(::dlsym(lib, "emmy_plugin_info"), nullptr);
   EXPECT_EQ(::dlsym(lib, "_ZN4emmy4cuda14cublaslt_knobsEv"),

@@ -70,6 +70,14 @@ typedef int (*EmmyCudaStepRunFn)(void* step, const uint64_t* buffers, size_t n_b
 /* PREFIX_release(step): frees what prepare made, after the request's last run. */
 typedef void (*EmmyCudaStepReleaseFn)(void* step);
 
+/* Optional (a library need not export it; the ABI version is the same either way):
+ * PREFIX_describe(step, text, size): what the prepared step will run, in the library's own terms,
+ * as "name=value" pairs separated by spaces (e.g. cuBLASLt's algorithm: its tile, stages, split-K
+ * and the heuristic's waves), NUL-terminated into text (capacity size, cut if longer). Returns the
+ * length of the whole description. For reports and studies of what a library chose; nothing
+ * that runs depends on it. */
+typedef size_t (*EmmyCudaStepDescribeFn)(void* step, char* text, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -50,6 +50,9 @@ const LibrarySteps::Functions& LibrarySteps::functions(const std::string& librar
   fn.workspace_bytes = reinterpret_cast<EmmyCudaStepWorkspaceBytesFn>(find("workspace_bytes"));
   fn.run = reinterpret_cast<EmmyCudaStepRunFn>(find("run"));
   fn.release = reinterpret_cast<EmmyCudaStepReleaseFn>(find("release"));
+  // Optional: a library that does not describe its steps is no less usable.
+  fn.describe =
+      reinterpret_cast<EmmyCudaStepDescribeFn>(::dlsym(lib, (prefix + "_describe").c_str()));
   return loaded.emplace(key, fn).first->second;
 }
 
@@ -80,6 +83,15 @@ uint64_t LibrarySteps::workspace_bytes() const {
   uint64_t most = 0;
   for (const Step& s : steps_) most = std::max(most, s.workspace);
   return most;
+}
+
+std::string LibrarySteps::describe(size_t step) const {
+  const Step& s = steps_.at(step);
+  if (!s.fn->describe) return "";
+  std::string text(kMessageBytes, '\0');
+  s.fn->describe(s.handle, text.data(), text.size());
+  text.resize(std::min(text.find('\0'), text.size()));
+  return text;
 }
 
 void LibrarySteps::run(size_t step, const std::vector<CUdeviceptr>& buffers, CUdeviceptr workspace,

@@ -40,6 +40,9 @@ class LibrarySteps {
   // The largest workspace any prepared step asked for (bytes; one buffer serves them all, the
   // steps running one after another on one stream).
   uint64_t workspace_bytes() const;
+  // What step `step` will run, in its library's words (PREFIX_describe: "name=value" pairs); ""
+  // when the library does not export the optional function.
+  std::string describe(size_t step) const;
   // Enqueues step `step` on `stream`, its buffers taken from the request's (`buffers`, indexed
   // by the step's list); throws std::runtime_error with the library's message.
   void run(size_t step, const std::vector<CUdeviceptr>& buffers, CUdeviceptr workspace,
@@ -51,6 +54,7 @@ class LibrarySteps {
     EmmyCudaStepWorkspaceBytesFn workspace_bytes = nullptr;
     EmmyCudaStepRunFn run = nullptr;
     EmmyCudaStepReleaseFn release = nullptr;
+    EmmyCudaStepDescribeFn describe = nullptr;  // optional
   };
   struct Step {
     const Functions* fn = nullptr;

@@ -32,6 +32,7 @@ struct Api {
   decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
   decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
   decltype(&cublasLtMatmul) matmul = nullptr;
+  decltype(&cublasLtMatmulAlgoConfigGetAttribute) algo_get = nullptr;
   cublasLtHandle_t handle = nullptr;
   std::string error;  // why the library cannot be used
 };
@@ -81,6 +82,7 @@ Api& api() {
     bind(a.pref_set, "cublasLtMatmulPreferenceSetAttribute");
     bind(a.heuristic, "cublasLtMatmulAlgoGetHeuristic");
     bind(a.matmul, "cublasLtMatmul");
+    bind(a.algo_get, "cublasLtMatmulAlgoConfigGetAttribute");
     if (!ok) return;
     // The handle binds to the current context (the worker's primary context, made current first).
     cublasStatus_t s = a.create(&a.handle);
@@ -112,6 +114,7 @@ struct CublasLtStep::Impl {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   uint64_t workspace = 0;
+  float waves = 0;  // the heuristic's estimate for the chosen algorithm (1: the GPU full once)
 
   ~Impl() {
     Api& x = api();
@@ -183,12 +186,39 @@ CublasLtStep::CublasLtStep(const GemmCall& g) : impl_(std::make_unique<Impl>()) 
                          " MiB); algo=" + std::to_string(g.algo) + " is past them");
   s.algo = results[g.algo].algo;
   s.workspace = results[g.algo].workspaceSize;
+  s.waves = results[g.algo].wavesCount;
 }
 
 CublasLtStep::~CublasLtStep() = default;
 
 uint64_t CublasLtStep::workspace_bytes() const {
   return impl_->workspace;
+}
+
+std::string CublasLtStep::describe() const {
+  Api& x = api();
+  const cublasLtMatmulAlgo_t& algo = impl_->algo;
+  // Each attribute in the width the header gives it; one the library cannot read is left out.
+  auto attribute = [&](cublasLtMatmulAlgoConfigAttributes_t attr, auto zero, const char* name) {
+    auto value = zero;
+    size_t written = 0;
+    if (x.algo_get(&algo, attr, &value, sizeof value, &written) != CUBLAS_STATUS_SUCCESS ||
+        written != sizeof value)
+      return std::string();
+    return std::string(" ") + name + "=" + std::to_string(value);
+  };
+  std::string text =
+      "waves=" + std::to_string(impl_->waves) + " workspace=" + std::to_string(impl_->workspace);
+  text += attribute(CUBLASLT_ALGO_CONFIG_ID, int32_t(0), "id");
+  text += attribute(CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t(0), "tile");
+  text += attribute(CUBLASLT_ALGO_CONFIG_STAGES_ID, uint32_t(0), "stages");
+  text += attribute(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, int32_t(0), "splitk");
+  text += attribute(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, uint32_t(0), "reduction");
+  text += attribute(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t(0), "swizzle");
+  text += attribute(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t(0), "custom");
+  text += attribute(CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, uint16_t(0), "inner");
+  text += attribute(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t(0), "cluster");
+  return text;
 }
 
 void CublasLtStep::run(const uint64_t* buffers, uint64_t workspace, void* stream) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "gemm_call.hpp"
 
@@ -34,6 +35,10 @@ class CublasLtStep {
 
   // The workspace the chosen algorithm needs (bytes).
   uint64_t workspace_bytes() const;
+  // The chosen algorithm in cuBLASLt's terms, "name=value" pairs: the heuristic's waves, the
+  // workspace, then the algorithm's configuration (id, tile and stages as cuBLASLt's enum values,
+  // split-K, reduction scheme, swizzle, custom option, inner and cluster shape ids).
+  std::string describe() const;
   // Enqueues the matmul on `stream` (a CUstream / cudaStream_t), buffers[i] the device address of
   // the step's buffer i (checked against the call by the caller: parse_gemm).
   void run(const uint64_t* buffers, uint64_t workspace, void* stream);

@@ -68,6 +68,17 @@ EMMY_CUDA_STEP_EXPORT int emmy_cublaslt_step_run(void* step, const uint64_t* buf
   return EMMY_CUDA_STEP_FAILED;
 }
 
+EMMY_CUDA_STEP_EXPORT size_t emmy_cublaslt_step_describe(void* step, char* text, size_t size) {
+  try {
+    const std::string d = static_cast<emmy::cuda::CublasLtStep*>(step)->describe();
+    say(text, size, d.c_str());
+    return d.size();
+  } catch (...) {
+    say(text, size, "");
+    return 0;
+  }
+}
+
 EMMY_CUDA_STEP_EXPORT void emmy_cublaslt_step_release(void* step) {
   delete static_cast<emmy::cuda::CublasLtStep*>(step);
 }
