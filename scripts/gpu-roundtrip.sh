@@ -46,8 +46,8 @@
 # norms, SiLU-multiply, softmax, causal attention) as --code expressions from one empty home,
 # stopping before EMMY_PRIOR_DATA_BUDGET seconds (default 500, the whole call), each kernel then
 # sampled EMMY_PRIOR_DATA_RANDOM times at random (default 0; EMMY_PRIOR_DATA_FROM=N starts at the
-# suite's N-th expression, EMMY_PRIOR_DATA_MATCH=REGEX keeps those it matches), and exports every measured row
-# to $OUT/cuda_<arch>.jsonl (`emmy eval prior --export`; <arch>: the GPU's model word, h100 or
+# suite's N-th expression, EMMY_PRIOR_DATA_MATCH=REGEX keeps those it matches), and exports
+# every measured row to $OUT/cuda_<arch>.jsonl (`emmy eval prior --export`; <arch>: the GPU's model word, h100 or
 # h200, EMMY_PRIOR_DATA_ARCH to override), the table `emmy prior train` makes the shipped cuda
 # prior of that architecture from (bench/prior/README.md).
 #   scripts/gpu-roundtrip.sh remote-bench
@@ -556,9 +556,10 @@ remote_prior_data() {
     EMMY_HOME=$home EMMY_DB=$home/tuning.db timeout "$left" "$emmy" tune --backend cuda \
       --prior roofline --patience "$patience" --no-progress --code "$expr" </dev/null 2>&1 | tail -3 | tee -a "$log"
     # EMMY_PRIOR_DATA_RANDOM=N: then N configurations of each kernel drawn uniformly from its space
-    # (any the tune measured already is served from the database: fewer new rows). The tune above measures what roofline ranks high, so a knob value it never
-    # likes has no row, and a prior trained on the table guesses it (the H100 table of 12-05 has
-    # no attention row with heads=2, the shipped state's favourite for sdpa at B=1 S=512).
+    # (any the tune measured already is served from the database: fewer new rows). The tune above
+    # measures what roofline ranks high, so a knob value it never likes has no row, and a prior
+    # trained on the table guesses it (the H100 table of 12-05 has no attention row with
+    # heads=2, the shipped state's favourite for sdpa at B=1 S=512).
     if ((random_samples > 0)); then
       left=$((budget - (SECONDS - started)))
       ((left < 15)) && continue

@@ -18,6 +18,8 @@ import re
 import statistics
 import sys
 
+from table_from_bench import parse_config, trajectories
+
 # The cuda suite's products (bench/search/search_bench.py, SUITES["cuda"]) by shape.
 SUITE_PRODUCTS = {
     "qkv_b1s512": (512, 4096, 1024), "o_proj_b1s512": (512, 1024, 2048),
@@ -66,15 +68,13 @@ def measured(reports):
             if not shape:
                 continue
             for mode in kernel["modes"].values():
-                for run in mode.get("runs") or [mode]:
-                    for point in run.get("trajectory") or []:
-                        config = point.get("config") or ""
-                        us = point.get("pooled_us") or point.get("rank_us")
-                        if not config.startswith("cublaslt|") or not us:
-                            continue
-                        knobs = dict(kv.split("=") for kv in config.split("|", 1)[1].split(";"))
-                        key = (int(float(knobs["algo"])), int(float(knobs["workspace"])))
-                        times.setdefault(shape, {}).setdefault(key, []).append(us)
+                for point in trajectories(mode):
+                    templ, knobs = parse_config(point.get("config") or "")
+                    us = point.get("pooled_us") or point.get("rank_us")
+                    if templ != "cublaslt" or not us:
+                        continue
+                    key = (int(knobs["algo"]), int(knobs["workspace"]))
+                    times.setdefault(shape, {}).setdefault(key, []).append(us)
     return {s: {k: statistics.median(v) for k, v in t.items()} for s, t in times.items()}
 
 

@@ -81,23 +81,24 @@ TEST(CublasLtDescribeGpu, EachHeuristicIndexIsAnAlgorithmWithItsTileStagesAndWav
       std::set<std::string> distinct;
       int described = 0;
       for (int64_t algo = 0; algo < 8; ++algo) {
+        // One line per index: its algorithm, or why the library refused it.
+        auto say = [&](const std::string& what) {
+          std::printf(
+              "[ lt-algo  ] %-8s M=%-5lld N=%-5lld K=%-5lld workspace=%-2lld algo=%lld %s\n",
+              p.name, static_cast<long long>(p.m), static_cast<long long>(p.n),
+              static_cast<long long>(p.k), static_cast<long long>(workspace),
+              static_cast<long long>(algo), what.c_str());
+        };
         LibrarySteps steps;
         size_t step = 0;
         try {
           step = steps.prepare(library, "emmy_cublaslt_step", plan(p, algo, workspace), {0, 1, 2});
         } catch (const StepRefused& e) {
-          std::printf(
-              "[ lt-algo  ] %-8s M=%-5lld N=%-5lld K=%-5lld workspace=%-2lld algo=%lld %s\n",
-              p.name, static_cast<long long>(p.m), static_cast<long long>(p.n),
-              static_cast<long long>(p.k), static_cast<long long>(workspace),
-              static_cast<long long>(algo), e.what());
+          say(e.what());
           continue;
         }
         const std::string d = steps.describe(step);
-        std::printf("[ lt-algo  ] %-8s M=%-5lld N=%-5lld K=%-5lld workspace=%-2lld algo=%lld %s\n",
-                    p.name, static_cast<long long>(p.m), static_cast<long long>(p.n),
-                    static_cast<long long>(p.k), static_cast<long long>(workspace),
-                    static_cast<long long>(algo), d.c_str());
+        say(d);
         EXPECT_NE(d.find("waves="), std::string::npos) << d;
         EXPECT_NE(d.find(" tile="), std::string::npos) << d;
         EXPECT_NE(d.find(" splitk="), std::string::npos) << d;
