@@ -135,7 +135,7 @@ bundle() {
   find "$CARRY" -type f \( -perm -u+x -o -name '*.so*' \) -print0 | xargs -0 ldd 2>/dev/null |
     awk '/=> \// {print $1, $3}' | sort -u | grep -E "^($CARRY_LIBS)" |
     while read -r soname path; do cp -L "$path" "$CARRY/deps/$soname"; done
-  find "$CARRY" -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-debug {} + 2>/dev/null
+  find "$CARRY" -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-unneeded {} + 2>/dev/null
   echo "== bundled into .carry ($(du -sm "$CARRY" | cut -f1) MiB; the device tool takes 64 MiB with the tree):"
   (cd "$CARRY" && find . -type f | sort | sed 's/^/   /')
   cat <<EOF

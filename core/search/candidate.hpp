@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "emmy/backend.hpp"
 #include "emmy/ir.hpp"
 
 namespace emmy::search {
@@ -73,6 +74,9 @@ struct Evaluation {
   // done, so the search does not return to it (the form of an attention-fusion slice that is
   // beyond --hopeless times the other form's best, tune/kernel_tuning.cpp).
   std::string set_aside_fork = {};
+  // What the backend's library said about configurations of the candidate's template when it
+  // measured it (MeasureResult::variants; search/knob_facts.hpp), for the prior's next questions.
+  std::vector<KnobFacts> variants = {};
 };
 
 using Evaluate = std::function<Evaluation(const Candidate&)>;

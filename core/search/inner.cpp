@@ -6,6 +6,7 @@
 #include <string>
 
 #include "search/completions.hpp"
+#include "search/knob_facts.hpp"
 #include "search/pipeline.hpp"
 #include "search/prior_row.hpp"
 #include "search/search_loop.hpp"
@@ -170,7 +171,14 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
     run_pipeline(p, passes, resolver, caps, PipelineOptions{filter, true});
     return p;
   };
-  hooks.evaluate = evaluate;
+  // What the backend's library says about configurations arrives with measurements; the
+  // prior's whole-configuration table is predicted again when it adds something.
+  KnobFactsTable facts;
+  hooks.evaluate = [&](const Candidate& c) {
+    Evaluation e = evaluate(c);
+    if (facts.learn(candidate_template(c), e.variants)) whole.prior_learnt();
+    return e;
+  };
   // One source of truth for a candidate's knobs: the tuned kernel's (the slice's last), which the
   // backend builds from and the database keys and stores; never the forks' option knobs, which a
   // pass may map to the kernel differently (docs/PLUGINS.md, Knobs).
@@ -197,17 +205,18 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
       const KernelFeatures f = features_under(features, templ);
       if (options.whole_configurations && !templ.empty()) {
         auto predict_whole = [&](const std::map<std::string, double>& config) {
-          const KnobAssignment a = universe.assignment(config, templ);
+          const KnobAssignment a = universe.assignment(facts.with_facts(templ, config), templ);
           return usable(timed([&] { return prior->predict(f, a); }));
         };
         if (auto best = whole.best(templ, values, predict_whole)) return best;
       }
-      const KnobAssignment a = universe.assignment(std::move(values), templ);
+      const KnobAssignment a =
+          universe.assignment(facts.with_facts(templ, std::move(values)), templ);
       return usable(timed([&] { return prior->predict(f, a); }));
     };
     hooks.predict_candidate = [&](const Candidate& c) {
       const std::string templ = candidate_template(c);
-      const KnobAssignment a = universe.assignment(c.knobs, templ);
+      const KnobAssignment a = universe.assignment(facts.with_facts(templ, c.knobs), templ);
       const KernelFeatures f = features_under(features, templ);
       return usable(timed([&] { return prior->predict(f, a); }));
     };
@@ -215,9 +224,11 @@ InnerResult inner_search(const ir::Program& slice, const std::vector<Pass*>& pas
       hooks.observed = [&](const Candidate& c, const Evaluation& e) {
         whole.measured(candidate_template(c), c.knobs);
         if (!e.ok || !options.learn) return;
-        const KernelFeatures f = features_under(features, candidate_template(c));
+        const std::string templ = candidate_template(c);
+        const KernelFeatures f = features_under(features, templ);
+        const auto knobs = facts.with_facts(templ, c.knobs);
         Status s =
-            timed([&] { return prior->observe({prior_row(f, c.knobs, e.time_us, Regime::rank)}); });
+            timed([&] { return prior->observe({prior_row(f, knobs, e.time_us, Regime::rank)}); });
         if (!s.ok() && prior_error.empty()) prior_error = s.message();
         whole.prior_learnt();
       };

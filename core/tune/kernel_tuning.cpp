@@ -104,7 +104,8 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   };
   // A configuration's key among everything built ahead in the run (BuildAhead::Job::key).
   auto ahead_key = [&](const ir::Program& p) { return key + "\n" + program_config_key(p); };
-  auto measured = [&](const search::Candidate& c, Regime regime, bool& cached) {
+  auto measured = [&](const search::Candidate& c, Regime regime, bool& cached,
+                      std::vector<KnobFacts>* variants = nullptr) {
     if (regime == Regime::rank && run.build_ahead != nullptr)
       run.build_ahead->settle(ahead_key(c.program));
     CandidateMeasurement m;
@@ -118,7 +119,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
     m.known_us =
         best_rank > 0 ? best_rank : (std::isfinite(hopeless_above_us) ? hopeless_above_us : 0);
     m.limit_s = measurement_limit_s(measuring, m.known_us, &m.relative);
-    return measurer.measure(m, ensure_reference, cached);
+    return measurer.measure(m, ensure_reference, cached, variants);
   };
 
   // The first kernel of `p` whose knobs its template declares it refuses (BackendCaps::
@@ -150,7 +151,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
       e.message = "refused: " + k->templ + ": " + broken->reason + " (declared; not built)";
       return e;
     }
-    store::MeasurementRecord rank = measured(c, Regime::rank, e.cached);
+    store::MeasurementRecord rank = measured(c, Regime::rank, e.cached, &e.variants);
     step_config = rank.config_key;
     ++out.evaluations;
     if (!rank.ok()) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "emmy/templates.hpp"
+#include "search/knob_facts.hpp"
 #include "search/prior_row.hpp"
 #include "store/keys.hpp"
 #include "tune/interrupt.hpp"
@@ -135,7 +136,7 @@ std::optional<store::MeasurementRecord> Measurer::look_up(const std::string& key
 
 store::MeasurementRecord Measurer::measure(const CandidateMeasurement& c,
                                            const std::function<const Reference&()>& reference,
-                                           bool& cached) {
+                                           bool& cached, std::vector<KnobFacts>* variants) {
   const ir::Kernel& k = c.program->grouping.kernels.back();
   const std::string config = program_config_key(*c.program);
   auto hit = s_.store.lookup(s_.env, c.row_key, config, c.regime);
@@ -149,8 +150,9 @@ store::MeasurementRecord Measurer::measure(const CandidateMeasurement& c,
   }
   cached = false;
   const Reference& ref = reference();
-  store::MeasurementRecord rec =
-      build_and_measure(*c.program, c.regime, ref.inputs, ref.expected, false, c.limit_s);
+  std::vector<KnobFacts> described;
+  store::MeasurementRecord rec = build_and_measure(*c.program, c.regime, ref.inputs, ref.expected,
+                                                   false, c.limit_s, 0, false, nullptr, &described);
   if (rec.failure == FailureKind::timeout && c.relative) {
     // Cut short, not measured: a timeout row that names its relative limit, so a run allowing
     // longer measures it again and no time is ever recorded for it.
@@ -178,8 +180,15 @@ store::MeasurementRecord Measurer::measure(const CandidateMeasurement& c,
     ++s_.counters.refused;
   else if (!rec.ok())
     ++s_.counters.failures;
-  if (rec.ok())
-    s_.rows.add(search::prior_row(c.program->graph, k, rec.knobs, rec.median_us, rec.regime));
+  if (rec.ok()) {
+    // The row carries the facts of its own configuration (search/knob_facts.hpp), as the
+    // search's questions to the prior do.
+    search::KnobFactsTable facts;
+    facts.learn(rec.templ, described);
+    s_.rows.add(search::prior_row(c.program->graph, k, facts.with_facts(rec.templ, rec.knobs),
+                                  rec.median_us, rec.regime));
+  }
+  if (variants) *variants = std::move(described);
   return rec;
 }
 
@@ -187,7 +196,8 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
                                                      const std::vector<ir::HostTensor>& inputs,
                                                      const std::vector<ir::HostTensor>& expected,
                                                      bool whole_graph, double timeout_s,
-                                                     int samples, bool end_to_end, Buffers* lent) {
+                                                     int samples, bool end_to_end, Buffers* lent,
+                                                     std::vector<KnobFacts>* variants) {
   store::MeasurementRecord rec;
   rec.regime = regime;
   rec.env = s_.env;
@@ -279,6 +289,7 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
   }
   rec.median_us = result.median_us;
   rec.samples_us = result.samples_us;
+  if (variants) *variants = std::move(result.variants);
   return rec;
 }
 

@@ -145,10 +145,12 @@ class Measurer {
   // A kernel's configuration: served from the database when it was measured before (under a
   // limit at least as long, for a timeout; `cached` then true), else built, measured, checked
   // against `reference()` (called only then), stored, counted, and, when it worked, added to the
-  // run's prior rows.
+  // run's prior rows. `variants` (optional) receives what the backend's library said about
+  // configurations of the kernel's template when it measured it (MeasureResult::variants; none
+  // for a row served from the database); the run's prior row carries the facts of its own.
   store::MeasurementRecord measure(const CandidateMeasurement& c,
-                                   const std::function<const Reference&()>& reference,
-                                   bool& cached);
+                                   const std::function<const Reference&()>& reference, bool& cached,
+                                   std::vector<KnobFacts>* variants = nullptr);
 
   // Builds and measures `program` (a lowered slice) at `regime` and checks its outputs against
   // `expected`; returns the measurement record (the candidate's own failures included), not
@@ -161,13 +163,15 @@ class Measurer {
   // --samples (the validation's short rounds). `end_to_end` times a program of several kernels as
   // one (MeasureRequest::end_to_end). `lent`: `inputs` already as Buffers, moved into the request
   // and back for the call instead of copied (a whole model's validation sends its weights, 2.4 GB
-  // in f32, in every request).
+  // in f32, in every request). `variants` (optional): MeasureResult::variants of a measurement
+  // that worked.
   store::MeasurementRecord build_and_measure(const ir::Program& program, Regime regime,
                                              const std::vector<ir::HostTensor>& inputs,
                                              const std::vector<ir::HostTensor>& expected,
                                              bool whole_graph = false, double timeout_s = 0,
                                              int samples = 0, bool end_to_end = false,
-                                             Buffers* lent = nullptr);
+                                             Buffers* lent = nullptr,
+                                             std::vector<KnobFacts>* variants = nullptr);
 
   // A stored row for (key, config, regime) in this environment, counted as a cache hit.
   std::optional<store::MeasurementRecord> look_up(const std::string& key, const std::string& config,

@@ -6,13 +6,16 @@
 // cuBLASLt candidate by its index alone (docs/KERNELS.md, "The cublaslt template"), which says
 // little at M = 4096 (bench/prior/README.md); these lines, joined with the indices' times in the
 // search benchmark's reports (bench/search/data/), tell which of an algorithm's own attributes
-// (tile, stages, split-K, the heuristic's waves) could stand in for it.
+// (tile, stages, split-K, the heuristic's waves) could stand in for it. Index 0's description also
+// lists the heuristic's whole list as the template's knobs index it (the "variant" lines, the
+// facts a measurement returns in MeasureResult::variants).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "cublaslt_plugin_harness.hpp"
@@ -97,8 +100,27 @@ TEST(CublasLtDescribeGpu, EachHeuristicIndexIsAnAlgorithmWithItsTileStagesAndWav
           say(e.what());
           continue;
         }
-        const std::string d = steps.describe(step);
+        const std::string whole = steps.describe(step);
+        // The step's own algorithm (first line), then the heuristic's list as the template's
+        // knobs index it ("algo=I workspace=MIB | cublaslt.tile_m=.. ...", emmy/cuda_step.h).
+        const std::string d = whole.substr(0, whole.find('\n'));
         say(d);
+        if (algo == 0 && d.size() < whole.size()) {
+          std::istringstream lines(whole.substr(d.size() + 1));
+          for (std::string line; std::getline(lines, line);) {
+            say("variant " + line);
+            EXPECT_NE(line.find(" | "), std::string::npos) << line;
+            EXPECT_EQ(line.rfind("algo=", 0), 0u) << line;
+            EXPECT_NE(line.find(" workspace=" + std::to_string(workspace) + " | "),
+                      std::string::npos)
+                << line;
+            EXPECT_NE(line.find(" cublaslt.tile_m="), std::string::npos) << line;
+            EXPECT_NE(line.find(" cublaslt.waves="), std::string::npos) << line;
+          }
+        }
+        EXPECT_NE(whole.find("\nalgo=" + std::to_string(algo) + " "), std::string::npos)
+            << "the step's own index is not among its variants:\n"
+            << whole;
         EXPECT_NE(d.find("waves="), std::string::npos) << d;
         EXPECT_NE(d.find(" tile="), std::string::npos) << d;
         EXPECT_NE(d.find(" splitk="), std::string::npos) << d;

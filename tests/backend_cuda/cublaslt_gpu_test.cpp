@@ -3,10 +3,14 @@
 // Qwen3's shapes timed beside the generated matmul, algo indices past the heuristic's list
 // refused with the worker staying up, an operand packed by a generated copy kernel first (o_proj's
 // merged heads), and an assembled program mixing a cuBLASLt step with a generated pointwise
-// kernel in one captured graph.
+// kernel in one captured graph; a measurement's variants (the heuristic's algorithms, keyed by
+// the template's knobs, with their tile and waves).
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <set>
+#include <sstream>
+#include <utility>
 
 #include "cublaslt_graphs.hpp"
 #include "cublaslt_library.hpp"
@@ -98,6 +102,49 @@ TEST(CublasLtGpu, QwenShapesMatchAndAreTimedBesideTheGeneratedMatmul) {
         "us\n",
         c.name.c_str(), lt, lt > 0 ? flops / lt / 1e6 : 0, ours);
     EXPECT_GT(lt, 0);
+  }
+}
+
+// A measurement returns, beside its time, every algorithm of the heuristic's list for the product
+// (MeasureResult::variants: the step's describe lines, emmy/cuda_step.h), keyed by the template's
+// knobs, its own configuration among them.
+TEST(CublasLtGpu, AMeasurementCarriesTheHeuristicsAlgorithmsAsVariants) {
+  require_library();
+  Case c = cublaslt_qwen_up_bf16();  // x[512,1024] x w[4096,1024]^T, bf16
+  for (const auto& [algo, workspace] : {std::pair{0.0, 32.0}, std::pair{1.0, 0.0}}) {
+    c.knobs = {{"algo", algo}, {"workspace", workspace}};
+    const ir::Slice s = slice_of(c);
+    Artifact art;
+    MeasureResult res;
+    ASSERT_TRUE(backend().build(s, Regime::rank, art, res).ok());
+    ASSERT_EQ(res.failure, FailureKind::none) << res.message;
+    auto inputs = ir::random_inputs(s.graph, 5);
+    ASSERT_TRUE(backend().measure(s, art, timing_request(inputs, 3), res).ok());
+    if (algo > 0 && res.failure == FailureKind::refused) continue;  // a list of one algorithm
+    ASSERT_EQ(res.failure, FailureKind::none) << res.message;
+    ASSERT_FALSE(res.variants.empty()) << "algo=" << algo << " workspace=" << workspace;
+    bool own = false;
+    std::set<double> indices;
+    for (const KnobFacts& v : res.variants) {
+      std::ostringstream text;
+      for (const auto& [k, x] : v.knobs) text << k << "=" << x << " ";
+      text << "|";
+      for (const auto& [k, x] : v.facts) text << " " << k << "=" << x;
+      const std::string line = text.str();
+      std::printf("[ cublaslt ] %s algo=%.0f workspace=%.0f variant %s\n", c.name.c_str(), algo,
+                  workspace, line.c_str());
+      ASSERT_TRUE(v.knobs.count("algo") && v.knobs.count("workspace")) << line;
+      EXPECT_TRUE(indices.insert(v.knobs.at("algo")).second) << "algo listed twice: " << line;
+      // The heuristic ran with the candidate's workspace: every variant is of that workspace.
+      EXPECT_EQ(v.knobs.at("workspace"), workspace) << line;
+      for (const char* fact : {"cublaslt.tile_m", "cublaslt.tile_n", "cublaslt.waves"}) {
+        ASSERT_TRUE(v.facts.count(fact)) << fact << " missing: " << line;
+        EXPECT_GT(v.facts.at(fact), 0) << fact << ": " << line;
+      }
+      own = own || (v.knobs.at("algo") == algo && v.knobs.at("workspace") == workspace);
+    }
+    EXPECT_TRUE(own) << "the measured configuration algo=" << algo << " workspace=" << workspace
+                     << " is not among the variants";
   }
 }
 

@@ -124,6 +124,38 @@ TEST(MlpPrior, SameRowsAndSeedGiveIdenticalPredictions) {
   EXPECT_NE(predict_all(*a)[0].mean_us, predict_all(*c)[0].mean_us);  // the seed matters
 }
 
+// A fact of the kernel's template ("<template>.<fact>", emmy/backend.hpp KnobFacts) that a search
+// does not know yet is undecided, as the trainer shows it: asked without it, the prior answers
+// what it answers when told it is missing, and not what it answers for a kernel without it.
+TEST(MlpPrior, AFactOfTheTemplateNotGivenIsUndecided) {
+  auto p = make_prior("mlp", kSmall);
+  std::vector<PriorRow> rows;
+  const KernelFeatures lt = [] {
+    KernelFeatures f = Landscape::matmul(128, 128, 128);
+    f.op_class = "lib";
+    return f;
+  }();
+  for (double algo = 0; algo < 8; ++algo)
+    for (double tile : {64.0, 128.0, 256.0}) {
+      PriorRow r;
+      r.features = lt;
+      r.knobs = {{"algo", algo}, {"lib.tile", tile}};
+      r.time_us = 10 + std::abs(tile - 128) / 8 + algo / 4;
+      rows.push_back(r);
+    }
+  ASSERT_TRUE(p->observe(rows).ok());
+  const Estimate unsaid = p->predict(lt, {{{"algo", 3}}, {}});
+  const Estimate missing = p->predict(lt, {{{"algo", 3}}, {"lib.tile"}});
+  EXPECT_EQ(unsaid.mean_us, missing.mean_us);
+  EXPECT_EQ(unsaid.stddev_us, missing.stddev_us);
+  // Another template's kernel has no such fact: nothing is added for it.
+  KernelFeatures other = lt;
+  other.op_class = "other";
+  const Estimate absent = p->predict(other, {{{"algo", 3}}, {}});
+  const Estimate told = p->predict(other, {{{"algo", 3}}, {"lib.tile"}});
+  EXPECT_NE(absent.mean_us, told.mean_us);
+}
+
 TEST(MlpPrior, SaveLoadRoundTripPredictsAndLearnsIdentically) {
   auto a = make_prior("mlp", kSmall);
   ASSERT_TRUE(a->observe(matmul_rows(3, 15)).ok());

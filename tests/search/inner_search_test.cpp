@@ -16,6 +16,7 @@ using testing::chain_program;
 using testing::informed_prior;
 using testing::KnobPass;
 using testing::Landscape;
+using testing::RecordingPrior;
 using testing::test_features;
 
 ir::Program one_kernel() {
@@ -233,20 +234,6 @@ TEST(InnerSearch, UntriedChildrenAreValuedByThePriorOnPartialAssignments) {
   EXPECT_EQ(prior->observed, 2);  // it learned from its own measurements
 }
 
-// Records the partial assignments asked at the first fork of the first descent.
-class RecordingPrior final : public Prior {
- public:
-  std::string name() const override { return "recording"; }
-  Estimate predict(const KernelFeatures&, const KnobAssignment& k) const noexcept override {
-    asked.push_back(k);
-    return Estimate{100, 1};
-  }
-  Status observe(const std::vector<PriorRow>&) noexcept override { return Status::Ok(); }
-  Status save(std::string&) const noexcept override { return Status::Ok(); }
-  Status load(const std::string&) noexcept override { return Status::Ok(); }
-  mutable std::vector<KnobAssignment> asked;
-};
-
 TEST(InnerSearch, APartialAssignmentNamesTheKnobsNotYetDecided) {
   // The partial questions, asked where a template's whole configurations are not enumerated
   // (InnerOptions::whole_configurations).
@@ -267,6 +254,53 @@ TEST(InnerSearch, APartialAssignmentNamesTheKnobsNotYetDecided) {
   EXPECT_EQ(prior.asked[4].values.size(), 2u);
   EXPECT_EQ(prior.asked[4].values.count("b"), 1u);
   EXPECT_EQ(prior.asked[4].missing, (std::vector<std::string>{"c"}));
+}
+
+TEST(InnerSearch, FactsALibraryGivesWithAMeasurementReachThePriorsQuestionsAndRows) {
+  // The backend's library describes every configuration of the template when it measures one
+  // (MeasureResult::variants, as cuBLASLt's algorithm behind each `algo` index): from then on the
+  // prior is asked each whole configuration with its fact, and taught rows carrying it.
+  const Landscape l = Landscape::random(2, 2, 3, 0.0);
+  RecordingPrior prior;
+  KnobPass lower;
+  auto fact = [](double a, double b) { return 10 * a + b + 1; };
+  size_t asked_before_first = 0;
+  int evaluated = 0;
+  inner_search(
+      one_kernel(), {&lower}, l.caps(), &prior, test_features(),
+      [&](const Candidate& c) {
+        if (evaluated++ == 0) asked_before_first = prior.asked.size();
+        Evaluation e = l.evaluator()(c);
+        for (double a = 0; a < 3; ++a)
+          for (double b = 0; b < 3; ++b)
+            e.variants.push_back({{{"a", a}, {"b", b}}, {{"test.f", fact(a, b)}}});
+        return e;
+      },
+      with_patience(2));
+  ASSERT_GE(evaluated, 2);
+  // Before the first measurement nothing was known: no question carried the fact.
+  for (size_t i = 0; i < asked_before_first; ++i)
+    EXPECT_EQ(prior.asked[i].values.count("test.f"), 0u);
+  // After it, every question naming both knobs carries the fact of that configuration, and
+  // a question missing one of them carries none.
+  size_t with_fact = 0;
+  for (size_t i = asked_before_first; i < prior.asked.size(); ++i) {
+    const auto& v = prior.asked[i].values;
+    if (v.count("a") && v.count("b")) {
+      ASSERT_EQ(v.count("test.f"), 1u);
+      EXPECT_EQ(v.at("test.f"), fact(v.at("a"), v.at("b")));
+      ++with_fact;
+    } else {
+      EXPECT_EQ(v.count("test.f"), 0u);
+    }
+  }
+  EXPECT_GT(with_fact, 0u);
+  // Every row it was taught carries its configuration's fact.
+  ASSERT_FALSE(prior.taught.empty());
+  for (const PriorRow& row : prior.taught) {
+    ASSERT_EQ(row.knobs.count("test.f"), 1u);
+    EXPECT_EQ(row.knobs.at("test.f"), fact(row.knobs.at("a"), row.knobs.at("b")));
+  }
 }
 
 TEST(InnerSearch, AChildThePriorRatesSlowSinks) {

@@ -15,6 +15,7 @@ namespace {
 using testing::chain_program;
 using testing::KnobPass;
 using testing::Landscape;
+using testing::RecordingPrior;
 using testing::test_features;
 
 TEST(PriorRow, TheKernelsOwnTemplateIsTheOpClass) {
@@ -33,26 +34,6 @@ TEST(PriorRow, TheKernelsOwnTemplateIsTheOpClass) {
   EXPECT_EQ(row.features.shape, (ir::Shape{64, 64}));
   EXPECT_EQ(row.features.dtype, "f32");
 }
-
-// Keeps what it is taught and what it is asked.
-class RecordingPrior final : public Prior {
- public:
-  std::string name() const override { return "recording"; }
-  Estimate predict(const KernelFeatures& f, const KnobAssignment& k) const noexcept override {
-    asked.push_back(k);
-    asked_class.push_back(f.op_class);
-    return Estimate{100, 1};
-  }
-  Status observe(const std::vector<PriorRow>& rows) noexcept override {
-    taught.insert(taught.end(), rows.begin(), rows.end());
-    return Status::Ok();
-  }
-  Status save(std::string&) const noexcept override { return Status::Ok(); }
-  Status load(const std::string&) noexcept override { return Status::Ok(); }
-  mutable std::vector<KnobAssignment> asked;
-  mutable std::vector<std::string> asked_class;  // the op class of each question
-  std::vector<PriorRow> taught;
-};
 
 // The search learns with the features it predicts with (prior_row.hpp says why), so what it
 // learns moves its own next predictions; every successful measurement is taught once, in order.

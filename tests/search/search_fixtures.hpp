@@ -297,4 +297,25 @@ inline KernelFeatures test_features() {
   return KernelFeatures{"test", {64, 64}, "f32", 0, 0};
 }
 
+// Keeps what it is asked (with the op class of each question) and what it is taught; predicts a
+// flat 100 us.
+class RecordingPrior final : public Prior {
+ public:
+  std::string name() const override { return "recording"; }
+  Estimate predict(const KernelFeatures& f, const KnobAssignment& k) const noexcept override {
+    asked.push_back(k);
+    asked_class.push_back(f.op_class);
+    return Estimate{100, 1};
+  }
+  Status observe(const std::vector<PriorRow>& rows) noexcept override {
+    taught.insert(taught.end(), rows.begin(), rows.end());
+    return Status::Ok();
+  }
+  Status save(std::string&) const noexcept override { return Status::Ok(); }
+  Status load(const std::string&) noexcept override { return Status::Ok(); }
+  mutable std::vector<KnobAssignment> asked;
+  mutable std::vector<std::string> asked_class;  // the op class of each question
+  std::vector<PriorRow> taught;
+};
+
 }  // namespace emmy::search::testing

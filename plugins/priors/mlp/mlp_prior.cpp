@@ -163,7 +163,9 @@ class MlpPrior final : public Prior {
       }
       const double base_us = calibration_.base_us(base);
       std::vector<float> x(encoder_.width());
-      encoder_.encode(f, k.values, k.missing, predict_deploy_, x.data());
+      const std::vector<std::string> unknown = facts_not_given(f, k);
+      encoder_.encode(f, k.values, unknown.empty() ? k.missing : unknown, predict_deploy_,
+                      x.data());
       std::vector<double> heads(net_.heads);
       net_.forward(x.data(), heads.data());
       double mean = 0, spread = 0;
@@ -357,6 +359,27 @@ class MlpPrior final : public Prior {
                          row.regime == Regime::deploy ? deploy_weight_ : 1.0});
     }
     calibration_ = Calibration::fit(samples);
+  }
+
+  // The facts of the kernel's template (emmy/backend.hpp, KnobFacts: "<template>.<fact>") in
+  // the vocabulary that `k` neither gives nor names missing, added to its missing names: a search
+  // knows them only once the library described the template's configurations, and until then
+  // they are undecided (as the trainer hides a part of a row's inputs), not absent; empty when
+  // there is none.
+  std::vector<std::string> facts_not_given(const KernelFeatures& f, const KnobAssignment& k) const {
+    std::vector<std::string> out;
+    if (f.op_class.empty()) return out;
+    const std::string prefix = f.op_class + ".";
+    const auto& vocabulary = encoder_.vocabulary();
+    for (auto it = std::lower_bound(vocabulary.begin(), vocabulary.end(), prefix);
+         it != vocabulary.end() && it->compare(0, prefix.size(), prefix) == 0; ++it) {
+      if (k.values.count(*it) ||
+          std::find(k.missing.begin(), k.missing.end(), *it) != k.missing.end())
+        continue;
+      if (out.empty()) out = k.missing;
+      out.push_back(*it);
+    }
+    return out;
   }
 
   void grow_vocabulary(const std::set<std::string>& names) {

@@ -118,12 +118,29 @@ struct MeasureRequest {
   bool end_to_end = false;
 };
 
+// One configuration of a template's knobs with what the library behind it says it runs there:
+// `knobs` the template's (whole), `facts` numbers the prior may learn from where the knobs alone
+// say little (cuBLASLt's `algo` is an index into a heuristic's list; its facts are the tile,
+// split-K, cluster and waves of the algorithm at that index for this product). A fact is named
+// "<template>.<fact>" (cublaslt.tile_m): the search merges it into the prior's questions and rows
+// like a knob (core/search/knob_facts.hpp), and a prior tells by the prefix that a fact of the
+// kernel's template it was not given is not known yet rather than absent (the mlp prior then
+// shows it undecided, as it learnt it with a part of a row's inputs hidden).
+struct KnobFacts {
+  std::map<std::string, double> knobs;
+  std::map<std::string, double> facts;
+};
+
 struct MeasureResult {
   FailureKind failure = FailureKind::none;
   std::string message;  // the failure's message (compiler output, signal, ...)
   double median_us = 0;
   std::vector<double> samples_us;
   Buffers outputs;  // one per slice output (graph outputs, in order)
+  // Optional, from a measurement that succeeded: configurations of the measured kernel's
+  // template (its own among them) described by the library it calls, so the search can tell
+  // untried ones apart before it measures them. Empty where the backend or template has none.
+  std::vector<KnobFacts> variants;
 };
 
 // Whose failure is it? The tuning database records facts about candidates; a failure row is

@@ -74,8 +74,19 @@ typedef void (*EmmyCudaStepReleaseFn)(void* step);
  * PREFIX_describe(step, text, size): what the prepared step will run, in the library's own terms,
  * as "name=value" pairs separated by spaces (e.g. cuBLASLt's algorithm: its tile, stages, split-K
  * and the heuristic's waves), NUL-terminated into text (capacity size, cut if longer). Returns the
- * length of the whole description. For reports and studies of what a library chose; nothing
- * that runs depends on it. */
+ * length of the whole description (without the NUL): a caller whose buffer was too small calls
+ * again with a larger one. That first line is for reports and studies of what a library chose;
+ * nothing that runs depends on it. Optional following lines, each after a "\n":
+ *
+ *   KNOB=VALUE ... | FACT=VALUE ...
+ *
+ * one per configuration of the template's knobs the library can describe for this step's product
+ * (the prepared one among them), e.g. "algo=2 workspace=32 | cublaslt.tile_m=128
+ * cublaslt.tile_n=256 cublaslt.waves=0.75 ...": the template's knobs on the left, numbers the
+ * library knows of that configuration on the right (a fact it does not know is left out, never
+ * guessed). Every value is a number. The worker returns the text with the measurement, and the
+ * search's prior uses these lines to rank configurations not yet measured (MeasureResult::variants,
+ * emmy/backend.hpp). */
 typedef size_t (*EmmyCudaStepDescribeFn)(void* step, char* text, size_t size);
 
 #ifdef __cplusplus

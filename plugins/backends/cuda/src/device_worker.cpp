@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "emmy/status.hpp"
+#include "step_variants.hpp"
 #include "wire.hpp"
 
 namespace emmy::cuda {
@@ -110,6 +111,14 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
     for (uint32_t i = 0; i < n && in.ok; ++i) result.samples_us.push_back(in.get<double>());
     uint32_t n_out = in.get<uint32_t>();
     for (uint32_t i = 0; i < n_out && in.ok; ++i) result.outputs.tensors.push_back(in.get_bytes());
+    // Each library step's description: the configurations its library describes beside the one
+    // that ran (step_variants.hpp), for the search's prior.
+    const uint32_t n_steps = in.ok ? in.get<uint32_t>() : 0;
+    for (uint32_t i = 0; i < n_steps && in.ok; ++i) {
+      const std::string description = in.get_string();
+      if (!in.ok) break;
+      for (KnobFacts& v : parse_step_variants(description)) result.variants.push_back(std::move(v));
+    }
     if (in.ok) {
       std::vector<double> sorted = result.samples_us;
       std::sort(sorted.begin(), sorted.end());
@@ -169,6 +178,7 @@ void DeviceWorker::run(const RunSpec& spec, MeasureResult& result) {
   }
   result.samples_us.clear();
   result.outputs.tensors.clear();
+  result.variants.clear();
 }
 
 }  // namespace emmy::cuda

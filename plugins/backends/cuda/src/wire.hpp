@@ -12,7 +12,11 @@
 //                         rank x u64 dim, rank-1 x u64 stride bytes, rank x u32 box),
 //           i32 warmup, i32 samples, u32 use_graph, u64 flush bytes, u32 end_to_end,
 //           u32 awaits_producers (Plan::awaits_producers: kernels may be launched overlapping)
-//                                             -> u32 kOk, u32 n x f64 us, u32 n_out x str bytes
+//                                             -> u32 kOk, u32 n x f64 us, u32 n_out x str bytes,
+//                                                u32 n_steps x str description
+//           (one description per kLaunchStep, in launch order: the library's PREFIX_describe text,
+//           "" where it has none; lines after the first that hold " | " are the configurations it
+//           describes, "knob=v ... | fact=v ...": emmy/cuda_step.h, step_variants.hpp)
 //   any failure                               -> u32 kFail, str message (the worker then exits)
 //   a library step the library will not run   -> u32 kRefused, str message (nothing was allocated;
 //   (its prepare() says EMMY_CUDA_STEP_REFUSED)   the worker stays up for the next request)

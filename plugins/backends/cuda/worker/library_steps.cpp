@@ -88,9 +88,15 @@ uint64_t LibrarySteps::workspace_bytes() const {
 std::string LibrarySteps::describe(size_t step) const {
   const Step& s = steps_.at(step);
   if (!s.fn->describe) return "";
+  // Its first line and the variants' (emmy/cuda_step.h): a few kilobytes; asked again with room
+  // for the whole where the library says it is longer.
   std::string text(kMessageBytes, '\0');
-  s.fn->describe(s.handle, text.data(), text.size());
-  text.resize(std::min(text.find('\0'), text.size()));
+  size_t length = s.fn->describe(s.handle, text.data(), text.size());
+  if (length >= text.size()) {
+    text.assign(length + 1, '\0');
+    length = s.fn->describe(s.handle, text.data(), text.size());
+  }
+  text.resize(std::min({text.find('\0'), text.size(), length}));
   return text;
 }
 

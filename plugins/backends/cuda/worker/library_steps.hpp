@@ -40,7 +40,8 @@ class LibrarySteps {
   // The largest workspace any prepared step asked for (bytes; one buffer serves them all, the
   // steps running one after another on one stream).
   uint64_t workspace_bytes() const;
-  // What step `step` will run, in its library's words (PREFIX_describe: "name=value" pairs); ""
+  // What step `step` will run, in its library's words (PREFIX_describe: "name=value" pairs, then
+  // optional "knob=value ... | fact=value ..." lines, emmy/cuda_step.h), whole however long; ""
   // when the library does not export the optional function.
   std::string describe(size_t step) const;
   // Enqueues step `step` on `stream`, its buffers taken from the request's (`buffers`, indexed

@@ -376,6 +376,14 @@ void run(wire::Reader& in, int out_fd) {
   for (double t : times) reply.put(t);
   reply.put(uint32_t(outputs.size()));
   for (const auto& o : outputs) reply.lend_bytes(o.data(), o.size());
+  // What each library step ran and the configurations its library describes beside it
+  // (PREFIX_describe, emmy/cuda_step.h), one per step launch in launch order; "" for a library
+  // that does not describe its steps.
+  std::vector<std::string> descriptions;
+  for (const auto& l : launches)
+    if (l.library) descriptions.push_back(steps.describe(l.step));
+  reply.put(uint32_t(descriptions.size()));
+  for (const std::string& d : descriptions) reply.put_string(d);
   cuEventDestroy(start);
   cuEventDestroy(stop);
   for (CUevent e : group_events) cuEventDestroy(e);

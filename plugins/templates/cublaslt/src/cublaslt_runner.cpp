@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "cublaslt_enums.hpp"  // generated from the toolkit's cublasLt.h (CMakeLists.txt)
 
 namespace emmy::cuda {
 
@@ -105,6 +108,34 @@ cudaDataType_t data_type(uint32_t t) {
 
 // Enough of the heuristic's list for every algo knob value (0..7), and some to spare.
 constexpr int kHeuristicCount = 16;
+// The algo knob's values (the template's KNOBS algo=0..7): the variants a step reports.
+constexpr int kAlgoKnobValues = 8;
+
+// An attribute of an algorithm's configuration, in the width the header gives it; false when the
+// library cannot read it.
+template <class T>
+bool algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr,
+                    T& value) {
+  size_t written = 0;
+  return api().algo_get(&algo, attr, &value, sizeof value, &written) == CUBLAS_STATUS_SUCCESS &&
+         written == sizeof value;
+}
+
+// The shape an enum value names (lt_enums, generated from cublasLt.h), or null for id 0
+// (UNDEFINED / AUTO) and ids this build does not know.
+template <size_t N>
+const lt_enums::Shape* enum_shape(const lt_enums::Shape (&table)[N], uint32_t id) {
+  if (id == 0) return nullptr;
+  for (const lt_enums::Shape& s : table)
+    if (s.id == id) return &s;
+  return nullptr;
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", v);
+  return text;
+}
 
 }  // namespace
 
@@ -115,6 +146,8 @@ struct CublasLtStep::Impl {
   cublasLtMatmulAlgo_t algo{};
   uint64_t workspace = 0;
   float waves = 0;  // the heuristic's estimate for the chosen algorithm (1: the GPU full once)
+  // The heuristic's list as the algo knob can index it (at most kAlgoKnobValues): variants().
+  std::vector<cublasLtMatmulHeuristicResult_t> listed;
 
   ~Impl() {
     Api& x = api();
@@ -184,6 +217,7 @@ CublasLtStep::CublasLtStep(const GemmCall& g) : impl_(std::make_unique<Impl>()) 
                          " algorithms for this product (workspace " +
                          std::to_string(g.workspace >> 20) +
                          " MiB); algo=" + std::to_string(g.algo) + " is past them");
+  s.listed.assign(results, results + std::min(found, kAlgoKnobValues));
   s.algo = results[g.algo].algo;
   s.workspace = results[g.algo].workspaceSize;
   s.waves = results[g.algo].wavesCount;
@@ -196,15 +230,11 @@ uint64_t CublasLtStep::workspace_bytes() const {
 }
 
 std::string CublasLtStep::describe() const {
-  Api& x = api();
   const cublasLtMatmulAlgo_t& algo = impl_->algo;
   // Each attribute in the width the header gives it; one the library cannot read is left out.
   auto attribute = [&](cublasLtMatmulAlgoConfigAttributes_t attr, auto zero, const char* name) {
     auto value = zero;
-    size_t written = 0;
-    if (x.algo_get(&algo, attr, &value, sizeof value, &written) != CUBLAS_STATUS_SUCCESS ||
-        written != sizeof value)
-      return std::string();
+    if (!algo_attribute(algo, attr, value)) return std::string();
     return std::string(" ") + name + "=" + std::to_string(value);
   };
   std::string text =
@@ -218,6 +248,49 @@ std::string CublasLtStep::describe() const {
   text += attribute(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t(0), "custom");
   text += attribute(CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, uint16_t(0), "inner");
   text += attribute(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t(0), "cluster");
+  return text;
+}
+
+std::string CublasLtStep::variants() const {
+  const Impl& s = *impl_;
+  std::string text;
+  for (size_t i = 0; i < s.listed.size(); ++i) {
+    const cublasLtMatmulHeuristicResult_t& r = s.listed[i];
+    if (r.state != CUBLAS_STATUS_SUCCESS) continue;  // no algorithm at this index
+    std::string line =
+        "algo=" + std::to_string(i) + " workspace=" + std::to_string(s.call.workspace >> 20) + " |";
+    auto fact = [&](const char* name, double v) {
+      line += std::string(" ") + name + "=" + number(v);
+    };
+    // cuBLASLt computes Emmy's row-major D[M,N] as its column-major D^T (its m = Emmy's N, its
+    // n = Emmy's M: cublaslt_template.cpp), so a tile CUBLASLT_MATMUL_TILE_<a>x<b> covers b rows
+    // of Emmy's M and a columns of its N; likewise a cluster <a>x<b>x1 of CTAs. The facts are in
+    // Emmy's orientation: cublaslt.tile_m = b, cublaslt.tile_n = a.
+    uint32_t tile = 0;
+    if (algo_attribute(r.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, tile))
+      if (const lt_enums::Shape* t = enum_shape(lt_enums::kTiles, tile)) {
+        fact("cublaslt.tile_m", t->b);
+        fact("cublaslt.tile_n", t->a);
+      }
+    fact("cublaslt.waves", r.wavesCount);
+    int32_t splitk = 0;
+    if (algo_attribute(r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, splitk))
+      fact("cublaslt.splitk", splitk);
+    uint16_t cluster = 0;  // 0: AUTO, left out
+    if (algo_attribute(r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, cluster))
+      if (const lt_enums::Shape* c = enum_shape(lt_enums::kClusters, cluster)) {
+        fact("cublaslt.cluster_m", c->b);
+        fact("cublaslt.cluster_n", c->a);
+      }
+    // CUBLASLT_MATMUL_STAGES_<width>x<depth>: the depth, 0 where it is <width>xAUTO (the kernel
+    // picks it); UNDEFINED is left out.
+    uint32_t stages = 0;
+    if (algo_attribute(r.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, stages))
+      if (const lt_enums::Shape* st = enum_shape(lt_enums::kStages, stages))
+        fact("cublaslt.stages", st->b);
+    if (!text.empty()) text += "\n";
+    text += line;
+  }
   return text;
 }
 

@@ -39,6 +39,16 @@ class CublasLtStep {
   // workspace, then the algorithm's configuration (id, tile and stages as cuBLASLt's enum values,
   // split-K, reduction scheme, swizzle, custom option, inner and cluster shape ids).
   std::string describe() const;
+  // Every algorithm of the heuristic's list for this product that an `algo` knob value can pick
+  // (indices 0..7, those the heuristic returned with a success state), one line each, "\n"
+  // between them, in the form emmy/cuda_step.h gives PREFIX_describe's following lines:
+  //   algo=I workspace=MIB | cublaslt.tile_m=.. cublaslt.tile_n=.. cublaslt.waves=..
+  //   cublaslt.splitk=.. cublaslt.cluster_m=..
+  //                          cublaslt.cluster_n=.. cublaslt.stages=..
+  // the knobs as the template has them (workspace in MiB), the facts in Emmy's row-major
+  // orientation (cuBLASLt computes D^T: its tile's N side runs along Emmy's M); a fact the library
+  // leaves undefined or automatic, or names by an id this build does not know, is left out.
+  std::string variants() const;
   // Enqueues the matmul on `stream` (a CUstream / cudaStream_t), buffers[i] the device address of
   // the step's buffer i (checked against the call by the caller: parse_gemm).
   void run(const uint64_t* buffers, uint64_t workspace, void* stream);

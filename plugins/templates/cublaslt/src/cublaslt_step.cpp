@@ -70,7 +70,11 @@ EMMY_CUDA_STEP_EXPORT int emmy_cublaslt_step_run(void* step, const uint64_t* buf
 
 EMMY_CUDA_STEP_EXPORT size_t emmy_cublaslt_step_describe(void* step, char* text, size_t size) {
   try {
-    const std::string d = static_cast<emmy::cuda::CublasLtStep*>(step)->describe();
+    // The step's own algorithm, then one line per algo index of the heuristic's list for this
+    // product ("algo=I workspace=MIB | cublaslt.tile_m=.. ...": cublaslt_runner.hpp, variants()).
+    const auto* s = static_cast<const emmy::cuda::CublasLtStep*>(step);
+    std::string d = s->describe();
+    if (const std::string v = s->variants(); !v.empty()) d += "\n" + v;
     say(text, size, d.c_str());
     return d.size();
   } catch (...) {
