@@ -209,6 +209,7 @@ struct Outcome {
   // deploys the best whichever it is.
   int covered = -1;
   double best_us = INFINITY;
+  double prior_s = 0;  // time in the prior's calls (predictions and learning), from inner_search
 };
 
 // Counts one search's evaluations of a space into its Outcome.
@@ -229,6 +230,7 @@ class Tally {
   }
   bool both_reached() const { return o_.to_within >= 0 && o_.covered >= 0; }
   const Outcome& outcome() const { return o_; }
+  void set_prior_s(double s) { o_.prior_s = s; }
 
  private:
   double target_, cover_;
@@ -249,7 +251,7 @@ Outcome replay(const Space& space, const BackendCaps& caps, Prior* prior,
     e.time_us = it->second;
     return e;
   };
-  search::inner_search(
+  const search::InnerResult r = search::inner_search(
       one_kernel_program(), {&lower}, caps, prior, space.features, evaluate, options,
       [&](const search::StepInfo& s) {
         if (s.replayed) return;
@@ -264,6 +266,7 @@ Outcome replay(const Space& space, const BackendCaps& caps, Prior* prior,
           *trace << "\n";
         }
       });
+  tally.set_prior_s(r.prior_s);
   return tally.outcome();
 }
 
@@ -431,6 +434,7 @@ int run(int argc, char** argv) {
                                          {"no option correction", true, false},
                                          {"remaining estimate", true, true, true}};
   std::vector<double> sums(variants.size() + 2, 0.0);
+  double prior_s = 0;  // over the tree searches (the variants), what a tune reports as "prior"
   nlohmann::json report = nlohmann::json::array();
   if (!a.json) {
     std::cout << "| kernel | configs |";
@@ -474,6 +478,7 @@ int run(int argc, char** argv) {
     }
     flat /= a.flat_seeds;
     for (size_t i = 0; i < outcomes.size(); ++i) sums[i] += cost(outcomes[i]);
+    for (size_t i = 0; i < variants.size(); ++i) prior_s += outcomes[i].prior_s;
     sums.back() += flat;
     if (a.json) {
       nlohmann::json k = {
@@ -496,7 +501,8 @@ int run(int argc, char** argv) {
   if (a.json) {
     std::cout << nlohmann::json{{"table", a.table},  {"patience", a.patience},
                                 {"first", a.first},  {"pretrained", a.pretrained},
-                                {"kernels", report}, {"mean_to_within", means}}
+                                {"kernels", report}, {"mean_to_within", means},
+                                {"prior_s", prior_s}}
                      .dump(1)
               << "\n";
   } else {
@@ -505,7 +511,8 @@ int run(int argc, char** argv) {
     for (const auto& [name, v] : means.items())
       std::cout << " " << name << " " << std::fixed << std::setprecision(2) << v.get<double>()
                 << ";";
-    std::cout << "\n";
+    std::cout << "\ntime in the prior's calls over the tree searches: " << std::setprecision(2)
+              << prior_s << " s\n";
   }
   return 0;
 }

@@ -33,6 +33,7 @@
 #include "emmy/plugin.hpp"
 #include "emmy/prior.hpp"
 #include "emmy/prior_reservoir.hpp"
+#include "encoded_rows_cache.hpp"
 #include "ensemble.hpp"
 #include "features.hpp"
 #include "roofline_model.hpp"
@@ -326,6 +327,7 @@ class MlpPrior final : public Prior {
 
       // Everything parsed and checked: commit.
       encoder_ = std::move(encoder);
+      encoded_rows_.clear();
       normalised_ = normalised;
       y_mean_ = y_mean;
       y_std_ = y_std;
@@ -384,7 +386,9 @@ class MlpPrior final : public Prior {
 
   void grow_vocabulary(const std::set<std::string>& names) {
     const FeatureEncoder old = encoder_;
-    if (!encoder_.extend(names) || net_.heads == 0) return;
+    if (!encoder_.extend(names)) return;
+    encoded_rows_.clear();
+    if (net_.heads == 0) return;
     const std::vector<int> map = encoder_.remap_from(old);
     net_.remap_inputs(map, encoder_.width());
     adam_.m.remap_inputs(map, encoder_.width());
@@ -408,7 +412,7 @@ class MlpPrior final : public Prior {
 
   // The reservoir's rows, then the recent rows repeated so that they make up about a quarter
   // of the training rows (uniform minibatches then draw them that often).
-  EncodedRows encode_reservoir() const {
+  EncodedRows encode_reservoir() {
     const auto& items = reservoir_.items();
     std::vector<const PriorRow*> rows;
     for (const auto& row : items) rows.push_back(&row);
@@ -425,11 +429,11 @@ class MlpPrior final : public Prior {
     d.decided.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       const PriorRow& row = *rows[i];
-      encoder_.encode(row.features, row.knobs, {}, row.regime == Regime::deploy, &d.x[i * d.width],
-                      &d.decided[i]);
+      encoded_rows_.encode(encoder_, row, &d.x[i * d.width], &d.decided[i]);
       d.y.push_back(static_cast<float>((target(row) - y_mean_) / y_std_));
       d.weight.push_back(row.regime == Regime::deploy ? static_cast<float>(deploy_weight_) : 1.0f);
     }
+    encoded_rows_.next_round();
     return d;
   }
 
@@ -465,6 +469,7 @@ class MlpPrior final : public Prior {
   TrainSettings settings_;
   // State.
   FeatureEncoder encoder_;
+  EncodedRowsCache encoded_rows_;  // the training rows of the last observe(), encoded
   size_t recent_capacity_;
   Reservoir<PriorRow> reservoir_;
   std::vector<PriorRow> recent_;  // the last recent_capacity_ rows observed, oldest first
