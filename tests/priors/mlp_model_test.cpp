@@ -1,14 +1,15 @@
 // The mlp prior's plain C++ parts on the prediction and learning paths: the ensemble's forward
 // pass (single precision, its own tanh) against a double-precision one with std::tanh, and the
-// cache of encoded training rows against FeatureEncoder::encode itself.
+// reservoir's rows encoded once against FeatureEncoder::encode itself.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "encoded_rows_cache.hpp"
+#include "emmy/prior_reservoir.hpp"
 #include "ensemble.hpp"
 #include "features.hpp"
+#include "reservoir_encodings.hpp"
 
 namespace emmy::priors {
 namespace {
@@ -88,52 +89,59 @@ PriorRow row(const std::string& templ, std::map<std::string, double> knobs, doub
   return r;
 }
 
-// What the cache must give: the encoder's own output.
-void expect_encoded_as_the_encoder_does(EncodedRowsCache& cache, const FeatureEncoder& e,
-                                        const PriorRow& r) {
-  std::vector<float> got(e.width(), -7.0f), want(e.width());
-  std::vector<int> got_decided{42}, want_decided;
-  cache.encode(e, r, got.data(), &got_decided);
-  e.encode(r.features, r.knobs, {}, r.regime == Regime::deploy, want.data(), &want_decided);
-  EXPECT_EQ(got, want);
-  EXPECT_EQ(got_decided, want_decided);
+// What every slot must hold: the encoder's own output for the reservoir's item there.
+void expect_every_slot_encoded_as_the_encoder_does(ReservoirEncodings& encodings,
+                                                   const FeatureEncoder& e,
+                                                   const std::vector<PriorRow>& items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const PriorRow& r = items[i];
+    std::vector<float> got(e.width(), -7.0f), want(e.width());
+    std::vector<int> got_decided{42}, want_decided;
+    encodings.encode(e, items, i, got.data(), &got_decided);
+    e.encode(r.features, r.knobs, {}, r.regime == Regime::deploy, want.data(), &want_decided);
+    ASSERT_EQ(got, want) << "slot " << i;
+    ASSERT_EQ(got_decided, want_decided) << "slot " << i;
+  }
 }
 
-TEST(EncodedRowsCache, GivesTheEncodersFloatsInEveryRoundAndAfterTheVocabularyGrows) {
+TEST(ReservoirEncodings, FollowTheReservoirAsItReplacesRowsAndTheVocabularyGrows) {
   FeatureEncoder encoder({"tile_m", "tile_n"});
-  EncodedRowsCache cache;
-  const PriorRow a = row("matmul", {{"tile_m", 128}, {"tile_n", 64}}, 20.0);
-  const PriorRow a_slower = row("matmul", {{"tile_m", 128}, {"tile_n", 64}}, 35.0);  // same inputs
-  const PriorRow b = row("matmul", {{"tile_m", 64}, {"tile_n", 64}}, 25.0);
-  const PriorRow b_deploy = row("matmul", {{"tile_m", 64}, {"tile_n", 64}}, 25.0, Regime::deploy);
-  const PriorRow c = row("cublaslt", {{"algo", 4}, {"cublaslt.tile_m", 128}}, 12.0);
-  for (int round = 0; round < 3; ++round) {
-    for (const PriorRow* r : {&a, &a_slower, &b, &b_deploy, &a})
-      expect_encoded_as_the_encoder_does(cache, encoder, *r);
-    cache.next_round();
+  ReservoirEncodings encodings;
+  Reservoir<PriorRow> reservoir(8, 3);  // small: most offers past the 8th replace a row
+  int replaced = 0;
+  for (int i = 0; i < 60; ++i) {
+    const Regime regime = i % 5 == 0 ? Regime::deploy : Regime::rank;
+    const size_t before = reservoir.size();
+    const size_t slot = reservoir.offer_slot(
+        row("matmul", {{"tile_m", 16.0 * (1 + i % 9)}, {"tile_n", 8.0 * (1 + i % 7)}}, 10.0 + i,
+            regime));
+    if (slot != Reservoir<PriorRow>::kNotKept) {
+      encodings.replaced(slot);
+      replaced += before == reservoir.size();
+    }
+    expect_every_slot_encoded_as_the_encoder_does(encodings, encoder, reservoir.items());
   }
-  // A row the last round did not encode is encoded again, not served from an older round.
-  expect_encoded_as_the_encoder_does(cache, encoder, b);
-  cache.next_round();
-  expect_encoded_as_the_encoder_does(cache, encoder, a);
+  EXPECT_GT(replaced, 5);  // the test did exercise replacements, not only appends
   // The vocabulary grows: every input moves, the width changes.
   const int before = encoder.width();
-  ASSERT_TRUE(encoder.extend({"algo", "cublaslt.tile_m"}));
+  ASSERT_TRUE(encoder.extend({"algo", "warps"}));
   ASSERT_GT(encoder.width(), before);
-  cache.clear();
-  for (const PriorRow* r : {&a, &b, &c}) expect_encoded_as_the_encoder_does(cache, encoder, *r);
-  cache.next_round();
-  for (const PriorRow* r : {&c, &b, &a}) expect_encoded_as_the_encoder_does(cache, encoder, *r);
+  encodings.clear();
+  expect_every_slot_encoded_as_the_encoder_does(encodings, encoder, reservoir.items());
 }
 
-TEST(EncodedRowsCache, AnEncodingOfAnotherWidthIsNeverServed) {
-  // Even without clear(): an encoder of another width makes the row encoded again.
+TEST(ReservoirEncodings, AStaleSlotIsEncodedAgainAndAnotherWidthIsNeverServed) {
   FeatureEncoder narrow({"tile_m"}), wide({"tile_m", "tile_n", "warps"});
-  EncodedRowsCache cache;
-  const PriorRow r = row("matmul", {{"tile_m", 128}, {"tile_n", 64}, {"warps", 4}}, 20.0);
-  expect_encoded_as_the_encoder_does(cache, narrow, r);
-  cache.next_round();
-  expect_encoded_as_the_encoder_does(cache, wide, r);
+  ReservoirEncodings encodings;
+  std::vector<PriorRow> items = {row("matmul", {{"tile_m", 128}, {"tile_n", 64}}, 20.0),
+                                 row("cublaslt", {{"algo", 4}, {"cublaslt.tile_m", 128}}, 12.0)};
+  expect_every_slot_encoded_as_the_encoder_does(encodings, narrow, items);
+  // Even without clear(): an encoder of another width makes each row encoded again.
+  expect_every_slot_encoded_as_the_encoder_does(encodings, wide, items);
+  // A replaced slot is encoded again; the other is served as it was.
+  items[0] = row("matmul", {{"tile_m", 64}, {"tile_n", 32}, {"warps", 8}}, 30.0, Regime::deploy);
+  encodings.replaced(0);
+  expect_every_slot_encoded_as_the_encoder_does(encodings, wide, items);
 }
 
 }  // namespace

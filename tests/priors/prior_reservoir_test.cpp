@@ -21,6 +21,32 @@ TEST(PriorReservoir, KeepsEverythingBelowCapacity) {
   EXPECT_EQ(r.items(), (std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
+TEST(PriorReservoir, OfferSlotNamesWhereTheItemWentAndSamplesAsOfferDoes) {
+  Reservoir<int> slots(20, 5), plain(20, 5);
+  int kept = 0, dropped = 0;
+  for (int i = 0; i < 500; ++i) {
+    const std::vector<int> before = slots.items();
+    const size_t slot = slots.offer_slot(i);
+    plain.offer(i);
+    if (slot == Reservoir<int>::kNotKept) {
+      ++dropped;
+      EXPECT_EQ(slots.items(), before) << "item " << i << " not kept, yet the sample changed";
+      continue;
+    }
+    ++kept;
+    ASSERT_LT(slot, slots.size());
+    EXPECT_EQ(slots.items()[slot], i);
+    for (size_t j = 0; j < before.size(); ++j) {  // nothing else moved
+      if (j != slot) {
+        EXPECT_EQ(slots.items()[j], before[j]) << "item " << i << ", slot " << j;
+      }
+    }
+  }
+  EXPECT_GT(kept, 20);  // appends, then replacements
+  EXPECT_GT(dropped, 0);
+  EXPECT_EQ(slots.items(), plain.items());
+}
+
 TEST(PriorReservoir, SamplesEveryPartOfTheStreamAlike) {
   // 200 trials of a 1000-item stream into 100 slots: each tenth of the stream should hold ~10%
   // of the sample (expected 2000 per tenth; a binomial spread of ~42). Early items must not be

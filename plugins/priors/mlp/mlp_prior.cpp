@@ -33,9 +33,9 @@
 #include "emmy/plugin.hpp"
 #include "emmy/prior.hpp"
 #include "emmy/prior_reservoir.hpp"
-#include "encoded_rows_cache.hpp"
 #include "ensemble.hpp"
 #include "features.hpp"
+#include "reservoir_encodings.hpp"
 #include "roofline_model.hpp"
 #include "state_io.hpp"
 #include "trainer.hpp"
@@ -202,7 +202,8 @@ class MlpPrior final : public Prior {
       const bool bulk = usable.size() > recent_capacity_;
       if (bulk) recent_.clear();
       for (const PriorRow* row : usable) {
-        reservoir_.offer(*row);
+        const size_t slot = reservoir_.offer_slot(*row);
+        if (slot != Reservoir<PriorRow>::kNotKept) encoded_.replaced(slot);
         if (bulk) continue;
         if (recent_.size() == recent_capacity_) recent_.erase(recent_.begin());
         recent_.push_back(*row);
@@ -327,7 +328,7 @@ class MlpPrior final : public Prior {
 
       // Everything parsed and checked: commit.
       encoder_ = std::move(encoder);
-      encoded_rows_.clear();
+      encoded_.clear();
       normalised_ = normalised;
       y_mean_ = y_mean;
       y_std_ = y_std;
@@ -387,7 +388,7 @@ class MlpPrior final : public Prior {
   void grow_vocabulary(const std::set<std::string>& names) {
     const FeatureEncoder old = encoder_;
     if (!encoder_.extend(names)) return;
-    encoded_rows_.clear();
+    encoded_.clear();
     if (net_.heads == 0) return;
     const std::vector<int> map = encoder_.remap_from(old);
     net_.remap_inputs(map, encoder_.width());
@@ -411,29 +412,41 @@ class MlpPrior final : public Prior {
   }
 
   // The reservoir's rows, then the recent rows repeated so that they make up about a quarter
-  // of the training rows (uniform minibatches then draw them that often).
+  // of the training rows (uniform minibatches then draw them that often). The reservoir's rows
+  // come encoded from encoded_ (only those replaced since the last call are encoded again); the
+  // recent ones are encoded once and copied.
   EncodedRows encode_reservoir() {
     const auto& items = reservoir_.items();
-    std::vector<const PriorRow*> rows;
-    for (const auto& row : items) rows.push_back(&row);
-    if (!recent_.empty()) {
-      const size_t copies = std::max<size_t>(1, items.size() / (3 * recent_.size()));
-      for (size_t c = 0; c < copies; ++c)
-        for (const auto& row : recent_) rows.push_back(&row);
-    }
+    const size_t copies =
+        recent_.empty() ? 0 : std::max<size_t>(1, items.size() / (3 * recent_.size()));
+    const size_t n = items.size() + copies * recent_.size();
     EncodedRows d;
     d.width = encoder_.width();
     d.knob_derived_begin = encoder_.derived_knob_begin();
     d.knob_derived_end = encoder_.derived_knob_end();
-    d.x.resize(rows.size() * d.width);
-    d.decided.resize(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const PriorRow& row = *rows[i];
-      encoded_rows_.encode(encoder_, row, &d.x[i * d.width], &d.decided[i]);
+    d.x.resize(n * d.width);
+    d.decided.resize(n);
+    auto label = [&](const PriorRow& row) {
       d.y.push_back(static_cast<float>((target(row) - y_mean_) / y_std_));
       d.weight.push_back(row.regime == Regime::deploy ? static_cast<float>(deploy_weight_) : 1.0f);
+    };
+    for (size_t i = 0; i < items.size(); ++i) {
+      encoded_.encode(encoder_, items, i, &d.x[i * d.width], &d.decided[i]);
+      label(items[i]);
     }
-    encoded_rows_.next_round();
+    for (size_t r = 0; r < recent_.size(); ++r) {
+      const size_t first = items.size() + r;  // the first copy's row; copy c is c * recent later
+      const PriorRow& row = recent_[r];
+      encoder_.encode(row.features, row.knobs, {}, row.regime == Regime::deploy,
+                      &d.x[first * d.width], &d.decided[first]);
+      for (size_t c = 1; c < copies; ++c) {
+        const size_t i = first + c * recent_.size();
+        std::copy_n(&d.x[first * d.width], d.width, &d.x[i * d.width]);
+        d.decided[i] = d.decided[first];
+      }
+    }
+    for (size_t c = 0; c < copies; ++c)
+      for (const PriorRow& row : recent_) label(row);
     return d;
   }
 
@@ -469,7 +482,7 @@ class MlpPrior final : public Prior {
   TrainSettings settings_;
   // State.
   FeatureEncoder encoder_;
-  EncodedRowsCache encoded_rows_;  // the training rows of the last observe(), encoded
+  ReservoirEncodings encoded_;  // the reservoir's items, encoded (slot i: item i)
   size_t recent_capacity_;
   Reservoir<PriorRow> reservoir_;
   std::vector<PriorRow> recent_;  // the last recent_capacity_ rows observed, oldest first

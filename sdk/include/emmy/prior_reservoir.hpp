@@ -27,18 +27,24 @@ class Reservoir {
     if (capacity == 0) throw Error("reservoir capacity must be at least 1");
   }
 
+  static constexpr size_t kNotKept = std::numeric_limits<size_t>::max();
+
   // Offers one item of the stream; returns true when it was kept. Every item offered so far has
   // the same probability, capacity / seen, of being in the sample.
-  bool offer(T item) {
+  bool offer(T item) { return offer_slot(std::move(item)) != kNotKept; }
+
+  // offer(), returning the index in items() the item now holds (kNotKept when it was not kept):
+  // for a user that keeps something per item, such as the item encoded.
+  size_t offer_slot(T item) {
     ++seen_;
     if (items_.size() < capacity_) {
       items_.push_back(std::move(item));
-      return true;
+      return items_.size() - 1;
     }
     const uint64_t slot = uniform_below(seen_);
-    if (slot >= capacity_) return false;
+    if (slot >= capacity_) return kNotKept;
     items_[static_cast<size_t>(slot)] = std::move(item);
-    return true;
+    return static_cast<size_t>(slot);
   }
 
   const std::vector<T>& items() const { return items_; }
