@@ -230,7 +230,6 @@ class Tally {
   }
   bool both_reached() const { return o_.to_within >= 0 && o_.covered >= 0; }
   const Outcome& outcome() const { return o_; }
-  void set_prior_s(double s) { o_.prior_s = s; }
 
  private:
   double target_, cover_;
@@ -266,8 +265,9 @@ Outcome replay(const Space& space, const BackendCaps& caps, Prior* prior,
           *trace << "\n";
         }
       });
-  tally.set_prior_s(r.prior_s);
-  return tally.outcome();
+  Outcome o = tally.outcome();
+  o.prior_s = r.prior_s;
+  return o;
 }
 
 // The prior alone, without the tree: each step measures the configuration it predicts fastest

@@ -434,19 +434,20 @@ class MlpPrior final : public Prior {
       encoded_.encode(encoder_, items, i, &d.x[i * d.width], &d.decided[i]);
       label(items[i]);
     }
-    for (size_t r = 0; r < recent_.size(); ++r) {
-      const size_t first = items.size() + r;  // the first copy's row; copy c is c * recent later
-      const PriorRow& row = recent_[r];
-      encoder_.encode(row.features, row.knobs, {}, row.regime == Regime::deploy,
-                      &d.x[first * d.width], &d.decided[first]);
-      for (size_t c = 1; c < copies; ++c) {
-        const size_t i = first + c * recent_.size();
-        std::copy_n(&d.x[first * d.width], d.width, &d.x[i * d.width]);
-        d.decided[i] = d.decided[first];
-      }
-    }
     for (size_t c = 0; c < copies; ++c)
-      for (const PriorRow& row : recent_) label(row);
+      for (size_t r = 0; r < recent_.size(); ++r) {
+        const size_t i = items.size() + c * recent_.size() + r;
+        const size_t first = items.size() + r;  // the row's first copy, encoded at c = 0
+        const PriorRow& row = recent_[r];
+        if (c == 0) {
+          encoder_.encode(row.features, row.knobs, {}, row.regime == Regime::deploy,
+                          &d.x[i * d.width], &d.decided[i]);
+        } else {
+          std::copy_n(&d.x[first * d.width], d.width, &d.x[i * d.width]);
+          d.decided[i] = d.decided[first];
+        }
+        label(row);
+      }
     return d;
   }
 
