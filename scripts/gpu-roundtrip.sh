@@ -65,7 +65,8 @@
 # EMMY_SEARCH_KERNELS=qkv_b1s512,sdpa_b1s512 (names: search_bench.py's SUITES), EMMY_SEARCH_MODES,
 # EMMY_SEARCH_REF_FACTOR, EMMY_SEARCH_BASELINE_RUNS (flat and random K times, seeds apart: the
 # mean evaluations a baseline needs, not one draw); EMMY_SEARCH_DEADLINE (default: 480 s from the start, plugin builds
-# included) starts no tune after it; ARGS go to search_bench.py.
+# included) starts no tune after it; ARGS go to search_bench.py. The whole suite with flat beside p50
+# takes two calls; `search_bench.py --recompute A.json B.json` makes their reports one benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

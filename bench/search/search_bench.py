@@ -229,6 +229,44 @@ def figures(kernel: dict) -> None:
                     m[r] = sm.kernel_figures(m["trajectory"], kernel["reference_us"][r], r)
 
 
+# Settings that change what a mode measures: reports that differ in one are not one benchmark.
+MERGE_SETTINGS = ("modes", "baseline_runs", "first", "search", "patiences", "within_pct",
+                  "samples", "warmup", "prior_checkpoint", "extra")
+
+
+def merge_reports(reports: list[tuple[str, dict]]) -> dict:
+    """One report of the kernels of several (the calls of one device session, each within the
+    device tool's time limit): every kernel keeps its own runs and reference, and the summary is
+    then over all of them. Raises ValueError, naming the file, where they are not one benchmark:
+    another suite or machine, a setting of MERGE_SETTINGS that differs, or a kernel twice."""
+    (first_name, first), rest = reports[0], reports[1:]
+    merged = dict(first)
+    merged["kernels"] = list(first["kernels"])
+    merged["merged_from"] = [{"file": first_name, "started_utc": first.get("started_utc"),
+                              "command": first.get("command"), "wall_s": first.get("wall_s")}]
+    seen = {k["name"]: first_name for k in first["kernels"]}
+    for name, r in rest:
+        for field in ("suite", "machine"):
+            if r.get(field) != first.get(field):
+                raise ValueError(f"{name}: {field} {r.get(field)!r}, not {first.get(field)!r} "
+                                 f"as in {first_name}")
+        for key in MERGE_SETTINGS:
+            a, b = first.get("settings", {}).get(key), r.get("settings", {}).get(key)
+            if a != b:
+                raise ValueError(f"{name}: setting {key} is {b!r}, not {a!r} as in {first_name}")
+        for k in r["kernels"]:
+            if k["name"] in seen:
+                raise ValueError(f"{name}: kernel {k['name']} is also in {seen[k['name']]}")
+            seen[k["name"]] = name
+            merged["kernels"].append(k)
+        merged["merged_from"].append({"file": name, "started_utc": r.get("started_utc"),
+                                      "command": r.get("command"), "wall_s": r.get("wall_s")})
+    merged["wall_s"] = sum(m["wall_s"] or 0 for m in merged["merged_from"])
+    if rest:
+        merged["command"] = "merged: " + " + ".join(m["file"] for m in merged["merged_from"])
+    return merged
+
+
 def finish(result: dict, out: str) -> None:
     """The figures, summaries and both files of `result`."""
     for k in result["kernels"]:
@@ -297,13 +335,24 @@ def main() -> int:
                          "from nothing)")
     ap.add_argument("--extra", action="append", default=[],
                     help="one more argument for every tune (repeatable), e.g. --extra=--timeout=5")
-    ap.add_argument("--recompute", default="", metavar="JSON",
+    ap.add_argument("--recompute", nargs="+", default=[], metavar="JSON",
                     help="run nothing: recompute the figures and tables of an earlier "
-                         "search_bench.json into --out")
+                         "search_bench.json into --out; several (each its own kernels, e.g. the "
+                         "calls of one device session) are merged into one report, whose summary "
+                         "is over all their kernels")
     args = ap.parse_args()
     if args.recompute:
-        with open(args.recompute) as f:
-            earlier = json.load(f)
+        reports = []
+        for name in args.recompute:
+            try:
+                with open(name) as f:
+                    reports.append((name, json.load(f)))
+            except (OSError, ValueError) as e:
+                ap.error(f"--recompute {name}: {e}")
+        try:
+            earlier = merge_reports(reports)
+        except ValueError as e:
+            ap.error(f"--recompute: {e}")
         os.makedirs(args.out, exist_ok=True)
         finish(earlier, args.out)
         with open(os.path.join(args.out, "search_bench.md")) as f:
