@@ -229,6 +229,27 @@ def figures(kernel: dict) -> None:
                     m[r] = sm.kernel_figures(m["trajectory"], kernel["reference_us"][r], r)
 
 
+def gpu_names() -> str | None:
+    """What nvidia-smi says the GPUs are ("NVIDIA H100 80GB HBM3, 580.159.04"), or None."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = [line.strip() for line in r.stdout.splitlines() if line.strip()]
+    return "; ".join(names) if r.returncode == 0 and names else None
+
+
+def machine_description(kernels: list[dict]) -> str:
+    """The host, and for a suite with cuda kernels the GPU: a report's figures are the GPU's (the
+    device tool's hosts are all named `vm`), and reports merge only where this is the same."""
+    machine = f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus"
+    if any(k.get("backend") == "cuda" for k in kernels):
+        gpus = gpu_names()
+        machine += f", GPU {gpus}" if gpus else ", no GPU found by nvidia-smi"
+    return machine
+
+
 # Settings that change what a mode measures: reports that differ in one are not one benchmark.
 MERGE_SETTINGS = ("modes", "baseline_runs", "first", "search", "patiences", "within_pct",
                   "samples", "warmup", "prior_checkpoint", "extra")
@@ -397,7 +418,7 @@ def main() -> int:
     started = time.monotonic()
     result = {
         "suite": suite_name,
-        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cpus",
+        "machine": machine_description(kernels),
         "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "command": " ".join([sys.argv[0]] + sys.argv[1:]),
         "settings": {"modes": modes, "samples": args.samples or None,

@@ -1,6 +1,7 @@
 """bench/search/search_bench.py --recompute with several reports: the calls of one device session
 (each within the device tool's 600 s) merged into one benchmark whose summary is over all their
-kernels, and reports that are not one benchmark refused by name. Literal reports; nothing runs."""
+kernels, and reports that are not one benchmark refused by name; and the machine a report names
+(its GPU on a cuda suite), which merging compares. Literal reports; nothing runs."""
 
 import json
 import os
@@ -97,6 +98,34 @@ class Merge(unittest.TestCase):
                                   "--out", out], capture_output=True, text=True, timeout=60)
             self.assertEqual(bad.returncode, 2)
             self.assertIn(f"--recompute {missing}", bad.stderr)
+
+
+class MachineDescription(unittest.TestCase):
+    """A cuda suite's report names its GPU, so that reports of two kinds of GPU never merge.
+    nvidia-smi is a stand-in script here (no GPU in CI); the GPU round trip runs the real one."""
+
+    def with_path(self, path, kernels):
+        old = os.environ.get("PATH", "")
+        os.environ["PATH"] = path
+        try:
+            return sb.machine_description(kernels)
+        finally:
+            os.environ["PATH"] = old
+
+    def test_a_cuda_suite_names_the_gpu_and_a_cpu_suite_does_not_ask(self):
+        with tempfile.TemporaryDirectory() as bin_dir:
+            smi = os.path.join(bin_dir, "nvidia-smi")
+            with open(smi, "w") as f:
+                f.write("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 580.159.04'\n")
+            os.chmod(smi, 0o755)
+            cuda = self.with_path(bin_dir, [{"name": "k", "backend": "cuda"}])
+            self.assertTrue(cuda.endswith(", GPU NVIDIA H100 80GB HBM3, 580.159.04"), cuda)
+            cpu = self.with_path(bin_dir, [{"name": "k", "backend": "cpu"}, {"name": "j"}])
+            self.assertNotIn("GPU", cpu)
+            self.assertIn(" cpus", cpu)
+            empty = tempfile.mkdtemp(dir=bin_dir)  # no nvidia-smi on the path
+            self.assertTrue(self.with_path(empty, [{"backend": "cuda"}]).endswith(
+                ", no GPU found by nvidia-smi"))
 
 
 if __name__ == "__main__":
