@@ -259,14 +259,13 @@ def merge_reports(reports: list[tuple[str, dict]]) -> dict:
     """One report of the kernels of several (the calls of one device session, each within the
     device tool's time limit): every kernel keeps its own runs and reference, and the summary is
     then over all of them. Raises ValueError, naming the file, where they are not one benchmark:
-    another suite or machine, a setting of MERGE_SETTINGS that differs, or a kernel twice."""
+    another suite or machine, a setting of MERGE_SETTINGS that differs, or a kernel twice. A
+    single report is returned as it is."""
     (first_name, first), rest = reports[0], reports[1:]
-    merged = dict(first)
-    merged["kernels"] = list(first["kernels"])
-    merged["merged_from"] = [{"file": first_name, "started_utc": first.get("started_utc"),
-                              "command": first.get("command"), "wall_s": first.get("wall_s")}]
-    seen = {k["name"]: first_name for k in first["kernels"]}
-    for name, r in rest:
+    if not rest:
+        return first
+    seen = {}
+    for name, r in reports:
         for field in ("suite", "machine"):
             if r.get(field) != first.get(field):
                 raise ValueError(f"{name}: {field} {r.get(field)!r}, not {first.get(field)!r} "
@@ -279,12 +278,13 @@ def merge_reports(reports: list[tuple[str, dict]]) -> dict:
             if k["name"] in seen:
                 raise ValueError(f"{name}: kernel {k['name']} is also in {seen[k['name']]}")
             seen[k["name"]] = name
-            merged["kernels"].append(k)
-        merged["merged_from"].append({"file": name, "started_utc": r.get("started_utc"),
-                                      "command": r.get("command"), "wall_s": r.get("wall_s")})
+    merged = dict(first)
+    merged["kernels"] = [k for _, r in reports for k in r["kernels"]]
+    merged["merged_from"] = [{"file": name, "started_utc": r.get("started_utc"),
+                              "command": r.get("command"), "wall_s": r.get("wall_s")}
+                             for name, r in reports]
     merged["wall_s"] = sum(m["wall_s"] or 0 for m in merged["merged_from"])
-    if rest:
-        merged["command"] = "merged: " + " + ".join(m["file"] for m in merged["merged_from"])
+    merged["command"] = "merged: " + " + ".join(name for name, _ in reports)
     return merged
 
 
