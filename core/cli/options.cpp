@@ -111,8 +111,11 @@ po::variables_map parse_layered(const GlobalOptions& g, const std::string& secti
                                 const po::positional_options_description& pos,
                                 const std::vector<std::string>& args) {
   po::variables_map vm;
-  // 1. command line (stored first: program_options keeps the first value stored for a key)
-  po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+  // 1. command line (stored first: program_options keeps the first value stored for a key).
+  // No prefix guessing: `emmy tune --model X` must not quietly become --model-config X.
+  constexpr int style =
+      po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  po::store(po::command_line_parser(args).options(desc).positional(pos).style(style).run(), vm);
   // 2. environment: EMMY_PATIENCE -> patience, EMMY_PLUGIN_PATH handled globally
   po::store(po::parse_environment(desc,
                                   [&desc](const std::string& var) -> std::string {

@@ -174,6 +174,17 @@ TEST_F(HostileInput, ConfigFileMistakesAreNamed) {
                  "'kind' is not an option of emmy eval runs (keys outside a section apply");
 }
 
+// A prefix of an option is not that option: `--model X` (a user's guess at how to name a model)
+// once became --model-config X, and `--pat 3` --patience 3.
+TEST_F(HostileInput, OptionPrefixesAreNotGuessed) {
+  expect_refused(emmy_plain({"tune", "--backend", "cpu", "--db", db(), "--model", "x.json"}),
+                 "unrecognised option '--model'");
+  expect_refused(emmy_plain({"tune", "--backend", "cpu", "--db", db(), "--pat", "3", "--code",
+                             "torch.randn(2)"}),
+                 "unrecognised option '--pat'");
+  expect_refused(emmy_plain({"eval", "prior", "--fold", "2"}), "unrecognised option '--fold'");
+}
+
 TEST_F(HostileInput, ModelOptionsWithCodeAreRefused) {
   for (const std::string opt : {"--layer", "--batch", "--seq", "--dtype", "--attention",
                                 "--input-shape", "--model-config"}) {
