@@ -6,7 +6,7 @@ and random search at the same budget. Python 3 standard library only.
                     [--out DIR] [--work DIR] [--emmy PATH] [--samples N] [--warmup N]
                     [--ref-factor F | --ref-patience N] [--budget N] [--seed N]
                     [--tune-timeout S] [--deadline S] [--baseline-runs K]
-                    [--first defaults|prior|prior-then-defaults] [--search mcts|mcts-remaining]
+                    [--first defaults|prior|prior-then-defaults] [--search mcts|mcts-remaining|mcts-ranked]
                     [--prior-checkpoint FILE] [--extra ARG]...
 
 For each kernel of the suite (an inline PyTorch expression, `emmy tune --code`), one tune per
@@ -137,16 +137,21 @@ def load_suite(spec: str) -> tuple[list[dict], str]:
     return [dict(k, backend=k.get("backend", "cpu")) for k in kernels], os.path.basename(spec)
 
 
+# emmy tune's --search when none is given: mode_args passes --search only for another.
+DEFAULT_SEARCH = "mcts-ranked"
+
+
 def mode_args(mode: str, budget: int | None, ref_factor: float, ref_patience: int,
               patiences: tuple[int, int] = (10, 50), first: str = "defaults",
-              search: str = "mcts") -> list[str]:
+              search: str = DEFAULT_SEARCH) -> list[str]:
     # --first prior and --search mcts-remaining are for the prior-guided modes; flat has no prior
     # to start from or value untried configurations by, and random takes neither.
     start = ["--first", first] if first != "defaults" else []
-    if search != "mcts":
+    if search != DEFAULT_SEARCH:
         start += ["--search", search]
     if mode in ("p10", "r10", "p50", "r50"):
-        remaining = ["--search", "mcts-remaining"] if mode[0] == "r" and search == "mcts" else []
+        remaining = (["--search", "mcts-remaining"]
+                     if mode[0] == "r" and search == DEFAULT_SEARCH else [])
         return ["--patience", str(patiences[mode.endswith("50")])] + start + remaining
     if mode == "flat":
         return ["--prior", "flat", "--budget", str(budget)]
@@ -331,11 +336,14 @@ def main() -> int:
                     default=os.environ.get("EMMY_SEARCH_FIRST", "defaults"),
                     help="emmy tune --first of the prior-guided modes (p10, p50, ref): what each "
                          "kernel's search evaluates first (default defaults; EMMY_SEARCH_FIRST)")
-    ap.add_argument("--search", choices=("mcts", "mcts-remaining"),
-                    default=os.environ.get("EMMY_SEARCH_SEARCH", "mcts"),
+    ap.add_argument("--search", choices=("mcts", "mcts-remaining", "mcts-ranked"),
+                    default=os.environ.get("EMMY_SEARCH_SEARCH", DEFAULT_SEARCH),
                     help="emmy tune --search of the prior-guided modes (p10, p50, ref): "
                          "mcts-remaining values a tried branch by the best configuration left "
-                         "untried below it (default mcts; EMMY_SEARCH_SEARCH)")
+                         "untried below it, mcts-ranked the same with every estimate calibrated "
+                         "by the prior's error over all the search's measurements (default "
+                         "mcts-ranked, emmy tune's; mcts values a tried branch by what was "
+                         "measured there; EMMY_SEARCH_SEARCH)")
     ap.add_argument("--baseline-runs", type=int,
                     default=int(os.environ.get("EMMY_SEARCH_BASELINE_RUNS", 1)),
                     help="run flat and random this many times, with seeds --seed, --seed + 1, ...; "

@@ -221,11 +221,14 @@ def summary(kernels: list[dict], regime: str = "deploy") -> dict:
 
 
 def titles(settings: dict | None) -> dict:
-    """MODE_TITLES with the patiences a run used (settings["patiences"], when not 10 and 50)."""
+    """MODE_TITLES with the patiences a run used (settings["patiences"], when not 10 and 50) and
+    the search of its prior-guided modes (settings["search"]; reports before it was recorded:
+    mcts)."""
     t = dict(MODE_TITLES)
     short, long_ = (settings or {}).get("patiences") or (10, 50)
-    t["p10"] = f"mcts, patience {short}"
-    t["p50"] = f"mcts, patience {long_}"
+    search = (settings or {}).get("search") or "mcts"
+    t["p10"] = f"{search}, patience {short}"
+    t["p50"] = f"{search}, patience {long_}"
     t["r10"] = f"mcts-remaining, patience {short}"
     t["r50"] = f"mcts-remaining, patience {long_}"
     if long_ != 50:

@@ -16,7 +16,7 @@
 // usage: emmy-search-replay TABLE.jsonl [--backend cpu] [--prior mlp] [--pretrained FILE]
 //        [--patience 50] [--first defaults|prior|prior-then-defaults] [--min-configs 8]
 //        [--flat-seeds 4]
-//        [--kernels SUBSTRING] [--within 3] [--cover 10] [--order TEMPLATE=KNOB,KNOB,...]
+//        [--kernels SUBSTRING] [--within 3] [--cover 10] [--order TEMPLATE=KNOB[:VALUE...],...]
 //        [--regime rank|deploy] [--folds K] [--json] [--trace]
 // --regime: which of the table's rows are the times (rank: what the search steers by).
 // --folds K: the prior of each kernel's searches starts from the --pretrained state (or an
@@ -25,8 +25,10 @@
 // --trace: every evaluation of the two prior-led searches, in order, on stderr.
 // A cell reads "to within 3 % / every configuration within 10 % measured / evaluations".
 // --backend none, for a backend that cannot be created here (cuda without a driver): its
-// templates' knob orders then come from --order (repeatable; the knobs' values ascending, so
-// use --first prior), and knobs no order names come last, alphabetically.
+// templates' knob orders then come from --order (repeatable), and knobs no order names come last,
+// alphabetically. A knob's values come ascending, unless the entry names the ones to put first
+// as the backend does (KNOB:V:V...): `--order attention=wgmma:1,block_q,block_kv:64,warps:4`
+// makes the replay's defaults (each knob's first value) the live sm_90a backend's.
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -298,7 +300,7 @@ Outcome greedy(const Space& space, Prior& prior, double within_pct, double cover
 
 struct Args {
   std::string table, backend = "cpu", prior = "mlp", pretrained, filter;
-  std::map<std::string, std::vector<std::string>> orders;  // --order
+  std::map<std::string, std::vector<KnobSpec>> orders;  // --order: knobs, values to put first
   int patience = 50, flat_seeds = 4, folds = 0;
   size_t min_configs = 8;
   std::string first = "defaults";  // --first, as emmy tune's
@@ -350,17 +352,37 @@ Args parse(int argc, char** argv) {
     } else if (s == "--order") {
       const std::string o = value(i);
       const size_t eq = o.find('=');
-      if (eq == std::string::npos || eq == 0) throw Error("--order is TEMPLATE=KNOB,KNOB,...");
-      std::vector<std::string>& knobs = a.orders[o.substr(0, eq)];
+      if (eq == std::string::npos || eq == 0)
+        throw Error("--order is TEMPLATE=KNOB[:VALUE...],KNOB,...");
+      std::vector<KnobSpec>& knobs = a.orders[o.substr(0, eq)];
       std::stringstream list(o.substr(eq + 1));
-      for (std::string k; std::getline(list, k, ',');)
-        if (!k.empty()) knobs.push_back(k);
+      for (std::string entry; std::getline(list, entry, ',');) {
+        if (entry.empty()) continue;
+        std::stringstream parts(entry);
+        KnobSpec spec;
+        std::getline(parts, spec.name, ':');
+        for (std::string v; std::getline(parts, v, ':');) {
+          size_t used = 0;
+          double x = 0;
+          try {
+            x = std::stod(v, &used);
+          } catch (const std::exception&) {
+            used = 0;
+          }
+          if (v.empty() || used != v.size())
+            throw Error("--order: '" + v + "' in '" + entry + "' is not a number");
+          spec.values.push_back(x);
+        }
+        if (spec.name.empty()) throw Error("--order: an entry '" + entry + "' names no knob");
+        knobs.push_back(std::move(spec));
+      }
     } else if (s == "-h" || s == "--help") {
       std::cout
           << "usage: emmy-search-replay TABLE.jsonl [--backend cpu] [--prior mlp] "
              "[--pretrained FILE] [--patience 50] [--first defaults|prior|prior-then-defaults] "
              "[--min-configs 8] [--flat-seeds 4] [--kernels SUBSTRING] [--within 3] "
-             "[--cover 10] [--order TEMPLATE=KNOB,...] [--regime rank|deploy] [--folds K] [--json] "
+             "[--cover 10] [--order TEMPLATE=KNOB[:VALUE...],...] [--regime rank|deploy] "
+             "[--folds K] [--json] "
              "[--trace]\n";
       std::exit(0);
     } else if (!s.empty() && s[0] != '-' && a.table.empty())
@@ -396,11 +418,7 @@ int run(int argc, char** argv) {
   BackendCaps backend_caps;
   if (a.backend != "none") backend_caps = host.make_backend(a.backend)->capabilities();
   BackendCaps& caps = backend_caps;
-  for (const auto& [templ, knobs] : a.orders) {
-    std::vector<KnobSpec>& specs = caps.templates[templ];
-    specs.clear();
-    for (const std::string& k : knobs) specs.push_back(KnobSpec{k, {}});
-  }
+  for (const auto& [templ, knobs] : a.orders) caps.templates[templ] = knobs;
   std::string state;
   if (!a.pretrained.empty()) state = store::read_pretrained_prior(a.pretrained).state;
   const std::vector<store::TableRow> rows = store::read_prior_table(a.table);
@@ -427,12 +445,13 @@ int run(int argc, char** argv) {
   // valuation of tried branches, the prior alone, and flat.
   struct Variant {
     std::string name;
-    bool whole, correction, remaining = false;
+    bool whole, correction, remaining = false, global = false;
   };
   const std::vector<Variant> variants = {{"search", true, true},
                                          {"partial assignments", false, true},
                                          {"no option correction", true, false},
-                                         {"remaining estimate", true, true, true}};
+                                         {"remaining estimate", true, true, true},
+                                         {"ranked", true, true, true, true}};
   std::vector<double> sums(variants.size() + 2, 0.0);
   double prior_s = 0;  // over the tree searches (the variants), what a tune reports as "prior"
   nlohmann::json report = nlohmann::json::array();
@@ -462,6 +481,7 @@ int run(int argc, char** argv) {
       o.whole_configurations = v.whole;
       o.option_correction = v.correction;
       o.remaining_estimate = v.remaining;
+      o.global_calibration = v.global;
       std::ostream* trace = a.trace ? &std::cerr : nullptr;
       if (trace) std::cerr << s.kernel << ", " << v.name << ":\n";
       outcomes.push_back(

@@ -89,7 +89,7 @@ Search: each kernel's search stops after --patience candidates without a new bes
 --budget N, after exactly N candidates (fewer when the kernel has fewer configurations);
 --search random picks them at random (each fork uniformly among its options not yet exhausted)
 instead of by MCTS, and --prior flat runs MCTS with no prior. These are the baselines
-bench/search sets the default (mcts, mlp, patience 50) beside; the JSON report (--json) lists
+bench/search sets the default (mcts-ranked, mlp, patience 50) beside; the JSON report (--json) lists
 every kernel's search evaluation by evaluation ("searches": rank and deploy times in order).
 
 Plugins: --passes edits the default pipeline (+NAME, -NAME, default,+NAME) or lists the passes;
@@ -148,7 +148,7 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
     ("pass-option", po::value<std::vector<std::string>>(), "PASS.KEY=VALUE passed to a pass (repeatable; also [plugin PASS] in the config file; the keys it declares: emmy plugins --json --kind pass)")
     ("prior-option", po::value<std::vector<std::string>>(), "KEY=VALUE passed to the prior (repeatable; also [plugin PRIOR] in the config file; the keys it declares: emmy plugins --json --kind prior)")
     ("patience", po::value<int>(&o.patience)->default_value(50), "inner search stops after this many candidates without a new best")
-    ("search", po::value<std::string>(&o.search)->default_value("mcts"), "how each kernel's search picks candidates: mcts (the tree, valued by the prior), mcts-remaining (the tree, a tried branch valued by the best configuration the prior predicts among those still untried below it, not by what was measured there; an experiment, docs/PERFORMANCE.md) or random (each fork answered uniformly among the options with untried configurations below; no all-defaults first candidate)")
+    ("search", po::value<std::string>(&o.search)->default_value("mcts-ranked"), "how each kernel's search picks candidates: mcts-ranked (the tree, each branch valued by the best configuration the prior predicts among those still untried below it, every estimate calibrated alike by the prior's error over all the search's measurements: the prior's ranking of what is left decides, refined by what it learns), mcts (the tree, a tried branch valued by what was measured below it; the default before 2026-12-06), mcts-remaining (as mcts-ranked, each branch's estimate calibrated by its own measurements' errors; an experiment, docs/PERFORMANCE.md) or random (each fork answered uniformly among the options with untried configurations below; no all-defaults first candidate)")
     ("first", po::value<std::string>(&o.first)->default_value("defaults"), "what each kernel's search (mcts) evaluates first: defaults (the backend's untuned configuration, a known-good baseline), prior (the configuration the prior predicts fastest) or prior-then-defaults (the prior's favourite, then the defaults)")
     ("budget", po::value<int>(&o.budget), "each kernel's search evaluates exactly N candidates (fewer only when it has fewer), instead of stopping by --patience")
     ("seed", po::value<uint64_t>(&o.seed)->default_value(0), "search seed")
@@ -189,8 +189,10 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
               << "\n";
     return kExitUsage;
   }
-  if (o.search != "mcts" && o.search != "mcts-remaining" && o.search != "random") {
-    std::cerr << "emmy tune: --search '" << o.search << "' is not mcts, mcts-remaining or random\n";
+  if (o.search != "mcts" && o.search != "mcts-remaining" && o.search != "mcts-ranked" &&
+      o.search != "random") {
+    std::cerr << "emmy tune: --search '" << o.search
+              << "' is not mcts, mcts-remaining, mcts-ranked or random\n";
     return kExitUsage;
   }
   if (vm.count("budget") && o.budget < 1) {

@@ -139,6 +139,7 @@ struct SearchOptions {
   // worse where the prior does not learn and ranks a slow knob value ahead
   // (InnerSearch.ARemainingEstimate...).
   bool remaining_estimate = false;
+  bool global_calibration = false;  // TreeOptions::global_calibration (`--search mcts-ranked`)
   // > 0: the search ends after exactly this many evaluations (or when the tree is exhausted),
   // whatever the patience and the failures-before-success rule say, so that searches of
   // different kinds can be compared at an equal number of candidates. 0: patience decides.

@@ -86,7 +86,8 @@ std::vector<Candidate> look_ahead(const SearchTree& tree, int leaf, int step, Fo
 
 SearchResult run_search(ForkKind searched, const SearchOptions& options, const LoopHooks& hooks) {
   SearchTree tree(TreeOptions{options.seed, options.exploration, options.best_weight,
-                              options.option_correction, options.remaining_estimate});
+                              options.option_correction, options.remaining_estimate,
+                              options.global_calibration});
   SearchResult r;
   std::map<int, Evaluation> results;  // endpoint node -> its evaluation, for replays
   int since_best = 0;

@@ -151,8 +151,10 @@ size_t SearchTree::select(int id, const Predict& predict) const {
     cal_sum += subtree_log_estimate(node(c)) - std::log(*pred[i]) - correction[i];
     ++cal_n;
   }
-  const double cal =
-      cal_n > 0 ? cal_sum / cal_n : (calib_count_ > 0 ? calib_sum_ / calib_count_ : 0);
+  const double global_cal = calib_count_ > 0 ? calib_sum_ / calib_count_ : 0;
+  const double cal = remaining && opt_.global_calibration ? global_cal
+                     : cal_n > 0                          ? cal_sum / cal_n
+                                                          : global_cal;
 
   double log_ref = 0;
   if (has_best()) {
@@ -182,7 +184,13 @@ size_t SearchTree::select(int id, const Predict& predict) const {
       const Node& m = node(c);
       // The subtree's own error, shrunk towards its siblings' while it has few measurements.
       // Its answer's option correction is not added: its own measurements are that error.
-      const double r = (m.sum_residual + kCorrectionPrior * cal) / (m.residuals + kCorrectionPrior);
+      // Globally calibrated: the search's mean error alone. Its answer's correction is left out
+      // as with the subtree's own error: made mostly of the one or two configurations measured
+      // below it (with it, 11 evaluations instead of 4 on the replayed sdpa_b1s512 and more on
+      // the cpu tables; docs/PERFORMANCE.md).
+      const double r = opt_.global_calibration ? cal
+                                               : (m.sum_residual + kCorrectionPrior * cal) /
+                                                     (m.residuals + kCorrectionPrior);
       // Failures below count against it, as in measured_value (one success in one visit: 1).
       const double rate = static_cast<double>(m.successes + 1) / (m.visits + 1);
       value = rate * std::exp(log_ref - (std::log(*pred[i]) + r));

@@ -34,6 +34,16 @@ struct TreeOptions {
   // the measured quality (best and mean) below it, as for a Predict of partial assignments and
   // the outer search.
   bool remaining_estimate = false;
+  // With remaining_estimate: every estimate, a tried child's (its best untried configuration) and
+  // an untried one's alike, is calibrated by the prior's mean error over all of the search's
+  // measurements, instead of by the measured siblings' or the subtree's own. The prior's ranking
+  // of what is left untried then decides, refined by what it learns (as the prior alone, greedy,
+  // would go), with the option correction and the exploration term on top. A subtree's own error
+  // is mostly the error of the one or two configurations measured there: one slow measurement
+  // under a branch (a knob below it answered badly, e.g. persistent=1 where the grid is one wave)
+  // made the branch's favourite untried configuration look as slow, and the tree went back under
+  // the best so far (`emmy tune --search mcts-ranked`; docs/PERFORMANCE.md).
+  bool global_calibration = false;
 };
 
 class SearchTree {

@@ -38,7 +38,8 @@ KernelSearchSettings KernelSearchSettings::of(const TuneOptions& options) {
   // cmd_tune refuses any other name; a TuneOptions made in code with an unknown one gets the
   // default.
   s.first = search::parse_first_candidate(options.first).value_or(search::FirstCandidate::defaults);
-  s.remaining_estimate = options.search == "mcts-remaining";
+  s.remaining_estimate = options.search == "mcts-remaining" || options.search == "mcts-ranked";
+  s.global_calibration = options.search == "mcts-ranked";
   s.seed = options.seed;
   return s;
 }
@@ -243,6 +244,7 @@ KernelOutcome tune_kernel(const KernelSearchContext& run, const ir::Graph& graph
   options.selection = run.settings.selection;
   options.first = run.settings.first;
   options.remaining_estimate = run.settings.remaining_estimate;
+  options.global_calibration = run.settings.global_calibration;
   options.seed = search::kernel_seed(run.settings.seed, key);
   if (producer != nullptr) options.also_searched = std::string(kAttentionFork);
   auto on_step = [&](const search::StepInfo& info) {

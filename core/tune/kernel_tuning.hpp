@@ -30,7 +30,8 @@ struct KernelSearchSettings {
   search::FirstCandidate first = search::FirstCandidate::defaults;  // TuneOptions::first
   // search::SearchOptions::remaining_estimate (TuneOptions::search "mcts-remaining").
   bool remaining_estimate = false;
-  uint64_t seed = 0;  // the run's: each kernel's own comes from it and its key
+  bool global_calibration = false;  // SearchOptions::global_calibration ("mcts-ranked")
+  uint64_t seed = 0;                // the run's: each kernel's own comes from it and its key
   // Candidates each search builds ahead (search::SearchOptions::look_ahead), when the context has
   // a BuildAhead; resolved from TuneOptions::build_ahead by the run.
   int look_ahead = 0;

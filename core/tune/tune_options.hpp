@@ -24,11 +24,14 @@ struct TuneOptions {
   // (backend_options) wins over its section. Checked against the manifests when the run starts.
   std::map<std::string, std::map<std::string, std::string>> plugin_options;
   int patience = 50;
-  // How each kernel's inner search picks candidates (--search): "mcts" (the tree, valued by the
-  // prior), "mcts-remaining" (the tree, a tried branch valued by the best configuration left
-  // untried below it: search::SearchOptions::remaining_estimate) or "random" (uniformly among the
-  // untried, bench/search's baseline).
-  std::string search = "mcts";
+  // How each kernel's inner search picks candidates (--search): "mcts-ranked" (the tree, a branch
+  // valued by the best configuration left untried below it, every estimate calibrated by the
+  // prior's error over all the search's measurements: search::SearchOptions::remaining_estimate
+  // and global_calibration; the default since 2026-12-06, docs/PERFORMANCE.md), "mcts" (the tree,
+  // a tried branch valued by what was measured below it), "mcts-remaining" (as mcts-ranked, each
+  // branch calibrated by its own measurements) or "random" (uniformly among the untried,
+  // bench/search's baseline).
+  std::string search = "mcts-ranked";
   // What each kernel's search evaluates first (--first): "defaults", the backend's untuned
   // configuration (option 0 at every fork), a known-good baseline before the prior's guesses; or
   // "prior", the configuration the prior predicts fastest (with a prior that has learned the

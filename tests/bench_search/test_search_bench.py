@@ -65,14 +65,14 @@ class SearchBenchOneKernel(unittest.TestCase):
     def test_the_modes_are_what_they_say(self):
         m = self.modes
         for name in ("p10", "p50", "ref"):
-            self.assertEqual(m[name]["search"], "mcts", name)
+            self.assertEqual(m[name]["search"], "mcts-ranked", name)
             self.assertNotEqual(m[name]["prior"], "flat", name)
         for name in ("r10", "r50"):
             self.assertEqual(m[name]["search"], "mcts-remaining", name)
             self.assertNotEqual(m[name]["prior"], "flat", name)
         self.assertEqual(m["r10"]["command"][m["r10"]["command"].index("--patience") + 1], "1")
         self.assertEqual(m["flat"]["prior"], "flat")
-        self.assertEqual(m["flat"]["search"], "mcts")
+        self.assertEqual(m["flat"]["search"], "mcts-ranked")  # emmy tune's default; no prior to rank by
         self.assertEqual(m["random"]["search"], "random")
         self.assertIn("--patience", m["p10"]["command"])
         self.assertEqual(m["p10"]["command"][m["p10"]["command"].index("--patience") + 1], "1")
@@ -149,7 +149,7 @@ class SearchBenchOneKernel(unittest.TestCase):
         self.assertEqual(len(rows), len(sm.REGIMES), md)
         for row in rows:
             self.assertEqual(row.count("|"), 2 + len(sm.MODES) + 1)
-        for title in ("mcts, patience 1", "mcts, patience 2", "flat prior", "random", "reference"):
+        for title in ("mcts-ranked, patience 1", "mcts-ranked, patience 2", "flat prior", "random", "reference"):
             self.assertIn(title, md)
 
     def test_a_bad_mode_is_a_usage_error(self):
