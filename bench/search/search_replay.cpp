@@ -30,6 +30,7 @@
 // as the backend does (KNOB:V:V...): `--order attention=wgmma:1,block_q,block_kv:64,warps:4`
 // makes the replay's defaults (each knob's first value) the live sm_90a backend's.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -362,14 +363,10 @@ Args parse(int argc, char** argv) {
         KnobSpec spec;
         std::getline(parts, spec.name, ':');
         for (std::string v; std::getline(parts, v, ':');) {
-          size_t used = 0;
           double x = 0;
-          try {
-            x = std::stod(v, &used);
-          } catch (const std::exception&) {
-            used = 0;
-          }
-          if (v.empty() || used != v.size())
+          const char* end = v.data() + v.size();
+          if (auto [at, error] = std::from_chars(v.data(), end, x);
+              error != std::errc{} || at != end)
             throw Error("--order: '" + v + "' in '" + entry + "' is not a number");
           spec.values.push_back(x);
         }

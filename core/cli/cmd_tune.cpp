@@ -189,10 +189,8 @@ int run_tune(const GlobalOptions& g, const std::vector<std::string>& args) {
               << "\n";
     return kExitUsage;
   }
-  if (o.search != "mcts" && o.search != "mcts-remaining" && o.search != "mcts-ranked" &&
-      o.search != "random") {
-    std::cerr << "emmy tune: --search '" << o.search
-              << "' is not mcts, mcts-remaining, mcts-ranked or random\n";
+  if (!search::parse_search_kind(o.search)) {
+    std::cerr << "emmy tune: --search '" << o.search << "' is not " << search::kSearchNames << "\n";
     return kExitUsage;
   }
   if (vm.count("budget") && o.budget < 1) {

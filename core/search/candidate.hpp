@@ -102,6 +102,26 @@ using StepCallback = std::function<void(const StepInfo&)>;
 // search benchmark sets MCTS beside (bench/search). Both evaluate each path at most once.
 enum class Selection : unsigned char { mcts, random };
 
+// What `emmy tune --search NAME` asks of each kernel's search: how it selects, and how the tree
+// values a tried branch (SearchOptions::remaining_estimate, global_calibration).
+struct SearchKind {
+  Selection selection = Selection::mcts;
+  bool remaining_estimate = false;
+  bool global_calibration = false;
+};
+
+// The names --search takes, as an error message lists them.
+inline constexpr std::string_view kSearchNames = "mcts-ranked, mcts, mcts-remaining or random";
+
+// "mcts-ranked" (the default), "mcts", "mcts-remaining" or "random"; nothing for any other text.
+inline std::optional<SearchKind> parse_search_kind(std::string_view name) {
+  if (name == "mcts-ranked") return SearchKind{Selection::mcts, true, true};
+  if (name == "mcts") return SearchKind{Selection::mcts, false, false};
+  if (name == "mcts-remaining") return SearchKind{Selection::mcts, true, false};
+  if (name == "random") return SearchKind{Selection::random, false, false};
+  return std::nullopt;
+}
+
 // Knobs of one search, both levels.
 struct SearchOptions {
   // The search ends when more than `patience` candidates in a row were evaluated without a new

@@ -34,12 +34,14 @@ KernelSearchSettings KernelSearchSettings::of(const TuneOptions& options) {
   KernelSearchSettings s;
   s.patience = options.patience;
   s.budget = options.budget;
-  s.selection = options.search == "random" ? search::Selection::random : search::Selection::mcts;
   // cmd_tune refuses any other name; a TuneOptions made in code with an unknown one gets the
   // default.
+  const search::SearchKind kind = search::parse_search_kind(options.search)
+                                      .value_or(*search::parse_search_kind(TuneOptions{}.search));
+  s.selection = kind.selection;
+  s.remaining_estimate = kind.remaining_estimate;
+  s.global_calibration = kind.global_calibration;
   s.first = search::parse_first_candidate(options.first).value_or(search::FirstCandidate::defaults);
-  s.remaining_estimate = options.search == "mcts-remaining" || options.search == "mcts-ranked";
-  s.global_calibration = options.search == "mcts-ranked";
   s.seed = options.seed;
   return s;
 }

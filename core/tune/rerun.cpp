@@ -22,7 +22,9 @@ std::string run_identity(const TuneOptions& o, const std::string& graph_key, con
      << "\nwarmup=" << o.warmup << "\ntimeout=" << exact(o.timeout_s) << "\nvalidate=" << o.validate
      << "\nbackend-options=";
   for (const auto& [k, v] : o.backend_options) id << k << "=" << v << ";";
-  // Only when not the default, so that the identity of a run without them is what it always was.
+  // Only when not mcts, the default when identities were first recorded: a run recorded then is
+  // identical to a `--search mcts` run now, and a run at today's default (mcts-ranked) walks
+  // another path, so its identity says so.
   if (o.search != "mcts") id << "\nsearch=" << o.search;
   if (o.budget > 0) id << "\nbudget=" << o.budget;
   // Only when given, for the same reason.

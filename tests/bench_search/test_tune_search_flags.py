@@ -45,7 +45,7 @@ class TuneSearchFlags(unittest.TestCase):
             self.assertIn(text, " ".join(r.stdout.split()))
 
     def test_an_unknown_search_is_refused(self):
-        self.assertUsageError(["--search", "annealing"], "--search 'annealing' is not mcts, mcts-remaining, mcts-ranked or random")
+        self.assertUsageError(["--search", "annealing"], "--search 'annealing' is not mcts-ranked, mcts, mcts-remaining or random")
 
     def test_an_unknown_first_is_refused(self):
         self.assertUsageError(["--first", "best"], "--first 'best' is not defaults, prior or prior-then-defaults")
