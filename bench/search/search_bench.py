@@ -30,10 +30,10 @@ N is the number of candidates p50 evaluated for the kernel, so flat and random g
 budget (--budget N gives it when p50 is not among the modes). --baseline-runs K runs flat and
 random K times each (seeds --seed to --seed + K - 1, homes MODE, MODE.sSEED): one run of a search
 that breaks ties or draws at random is one sample of how many evaluations it needs, and their
-figures are the mean of the K runs. --first prior gives p10, p50 and ref `emmy tune --first
-prior` (their first candidate is the one the prior predicts fastest, not the backend's untuned
-configuration); flat and random are unchanged, so the "half the evaluations of flat" comparison
-is against the flat prior as it runs by default. Every run: --no-validate (the assembled graph is not what is compared), --seed, and small
+figures are the mean of the K runs. --first (default prior-then-defaults, emmy tune's) is
+given to p10, p50 and ref; flat has no favourite, so it starts from the backend's untuned
+configuration whatever --first says, and random takes none: the "half the evaluations of flat"
+comparison is against the flat prior as it runs by default. Every run: --no-validate (the assembled graph is not what is compared), --seed, and small
 --samples/--warmup where asked. The figures (search_metrics.py) come from each run's JSON report
 (`searches`: every evaluation's rank time in order).
 
@@ -139,14 +139,16 @@ def load_suite(spec: str) -> tuple[list[dict], str]:
 
 # emmy tune's --search when none is given: mode_args passes --search only for another.
 DEFAULT_SEARCH = "mcts-ranked"
+# emmy tune's --first when none is given (with --prior flat it starts from the defaults).
+DEFAULT_FIRST = "prior-then-defaults"
 
 
 def mode_args(mode: str, budget: int | None, ref_factor: float, ref_patience: int,
-              patiences: tuple[int, int] = (10, 50), first: str = "defaults",
+              patiences: tuple[int, int] = (10, 50), first: str = DEFAULT_FIRST,
               search: str = DEFAULT_SEARCH) -> list[str]:
     # --first prior and --search mcts-remaining are for the prior-guided modes; flat has no prior
     # to start from or value untried configurations by, and random takes neither.
-    start = ["--first", first] if first != "defaults" else []
+    start = ["--first", first] if first != DEFAULT_FIRST else []
     if search != DEFAULT_SEARCH:
         start += ["--search", search]
     if mode in ("p10", "r10", "p50", "r50"):
@@ -333,9 +335,9 @@ def main() -> int:
                     help="the budget of flat, random and (times --ref-factor) ref when p50 is not run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--first", choices=("defaults", "prior", "prior-then-defaults"),
-                    default=os.environ.get("EMMY_SEARCH_FIRST", "defaults"),
+                    default=os.environ.get("EMMY_SEARCH_FIRST", DEFAULT_FIRST),
                     help="emmy tune --first of the prior-guided modes (p10, p50, ref): what each "
-                         "kernel's search evaluates first (default defaults; EMMY_SEARCH_FIRST)")
+                         "kernel's search evaluates first (default " + DEFAULT_FIRST + "; EMMY_SEARCH_FIRST)")
     ap.add_argument("--search", choices=("mcts", "mcts-remaining", "mcts-ranked"),
                     default=os.environ.get("EMMY_SEARCH_SEARCH", DEFAULT_SEARCH),
                     help="emmy tune --search of the prior-guided modes (p10, p50, ref): "

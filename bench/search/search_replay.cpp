@@ -304,7 +304,7 @@ struct Args {
   std::map<std::string, std::vector<KnobSpec>> orders;  // --order: knobs, values to put first
   int patience = 50, flat_seeds = 4, folds = 0;
   size_t min_configs = 8;
-  std::string first = "defaults";  // --first, as emmy tune's
+  std::string first = "prior-then-defaults";  // --first, as emmy tune's (its default)
   bool json = false, trace = false;
   Regime regime = Regime::rank;  // the search steers by rank times
   double within = 3, cover = 10;

@@ -135,7 +135,9 @@ struct SearchOptions {
   // row with nothing working, or when the tree is exhausted.
   int max_failures_before_success = 64;
   // Where the all-defaults candidate (option 0 at every fork) comes: first, never (the prior's
-  // favourite first), or second after the favourite.
+  // favourite first), or second after the favourite; first whatever this says when the search
+  // has no prior (LoopHooks::predict empty). emmy tune asks for prior_then_defaults
+  // (TuneOptions::first); defaults here, so a search built in code starts where it always did.
   FirstCandidate first = FirstCandidate::defaults;
   // Refused configurations cost nothing and do not count against patience; past this many in one
   // search, they do. A refusal builds nothing (microseconds), and some kernels refuse most of the

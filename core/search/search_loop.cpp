@@ -99,9 +99,11 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     const bool random = options.selection == Selection::random;
     std::optional<uint64_t> draw;
     if (random) draw = random_draw(options, step);
+    // Without a prior (flat) there is no favourite: the defaults come first whatever `first` says.
+    const FirstCandidate first = hooks.predict ? options.first : FirstCandidate::defaults;
     const bool defaults_now =
-        !random && ((options.first == FirstCandidate::defaults && step == 0) ||
-                    (options.first == FirstCandidate::prior_then_defaults && step == 1));
+        !random && ((first == FirstCandidate::defaults && step == 0) ||
+                    (first == FirstCandidate::prior_then_defaults && step == 1));
     TreeResolver resolver(tree, searched, random ? TreeResolver::OptionPredictor{} : hooks.predict,
                           defaults_now, options.also_searched, draw);
     Candidate cand;

@@ -41,7 +41,8 @@ KernelSearchSettings KernelSearchSettings::of(const TuneOptions& options) {
   s.selection = kind.selection;
   s.remaining_estimate = kind.remaining_estimate;
   s.global_calibration = kind.global_calibration;
-  s.first = search::parse_first_candidate(options.first).value_or(search::FirstCandidate::defaults);
+  s.first = search::parse_first_candidate(options.first)
+                .value_or(*search::parse_first_candidate(TuneOptions{}.first));
   s.seed = options.seed;
   return s;
 }

@@ -27,7 +27,7 @@ struct KernelSearchSettings {
   int patience = 50;
   int budget = 0;
   search::Selection selection = search::Selection::mcts;
-  search::FirstCandidate first = search::FirstCandidate::defaults;  // TuneOptions::first
+  search::FirstCandidate first = search::FirstCandidate::prior_then_defaults;  // TuneOptions::first
   // search::SearchOptions::remaining_estimate (TuneOptions::search "mcts-remaining").
   bool remaining_estimate = false;
   bool global_calibration = false;  // SearchOptions::global_calibration ("mcts-ranked")

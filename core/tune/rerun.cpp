@@ -26,6 +26,9 @@ std::string run_identity(const TuneOptions& o, const std::string& graph_key, con
   // identical to a `--search mcts` run now, and a run at today's default (mcts-ranked) walks
   // another path, so its identity says so.
   if (o.search != "mcts") id << "\nsearch=" << o.search;
+  // The first candidate changes the whole walk too; omitted at "defaults", the start when
+  // identities were first recorded.
+  if (o.first != "defaults") id << "\nfirst=" << o.first;
   if (o.budget > 0) id << "\nbudget=" << o.budget;
   // Only when given, for the same reason.
   for (const auto& [plugin, options] : o.plugin_options) {

@@ -55,6 +55,9 @@ class TuneSearchFlags(unittest.TestCase):
             args = sb.mode_args(mode, 20, 10, 0, first="prior")
             self.assertEqual(args[-2:], ["--first", "prior"], mode)
             self.assertNotIn("--first", sb.mode_args(mode, 20, 10, 0), mode)
+            # emmy tune's default is prior-then-defaults: the old start is asked for by name.
+            self.assertEqual(sb.mode_args(mode, 20, 10, 0, first="defaults")[-2:],
+                             ["--first", "defaults"], mode)
         for mode in ("flat", "random"):
             self.assertNotIn("--first", sb.mode_args(mode, 20, 10, 0, first="prior"), mode)
 

@@ -148,6 +148,21 @@ TEST_F(PriorLearningE2E, IdenticalRerunWalksTheSamePathAndLaunchesNothing) {
   EXPECT_GT(a4["cache_hits"].get<int>(), 0);
 }
 
+// Another first candidate walks another path: not an identical re-run, so it starts from the
+// checkpoint (the run identity names --first unless it is "defaults", as it names --search).
+TEST_F(PriorLearningE2E, ARunWithAnotherFirstCandidateIsNotAnIdenticalRerun) {
+  const json a1 = tune(kMatmulA, "a1.json");
+  ASSERT_EQ(a1["status"], "ok") << a1.dump(2);
+  ASSERT_EQ(a1["first"], "prior-then-defaults");
+  Completed c = emmy({"tune", "--backend", "cpu", "--code", kMatmulA, "--patience", "3", "--seed",
+                      "7", "--samples", "3", "--warmup", "1", "--no-progress", "--first",
+                      "defaults", "--json", path("a2.json")});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const json a2 = json::parse(emmy::test::read_file(path("a2.json")));
+  EXPECT_EQ(a2["first"], "defaults");
+  EXPECT_TRUE(a2["prior_replays_run"].is_null()) << a2.dump(2);
+}
+
 // With roofline chosen, which learns nothing, the same sequence re-walks A's first path exactly:
 // the new configurations above come from the learning, not from the sequence.
 TEST_F(PriorLearningE2E, RooflineRerunAfterOtherKernelsLaunchesNothing) {

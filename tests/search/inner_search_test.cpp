@@ -682,6 +682,23 @@ TEST(InnerSearch, PriorThenDefaultsReachesDefaultsThatAreBestWhereThePriorFavour
   EXPECT_EQ(std::count(alone.begin(), alone.end(), std::vector<size_t>{0, 0, 0}), 0);
 }
 
+// Without a prior (--prior flat) there is no favourite: whatever --first says (prior-then-defaults
+// is emmy tune's default), the search starts from the defaults, as flat always did, instead of
+// from a tie broken by the seed.
+TEST(InnerSearch, WithoutAPriorEveryFirstStartsFromTheDefaults) {
+  const Landscape l = Landscape::random(4, 3, 4, 0.0);
+  for (FirstCandidate first :
+       {FirstCandidate::defaults, FirstCandidate::prior, FirstCandidate::prior_then_defaults})
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      InnerOptions o = with_patience(3);
+      o.first = first;
+      o.seed = seed;
+      const auto paths = evaluated_paths(l, nullptr, o);
+      ASSERT_FALSE(paths.empty());
+      EXPECT_EQ(paths[0], (std::vector<size_t>{0, 0, 0})) << static_cast<int>(first) << " " << seed;
+    }
+}
+
 // A backend may refuse many knob combinations of a kernel: until one works, failures do not use
 // up the patience, so a kernel with a working configuration is not given up on.
 TEST(InnerSearch, FailuresBeforeTheFirstSuccessDoNotUseUpPatience) {
