@@ -152,6 +152,23 @@ class Table(unittest.TestCase):
         self.assertEqual(s["flat"]["never_within"], 1)
         self.assertEqual(s["flat"]["mean_to_within"], 3)  # never: counts its whole budget
         self.assertAlmostEqual(s["p50"]["min_pct_of_ref"], 100 * 10.0 / 10.1)
+        # p50 within 3 % at its 2nd evaluation, flat never (its whole budget of 3): 2 / 3.
+        self.assertAlmostEqual(s["p50"]["to_within_vs_flat"], 2 / 3)
+        self.assertIsNone(s["flat"]["to_within_vs_flat"])
+        self.assertIn("| 0.67 × |", md)
+
+    def test_the_ratio_to_flat_counts_only_the_kernels_flat_ran(self):
+        refs = {"rank": 10.0, "deploy": 10.0, "pooled": None}
+
+        def dep(*ts):
+            return [{"rank_us": x, "deploy_us": x, "cached": False} for x in ts]
+        both = {"name": "a", "reference_us": refs, "modes": {
+            "p50": mode(dep(10.0), refs), "flat": mode(dep(12.0, 12.0, 10.0, 11.0), refs)}}
+        p50_only = {"name": "b", "reference_us": refs, "modes": {
+            "p50": mode(dep(12.0, 12.0, 12.0, 12.0, 10.0), refs)}}
+        s = sm.summary([both, p50_only], "deploy")
+        self.assertEqual(s["p50"]["kernels"], 2)
+        self.assertAlmostEqual(s["p50"]["to_within_vs_flat"], 1 / 3)  # kernel a alone: 1 / 3
 
 
 if __name__ == "__main__":
