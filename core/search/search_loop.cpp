@@ -31,6 +31,16 @@ void set_aside_answer(SearchTree& tree, int leaf, const std::string& fork) {
   }
 }
 
+// Whether descent `step` answers every fork with the defaults (option 0): the first with
+// FirstCandidate::defaults, the second with prior_then_defaults. Without a prior (flat) there is
+// no favourite, so the defaults come first whatever `first` says; random selection takes none.
+bool defaults_at(const SearchOptions& options, const LoopHooks& hooks, int step) {
+  if (options.selection == Selection::random) return false;
+  const FirstCandidate first = hooks.predict ? options.first : FirstCandidate::defaults;
+  return (first == FirstCandidate::defaults && step == 0) ||
+         (first == FirstCandidate::prior_then_defaults && step == 1);
+}
+
 // What the look-ahead assumes a candidate's evaluation will say: that it succeeds at the typical
 // time of the subtree it is in (the geometric mean of the successes of its nearest ancestor that
 // has any), so the visit counts and the quality along its path move as they most often do (most
@@ -64,9 +74,12 @@ std::vector<Candidate> look_ahead(const SearchTree& tree, int leaf, int step, Fo
     // ahead is that of step + k.
     std::optional<uint64_t> draw;
     if (random) draw = random_draw(options, step + 1 + tries);
-    TreeResolver resolver(shadow, searched,
-                          random ? TreeResolver::OptionPredictor{} : hooks.predict, false,
-                          options.also_searched, draw);
+    // The defaults' descent too, where it is one of those foreseen (the step after the prior's
+    // favourite with --first prior-then-defaults), so the candidate built ahead is the one the
+    // search evaluates next.
+    TreeResolver resolver(
+        shadow, searched, random ? TreeResolver::OptionPredictor{} : hooks.predict,
+        defaults_at(options, hooks, step + 1 + tries), options.also_searched, draw);
     Candidate c;
     c.program = hooks.descend(resolver);
     const int end = resolver.endpoint();
@@ -99,13 +112,8 @@ SearchResult run_search(ForkKind searched, const SearchOptions& options, const L
     const bool random = options.selection == Selection::random;
     std::optional<uint64_t> draw;
     if (random) draw = random_draw(options, step);
-    // Without a prior (flat) there is no favourite: the defaults come first whatever `first` says.
-    const FirstCandidate first = hooks.predict ? options.first : FirstCandidate::defaults;
-    const bool defaults_now =
-        !random && ((first == FirstCandidate::defaults && step == 0) ||
-                    (first == FirstCandidate::prior_then_defaults && step == 1));
     TreeResolver resolver(tree, searched, random ? TreeResolver::OptionPredictor{} : hooks.predict,
-                          defaults_now, options.also_searched, draw);
+                          defaults_at(options, hooks, step), options.also_searched, draw);
     Candidate cand;
     cand.program = hooks.descend(resolver);
     resolver.fill(cand);

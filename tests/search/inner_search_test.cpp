@@ -889,6 +889,27 @@ TEST(InnerSearch, LookingAheadChangesNothingAndForeseesTheNextCandidates) {
   EXPECT_GE(rate, 0.75);  // 179 of 198 when written; 67 when the look-ahead assumed nothing learnt
 }
 
+// With --first prior-then-defaults the defaults come second: while the prior's favourite is
+// measured, the first candidate foreseen (and built ahead) is the defaults, the one evaluated next.
+TEST(InnerSearch, LookingAheadAfterThePriorsFavouriteForeseesTheDefaults) {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const Landscape l = Landscape::random(seed, 3, 4, 0.0);
+    auto prior = informed_prior(l, 0.0, 1);
+    InnerOptions o = with_patience(4);
+    o.first = FirstCandidate::prior_then_defaults;
+    o.look_ahead = 3;
+    const LookAheadRun run = run_with_look_ahead(l, prior.get(), o);
+    ASSERT_GE(run.evaluated.size(), 2u);
+    if (run.evaluated[0] == std::vector<size_t>{0, 0, 0}) continue;  // the favourite is them
+    EXPECT_EQ(run.evaluated[1], (std::vector<size_t>{0, 0, 0})) << seed;
+    ASSERT_FALSE(run.ahead[0].empty()) << seed;  // foreseen while step 0 was evaluated
+    EXPECT_EQ(run.ahead[0].front(), run.evaluated[1]) << seed;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // Random selection draws by step alone, so the first candidate foreseen is exactly the next one.
 TEST(InnerSearch, LookingAheadOfRandomSelectionForeseesTheNextCandidateExactly) {
   const Landscape l = Landscape::random(9, 3, 4, 0.05);
