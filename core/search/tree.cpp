@@ -139,7 +139,9 @@ size_t SearchTree::select(int id, const Predict& predict) const {
   // With remaining_estimate a measured sibling's prediction is its best untried configuration's,
   // so it calibrates by its own measured candidates' errors instead.
   const bool remaining = opt_.remaining_estimate;
-  for (size_t i = 0; i < k; ++i) {
+  // Globally calibrated (`--search mcts-ranked`), the siblings' errors are not used: not summed.
+  const bool global = remaining && opt_.global_calibration;
+  for (size_t i = 0; !global && i < k; ++i) {
     const int c = n.children[i];
     if (remaining) {
       if (c < 0 || node(c).residuals == 0) continue;
@@ -152,9 +154,7 @@ size_t SearchTree::select(int id, const Predict& predict) const {
     ++cal_n;
   }
   const double global_cal = calib_count_ > 0 ? calib_sum_ / calib_count_ : 0;
-  const double cal = remaining && opt_.global_calibration ? global_cal
-                     : cal_n > 0                          ? cal_sum / cal_n
-                                                          : global_cal;
+  const double cal = global ? global_cal : cal_n > 0 ? cal_sum / cal_n : global_cal;
 
   double log_ref = 0;
   if (has_best()) {
@@ -188,9 +188,9 @@ size_t SearchTree::select(int id, const Predict& predict) const {
       // as with the subtree's own error: made mostly of the one or two configurations measured
       // below it (with it, 11 evaluations instead of 4 on the replayed sdpa_b1s512 and more on
       // the cpu tables; docs/PERFORMANCE.md).
-      const double r = opt_.global_calibration ? cal
-                                               : (m.sum_residual + kCorrectionPrior * cal) /
-                                                     (m.residuals + kCorrectionPrior);
+      const double r =
+          global ? cal
+                 : (m.sum_residual + kCorrectionPrior * cal) / (m.residuals + kCorrectionPrior);
       // Failures below count against it, as in measured_value (one success in one visit: 1).
       const double rate = static_cast<double>(m.successes + 1) / (m.visits + 1);
       value = rate * std::exp(log_ref - (std::log(*pred[i]) + r));
