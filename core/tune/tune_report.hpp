@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tune/tune_options.hpp"
 
 namespace emmy::tune {
 
@@ -77,10 +78,11 @@ struct TuneReport {
   std::string backend_note;  // how the backend was chosen when --backend did not name it
   std::string env;
   std::string prior;
-  std::string search = "mcts-ranked";         // TuneOptions::search
-  std::string first = "prior-then-defaults";  // TuneOptions::first
-  int patience = 0;                           // used when budget is 0
-  int budget = 0;                             // TuneOptions::budget (0: none)
+  // The run's --search and --first; until the run sets them, emmy tune's defaults (one place).
+  std::string search = TuneOptions{}.search;
+  std::string first = TuneOptions{}.first;
+  int patience = 0;  // used when budget is 0
+  int budget = 0;    // TuneOptions::budget (0: none)
   // The run this one repeats (an identical re-run, its search started from the prior that run
   // started from: store/rerun_record.hpp); "" when it started from the prior's checkpoint.
   std::string prior_replays;
