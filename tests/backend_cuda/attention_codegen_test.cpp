@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -393,10 +394,56 @@ TEST(CudaAttention, WgmmaPersistentBlocksTakeTheItemsInTurnAndCompile) {
       << source.substr(source.rfind("//"));
   EXPECT_EQ(compiles(two), source);
   Case c = qwen3_attention(512);
-  c.knobs = {{"wgmma", 1}, {"block_q", 128}, {"warps", 8}, {"persistent", 1}};
+  c.knobs = {{"wgmma", 1}, {"block_q", 64}, {"heads", 2}, {"warps", 8}, {"persistent", 1}};
   EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
   c.knobs = {{"persistent", 1}};  // the mma.sync path
   EXPECT_THROW(generate_source(slice_of(c)), KnobRefused);
+}
+
+// persistent=1 with two consumer warpgroups of their own 64 rows (block_q 128, warps 8: cuDNN's
+// shape for SDPA on Hopper), alone or taking turns (pingpong): one block per SM, the result staged
+// in a buffer of its own after the ring (the single query buffer already holds the next item's
+// tile), and the turns running on across items: warpgroup 0 is let through once per block, and
+// warpgroup 1 hands the turn over after its last tile of every item but the block's last. Neither
+// spills.
+TEST(CudaAttention, WgmmaPersistentTwoWarpgroupsTakeTheirTurnsAcrossItems) {
+  for (const bool pingpong : {false, true}) {
+    for (const auto& [bkv, stages] : {std::pair<double, double>{128, 2}, {64, 3}}) {
+      Case c = qwen3_attention(512, 8);
+      c.knobs = {{"wgmma", 1},
+                 {"block_q", 128},
+                 {"warps", 8},
+                 {"block_kv", bkv},
+                 {"stages", stages},
+                 {"persistent", 1},
+                 {"pingpong", pingpong ? 1.0 : 0.0}};
+      const std::string source = generate_source(slice_of(c));
+      const std::string note = source.substr(source.rfind("// template: attention"));
+      const int64_t items = 16 * 8 * (512 / 128);
+      EXPECT_NE(note.find("warpgroups=2+producer persistent x132"), std::string::npos) << note;
+      EXPECT_NE(note.find("O:smem-16B own-buffer"), std::string::npos) << note;
+      EXPECT_EQ(note.find("pingpong") != std::string::npos, pingpong) << note;
+      Plan plan = parse_plan(source);
+      ASSERT_EQ(plan.launches.size(), 1u);
+      EXPECT_EQ(plan.launches[0].grid[0], 132);
+      EXPECT_EQ(plan.launches[0].block, 384);
+      EXPECT_NE(source.find("w < " + std::to_string(items) + "; w += gridDim.x"),
+                std::string::npos);
+      EXPECT_EQ(source.find("if (rows == 1 && j == 0) asm volatile(\"bar.arrive 6, 256;\"") !=
+                    std::string::npos,
+                pingpong);
+      EXPECT_EQ(source.find("t + 1 < n_tiles || w + (int)gridDim.x < " + std::to_string(items)) !=
+                    std::string::npos,
+                pingpong);
+      const CompileReport report = compile_report(source);
+      EXPECT_TRUE(report.ok) << report.log;
+      EXPECT_EQ(report.spill_bytes, 0) << report.log;
+      std::printf(
+          "[ attn     ] persistent block_q 128 block_kv %g stages %g pingpong %d: %d "
+          "registers\n",
+          bkv, stages, int(pingpong), report.registers);
+    }
+  }
 }
 
 // The result's rows, contiguous in o_proj's order (and in a plain [.., S, Dv] output), are staged

@@ -131,7 +131,15 @@ TEST(AttentionGpu, Qwen3At512MatchesAndBeatsTheFallback) {
        {"warps", 4},
        {"stages", 3},
        {"block_kv", 64},
-       {"persistent", 1}}};
+       {"persistent", 1}},
+      // ... with two warpgroups of their own rows, taking turns.
+      {{"wgmma", 1},
+       {"block_q", 128},
+       {"warps", 8},
+       {"stages", 2},
+       {"block_kv", 128},
+       {"persistent", 1},
+       {"pingpong", 1}}};
   double best = 0;
   for (const auto& knobs : variants) {
     const double median = matches_and_time(s, inputs, expected, knobs, "S=512");
@@ -187,6 +195,21 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
            {"warps", 8},
            {"stages", 2},
            {"block_kv", 64},
+           {"pingpong", 1}},
+          // A persistent grid of two warpgroups of their own rows, alone and taking turns across
+          // items (the result staged in a buffer of its own).
+          {{"wgmma", 1},
+           {"block_q", 128},
+           {"warps", 8},
+           {"stages", 2},
+           {"block_kv", 128},
+           {"persistent", 1}},
+          {{"wgmma", 1},
+           {"block_q", 128},
+           {"warps", 8},
+           {"stages", 3},
+           {"block_kv", 64},
+           {"persistent", 1},
            {"pingpong", 1}}}) {
       c.knobs = knobs;
       try {
@@ -200,7 +223,7 @@ TEST(AttentionGpu, WgmmaPathMatchesTheReferenceInterpreter) {
     }
   }
   EXPECT_GE(taken,
-            40);  // the three Qwen3 shapes, f16 hd 64, the padding mask, the transposed result, x8
+            50);  // the three Qwen3 shapes, f16 hd 64, the padding mask, the transposed result, x10
 }
 
 using Knobs = std::map<std::string, double>;
@@ -235,6 +258,15 @@ std::vector<Knobs> pingpong_sets() {
           hopper(128, 8, 3, 128, {"pingpong"}), hopper(64, 8, 3, 64, {"heads", "pingpong"})};
 }
 
+// The persistent grid of two warpgroups of their own rows (cuDNN's shape for SDPA on Hopper: a
+// block per SM, 128 query rows, 128-key tiles), alone and taking turns, timed on every shape.
+std::vector<Knobs> persistent_pair_sets() {
+  return {hopper(128, 8, 2, 128, {"persistent"}),
+          hopper(128, 8, 2, 128, {"persistent", "pingpong"}),
+          hopper(128, 8, 3, 64, {"persistent", "pingpong"}),
+          hopper(128, 8, 3, 128, {"persistent", "pingpong"})};
+}
+
 // Qwen3's attention at 1024 positions: both paths, correct, and their times printed.
 TEST(AttentionGpu, Qwen3At1024BothPaths) {
   Case c = qwen3_attention(1024);
@@ -254,6 +286,7 @@ TEST(AttentionGpu, Qwen3At1024BothPaths) {
                              hopper(64, 8, 3, 64, {"heads"}),
                              hopper(64, 8, 2, 128, {"heads"})};
   for (const Knobs& k : pingpong_sets()) sets.push_back(k);
+  for (const Knobs& k : persistent_pair_sets()) sets.push_back(k);
   for (const Knobs& knobs : sets) matches_and_time(s, inputs, expected, knobs, "S=1024");
   time_eager_form(1024, 1, inputs, hopper(64, 4, 3, 64), "S=1024");
 }
@@ -268,6 +301,7 @@ TEST(AttentionGpu, Qwen3At2048Hopper) {
   std::vector<Knobs> sets = {hopper(64, 4, 3, 64), hopper(64, 4, 2, 128), hopper(128, 8, 3, 64)};
   for (const Knobs& k : pingpong_sets())
     if (k.count("heads") == 0) sets.push_back(k);
+  for (const Knobs& k : persistent_pair_sets()) sets.push_back(k);
   for (const Knobs& knobs : sets) matches_and_time(s, inputs, expected, knobs, "S=2048");
   time_eager_form(2048, 1, inputs, hopper(64, 4, 3, 64), "S=2048");
 }
@@ -292,6 +326,7 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
                              hopper(64, 8, 2, 128, {"heads"})};
   for (const Knobs& k : pingpong_sets()) sets.push_back(k);
   sets.push_back(hopper(64, 8, 2, 128, {"heads", "pingpong"}));
+  for (const Knobs& k : persistent_pair_sets()) sets.push_back(k);
   for (const Knobs& knobs : sets) matches_and_time(s, inputs, expected, knobs, "B=8 S=512");
   time_eager_form(512, 8, inputs, hopper(64, 4, 3, 64), "B=8 S=512");
 }

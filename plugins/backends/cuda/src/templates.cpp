@@ -96,9 +96,10 @@ BackendCaps cuda_capabilities() {
       [](const std::map<std::string, double>& k) { return attention_knob_refusal(k).empty(); },
       "the attention template's paths (wgmma: one warpgroup per 64 query rows, so warps = "
       "block_q / 16, and stages >= 2, or two sharing 64 rows with warps 8 and stages >= 3; "
-      "persistent only with block_q 64 and warps 4; heads 2 only with block_q 64, warps 8, not "
-      "persistent; pingpong only with two warpgroups of their own rows: block_q 128 with warps 8, "
-      "or heads 2; mma.sync: stages 1 or 2, one head, not persistent, no pingpong)")};
+      "persistent only with a warpgroup per 64 rows of one head: block_q 64 with warps 4, or "
+      "block_q 128 with warps 8; heads 2 only with block_q 64, warps 8, not persistent; pingpong "
+      "only with two warpgroups of their own rows: block_q 128 with warps 8, or heads 2; "
+      "mma.sync: stages 1 or 2, one head, not persistent, no pingpong)")};
   // Alternatives (cuBLASLt beside the matmul) are template plugins: CudaBackend::capabilities()
   // adds those it took and offers.
   return caps;
@@ -142,9 +143,11 @@ std::string attention_knob_refusal(const std::map<std::string, double>& knobs) {
     return it == knobs.end() ? fallback : static_cast<int64_t>(it->second);
   };
   const int64_t BQ = at("block_q", 64), W = at("warps", 8), stages = at("stages", 2);
-  if (at("persistent", 0) == 1 && (at("wgmma", 0) != 1 || BQ != 64 || W != 4))
-    return "persistent=1 is a path of wgmma=1 with block_q=64 and warps=4 (one consumer warpgroup)";
   const int64_t heads = at("heads", 1);
+  if (at("persistent", 0) == 1 &&
+      (at("wgmma", 0) != 1 || heads != 1 || !((BQ == 64 && W == 4) || (BQ == 128 && W == 8))))
+    return "persistent=1 is a path of wgmma=1 with one head and a warpgroup per 64 query rows: "
+           "block_q=64 warps=4, or block_q=128 warps=8";
   if (heads != 1 && heads != 2) return "heads=" + std::to_string(heads) + ": 1 or 2";
   const int64_t pingpong = at("pingpong", 0);
   if (pingpong != 0 && pingpong != 1) return "pingpong=" + std::to_string(pingpong) + ": 0 or 1";

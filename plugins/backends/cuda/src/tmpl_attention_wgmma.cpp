@@ -183,7 +183,8 @@ struct WgmmaPlan {
   int64_t q_chunk = 0, k_chunk = 0, v_chunk = 0, q_bytes = 0, k_stage = 0, v_stage = 0;
   int64_t QB = 1;  // query buffers (2: the next item's copied early)
   int64_t k_off = 0, v_off = 0;
-  bool staged = false;  // the result stored through the query buffer
+  bool staged = false;  // the result stored through shared memory, 16 bytes a thread at a time
+  int64_t o_off = -1;  // where it is staged: a buffer of its own at o_off, or (-1) the query buffer
   int64_t tile_bytes = 0, smem = 0, NS = 0, NV = 0, persistent_blocks = 0;
   int64_t NBAR = 0;                   // mbarriers
   std::string q_free, q_full, q_use;  // the query buffers' barriers and use count
@@ -268,8 +269,9 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   // (a query tile of a batch entry, heaviest first) in turn; the producer copies the next item's
   // query tile and first key tiles while the consumers still finish the last one's products and
   // stores, so a short item (B=8 S=512: 4.5 key tiles on average) no longer pays its block's
-  // start and its first copies' latency alone. One consumer warpgroup (block_q 64, warps 4):
-  // attention_knob_refusal.
+  // start and its first copies' latency alone. A warpgroup per 64 query rows of one head
+  // (block_q 64 with warps 4, or block_q 128 with warps 8: cuDNN's shape for SDPA on Hopper, a
+  // block per SM of a producer and two consumer warpgroups): attention_knob_refusal.
   const bool persistent = knobs.count("persistent") && knobs.at("persistent") == 1;
   // q computed in the kernel: each block first computes its own query rows into scratch (before
   // the tensor maps: module.hpp), then copies them by TMA as any q. Not with persistent blocks
@@ -308,15 +310,28 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   };
   const int64_t QB = persistent && fits_two_per_sm(2) ? 2 : 1;
   const int64_t k_off = QB * q_bytes, v_off = k_off + STAGES * k_stage;
-  // The result through the query buffer (below, "Normalise and store").
-  const bool staged =
-      Dv <= D && (!persistent || QB > 1) && staged_store_possible(g, p, fused, scratch);
+  // The result through the query buffer (below, "Normalise and store"); a persistent block with
+  // one query buffer (the next item's tile is copied into it early) stages it in a buffer of its
+  // own after the ring where that costs no resident block (block_q 128, or 128-key tiles: one
+  // block per SM either way), and stores from the fragments otherwise.
+  const bool rows_out = Dv <= D && staged_store_possible(g, p, fused, scratch);
+  bool staged = rows_out && (!persistent || QB > 1);
+  int64_t o_off = -1;
+  const int64_t ring_bytes = QB * q_bytes + STAGES * (k_stage + v_stage);
+  const int64_t o_bytes = (BQ / 64) * 64 * Dv * 2;
+  if (rows_out && !staged && SPLIT == 1 && HR == 1 &&
+      ring_bytes + o_bytes + 128 <= kMaxSharedBytes &&
+      resident_blocks(ring_bytes + o_bytes + 128, NWORK) ==
+          resident_blocks(ring_bytes + 128, NWORK)) {
+    staged = true;
+    o_off = ring_bytes;
+  }
   // The tiles, then the mbarriers (at most 1 + 3 x 4 + 1 of 8 bytes), all in the dynamic buffer:
   // with no static shared memory the buffer starts at the block's window, aligned for the 128-byte
   // swizzle's 1024-byte period, so nothing is spent on rounding its start up. (Before, 1 KiB of
   // over-allocation plus static barriers took block_kv 64, stages 3 to 117,760 bytes, one block
   // per SM; now 114,816: two, whose warpgroups overlap each other's softmax and products.)
-  const int64_t tile_bytes = QB * q_bytes + STAGES * (k_stage + v_stage);
+  const int64_t tile_bytes = ring_bytes + (o_off >= 0 ? o_bytes : 0);
   const int64_t smem = tile_bytes + 128;
   // The second warpgroup of a split hands its partial result over through the ring's space.
   const int64_t handover_floats = (Dv / 8 * 4 + 4) * 128;
@@ -326,12 +341,14 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
     throw KnobRefused(knob_text + " block_kv=" + num(BKV) + " stages=" + num(STAGES) + " needs " +
                       num(smem) + " bytes of shared memory, more than " + num(kMaxSharedBytes));
   const int64_t NS = BKV / 8, NV = Dv / 8;
-  if (persistent && (SPLIT != 1 || BQ != 64))
-    throw KnobRefused(knob_text + ": persistent=1 takes block_q 64 with warps 4");
+  if (persistent && (SPLIT != 1 || HR != 1))
+    throw KnobRefused(knob_text +
+                      ": persistent=1 takes a warpgroup per 64 query rows of one head (block_q "
+                      "64 with warps 4, or 128 with warps 8)");
   // pingpong=1: the two warpgroups (each its own 64 rows, or its own head) issue their products in
   // turns (WgmmaKernel's turn_begin / turn_end), as attention_knob_refusal allows.
   const bool pingpong = knobs.count("pingpong") && knobs.at("pingpong") == 1;
-  if (pingpong && (NWG != 2 || SPLIT != 1 || persistent))
+  if (pingpong && (NWG != 2 || SPLIT != 1))
     throw KnobRefused(
         knob_text +
         ": pingpong=1 takes two warpgroups of their own rows (block_q 128, or heads 2)");
@@ -364,7 +381,8 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   pl.NWG = NWG, pl.CW = CW, pl.T = T, pl.move_registers = move_registers, pl.CH = CH, pl.CV = CV;
   pl.q_chunk = q_chunk, pl.k_chunk = k_chunk, pl.v_chunk = v_chunk, pl.q_bytes = q_bytes;
   pl.k_stage = k_stage, pl.v_stage = v_stage, pl.QB = QB, pl.k_off = k_off, pl.v_off = v_off;
-  pl.staged = staged, pl.tile_bytes = tile_bytes, pl.smem = smem, pl.NS = NS, pl.NV = NV;
+  pl.staged = staged, pl.o_off = o_off, pl.tile_bytes = tile_bytes, pl.smem = smem, pl.NS = NS,
+  pl.NV = NV;
   pl.persistent_blocks = persistent_blocks, pl.NBAR = NBAR, pl.q_free = q_free, pl.q_full = q_full;
   pl.q_use = q_use, pl.work_loop = work_loop, pl.q_scratch = q_scratch, pl.note = note;
   return pl;
@@ -745,8 +763,11 @@ class WgmmaKernel : private WgmmaPlan {
   // through once at the start. So while one warpgroup evaluates its softmax, the other's products
   // have the tensor cores to themselves, instead of both warpgroups' products contending and then
   // both softmaxes leaving the tensor cores idle. Warpgroup 1 does not let warpgroup 0 through
-  // after its last turn: each barrier then completes exactly n_tiles times (nothing is left
-  // pending when the block exits).
+  // after its last turn: each barrier then completes exactly as often as there are turns (nothing
+  // is left pending when the block exits). A persistent block's turns run on across its items:
+  // warpgroup 0 is let through at the start of the first item only, and after warpgroup 1's last
+  // turn of every item but the block's last (so warpgroup 0 starts its next item's products while
+  // warpgroup 1 finishes and stores this one's, instead of waiting for it).
   void turn_begin(Body& at) const {
     if (!pingpong) return;
     at.line(
@@ -756,8 +777,9 @@ class WgmmaKernel : private WgmmaPlan {
   void turn_end(Body& at) const {
     if (!pingpong) return;
     at.line(
-        "if (rows == 0 || t + 1 < n_tiles) asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(7 - rows) "
-        ": \"memory\");  // the other's turn");
+        "if (rows == 0 || t + 1 < n_tiles" + more_items() +
+        ") asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(7 - rows) : \"memory\");  // the other's "
+        "turn");
   }
 
   void release(Body& at, const std::string& stage) const {
@@ -935,9 +957,9 @@ class WgmmaKernel : private WgmmaPlan {
   void consumer_tiles(Body& cb) const {
     const std::string prev_stage = previous_stage(), prev_parity = previous_parity();
     if (pingpong)
-      cb.line(
-          "if (rows == 1) asm volatile(\"bar.arrive 6, 256;\" ::: \"memory\");  // warpgroup 0 "
-          "takes the first turn");
+      cb.line(std::string(persistent ? "if (rows == 1 && j == 0)" : "if (rows == 1)") +
+              " asm volatile(\"bar.arrive 6, 256;\" ::: \"memory\");  // warpgroup 0 takes the "
+              "first turn");
     cb.line("int t = part;");
     {
       Body mine(cb);
@@ -951,7 +973,7 @@ class WgmmaKernel : private WgmmaPlan {
         emit_tile(kv, false);
         mine.block("for (; t < n_mine; t += " + num(SPLIT) + ")", kv);
       }
-      if (persistent && !staged) {
+      if (persistent && !staged_in_q()) {
         mine.line(
             "// Every S of this item is complete: the producer may copy the next query tile.");
         mine.line("__syncwarp();");
@@ -1048,15 +1070,17 @@ class WgmmaKernel : private WgmmaPlan {
     // the last time: every S of the item is complete) and copies them out in 16-byte pieces, where
     // storing from the fragments (8 rows x 4 threads x 2 bytes per instruction) used a quarter of
     // each 32-byte sector it sent and 64 store instructions per thread. A persistent block with one
-    // query buffer keeps the direct stores: the next item's query tile is copied into it already.
+    // query buffer (the next item's query tile is copied into it already) stages them in a buffer
+    // of its own where that fits (plan_wgmma), and keeps the direct stores otherwise.
     if (staged) {
-      note += " O:smem-16B";
+      note += o_off >= 0 ? " O:smem-16B own-buffer" : " O:smem-16B";
       ExprGen e(g);
       bind_inputs(e, m);
       bind_causal_masks(e);
       // Each warpgroup's 64 rows in its own part of the buffer (Dv <= D: they fit).
-      const std::string stage = "emmy_base + (unsigned)qb * " + num(q_bytes) +
-                                "u + (unsigned)rows * " + num(64 * Dv * 2) + "u";
+      const std::string stage = (staged_in_q() ? "emmy_base + (unsigned)qb * " + num(q_bytes) + "u"
+                                               : "emmy_base + " + num(o_off) + "u") +
+                                " + (unsigned)rows * " + num(64 * Dv * 2) + "u";
       cb.line("// The item's rows, 16-bit, into its query buffer: row lr at lr * " + num(Dv * 2) +
               " bytes, 16-byte chunk c at (c ^ (lr & 7)) * 16 (the fragment writes of one");
       cb.line("// instruction, 8 rows of one chunk, then fall on 8 distinct bank groups).");
@@ -1069,9 +1093,15 @@ class WgmmaKernel : private WgmmaPlan {
                        "u + ((unsigned)(n ^ (lr & 7)) << 4) + (unsigned)(tig * 4)",
                    st);
       // Another warpgroup's rows of the query tile share the buffer: every consumer (but a split's
-      // second part, gone) must be past its last product before any writes into it.
-      cb.line("asm volatile(\"bar.sync 3, " + num(SPLIT > 1 ? 128 : CW * 32) +
-              ";\" ::: \"memory\");  // every consumer warp is past its last product");
+      // second part, gone) must be past its last product before any writes into it. A buffer of
+      // its own is the warpgroup's alone: only its last item's rows must be out of it.
+      if (staged_in_q())
+        cb.line("asm volatile(\"bar.sync 3, " + num(SPLIT > 1 ? 128 : CW * 32) +
+                ";\" ::: \"memory\");  // every consumer warp is past its last product");
+      else
+        cb.line(
+            "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(4 + rows) : \"memory\");  // the "
+            "warpgroup's last item's rows are out");
       cb.line("#pragma unroll");
       cb.line("for (int n = 0; n < " + num(NV) + "; ++n)");
       cb.line("  #pragma unroll");
@@ -1097,7 +1127,7 @@ class WgmmaKernel : private WgmmaPlan {
                "), \"r\"(r0), \"r\"(r1), \"r\"(r2), \"r\"(r3) : \"memory\");");
       out.block("if (gm < " + num(p.Sq) + "LL)", row);
       cb.block("for (int i = threadIdx.x & 127; i < " + num(64 * NV) + "; i += 128)", out);
-      if (persistent) {
+      if (persistent && staged_in_q()) {
         cb.line(
             "// The staged rows are read: the producer may copy a later query tile into this "
             "buffer.");
@@ -1120,6 +1150,12 @@ class WgmmaKernel : private WgmmaPlan {
     }
   }
 
+  // The result is staged in the query buffer (not in one of its own, nor stored from fragments).
+  bool staged_in_q() const { return staged && o_off < 0; }
+  // A condition's further term: a persistent block has another item after this one.
+  std::string more_items() const {
+    return persistent ? " || w + (int)gridDim.x < " + num(NWORK) : "";
+  }
   // With two heads, `rows` picks the head (the same query rows of each); else 64 more rows.
   std::string row_offset() const { return HR > 1 ? "" : "rows * 64 + "; }
   // The warpgroup's previous tile: t - SPLIT.
