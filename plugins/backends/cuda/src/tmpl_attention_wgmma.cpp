@@ -294,6 +294,10 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   const int64_t NQ = ceil_div(p.Sq, BQ), NZ = p.Z / HR, NWORK = NZ * NQ;
   if (SPLIT != 1 && SPLIT != 2)
     throw KnobRefused(knob_text + ": warps must be block_q / 16, or twice that");
+  if (persistent && (SPLIT != 1 || HR != 1))
+    throw KnobRefused(knob_text +
+                      ": persistent=1 takes a warpgroup per 64 query rows of one head (block_q "
+                      "64 with warps 4, or 128 with warps 8)");
   const int64_t NWG = SPLIT * HR * BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
   const bool move_registers = NWG > 1;
   const int64_t CH = D / 64, CV = Dv / 64;
@@ -318,9 +322,8 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   bool staged = rows_out && (!persistent || QB > 1);
   int64_t o_off = -1;
   const int64_t ring_bytes = QB * q_bytes + STAGES * (k_stage + v_stage);
-  const int64_t o_bytes = (BQ / 64) * 64 * Dv * 2;
-  if (rows_out && !staged && SPLIT == 1 && HR == 1 &&
-      ring_bytes + o_bytes + 128 <= kMaxSharedBytes &&
+  const int64_t o_bytes = BQ * Dv * 2;  // each warpgroup's 64 rows
+  if (rows_out && !staged && ring_bytes + o_bytes + 128 <= kMaxSharedBytes &&
       resident_blocks(ring_bytes + o_bytes + 128, NWORK) ==
           resident_blocks(ring_bytes + 128, NWORK)) {
     staged = true;
@@ -341,10 +344,6 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
     throw KnobRefused(knob_text + " block_kv=" + num(BKV) + " stages=" + num(STAGES) + " needs " +
                       num(smem) + " bytes of shared memory, more than " + num(kMaxSharedBytes));
   const int64_t NS = BKV / 8, NV = Dv / 8;
-  if (persistent && (SPLIT != 1 || HR != 1))
-    throw KnobRefused(knob_text +
-                      ": persistent=1 takes a warpgroup per 64 query rows of one head (block_q "
-                      "64 with warps 4, or 128 with warps 8)");
   // pingpong=1: the two warpgroups (each its own 64 rows, or its own head) issue their products in
   // turns (WgmmaKernel's turn_begin / turn_end), as attention_knob_refusal allows.
   const bool pingpong = knobs.count("pingpong") && knobs.at("pingpong") == 1;
