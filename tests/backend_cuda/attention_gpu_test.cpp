@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,20 @@ struct Measured {
   std::string source;
 };
 
+// The knob sets whose kernel hung (no answer within the timeout) earlier in this process: the
+// same knobs on another case or shape are skipped, failing the test once, so that a deadlocked
+// kernel costs one timeout of the device's time instead of one per case.
+std::set<std::string>& hung_knob_sets() {
+  static std::set<std::string> hung;
+  return hung;
+}
+
+std::string knob_text(const std::map<std::string, double>& knobs) {
+  std::string k;
+  for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
+  return k;
+}
+
 // Builds and measures `s` on inputs, checking it built and ran.
 Measured build_and_measure(const ir::Slice& s, const std::vector<ir::HostTensor>& inputs,
                            Regime regime, int samples) {
@@ -44,14 +59,20 @@ Measured build_and_measure(const ir::Slice& s, const std::vector<ir::HostTensor>
   for (const auto& t : inputs) req.inputs.tensors.push_back(t.data);
   req.warmup = 3;
   req.samples = samples;
-  req.timeout_s = 120;
+  req.timeout_s = 30;  // these kernels take microseconds; the worker's start is in it too
   Status st = backend().measure(s, art, req, run.result);
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(run.result.failure, FailureKind::none) << run.result.message;
+  if (run.result.failure == FailureKind::timeout)
+    hung_knob_sets().insert(knob_text(s.grouping.kernels.at(0).knobs));
   return run;
 }
 
 void expect_matches_reference(const Case& c) {
+  if (hung_knob_sets().count(knob_text(c.knobs))) {
+    ADD_FAILURE() << c.name << ": skipped, " << knob_text(c.knobs) << "hung on an earlier case";
+    return;
+  }
   ir::Slice s = slice_of(c);
   auto inputs = ir::random_inputs(s.graph, 11);
   auto expected = ir::evaluate(s.graph, inputs);
@@ -85,6 +106,11 @@ INSTANTIATE_TEST_SUITE_P(Cuda, AttentionOnGpu, ::testing::Range(0, int(attention
 double matches_and_time(ir::Slice& s, const std::vector<ir::HostTensor>& inputs,
                         const std::vector<ir::HostTensor>& expected,
                         const std::map<std::string, double>& knobs, const char* shape) {
+  const std::string k = knob_text(knobs);
+  if (hung_knob_sets().count(k)) {
+    ADD_FAILURE() << shape << " " << k << ": skipped, it hung on an earlier case";
+    return 0;
+  }
   s.grouping.kernels.at(0).knobs = knobs;
   Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
   EXPECT_EQ(run.result.outputs.tensors.size(), 1u);
@@ -92,8 +118,6 @@ double matches_and_time(ir::Slice& s, const std::vector<ir::HostTensor>& inputs,
   EXPECT_EQ(
       ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}),
       "");
-  std::string k;
-  for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
   std::printf("[ attn     ] qwen3 %s attention %-52s median %9.2f us\n", shape,
               k.empty() ? "(defaults)" : k.c_str(), run.result.median_us);
   return run.result.median_us;
