@@ -17,6 +17,7 @@
 #include "expr.hpp"
 #include "gpu_harness.hpp"
 #include "ir/interpreter.hpp"
+#include "perf_graphs.hpp"
 #include "templates.hpp"
 
 namespace emmy::cuda::test {
@@ -33,23 +34,23 @@ struct Measured {
 };
 
 // The knob sets whose kernel hung (no answer within the timeout) earlier in this process: the
-// same knobs on another case or shape are skipped, failing the test once, so that a deadlocked
-// kernel costs one timeout of the device's time instead of one per case.
+// same knobs on another case or shape are not built nor run again but fail at once, so that a
+// deadlocked kernel costs one timeout of the device's time instead of one per case.
 std::set<std::string>& hung_knob_sets() {
   static std::set<std::string> hung;
   return hung;
-}
-
-std::string knob_text(const std::map<std::string, double>& knobs) {
-  std::string k;
-  for (const auto& [name, v] : knobs) k += name + "=" + std::to_string(int(v)) + " ";
-  return k;
 }
 
 // Builds and measures `s` on inputs, checking it built and ran.
 Measured build_and_measure(const ir::Slice& s, const std::vector<ir::HostTensor>& inputs,
                            Regime regime, int samples) {
   Measured run;
+  const std::string knobs = perf::describe(s.grouping.kernels.at(0).knobs);
+  if (hung_knob_sets().count(knobs)) {
+    ADD_FAILURE() << knobs << ": skipped, it hung on an earlier case";
+    run.result.failure = FailureKind::timeout;
+    return run;
+  }
   Artifact art;
   EXPECT_TRUE(backend().build(s, regime, art, run.result).ok());
   EXPECT_EQ(run.result.failure, FailureKind::none) << run.result.message;
@@ -63,16 +64,11 @@ Measured build_and_measure(const ir::Slice& s, const std::vector<ir::HostTensor>
   Status st = backend().measure(s, art, req, run.result);
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(run.result.failure, FailureKind::none) << run.result.message;
-  if (run.result.failure == FailureKind::timeout)
-    hung_knob_sets().insert(knob_text(s.grouping.kernels.at(0).knobs));
+  if (run.result.failure == FailureKind::timeout) hung_knob_sets().insert(knobs);
   return run;
 }
 
 void expect_matches_reference(const Case& c) {
-  if (hung_knob_sets().count(knob_text(c.knobs))) {
-    ADD_FAILURE() << c.name << ": skipped, " << knob_text(c.knobs) << "hung on an earlier case";
-    return;
-  }
   ir::Slice s = slice_of(c);
   auto inputs = ir::random_inputs(s.graph, 11);
   auto expected = ir::evaluate(s.graph, inputs);
@@ -106,11 +102,6 @@ INSTANTIATE_TEST_SUITE_P(Cuda, AttentionOnGpu, ::testing::Range(0, int(attention
 double matches_and_time(ir::Slice& s, const std::vector<ir::HostTensor>& inputs,
                         const std::vector<ir::HostTensor>& expected,
                         const std::map<std::string, double>& knobs, const char* shape) {
-  const std::string k = knob_text(knobs);
-  if (hung_knob_sets().count(k)) {
-    ADD_FAILURE() << shape << " " << k << ": skipped, it hung on an earlier case";
-    return 0;
-  }
   s.grouping.kernels.at(0).knobs = knobs;
   Measured run = build_and_measure(s, inputs, Regime::deploy, 20);
   EXPECT_EQ(run.result.outputs.tensors.size(), 1u);
@@ -118,8 +109,9 @@ double matches_and_time(ir::Slice& s, const std::vector<ir::HostTensor>& inputs,
   EXPECT_EQ(
       ir::compare(expected[0], ir::HostTensor{expected[0].type, run.result.outputs.tensors[0]}),
       "");
-  std::printf("[ attn     ] qwen3 %s attention %-52s median %9.2f us\n", shape,
-              k.empty() ? "(defaults)" : k.c_str(), run.result.median_us);
+  const std::string k = knobs.empty() ? "(defaults)" : perf::describe(knobs);
+  std::printf("[ attn     ] qwen3 %s attention %-52s median %9.2f us\n", shape, k.c_str(),
+              run.result.median_us);
   return run.result.median_us;
 }
 
