@@ -309,8 +309,14 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   // item's is then copied as soon as the item before the last is read, while the consumers are
   // still on this one's key tiles (one tile is copied only once this item's products are issued,
   // and its latency, from memory, was what a short item waited for).
+  // The query tiles and the key/value ring; the mbarriers (at most 1 + 3 x 4 + 1 of 8 bytes) take
+  // kBarrierBytes after all tiles.
+  const auto ring_of = [&](int64_t q_tiles) {
+    return q_tiles * q_bytes + STAGES * (k_stage + v_stage);
+  };
+  constexpr int64_t kBarrierBytes = 128;
   const auto fits_two_per_sm = [&](int64_t q_tiles) {
-    return 2 * (q_tiles * q_bytes + STAGES * (k_stage + v_stage) + 128 + 1024) <= kSharedBytesPerSm;
+    return 2 * (ring_of(q_tiles) + kBarrierBytes + 1024) <= kSharedBytesPerSm;
   };
   const int64_t QB = persistent && fits_two_per_sm(2) ? 2 : 1;
   const int64_t k_off = QB * q_bytes, v_off = k_off + STAGES * k_stage;
@@ -321,21 +327,21 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   const bool rows_out = Dv <= D && staged_store_possible(g, p, fused, scratch);
   bool staged = rows_out && (!persistent || QB > 1);
   int64_t o_off = -1;
-  const int64_t ring_bytes = QB * q_bytes + STAGES * (k_stage + v_stage);
+  const int64_t ring_bytes = ring_of(QB);
   const int64_t o_bytes = BQ * Dv * 2;  // each warpgroup's 64 rows
-  if (rows_out && !staged && ring_bytes + o_bytes + 128 <= kMaxSharedBytes &&
-      resident_blocks(ring_bytes + o_bytes + 128, NWORK) ==
-          resident_blocks(ring_bytes + 128, NWORK)) {
+  const int64_t with_own = ring_bytes + o_bytes + kBarrierBytes;
+  if (rows_out && !staged && with_own <= kMaxSharedBytes &&
+      resident_blocks(with_own, NWORK) == resident_blocks(ring_bytes + kBarrierBytes, NWORK)) {
     staged = true;
     o_off = ring_bytes;
   }
-  // The tiles, then the mbarriers (at most 1 + 3 x 4 + 1 of 8 bytes), all in the dynamic buffer:
+  // The tiles, then the mbarriers, all in the dynamic buffer:
   // with no static shared memory the buffer starts at the block's window, aligned for the 128-byte
   // swizzle's 1024-byte period, so nothing is spent on rounding its start up. (Before, 1 KiB of
   // over-allocation plus static barriers took block_kv 64, stages 3 to 117,760 bytes, one block
   // per SM; now 114,816: two, whose warpgroups overlap each other's softmax and products.)
   const int64_t tile_bytes = ring_bytes + (o_off >= 0 ? o_bytes : 0);
-  const int64_t smem = tile_bytes + 128;
+  const int64_t smem = tile_bytes + kBarrierBytes;
   // The second warpgroup of a split hands its partial result over through the ring's space.
   const int64_t handover_floats = (Dv / 8 * 4 + 4) * 128;
   if (SPLIT > 1 && handover_floats * 4 > STAGES * (k_stage + v_stage))
