@@ -294,10 +294,6 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   const int64_t NQ = ceil_div(p.Sq, BQ), NZ = p.Z / HR, NWORK = NZ * NQ;
   if (SPLIT != 1 && SPLIT != 2)
     throw KnobRefused(knob_text + ": warps must be block_q / 16, or twice that");
-  if (persistent && (SPLIT != 1 || HR != 1))
-    throw KnobRefused(knob_text +
-                      ": persistent=1 takes a warpgroup per 64 query rows of one head (block_q "
-                      "64 with warps 4, or 128 with warps 8)");
   const int64_t NWG = SPLIT * HR * BQ / 64, CW = NWG * 4, T = CW * 32 + (NWG > 1 ? 128 : 32);
   const bool move_registers = NWG > 1;
   const int64_t CH = D / 64, CV = Dv / 64;
