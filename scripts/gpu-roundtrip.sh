@@ -67,6 +67,8 @@
 # mean evaluations a baseline needs, not one draw); EMMY_SEARCH_DEADLINE (default: 480 s from the start, plugin builds
 # included) starts no tune after it; ARGS go to search_bench.py. The whole suite with flat beside p50
 # takes two calls; `search_bench.py --recompute A.json B.json` makes their reports one benchmark.
+# EMMY_SEARCH_EXPORT_ROWS=1 also writes each run's measured rows as prior tables under $OUT/rows
+# (search_bench.py --export-rows; rows to train the shipped prior on, bench/prior/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -710,7 +712,8 @@ remote_search_bench() {
   ((deadline >= 1)) || deadline=1  # 0 would mean none
   python3 bench/search/search_bench.py --suite cuda --emmy "$CARRY/bin/emmy" --out "$out" \
     --work /tmp/emmy-search-bench --deadline "$deadline" \
-    --tune-timeout "${EMMY_SEARCH_TUNE_TIMEOUT:-300}" "$@"
+    --tune-timeout "${EMMY_SEARCH_TUNE_TIMEOUT:-300}" \
+    ${EMMY_SEARCH_EXPORT_ROWS:+--export-rows "$out/rows"} "$@"
 }
 
 case ${1:-bundle} in

@@ -40,7 +40,8 @@ comparison is against the flat prior as it runs by default. Every run: --no-vali
 Writes OUT/search_bench.md (the table), OUT/search_bench.json (every figure, trajectory and exact
 command) and OUT/search_bench.log, rewritten after every run so that a run cut short by the
 device tool's limit still leaves what it measured; --deadline S starts no tune after S seconds
-and interrupts one still running at S + 60 s (its mode then shows failed). Suites: SUITES below; a JSON file may give its own
+and interrupts one still running at S + 60 s (its mode then shows failed). --export-rows DIR
+writes each run's measured rows as a prior table DIR/KERNEL.TAG.jsonl (README). Suites: SUITES below; a JSON file may give its own
 ([{"name": ..., "code": ..., "backend": "cpu"}, ...]).
 """
 
@@ -166,11 +167,18 @@ def mode_args(mode: str, budget: int | None, ref_factor: float, ref_patience: in
     raise ValueError(mode)
 
 
-def run_tune(cmd: list[str], home: str, timeout: float, log) -> tuple[dict | None, str, float]:
-    """Runs one tune in `home`; returns (its JSON report or None, why not, wall seconds)."""
+def home_env(home: str) -> dict:
+    """The environment of an emmy command in `home`: its own home and database, and none of the
+    EMMY_* variables that would set a tune's options."""
     env = {k: v for k, v in os.environ.items() if k not in TUNE_ENV}
     env["EMMY_HOME"] = home
     env["EMMY_DB"] = os.path.join(home, "tuning.db")
+    return env
+
+
+def run_tune(cmd: list[str], home: str, timeout: float, log) -> tuple[dict | None, str, float]:
+    """Runs one tune in `home`; returns (its JSON report or None, why not, wall seconds)."""
+    env = home_env(home)
     report = cmd[cmd.index("--json") + 1]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -366,6 +374,12 @@ def main() -> int:
                          "from nothing)")
     ap.add_argument("--extra", action="append", default=[],
                     help="one more argument for every tune (repeatable), e.g. --extra=--timeout=5")
+    ap.add_argument("--export-rows", default=os.environ.get("EMMY_SEARCH_EXPORT_ROWS", ""),
+                    metavar="DIR",
+                    help="after each tune, write the rows its prior learned (every measurement of "
+                         "the run, `emmy eval prior --export`) to DIR/KERNEL.TAG.jsonl: a prior "
+                         "table of what the benchmark measured, to train on (bench/prior/README.md); "
+                         "a flat prior keeps no rows (EMMY_SEARCH_EXPORT_ROWS)")
     ap.add_argument("--recompute", nargs="+", default=[], metavar="JSON",
                     help="run nothing: recompute the figures and tables of an earlier "
                          "search_bench.json into --out; several (each its own kernels, e.g. the "
@@ -448,6 +462,20 @@ def main() -> int:
 
     log(f"== search benchmark: suite {suite_name} ({len(kernels)} kernels), modes {','.join(modes)}, "
         f"emmy {args.emmy}, work {work}")
+    def export_rows(name: str, tag: str, home: str, report: dict | None) -> None:
+        """The rows the tune's prior learned, as a prior table: DIR/NAME.TAG.jsonl. A run
+        interrupted or failed still keeps what it measured; a prior that keeps no checkpoint
+        (flat) has no rows to give."""
+        prior = (report or {}).get("prior")
+        if not prior or not os.path.exists(os.path.join(home, "priors", f"{prior}.ckpt")):
+            log(f"   no rows exported: prior {prior or '?'} kept no checkpoint")
+            return
+        os.makedirs(args.export_rows, exist_ok=True)
+        table = os.path.join(args.export_rows, f"{name}.{tag}.jsonl")
+        proc = subprocess.run([args.emmy, "eval", "prior", "--prior", prior, "--export", table],
+                              env=home_env(home), capture_output=True, text=True)
+        log("   " + (proc.stdout.strip() or proc.stderr.strip() or f"exit {proc.returncode}"))
+
     def tune_once(kern: dict, entry: dict, mode: str, budget: int | None, seed: int,
                   tag: str) -> dict:
         """One tune of `kern` in `mode` with `seed`, from a fresh home named by `tag`: its run
@@ -481,6 +509,8 @@ def main() -> int:
         if report:
             for field in ("prior", "search", "budget", "launches"):
                 run[field] = report.get(field)
+        if args.export_rows:
+            export_rows(kern["name"], tag, home, report)
         if why:
             run["error"] = why
             log(f"   failed: {why}")

@@ -32,7 +32,8 @@ class SearchBenchOneKernel(unittest.TestCase):
             [sys.executable, "-B", os.path.join(BENCH, "search_bench.py"), "--suite", suite,
              "--emmy", EMMY, "--out", cls.out, "--work", os.path.join(cls.tmp.name, "work"),
              "--samples", "3", "--warmup", "1", "--short-patience", "1", "--long-patience", "2",
-             "--ref-factor", "3", "--baseline-runs", "2", "--modes", ",".join(sm.MODES)],
+             "--ref-factor", "3", "--baseline-runs", "2", "--modes", ",".join(sm.MODES),
+             "--export-rows", os.path.join(cls.tmp.name, "rows")],
             capture_output=True, text=True, timeout=540)
         try:
             with open(os.path.join(cls.out, "search_bench.json")) as f:
@@ -141,6 +142,32 @@ class SearchBenchOneKernel(unittest.TestCase):
                 self.assertEqual(f["best_us"], min(p["best_us"] for p in f["per_run"]))
         for name in ("p10", "p50", "ref"):
             self.assertNotIn("runs", self.modes[name], name)
+
+    def test_every_run_whose_prior_learns_exports_what_it_measured(self):
+        rows_dir = os.path.join(self.tmp.name, "rows")
+        runs = [(name, m) for name, m in self.modes.items() if "runs" not in m]
+        runs += [(name if r["seed"] == 0 else f"{name}.s{r['seed']}", r)
+                 for name, m in self.modes.items() if "runs" in m for r in m["runs"]]
+        for tag, run in runs:
+            table = os.path.join(rows_dir, f"silu_mul_32x64.{tag}.jsonl")
+            if run["prior"] == "flat":  # keeps no checkpoint, so no rows
+                self.assertFalse(os.path.exists(table), tag)
+                continue
+            with open(table) as f:
+                rows = [json.loads(line) for line in f]
+            rank = [tuple(sorted(r["knobs"].items())) for r in rows if r["regime"] == "rank"]
+            configs = []
+            for p in run["trajectory"]:
+                if p["rank_us"] is None:
+                    continue
+                knobs = p["config"].partition("|")[2]
+                configs.append(tuple(sorted((k, float(v)) for k, v in
+                                            (kv.split("=") for kv in knobs.split(";") if kv))))
+            # Every configuration the search timed is a rank row of the table, once.
+            self.assertGreater(len(configs), 0, tag)
+            for c in configs:
+                self.assertEqual(rank.count(c), 1, (tag, c))
+            self.assertTrue(all(r["time_us"] > 0 for r in rows), tag)
 
     def test_the_table_has_the_kernel_and_every_mode(self):
         with open(os.path.join(self.out, "search_bench.md")) as f:
