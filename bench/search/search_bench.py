@@ -427,6 +427,12 @@ def main() -> int:
         ap.error("--short-patience and --long-patience must be at least 1")
     if args.prior_checkpoint and not os.path.isfile(args.prior_checkpoint):
         ap.error(f"--prior-checkpoint {args.prior_checkpoint} is not a file")
+    if args.export_rows:
+        # Made now, so that a path that cannot be a folder is refused before any tune runs.
+        try:
+            os.makedirs(args.export_rows, exist_ok=True)
+        except OSError as e:
+            ap.error(f"--export-rows {args.export_rows}: {e.strerror or e}")
 
     os.makedirs(args.out, exist_ok=True)
     work = args.work or tempfile.mkdtemp(prefix="emmy-search-bench.")
@@ -470,10 +476,10 @@ def main() -> int:
         if not prior or not os.path.exists(os.path.join(home, "priors", f"{prior}.ckpt")):
             log(f"   no rows exported: prior {prior or '?'} kept no checkpoint")
             return
-        os.makedirs(args.export_rows, exist_ok=True)
         table = os.path.join(args.export_rows, f"{name}.{tag}.jsonl")
         proc = subprocess.run([args.emmy, "eval", "prior", "--prior", prior, "--export", table],
                               env=home_env(home), capture_output=True, text=True)
+        # A failed export is logged and the benchmark goes on: its figures do not depend on it.
         log("   " + (proc.stdout.strip() or proc.stderr.strip() or f"exit {proc.returncode}"))
 
     def tune_once(kern: dict, entry: dict, mode: str, budget: int | None, seed: int,

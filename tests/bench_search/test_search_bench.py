@@ -179,6 +179,18 @@ class SearchBenchOneKernel(unittest.TestCase):
         for title in ("mcts-ranked, patience 1", "mcts-ranked, patience 2", "flat prior", "random", "reference"):
             self.assertIn(title, md)
 
+    def test_an_export_folder_that_cannot_be_made_is_a_usage_error(self):
+        blocker = os.path.join(self.tmp.name, "a_file")
+        with open(blocker, "w") as f:
+            f.write("not a folder")
+        r = subprocess.run([sys.executable, "-B", os.path.join(BENCH, "search_bench.py"), "--emmy", EMMY,
+                            "--out", os.path.join(self.tmp.name, "bad_rows"),
+                            "--export-rows", os.path.join(blocker, "rows")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--export-rows", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "bad_rows", "search_bench.json")))
+
     def test_a_bad_mode_is_a_usage_error(self):
         r = subprocess.run([sys.executable, "-B", os.path.join(BENCH, "search_bench.py"), "--modes",
                             "p50,annealing", "--emmy", EMMY, "--out", os.path.join(self.tmp.name, "bad")],
