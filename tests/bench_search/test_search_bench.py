@@ -15,6 +15,7 @@ BENCH = os.environ.get("EMMY_SEARCH_BENCH_DIR", os.path.join(HERE, "..", "..", "
 EMMY = os.environ.get("EMMY_BIN", "build/bin/emmy")
 sys.path.insert(0, BENCH)
 import search_metrics as sm  # noqa: E402
+from table_from_bench import parse_config  # noqa: E402
 
 SUITE = [{"name": "silu_mul_32x64",
           "code": "torch.nn.functional.silu(torch.randn(32,64)) * torch.randn(32,64)"}]
@@ -160,9 +161,7 @@ class SearchBenchOneKernel(unittest.TestCase):
             for p in run["trajectory"]:
                 if p["rank_us"] is None:
                     continue
-                knobs = p["config"].partition("|")[2]
-                configs.append(tuple(sorted((k, float(v)) for k, v in
-                                            (kv.split("=") for kv in knobs.split(";") if kv))))
+                configs.append(tuple(sorted(parse_config(p["config"])[1].items())))
             # Every configuration the search timed is a rank row of the table, once.
             self.assertGreater(len(configs), 0, tag)
             for c in configs:
