@@ -69,6 +69,8 @@
 # takes two calls; `search_bench.py --recompute A.json B.json` makes their reports one benchmark.
 # EMMY_SEARCH_EXPORT_ROWS=1 also writes each run's measured rows as prior tables under $OUT/rows
 # (search_bench.py --export-rows; rows to train the shipped prior on, bench/prior/README.md).
+# Every remote-* command ends by fitting $OUT to what the device tool brings back (8 files): where
+# there are more, all of them are in $OUT/outputs.tar.gz, the top-level *.md tables beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -716,7 +718,29 @@ remote_search_bench() {
     ${EMMY_SEARCH_EXPORT_ROWS:+--export-rows "$out/rows"} "$@"
 }
 
-case ${1:-bundle} in
+# The device tool brings back at most 8 files of $OUT, none deeper than two folders (its README,
+# Limits); a file beyond them is left out without a trace in $OUT (12-07: a bench's -v log, the
+# search benchmark's exported rows). Where a command left more, every file goes into
+# $OUT/outputs.tar.gz and only the top-level tables (*.md, at most 7) stay beside it. Only where
+# $OUT is set (the device tool's folder); EMMY_OUT_MAX_FILES overrides the 8.
+fit_out() {
+  local out=${OUT:-} max=${EMMY_OUT_MAX_FILES:-8} n tables
+  [[ -n $out && -d $out ]] || return 0
+  n=$(find "$out" -type f | wc -l)
+  ((n > max)) || return 0
+  tar czf /tmp/emmy-outputs.tar.gz -C "$out" . || return 0
+  tables=$(find "$out" -maxdepth 1 -type f -name '*.md' | wc -l)
+  if ((tables < max)); then
+    find "$out" -mindepth 1 -maxdepth 1 ! \( -type f -name '*.md' \) -exec rm -rf {} +
+  else
+    find "$out" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+  fi
+  mv /tmp/emmy-outputs.tar.gz "$out/outputs.tar.gz"
+  echo "== $n files under \$OUT: all in outputs.tar.gz (the device tool brings back $max)"
+}
+
+command=${1:-bundle}
+case $command in
   remote) remote ;;
   remote-sh) shift; remote_sh "$@" ;;
   remote-interrupt) remote_interrupt ;;
@@ -733,3 +757,6 @@ case ${1:-bundle} in
   bundle) shift || true; bundle "$@" ;;
   *) bundle "$@" ;;
 esac
+rc=$?
+[[ $command == remote* ]] && fit_out
+exit $rc

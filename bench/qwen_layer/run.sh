@@ -21,6 +21,9 @@
 #   EMMY_BENCH_TUNE_TIMEOUT  seconds per layer tune before Ctrl-C (default 120). An interrupted
 #                        tune's JSON has status "interrupted" and no kernels: that shape then
 #                        shows PyTorch only. Pick a patience that finishes.
+#   EMMY_BENCH_VERBOSE   1: each layer tune with -v, its whole output in $OUT/tune-bB-sS.log (the
+#                        bench log keeps the last 40 lines either way): which groupings and kernels
+#                        took the time of a slow tune
 #   EMMY_BENCH_SAMPLES   PyTorch samples per measurement (default 100)
 #   EMMY_BENCH_MODEL     1: also tune the whole model (default 0; needs its own device minutes)
 #   EMMY_BENCH_MODEL_PATIENCE (default EMMY_BENCH_PATIENCE), EMMY_BENCH_MODEL_SEQ (default 512),
@@ -86,13 +89,15 @@ for shape in ${SHAPES//,/ }; do
   done
   cmd=("$EMMY" tune "$MODEL" --layer 0 --batch "$b" --seq "$s" --backend "$BACKEND" --patience "$PATIENCE"
        --no-progress --json "$WORK/tune-b$b-s$s.json")
+  [[ ${EMMY_BENCH_VERBOSE:-0} == 1 ]] && cmd+=(-v)
   log "== ${cmd[*]}"
   t0=$(now)
   # SIGINT first: emmy stops cleanly, keeps what it measured and writes its JSON (status
   # "interrupted"). --foreground: only emmy gets it; without it timeout also signals the process
   # group, and a second SIGINT ends emmy at once (emmy's handler restores the default action);
   # the likely cause of a model tune on the H200 that left no JSON and no message.
-  timeout --foreground -s INT -k 30 "$TUNE_TIMEOUT" "${cmd[@]}" 2>&1 | tail -40 | tee -a "$LOG"
+  timeout --foreground -s INT -k 30 "$TUNE_TIMEOUT" "${cmd[@]}" 2>&1 | tee "$OUT/tune-b$b-s$s.log" |
+    tail -40 | tee -a "$LOG"
   rc=${PIPESTATUS[0]}
   log "wall $(elapsed "$t0" "$(now)") s (rc $rc)"
   # Every measured configuration of the tuned kernels, so the table can show what each competing

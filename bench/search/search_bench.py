@@ -270,16 +270,19 @@ MERGE_SETTINGS = ("modes", "baseline_runs", "first", "search", "patiences", "wit
                   "samples", "warmup", "prior_checkpoint", "extra")
 
 
-def merge_reports(reports: list[tuple[str, dict]]) -> dict:
+def merge_reports(reports: list[tuple[str, dict]], later_replaces: bool = False) -> dict:
     """One report of the kernels of several (the calls of one device session, each within the
     device tool's time limit): every kernel keeps its own runs and reference, and the summary is
     then over all of them. Raises ValueError, naming the file, where they are not one benchmark:
-    another suite or machine, a setting of MERGE_SETTINGS that differs, or a kernel twice. A
-    single report is returned as it is."""
+    another suite or machine, a setting of MERGE_SETTINGS that differs, or a kernel twice. With
+    `later_replaces` a kernel twice is taken from the later report (given later), its earlier runs
+    dropped and named under `replaced` (a kernel measured again after its space changed, so that
+    its runs and reference are one session's, never a mix). A single report is returned as it is."""
     (first_name, first), rest = reports[0], reports[1:]
     if not rest:
         return first
     seen = {}
+    replaced = []
     for name, r in reports:
         for field in ("suite", "machine"):
             if r.get(field) != first.get(field):
@@ -291,15 +294,21 @@ def merge_reports(reports: list[tuple[str, dict]]) -> dict:
                 raise ValueError(f"{name}: setting {key} is {b!r}, not {a!r} as in {first_name}")
         for k in r["kernels"]:
             if k["name"] in seen:
-                raise ValueError(f"{name}: kernel {k['name']} is also in {seen[k['name']]}")
+                if not later_replaces:
+                    raise ValueError(f"{name}: kernel {k['name']} is also in {seen[k['name']]}")
+                replaced.append({"kernel": k["name"], "file": seen[k["name"]], "by": name})
             seen[k["name"]] = name
     merged = dict(first)
-    merged["kernels"] = [k for _, r in reports for k in r["kernels"]]
+    # Each kernel from the last report that has it, in the order the reports give them.
+    merged["kernels"] = [k for name, r in reports for k in r["kernels"] if seen[k["name"]] == name]
+    if replaced:
+        merged["replaced"] = replaced
     merged["merged_from"] = [{"file": name, "started_utc": r.get("started_utc"),
                               "command": r.get("command"), "wall_s": r.get("wall_s")}
                              for name, r in reports]
     merged["wall_s"] = sum(m["wall_s"] or 0 for m in merged["merged_from"])
-    merged["command"] = "merged: " + " + ".join(name for name, _ in reports)
+    merged["command"] = "merged: " + " + ".join(name for name, _ in reports) + "".join(
+        f"; {x['kernel']} of {x['file']} replaced by {x['by']}'s" for x in replaced)
     return merged
 
 
@@ -385,6 +394,10 @@ def main() -> int:
                          "search_bench.json into --out; several (each its own kernels, e.g. the "
                          "calls of one device session) are merged into one report, whose summary "
                          "is over all their kernels")
+    ap.add_argument("--later-replaces", action="store_true",
+                    help="with --recompute: a kernel in several reports is taken from the last "
+                         "one given (e.g. measured again after its space changed); without it "
+                         "that is refused")
     args = ap.parse_args()
     if args.recompute:
         reports = []
@@ -395,7 +408,7 @@ def main() -> int:
             except (OSError, ValueError) as e:
                 ap.error(f"--recompute {name}: {e}")
         try:
-            earlier = merge_reports(reports)
+            earlier = merge_reports(reports, later_replaces=args.later_replaces)
         except ValueError as e:
             ap.error(f"--recompute: {e}")
         os.makedirs(args.out, exist_ok=True)

@@ -79,6 +79,24 @@ class Merge(unittest.TestCase):
                 self.assertIn("b.json", str(e.exception))
                 self.assertIn(why, str(e.exception))
 
+    def test_a_kernel_measured_again_replaces_its_earlier_runs_only_when_asked(self):
+        a = report(kernel("k1", [10.0, 9.0], [12.0, 9.1]), kernel("k2", [5.0], [6.0, 5.0]))
+        b = report(kernel("k2", [4.0, 3.0], [3.5, 3.1]))
+        with self.assertRaises(ValueError):
+            sb.merge_reports([("a.json", a), ("b.json", b)])
+        merged = sb.merge_reports([("a.json", a), ("b.json", b)], later_replaces=True)
+        self.assertEqual([k["name"] for k in merged["kernels"]], ["k1", "k2"])
+        self.assertEqual(merged["replaced"], [{"kernel": "k2", "file": "a.json", "by": "b.json"}])
+        self.assertIn("k2 of a.json replaced by b.json's", merged["command"])
+        with tempfile.TemporaryDirectory() as out:
+            sb.finish(merged, out)
+            with open(os.path.join(out, "search_bench.json")) as f:
+                written = json.load(f)
+        # k2's reference and figures are b.json's alone: none of a.json's runs of it remain.
+        refs = {k["name"]: k["reference_us"]["rank"] for k in written["kernels"]}
+        self.assertEqual(refs, {"k1": 9.0, "k2": 3.0})
+        self.assertEqual(written["summary"]["rank"]["p50"]["kernels"], 2)
+
     def test_the_command_line_merges_and_names_an_unreadable_file(self):
         with tempfile.TemporaryDirectory() as tmp:
             files = []
@@ -98,6 +116,19 @@ class Merge(unittest.TestCase):
                                   "--out", out], capture_output=True, text=True, timeout=60)
             self.assertEqual(bad.returncode, 2)
             self.assertIn(f"--recompute {missing}", bad.stderr)
+            again = os.path.join(tmp, "again.json")
+            with open(again, "w") as f:
+                json.dump(report(kernel("k1", [1.5], [1.5])), f)
+            twice = [sys.executable, "-B", script, "--recompute", *files, again, "--out", out]
+            refused = subprocess.run(twice, capture_output=True, text=True, timeout=60)
+            self.assertEqual(refused.returncode, 2)
+            self.assertIn("kernel k1 is also in", refused.stderr)
+            replaced = subprocess.run(twice + ["--later-replaces"], capture_output=True, text=True,
+                                      timeout=60)
+            self.assertEqual(replaced.returncode, 0, replaced.stderr)
+            with open(os.path.join(out, "search_bench.json")) as f:
+                ks = {k["name"]: k for k in json.load(f)["kernels"]}
+            self.assertEqual(ks["k1"]["reference_us"]["rank"], 1.5)
 
 
 class MachineDescription(unittest.TestCase):
