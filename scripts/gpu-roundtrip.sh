@@ -724,18 +724,19 @@ remote_search_bench() {
 # $OUT/outputs.tar.gz and only the top-level tables (*.md, at most 7) stay beside it. Only where
 # $OUT is set (the device tool's folder); EMMY_OUT_MAX_FILES overrides the 8.
 fit_out() {
-  local out=${OUT:-} max=${EMMY_OUT_MAX_FILES:-8} n tables
+  local out=${OUT:-} max=${EMMY_OUT_MAX_FILES:-8} n tables archive
   [[ -n $out && -d $out ]] || return 0
   n=$(find "$out" -type f | wc -l)
   ((n > max)) || return 0
-  tar czf /tmp/emmy-outputs.tar.gz -C "$out" . || return 0
+  archive=$(mktemp /tmp/emmy-outputs.XXXXXX) || return 0
+  tar czf "$archive" -C "$out" . || return 0
   tables=$(find "$out" -maxdepth 1 -type f -name '*.md' | wc -l)
   if ((tables < max)); then
     find "$out" -mindepth 1 -maxdepth 1 ! \( -type f -name '*.md' \) -exec rm -rf {} +
   else
     find "$out" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
   fi
-  mv /tmp/emmy-outputs.tar.gz "$out/outputs.tar.gz"
+  mv "$archive" "$out/outputs.tar.gz"
   echo "== $n files under \$OUT: all in outputs.tar.gz (the device tool brings back $max)"
 }
 

@@ -89,14 +89,15 @@ for shape in ${SHAPES//,/ }; do
   done
   cmd=("$EMMY" tune "$MODEL" --layer 0 --batch "$b" --seq "$s" --backend "$BACKEND" --patience "$PATIENCE"
        --no-progress --json "$WORK/tune-b$b-s$s.json")
-  [[ ${EMMY_BENCH_VERBOSE:-0} == 1 ]] && cmd+=(-v)
+  full=/dev/null  # where the tune's whole output goes: $OUT only with EMMY_BENCH_VERBOSE=1
+  [[ ${EMMY_BENCH_VERBOSE:-0} == 1 ]] && cmd+=(-v) && full=$OUT/tune-b$b-s$s.log
   log "== ${cmd[*]}"
   t0=$(now)
   # SIGINT first: emmy stops cleanly, keeps what it measured and writes its JSON (status
   # "interrupted"). --foreground: only emmy gets it; without it timeout also signals the process
   # group, and a second SIGINT ends emmy at once (emmy's handler restores the default action);
   # the likely cause of a model tune on the H200 that left no JSON and no message.
-  timeout --foreground -s INT -k 30 "$TUNE_TIMEOUT" "${cmd[@]}" 2>&1 | tee "$OUT/tune-b$b-s$s.log" |
+  timeout --foreground -s INT -k 30 "$TUNE_TIMEOUT" "${cmd[@]}" 2>&1 | tee "$full" |
     tail -40 | tee -a "$LOG"
   rc=${PIPESTATUS[0]}
   log "wall $(elapsed "$t0" "$(now)") s (rc $rc)"
