@@ -159,11 +159,11 @@ TEST(CudaKnobConstraints, TheCodePathAndTheTileShapeAreAskedBeforeTheFineKnobs) 
     order.push_back(site.name);
   // The split of K, the clusters and a persistent grid change how the tiles fill the GPU: decided
   // with the tile;
-  // the staged epilogue last.
+  // the staged epilogue and the persistent grid's turns between warpgroups last.
   EXPECT_EQ(order, (std::vector<std::string>{"matmul.wgmma", "matmul.tile_m", "matmul.tile_n",
                                              "matmul.splits", "matmul.cluster", "matmul.persistent",
                                              "matmul.tile_k", "matmul.warps", "matmul.stages",
-                                             "matmul.staged"}));
+                                             "matmul.staged", "matmul.pingpong"}));
 }
 
 // The inner search values a branch by the best whole configuration the prior predicts below it

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "cublaslt_library.hpp"
 #include "cublaslt_plugin_harness.hpp"
@@ -23,6 +24,7 @@ namespace {
 
 using Knobs = std::map<std::string, double>;
 using wgmma_test::add_persistent;
+using wgmma_test::add_pingpong;
 using wgmma_test::add_with;
 using wgmma_test::specialized;
 using wgmma_test::with_knobs;
@@ -95,6 +97,32 @@ std::vector<ir::HostTensor> expected_outputs(const ir::Graph& g,
   return out;
 }
 
+// EMMY_SWEEP_TILES: '|'-separated pieces of a knob description; a sweep then times only the tiles
+// whose description holds one of them (a GPU session spending its minutes on what it tests).
+// EMMY_SWEEP_M: the one M to time. Unset: everything.
+bool tile_wanted(const Knobs& k) {
+  const char* want = std::getenv("EMMY_SWEEP_TILES");
+  if (want == nullptr || *want == '\0') return true;
+  const std::string d = perf::describe(k), all = want;
+  for (size_t at = 0; at <= all.size();) {
+    const size_t end = std::min(all.find('|', at), all.size());
+    if (end > at && d.find(all.substr(at, end - at)) != std::string::npos) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+// EMMY_SWEEP_PRODUCT: the one product to time (qkv, o_proj, gate+up or down). Unset: all.
+bool product_wanted(const char* what) {
+  const char* want = std::getenv("EMMY_SWEEP_PRODUCT");
+  return want == nullptr || *want == '\0' || std::string(what) == want;
+}
+
+bool m_wanted(int64_t M) {
+  const char* want = std::getenv("EMMY_SWEEP_M");
+  return want == nullptr || *want == '\0' || std::to_string(M) == want;
+}
+
 // cuBLASLt's first four heuristic algorithms.
 const std::vector<Knobs> kAlgos = {{{"algo", 0}}, {{"algo", 1}}, {{"algo", 2}}, {{"algo", 3}}};
 
@@ -135,8 +163,24 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
            {{"staged", 1}});
   add_persistent(tiles, {specialized(128, 128, 6, 1, 64, 8), specialized(128, 256, 4, 1, 64, 8),
                          specialized(128, 256, 3, 1, 64, 8)});
+  // Clusters of two sharing B with the staged epilogue.
+  add_with(tiles,
+           {specialized(128, 256, 4, 1, 64, 8, 2), specialized(128, 256, 3, 1, 64, 8, 2),
+            specialized(128, 128, 6, 1, 64, 8, 2)},
+           {{"staged", 1}});
+  // Deep rings of small tiles for the N = 1024 products at M = 512 (cuBLAS: 64 x 64 in 13 stages,
+  // clusters of two), alone, in clusters, split and staged.
+  for (const Knobs& k : {specialized(64, 64, 12), specialized(64, 64, 8), specialized(64, 128, 8),
+                         specialized(64, 64, 12, 1, 64, 4, 2), specialized(64, 64, 8, 2),
+                         specialized(128, 64, 8, 1, 64, 8), specialized(64, 64, 12, 2)})
+    for (double staged : {0.0, 1.0}) tiles.push_back(with_knobs(k, {{"staged", staged}}));
+  // Two warpgroups of their own 64-row tiles taking turns, one's epilogue under the other's
+  // products (pingpong=1).
+  add_pingpong(tiles, {specialized(64, 256, 4, 1, 64, 8), specialized(64, 256, 3, 1, 64, 8),
+                       specialized(64, 128, 6, 1, 64, 8), specialized(64, 128, 4, 1, 64, 8)});
   for (int64_t M : {512, 2048, 4096})
     for (const Product& p : products) {
+      if (!m_wanted(M) || !product_wanted(p.what)) continue;
       Case lt = product(M, p.K, p.N, p.residual);
       const std::vector<ir::HostTensor> inputs = ir::random_inputs(lt.graph, 23);
       std::vector<ir::HostTensor> reference;
@@ -159,6 +203,7 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
       double best = -1;
       std::string best_knobs;
       for (const Knobs& k : tiles) {
+        if (!tile_wanted(k)) continue;
         gen.knobs = k;
         Timed t = run(gen, inputs);
         if (t.us < 0) continue;
@@ -245,7 +290,10 @@ TEST(MatmulSweepGpu, GatedGateUpBesideCublasLtAndItsSwiGlu) {
     for (double staged : {0.0, 1.0}) tiles.push_back(with_knobs(k, {{"staged", staged}}));
   add_with(tiles, {specialized(128, 64, 4, 1, 64, 8), specialized(128, 128, 3, 1, 64, 8)},
            {{"persistent", 1}, {"staged", 1}});
+  add_pingpong(tiles, {specialized(64, 128, 4, 1, 64, 8), specialized(64, 128, 3, 1, 64, 8),
+                       specialized(64, 64, 6, 1, 64, 8)});
   for (int64_t M : {512, 2048, 4096}) {
+    if (!m_wanted(M)) continue;
     Case gated;
     gated.name = std::to_string(M) + "x1024->2x3072 swiglu";
     gated.graph = perf::gated_linear(M, K, H);
@@ -283,6 +331,7 @@ TEST(MatmulSweepGpu, GatedGateUpBesideCublasLtAndItsSwiGlu) {
     double best = -1;
     std::string best_knobs;
     for (const Knobs& k : tiles) {
+      if (!tile_wanted(k)) continue;
       gated.knobs = k;
       Timed t = run(gated, inputs);
       if (t.us < 0) continue;

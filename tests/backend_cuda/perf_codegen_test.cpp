@@ -59,7 +59,8 @@ TEST(CudaPerfCodegen, NewKnobsAreDeclared) {
   EXPECT_EQ(values("pointwise", "vec"), (std::vector<double>{1, 4, 8}));
   EXPECT_EQ(values("reduction", "vec"), (std::vector<double>{1, 4, 8}));
   EXPECT_EQ(values("reduction", "row_warp"), (std::vector<double>{0, 1}));
-  EXPECT_EQ(values("matmul", "stages"), (std::vector<double>{1, 2, 3, 4, 6}));
+  EXPECT_EQ(values("matmul", "stages"), (std::vector<double>{1, 2, 3, 4, 6, 8, 12}));
+  EXPECT_EQ(values("matmul", "pingpong"), (std::vector<double>{0, 1}));
   auto tk = values("matmul", "tile_k");
   EXPECT_NE(std::find(tk.begin(), tk.end(), 64.0), tk.end());
   auto tn = values("matmul", "tile_n");

@@ -40,6 +40,23 @@ MeasureResult build(const ir::Slice& s) {
   return test::build_offline(offline_backend(), s);
 }
 
+// A persistent kernel's checks shared by its tests: one block a SM (never more blocks than
+// tiles), compiled without spills, built by the backend.
+void expect_persistent_kernel_builds(const ir::Slice& s, const std::string& source, int64_t tiles,
+                                     const Knobs& k, const char* what) {
+  const Plan plan = parse_plan(source);
+  ASSERT_EQ(plan.launches.size(), 1u) << describe(k);
+  EXPECT_EQ(plan.launches[0].grid[0], std::min<int64_t>(tiles, 132)) << describe(k);
+  EXPECT_EQ(plan.launches[0].grid[1], 1) << describe(k);
+  EXPECT_EQ(plan.launches[0].grid[2], 1) << describe(k);
+  const test::CompileReport report = test::compile_report(source);
+  EXPECT_EQ(report.spill_bytes, 0) << describe(k) << "\n" << report.log;
+  std::printf("[ ptxas    ] %-10s %-37s %3d registers, %d bytes spilled\n", what,
+              describe(k).c_str(), report.registers, report.spill_bytes);
+  MeasureResult r = build(s);
+  EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
+}
+
 TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
   BackendCaps caps = cuda_capabilities();
   const auto& knobs = caps.templates.at("matmul");
@@ -71,7 +88,8 @@ TEST(CudaWgmmaCodegen, HopperStartsTheMatmulOnTheWarpSpecializedPath) {
                       {"tile_k", 64},
                       {"warps", 8},
                       {"stages", 4},
-                      {"staged", 1}}));
+                      {"staged", 1},
+                      {"pingpong", 0}}));
   EXPECT_EQ(matmul_knob_refusal(h), "");
   EXPECT_EQ(a, first(cuda_capabilities()));
   EXPECT_EQ(a.at("wgmma"), 0);
@@ -216,6 +234,20 @@ TEST(CudaWgmmaCodegen, StagedEpilogueStoresRowsInSixteenBytePieces) {
                    piece = source.find("ld.shared.v4.u32", shared_store);
       EXPECT_NE(shared_store, std::string::npos) << describe(k);
       EXPECT_NE(piece, std::string::npos) << describe(k);
+      // The writes into the tile: no bounds check (rows and columns past the output's end land
+      // in the tile's own room and are never copied out), each pair packed into its word by one
+      // conversion or one byte permutation, never as two halves.
+      const size_t staging = source.find("// The epilogue through shared memory"),
+                   copy_out = source.find("#pragma unroll 4", staging);
+      ASSERT_NE(staging, std::string::npos) << describe(k);
+      ASSERT_NE(copy_out, std::string::npos) << describe(k);
+      const std::string writes = source.substr(staging, copy_out - staging);
+      EXPECT_EQ(writes.find("if (gm <"), std::string::npos) << describe(k) << "\n" << writes;
+      EXPECT_TRUE(writes.find("emmy_rbf2(") != std::string::npos ||
+                  writes.find("emmy_bf_pack(") != std::string::npos)
+          << describe(k) << "\n"
+          << writes;
+      EXPECT_EQ(writes.find("emmy_bf_bits("), std::string::npos) << describe(k) << "\n" << writes;
       const test::CompileReport report = test::compile_report(source);
       EXPECT_EQ(report.spill_bytes, 0) << describe(k) << "\n" << report.log;
       EXPECT_NE(report.ptx.find("st.global.v4.u32"), std::string::npos) << describe(k);
@@ -245,7 +277,71 @@ TEST(CudaWgmmaCodegen, StagedEpilogueStoresRowsInSixteenBytePieces) {
   }
 }
 
-// persistent=1 (wgmma=2): a 1-D grid of as many blocks as the SMs hold, each taking output tiles
+// pingpong=1 (persistent, warps 8, tile_m 64): each consumer warpgroup owns the block's
+// alternate tiles (all of tile_n, one 64-row wgmma a k16 step), takes its turn on named barrier
+// 2 + w and hands it over on 3 - w; with staged=1 each stages its tile in a buffer of its own
+// behind barrier 4 + w. One block a SM (the consumers' registers fill the SM); compiles without
+// spills; refused off the persistent grid, with one warpgroup, or with tile_m 128.
+TEST(CudaWgmmaCodegen, PingpongWarpgroupsTakeAlternateTilesAndTurns) {
+  struct Case {
+    ir::Graph g;
+    int64_t tiles;
+    Knobs k;
+    int64_t wgmma_n;  // each warpgroup's: the whole tile (a gated one: both halves' B rows)
+  };
+  std::vector<Case> cases;
+  for (Knobs k : {specialized(64, 256, 4, 1, 64, 8), specialized(64, 128, 6, 1, 64, 8),
+                  specialized(64, 256, 3, 1, 64, 8)}) {
+    k["persistent"] = 1;
+    k["pingpong"] = 1;
+    const int64_t tiles = (4096 / 64) * (1024 / int64_t(k.at("tile_n")));
+    const int64_t n = int64_t(k.at("tile_n"));
+    cases.push_back({perf::linear(4096, 1024, 1024, false), tiles, k, n});
+    Knobs staged = k;
+    staged["staged"] = 1;
+    if (matmul_knob_refusal(staged).empty())
+      cases.push_back({perf::linear(4096, 1024, 1024, true), tiles, staged, n});
+  }
+  Knobs gated = specialized(64, 128, 4, 1, 64, 8);
+  gated["persistent"] = 1;
+  gated["pingpong"] = 1;
+  cases.push_back({perf::gated_linear(512, 1024, 3072), (512 / 64) * (3072 / 128), gated, 256});
+  Knobs ragged = specialized(64, 64, 2, 1, 64, 8);
+  ragged["persistent"] = 1;
+  ragged["pingpong"] = 1;
+  ragged["staged"] = 1;
+  cases.push_back({perf::linear(200, 136, 72, true), 4 * 2, ragged, 64});
+  for (const Case& c : cases) {
+    ir::Slice s = one_kernel(c.g, "matmul", c.k);
+    const std::string source = generate_source(s);
+    expect_persistent_kernel_builds(s, source, c.tiles, c.k, "pingpong");
+    EXPECT_EQ(parse_plan(source).launches.at(0).block, 384) << describe(c.k);
+    EXPECT_NE(source.find("for (int emmy_q = emmy_pp; emmy_q < emmy_tiles_here; emmy_q += 2)"),
+              std::string::npos)
+        << describe(c.k);
+    EXPECT_NE(source.find("bar.sync %0, 256;\" :: \"r\"(2 + emmy_pp)"), std::string::npos);
+    EXPECT_NE(source.find("bar.arrive %0, 256;\" :: \"r\"(3 - emmy_pp)"), std::string::npos);
+    EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(c.wgmma_n) + "k16"),
+              std::string::npos)
+        << describe(c.k);
+    if (c.k.count("staged")) {
+      EXPECT_NE(source.find("bar.sync %0, 128;\" :: \"r\"(4 + emmy_pp)"), std::string::npos);
+    }
+  }
+  Knobs cooperative = specialized(128, 128, 4, 1, 64, 8);
+  cooperative["persistent"] = 1;
+  Knobs one_warpgroup = specialized(64, 128, 4);
+  one_warpgroup["persistent"] = 1;
+  for (Knobs k : {specialized(64, 128, 4, 1, 64, 8), cooperative, one_warpgroup}) {
+    k["pingpong"] = 1;
+    EXPECT_FALSE(matmul_knob_refusal(k).empty()) << describe(k);
+    EXPECT_THROW(generate_source(one_kernel(perf::linear(2048, 1024, 1024, false), "matmul", k)),
+                 KnobRefused)
+        << describe(k);
+  }
+}
+
+// persistent=1 (wgmma=2): a 1-D grid of one block a SM, each taking output tiles
 // in turn, the ring's count running on across tiles, the epilogue inside the consumers' tile
 // loop; with staged=1 the staging tile lies after the ring (the producer fills the ring under
 // the epilogue). Compiles without spills; refused with splits, clusters, or off wgmma=2.
@@ -272,13 +368,8 @@ TEST(CudaWgmmaCodegen, PersistentTilesTakeTheOutputTilesInTurn) {
   for (const Case& c : cases) {
     ir::Slice s = one_kernel(c.g, "matmul", c.k);
     const std::string source = generate_source(s);
-    const Plan plan = parse_plan(source);
-    ASSERT_EQ(plan.launches.size(), 1u) << describe(c.k);
-    // One or two resident blocks a SM (by shared memory), never more blocks than tiles.
-    EXPECT_GE(plan.launches[0].grid[0], std::min<int64_t>(c.tiles, 132)) << describe(c.k);
-    EXPECT_LE(plan.launches[0].grid[0], std::min<int64_t>(c.tiles, 2 * 132)) << describe(c.k);
-    EXPECT_EQ(plan.launches[0].grid[1], 1) << describe(c.k);
-    EXPECT_EQ(plan.launches[0].grid[2], 1) << describe(c.k);
+    // One block a SM (two would seldom fit the registers), never more blocks than tiles.
+    expect_persistent_kernel_builds(s, source, c.tiles, c.k, "persistent");
     EXPECT_NE(source.find("for (int emmy_t = blockIdx.x; emmy_t < " + std::to_string(c.tiles) +
                           "; emmy_t += gridDim.x"),
               std::string::npos)
@@ -289,12 +380,6 @@ TEST(CudaWgmmaCodegen, PersistentTilesTakeTheOutputTilesInTurn) {
     const size_t store =
         c.k.count("staged") ? source.find("st.global.v4.u32") : source.find("out0[");
     EXPECT_LT(store, close) << describe(c.k);
-    const test::CompileReport report = test::compile_report(source);
-    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
-    std::printf("[ ptxas    ] persistent %-37s %3d registers, %d bytes spilled\n",
-                describe(c.k).c_str(), report.registers, report.spill_bytes);
-    MeasureResult r = build(s);
-    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
   }
   // The staged tile after a 6-stage ring reaches the block's 227 KiB exactly, with the static
   // barriers beyond it (refused at launch on the H100 before the rule counted them).

@@ -23,10 +23,12 @@ using Knobs = std::map<std::string, double>;
 using perf::describe;
 using perf::one_kernel;
 using wgmma_test::add_persistent;
+using wgmma_test::add_pingpong;
 using wgmma_test::add_with;
 using wgmma_test::specialized;
 using wgmma_test::two_wgmma_linears;
 using wgmma_test::wgmma;
+using wgmma_test::with_knobs;
 
 CudaBackend& backend() {
   static CudaBackend b(test::gpu_test_options("emmy-cuda-wgmma-gpu-test"));
@@ -121,7 +123,26 @@ TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
   // tiles give the small shapes several tiles a block.
   add_persistent(knobs, {specialized(64, 64, 2), specialized(64, 32, 3),
                          specialized(128, 256, 3, 1, 64, 8), specialized(128, 128, 4, 1, 64, 8)});
+  // Two warpgroups of their own tiles taking turns (pingpong=1).
+  add_pingpong(knobs, {specialized(64, 64, 2, 1, 64, 8), specialized(64, 256, 3, 1, 64, 8),
+                       specialized(64, 128, 4, 1, 32, 8)});
   expect_shapes_match(shapes, knobs);
+  // Several tiles a block, an odd number on some (288 tiles of 64 x 64 over 132 blocks), where
+  // the turns alternate between the warpgroups; and a long K (32 slices) that deep rings wrap.
+  std::vector<Shape> many;
+  many.push_back({"linear 1000x200 -> 1096", perf::linear(1000, 200, 1096, false)});
+  many.push_back({"linear 384x2048 -> 136 +bias silu", perf::linear(384, 2048, 136, true)});
+  std::vector<Knobs> turns;
+  add_pingpong(turns, {specialized(64, 64, 2, 1, 64, 8), specialized(64, 64, 4, 1, 16, 8),
+                       specialized(64, 128, 3, 1, 64, 8), specialized(64, 64, 12, 1, 64, 8)});
+  // Deep rings (8 and 12 stages) over a long K, alone, split and in clusters.
+  turns.push_back(specialized(64, 64, 12));
+  turns.push_back(specialized(64, 64, 8, 2));
+  turns.push_back(specialized(64, 64, 12, 1, 64, 4, 2));
+  turns.push_back(with_knobs(specialized(64, 128, 8), {{"staged", 1}}));
+  turns.push_back(with_knobs(specialized(64, 64, 12), {{"persistent", 1}}));
+  add_persistent(turns, {specialized(128, 128, 4, 1, 64, 8)});
+  expect_shapes_match(many, turns);
 }
 
 // A gated epilogue (SwiGLU over a packed gate+up product) on ragged shapes: both wgmma paths,
@@ -148,6 +169,7 @@ TEST(CudaWgmmaGpu, GatedEpilogueMatchesTheReference) {
   add_with(knobs, {wgmma(64, 32, 2), specialized(128, 128, 3, 1, 64, 8), specialized(64, 64, 4, 2)},
            {{"staged", 1}});
   add_persistent(knobs, {specialized(64, 32, 3), specialized(128, 64, 4, 1, 64, 8)});
+  add_pingpong(knobs, {specialized(64, 32, 3, 1, 64, 8), specialized(64, 128, 4, 1, 64, 8)});
   knobs.push_back({{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 3}});
   expect_shapes_match(shapes, knobs);
 }
@@ -172,6 +194,7 @@ TEST(CudaWgmmaGpu, BWithNContiguousMatchesTheReference) {
                               specialized(64, 256, 3, 1, 16)};
   add_with(knobs, {wgmma(64, 64, 2), specialized(128, 128, 4, 1, 64, 8)}, {{"staged", 1}});
   add_persistent(knobs, {specialized(64, 64, 3), specialized(128, 128, 4, 1, 64, 8)});
+  add_pingpong(knobs, {specialized(64, 128, 4, 1, 64, 8)});
   expect_shapes_match(shapes, knobs);
 }
 
@@ -188,6 +211,7 @@ TEST(CudaWgmmaGpu, OProjsTransposedAMatchesTheReference) {
   std::vector<Knobs> knobs = {wgmma(64, 64, 2), wgmma(128, 128, 3, 32), specialized(128, 128, 4),
                               specialized(128, 64, 4, 2, 64, 8), specialized(64, 256, 3, 1, 16)};
   add_persistent(knobs, {specialized(64, 64, 3), specialized(128, 128, 4, 1, 64, 8)});
+  add_pingpong(knobs, {specialized(64, 128, 4, 1, 64, 8)});
   expect_shapes_match(shapes, knobs);
 }
 

@@ -38,6 +38,13 @@ void add_persistent(std::vector<std::map<std::string, double>>& knobs,
       knobs.push_back(with_knobs(k, {{"persistent", 1}, {"staged", staged}}));
 }
 
+void add_pingpong(std::vector<std::map<std::string, double>>& knobs,
+                  const std::vector<std::map<std::string, double>>& tiles) {
+  for (const auto& k : tiles)
+    for (double staged : {0.0, 1.0})
+      knobs.push_back(with_knobs(k, {{"persistent", 1}, {"pingpong", 1}, {"staged", staged}}));
+}
+
 ir::Slice two_wgmma_linears(int64_t m, int64_t k, int64_t n1, int64_t n2) {
   ir::Slice s;
   ir::Builder b(s.graph);

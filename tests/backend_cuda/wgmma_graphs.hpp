@@ -35,6 +35,10 @@ void add_with(std::vector<std::map<std::string, double>>& knobs,
 // epilogue (staged 0, then 1), appended to `knobs`.
 void add_persistent(std::vector<std::map<std::string, double>>& knobs,
                     const std::vector<std::map<std::string, double>>& tiles);
+// Each of `tiles` (warps 8, tile_m 64) as persistent=1 pingpong=1: two consumer warpgroups of
+// their own tiles taking turns, with either epilogue (staged 0 and 1).
+void add_pingpong(std::vector<std::map<std::string, double>>& knobs,
+                  const std::vector<std::map<std::string, double>>& tiles);
 
 // Two chained bf16 linears (x @ w1^T, then @ w2^T), each a wgmma=1 kernel, as one slice: the
 // tuner's assembled program, whose modules share one tensor-map table.

@@ -210,6 +210,13 @@ std::string ExprGen::stored(DType t, const std::string& v) const {
   return store_element(t, v);
 }
 
+std::string ExprGen::stored_pair(DType t, const std::string& v0, const std::string& v1) const {
+  if (t == DType::bf16)
+    return exact_bf16(v0) && exact_bf16(v1) ? "emmy_bf_pack(" + v0 + ", " + v1 + ")"
+                                            : "emmy_rbf2(" + v0 + ", " + v1 + ")";
+  return "((unsigned)" + stored(t, v0) + " | ((unsigned)" + stored(t, v1) + " << 16))";
+}
+
 // Operand i of v read at the broadcast of idx, converted to the compute type of `to`.
 std::string ExprGen::operand(ir::ValueId v, size_t i, const Index& idx, DType to, Body& b) {
   ir::ValueId x = g_.node(v).inputs.at(i);
@@ -1269,6 +1276,8 @@ __device__ __forceinline__ float emmy_rbf(float f) { unsigned r; asm("cvt.rn.bf1
 // Two values rounded to bf16 by one conversion (ExprGen's paired rounding of a column group's
 // neighbours): the pair packed as in memory (lo = the first), then each as a float again.
 __device__ __forceinline__ unsigned emmy_rbf2(float lo, float hi) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+// Two floats holding bf16 values exactly, packed as in memory (lo first): their top halves.
+__device__ __forceinline__ unsigned emmy_bf_pack(float lo, float hi) { return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632); }
 __device__ __forceinline__ float emmy_bf_lo(unsigned r) { return __uint_as_float(r << 16); }
 __device__ __forceinline__ float emmy_bf_hi(unsigned r) { return __uint_as_float(r & 0xffff0000u); }
 __device__ __forceinline__ float emmy_rh(float f) { return emmy_h2f(emmy_f2h(f)); }

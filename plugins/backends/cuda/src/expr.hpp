@@ -118,6 +118,9 @@ class ExprGen {
   // The 16-bit (or other storage) value of `v` for a store of dtype t (store_element, or the top
   // half of an exact bf16).
   std::string stored(ir::DType t, const std::string& v) const;
+  // Two values of one 16-bit dtype packed as in memory (v0 the low half) in one 32-bit word: bf16
+  // pairs by one conversion, or by one byte permutation where both hold bf16 values exactly.
+  std::string stored_pair(ir::DType t, const std::string& v0, const std::string& v1) const;
 
   // Operand indices of a linear/matmul/bmm node at output index `out` and depth `k`.
   void gemm_operands(ir::ValueId v, const Index& out, const std::string& k, Index& a,

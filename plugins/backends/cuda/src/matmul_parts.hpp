@@ -51,6 +51,7 @@ struct Plan {
   int64_t cluster = 1;       // blocks per cluster along M sharing B (specialized only)
   bool staged = false;       // the epilogue through shared memory (the wgmma paths only)
   bool persistent = false;   // a grid of resident blocks taking tiles in turn (specialized only)
+  bool pingpong = false;     // persistent, two warpgroups of their own tiles taking turns
   ir::DType a_t = ir::DType::f32, b_t = ir::DType::f32;
   bool sixteen = false;  // both operands bf16, or both f16
   int64_t WM = 0;        // tensor cores: warps along M (0: they do not tile the block)

@@ -81,6 +81,11 @@ Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs) {
   pl.persistent = knobs.count("persistent") && knobs.at("persistent") == 1;
   if (pl.persistent && !pl.specialized)
     throw KnobRefused("matmul: persistent=1 is a knob of the warp-specialized path (wgmma=2)");
+  pl.pingpong = knobs.count("pingpong") && knobs.at("pingpong") == 1;
+  if (pl.pingpong && (!pl.persistent || W != 8 || BM != 64))
+    throw KnobRefused(
+        "matmul: pingpong=1 is a knob of the persistent wgmma=2 path with two consumer "
+        "warpgroups of their own tiles (warps=8, tile_m=64)");
   if (pl.staged && !use_wgmma)
     throw KnobRefused("matmul: staged=1 is a knob of the wgmma paths (wgmma=1 or 2)");
   if (stages > 4 && !pl.specialized)

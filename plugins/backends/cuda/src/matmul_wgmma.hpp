@@ -67,6 +67,10 @@ struct WgmmaTile {
   // only, without splits or clusters): the epilogue's consumer code then runs inside the tile
   // loop, which the caller closes after it (tmpl_matmul_wgmma_ws.cpp).
   bool persistent = false;
+  // persistent=1, warps 8, tile_m 64: the two consumer warpgroups own whole tiles, alternately,
+  // and take turns on the tensor cores, one's epilogue under the other's products
+  // (tmpl_matmul_wgmma_ws.cpp).
+  bool pingpong = false;
   // splits > 1 (cluster 1): the splits of a tile are a cluster's blocks, which add their partial
   // tiles through distributed shared memory, each block its share of the consumer warps, instead
   // of through global scratch in the last block (tmpl_matmul_wgmma_ws.cpp). Off for the staged

@@ -51,25 +51,30 @@ BackendCaps cuda_capabilities() {
       // memory (or global scratch with staged=1 or cluster=2). cluster: 2 = pairs of blocks
       // along M share the B tile through TMA multicast (wgmma=2 only). persistent: 1 = a grid of
       // resident blocks taking the output tiles in turn, the next tile's copies under the last
-      // one's epilogue (wgmma=2 without splits or clusters). staged: 1 = the epilogue through
+      // one's epilogue (wgmma=2 without splits or clusters). pingpong: 1 = a persistent block's
+      // two consumer warpgroups (warps 8, tile_m 64) own alternate tiles and take turns on the
+      // tensor cores, one's epilogue under the other's products. stages: the ring's depth; 8
+      // and 12 for small tiles over a long K (cuBLAS runs o_proj and down at M = 512 as 64 x 64
+      // tiles in 13 stages: a slice's copy takes longer than the slices in flight take to
+      // multiply). staged: 1 = the epilogue through
       // shared memory, rows stored in 16-byte pieces (wgmma paths only). tile_m x tile_n is the
       // output tile; a gated kernel's (SwiGLU inside the product) reads 2 x tile_n rows of B on
       // the wgmma paths, both halves' columns.
       {"wgmma", {0, 1, 2}},        {"tile_m", {64, 32, 128}}, {"tile_n", {64, 32, 128, 256}},
       {"splits", {1, 2, 4}},       {"cluster", {1, 2}},       {"persistent", {0, 1}},
-      {"tile_k", {16, 8, 32, 64}}, {"warps", {4, 2, 8}},      {"stages", {1, 2, 3, 4, 6}},
-      {"staged", {0, 1}},
+      {"tile_k", {16, 8, 32, 64}}, {"warps", {4, 2, 8}},      {"stages", {1, 2, 3, 4, 6, 8, 12}},
+      {"staged", {0, 1}},          {"pingpong", {0, 1}},
   };
   caps.constraints["matmul"] = {table_constraint(
       caps.templates["matmul"],
       {"wgmma", "tile_m", "tile_n", "splits", "cluster", "persistent", "tile_k", "warps", "stages",
-       "staged"},
+       "staged", "pingpong"},
       [](const std::map<std::string, double>& k) { return matmul_knob_refusal(k).empty(); },
       "the matmul template's tile rules (wgmma: tile_m 64 or 128, tile_k 16, 32 or 64, warps a "
       "multiple of 4 per 64 rows of tile_m, tile_n in multiples of 8 per warpgroup, the stages' "
       "shared memory; wgmma=2: stages >= 2; splits > 1, cluster 2 and stages > 4 only with "
-      "wgmma=2; persistent=1 only with wgmma=2, splits 1 and cluster 1; staged=1 only with "
-      "wgmma 1 or 2; stages > 1: tile_k a "
+      "wgmma=2; persistent=1 only with wgmma=2, splits 1 and cluster 1; pingpong=1 only persistent "
+      "with warps 8 and tile_m 64; staged=1 only with wgmma 1 or 2; stages > 1: tile_k a "
       "multiple of 16 and warps tiling the block; else the "
       "tile split over the threads; one stage within 48 KiB of static shared memory)")};
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
@@ -200,6 +205,10 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
     return "staged=1 is a knob of the wgmma paths";
   if (at("persistent", 0) != 0 && (wgmma != 2 || splits != 1 || at("cluster", 1) != 1))
     return "persistent=1 is a knob of the warp-specialized wgmma=2 without splits or clusters";
+  const bool pingpong = at("pingpong", 0) != 0;
+  if (pingpong && (at("persistent", 0) != 1 || W != 8 || BM != 64))
+    return "pingpong=1 is a knob of the persistent wgmma=2 with two consumer warpgroups of their "
+           "own tiles: warps 8, tile_m 64";
   if (wgmma == 2 && stages < 2) return "wgmma=2 hands stages between warps: stages >= 2";
   // More bytes in flight cover the copies' latency under load on the specialized path (its
   // consumers waited on the ring's barriers at 4 stages: ncu, docs/PERFORMANCE.md).
@@ -207,7 +216,8 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
   if (wgmma == 1 || wgmma == 2) {
     if (BM != 64 && BM != 128) return "wgmma=1 needs tile_m 64 or 128 (64 rows per warpgroup)";
     if (BK != 16 && BK != 32 && BK != 64) return "wgmma=1 needs tile_k 16, 32 or 64";
-    const int64_t wg_m = BM / 64, warpgroups = W / 4;
+    // pingpong: each warpgroup holds a whole tile, as one warpgroup would.
+    const int64_t wg_m = BM / 64, warpgroups = pingpong ? 1 : W / 4;
     if (W % 4 != 0 || warpgroups % wg_m != 0)
       return "wgmma=1 needs warps a multiple of 4 per 64 rows of tile_m";
     const int64_t wg_n = warpgroups / wg_m;
@@ -216,8 +226,9 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
     // A persistent kernel's staged epilogue has its tile after the ring (the producer refills
     // the ring meanwhile); otherwise the tile reuses the ring. The sum can reach the block's
     // 227 KiB, where the static barriers no longer fit: kStagedTileReserve beside the tile.
+    // With pingpong each warpgroup stages its own tile.
     const int64_t staging = at("persistent", 0) == 1 && at("staged", 0) == 1
-                                ? BM * (BN + 8) * 2 + kStagedTileReserve
+                                ? (pingpong ? 2 : 1) * BM * (BN + 8) * 2 + kStagedTileReserve
                                 : 0;
     if (stages * (BM + BN) * BK * 2 + staging + 1024 > 227 * 1024)
       return "wgmma=1: the stages need more shared memory than a block gets";

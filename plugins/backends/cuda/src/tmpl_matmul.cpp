@@ -107,7 +107,17 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   const bool two_pass = pair && product_buf.empty() && stored.size() == 1 &&
                         ir::is_floating(g.type(g.outputs[stored[0]]).dtype) && thread_results > 0 &&
                         thread_results <= 64;
-  const std::string row = two_pass ? "emmy_em" : "gm", col = two_pass ? "emmy_en" : "gn";
+  // The staged epilogue writes every result of the tile into shared memory, where a row or
+  // column past the output's end lands in the tile's own room and is never copied out: no bounds
+  // check before its writes (with the check, ptxas kept the tile's coordinates live and
+  // recomputed every write's address behind a branch: the persistent 128 x 256 kernel's writes
+  // took 1300 instructions, ncu), the values computed at indices clamped into the output.
+  const bool staged = !staged_at.empty();
+  const bool clamped = two_pass || staged;
+  const std::string row = clamped ? "emmy_em" : "gm", col = clamped ? "emmy_en" : "gn";
+  const std::string clamp_line = "const long long emmy_em = gm < " + std::to_string(M) +
+                                 "LL ? gm : " + std::to_string(M - 1) + "LL, emmy_en = gn < " +
+                                 std::to_string(N) + "LL ? gn : " + std::to_string(N - 2) + "LL;";
   const std::string next_column = "(" + col + " + 1)";
   Index oi = out_index(row, col), oi1 = out_index(row, next_column);
   const ir::TensorType pt = p.type;
@@ -132,10 +142,9 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   // The pair (v0, v1) of output k at (gm, gn), (gm, gn + 1) into `store`.
   auto store_pair = [&](Body& store, size_t k, const std::string& v0, const std::string& v1) {
     const ir::DType dt = g.type(g.outputs[k]).dtype;
-    if (!staged_at.empty()) {  // emit_wgmma checked: a pair, one stored output, 16 bits
-      store.line("asm volatile(\"st.shared.u32 [%0], %1;\" :: \"r\"(" + staged_at +
-                 "), \"r\"((unsigned)" + e.stored(dt, v0) + " | ((unsigned)" + e.stored(dt, v1) +
-                 " << 16)) : \"memory\");");
+    if (staged) {  // emit_wgmma checked: a pair, one stored output, 16 bits
+      store.line("asm volatile(\"st.shared.u32 [%0], %1;\" :: \"r\"(" + staged_at + "), \"r\"(" +
+                 e.stored_pair(dt, v0, v1) + ") : \"memory\");");
       return;
     }
     store_vector(store, dt, m.output_name(k), flat_offset(out_index("gm", "gn"), out), {v0, v1}, e);
@@ -144,9 +153,7 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
     const ir::ValueId o = g.outputs[stored[0]];
     loop_nest(b, heads, [&](Body& ij) {
       ij.line(coords);
-      ij.line("const long long emmy_em = gm < " + std::to_string(M) +
-              "LL ? gm : " + std::to_string(M - 1) + "LL, emmy_en = gn < " + std::to_string(N) +
-              "LL ? gn : " + std::to_string(N - 2) + "LL;");
+      ij.line(clamp_line);
       ij.line("(void)emmy_em;");  // a bias alone reads only the column
       const std::string v0 = e.value(o, oi, ij), v1 = e.value(o, oi1, ij);
       ij.line(acc + " = " + v0 + ";");
@@ -154,6 +161,10 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
     });
     loop_nest(b, heads, [&](Body& ij) {
       ij.line(coords);
+      if (staged) {
+        store_pair(ij, stored[0], acc, acc_next);
+        return;
+      }
       Body store(ij);
       store_pair(store, stored[0], acc, acc_next);
       ij.block(inside, store);
@@ -162,8 +173,18 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   }
   loop_nest(b, heads, [&](Body& ij) {
     ij.line(coords);
+    if (staged) {
+      ij.line(clamp_line);
+      ij.line("(void)emmy_em;\n  (void)emmy_en;");
+    }
     Body store(ij);
     auto write = [&](const std::string& ptr, ir::DType dt, ir::ValueId v, size_t k) {
+      // The product itself, staged: its accumulators rounded and packed by one conversion.
+      if (staged && v == mm && dt == pt.dtype && dt == ir::DType::bf16 && pair && !gated) {
+        store.line("asm volatile(\"st.shared.u32 [%0], %1;\" :: \"r\"(" + staged_at +
+                   "), \"r\"(emmy_rbf2(" + acc + ", " + acc_next + ")) : \"memory\");");
+        return;
+      }
       std::string v0 = e.value(v, oi, store);
       if (!pair) {
         store.line(ptr + "[" + flat_offset(oi, out) + "] = " + e.stored(dt, v0) + ";");
@@ -178,7 +199,10 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
     };
     if (!product_buf.empty()) write(product_buf, pt.dtype, mm, SIZE_MAX);
     for (size_t k : stored) write(m.output_name(k), g.type(g.outputs[k]).dtype, g.outputs[k], k);
-    ij.block(inside, store);
+    if (staged)
+      ij.block("", store);
+    else
+      ij.block(inside, store);
   });
 }
 
@@ -209,7 +233,11 @@ Accumulators accumulators(const Kernel& k, int64_t NW) {
 // past its last slice; rows 16 bytes longer than the tile's, so that a warp's 8 rows x 4 words
 // fall on 32 banks), then store the tile's rows in 16-byte pieces, consecutive threads on
 // consecutive pieces of a row. One stored output, 16 bits, N a multiple of 8 (whole pieces).
+// With pingpong each consumer warpgroup stages its own tile in a buffer of its own (the two
+// epilogues may overlap), behind barriers of its own (named 4 + warpgroup, 128 threads).
 void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
+  const bool own = k.pl.pingpong;
+  if (own) consumers = 128;
   // tile_n output columns (a gated tile's product has twice as many).
   const int64_t BM = k.pl.BM, BN = k.pl.BN, M = k.mt.M, N = k.n_out;
   const std::vector<size_t> stored = k.stored_outputs();
@@ -226,18 +254,25 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
   const int64_t pitch = (BN + 8) * 2, bytes = BM * pitch;
   // After the ring (persistent), the sum can reach the block's limit with the static barriers
   // on top (CUDA_ERROR_INVALID_VALUE at launch on the H100): refused as the declared rule says.
-  if (offset > 0 && offset + bytes + kStagedTileReserve + 1024 > 227 * 1024)
-    throw KnobRefused("matmul: staged=1 with persistent=1 puts a " + std::to_string(bytes) +
-                      "-byte tile after the " + std::to_string(offset) +
+  const int64_t buffers = own ? 2 : 1;
+  if (offset > 0 && offset + buffers * bytes + kStagedTileReserve + 1024 > 227 * 1024)
+    throw KnobRefused("matmul: staged=1 with persistent=1 puts " + std::to_string(buffers) + " " +
+                      std::to_string(bytes) + "-byte tile(s) after the " + std::to_string(offset) +
                       "-byte ring, more shared memory than a block gets");
-  k.dynamic_smem = std::max(k.dynamic_smem, offset + bytes + 1024);  // + the base's rounding
+  // + the base's rounding
+  k.dynamic_smem = std::max(k.dynamic_smem, offset + buffers * bytes + 1024);
   // Result (emmy_sr, emmy_sc) of the tile, in shared memory.
-  const std::string at = "emmy_base + " + std::to_string(offset) + "u + (unsigned)emmy_sr * " +
-                         std::to_string(pitch) + "u + (unsigned)emmy_sc * 2u";
+  const std::string at = "emmy_base + " + std::to_string(offset) + "u + " +
+                         (own ? "(unsigned)emmy_pp * " + std::to_string(bytes) + "u + " : "") +
+                         "(unsigned)emmy_sr * " + std::to_string(pitch) +
+                         "u + (unsigned)emmy_sc * 2u";
   const std::string ct = std::to_string(consumers);
+  const std::string sync =
+      own ? "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(4 + emmy_pp) : \"memory\");"
+          : "asm volatile(\"bar.sync 1, " + ct + ";\" ::: \"memory\");";
   Body& b = k.b;
   b.line("// The epilogue through shared memory (staged=1): every warp is past the ring first.");
-  b.line("asm volatile(\"bar.sync 1, " + ct + ";\" ::: \"memory\");");
+  b.line(sync);
   const std::string coords =
       "const int emmy_sr = emmy_wg_m * 64 + (warp & 3) * 16 + grp + h * 8, emmy_sc = emmy_wg_n * " +
       std::to_string(NW) +
@@ -245,7 +280,7 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
   const Accumulators acc = accumulators(k, NW);
   k.epilogue(b, {acc.loop, "for (int h = 0; h < 2; ++h)"}, coords, "acc[j][h * 2]",
              "acc[j][h * 2 + 1]", at, acc.up, acc.up_next);
-  b.line("asm volatile(\"bar.sync 1, " + ct + ";\" ::: \"memory\");");
+  b.line(sync);
   Body piece(b);
   const int64_t per_row = BN / 8;
   piece.line("const int emmy_sr = e / " + std::to_string(per_row) + ", emmy_sc = (e % " +
@@ -262,8 +297,9 @@ void staged_epilogue(Kernel& k, int64_t NW, int64_t consumers, int64_t offset) {
               k.m.output_name(stored[0]) + "[" + flat_offset(k.out_index("gm", "gn"), k.space()) +
               "]), \"r\"(v0), \"r\"(v1), \"r\"(v2), \"r\"(v3) : \"memory\");");
   piece.block("if (gm < " + std::to_string(M) + "LL && gn < " + std::to_string(N) + "LL)", inside);
-  b.block("#pragma unroll 4\n  for (int e = threadIdx.x; e < " + std::to_string(BM * per_row) +
-              "; e += " + ct + ")",
+  b.block("#pragma unroll 4\n  for (int e = " +
+              std::string(own ? "(threadIdx.x & 127)" : "threadIdx.x") + "; e < " +
+              std::to_string(BM * per_row) + "; e += " + ct + ")",
           piece);
 }
 
@@ -281,6 +317,7 @@ void emit_wgmma(Kernel& k) {
   tile.splits = k.pl.splits;
   tile.cluster = k.pl.cluster;
   tile.persistent = k.pl.persistent;
+  tile.pingpong = k.pl.pingpong;
   tile.reduce_in_cluster = !k.pl.staged;
   const WgmmaLoop loop = tile.specialized
                              ? emit_wgmma_ws_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K,
@@ -295,6 +332,7 @@ void emit_wgmma(Kernel& k) {
   k.note = " wgmma m64n" + std::to_string(NW) + "k16 TMA swizzle " + std::to_string(BK * 2) +
            "B stages=" + std::to_string(stages) + (tile.specialized ? " producer warpgroup" : "") +
            (loop.splits > 1 ? " split-K " + std::to_string(loop.splits) : "") +
+           (tile.pingpong ? " pingpong" : "") +
            (tile.cluster > 1 ? " B multicast to clusters of 2" : "") +
            (k.gated ? " gated halves " + std::to_string(k.mt.gated_half) : "");
   const std::string row = "m0 + emmy_wg_m * 64 + (warp & 3) * 16 + grp";

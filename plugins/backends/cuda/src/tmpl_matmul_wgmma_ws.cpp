@@ -103,14 +103,17 @@ asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 if (emmy_n > 0) emmy_release((emmy_n - 1) % @STAGES@);
 )";
 
-// persistent=1: a grid of as many blocks as the SMs hold at once, each taking the output tiles
+// persistent=1: a grid of one block a SM (persistent_grid), each taking the output tiles
 // t = blockIdx.x, + gridDim.x, ... (M fastest: the blocks in flight together share B's columns).
+// kPersistentStart (the barriers and the producer) is followed by the consumers' loop: both
+// warpgroups on each tile (kCooperativeTiles) or each on its own (kPingpongTiles, then
+// kPingpongHandOver), each tile's products by kTileProducts.
 // The producer runs on into the next tile's slices while the consumers are in the previous
 // one's epilogue (the ring's count `u` runs on across tiles, and with it the barriers' phases),
 // so a tile's epilogue and the next one's first copies overlap, and no block pays a launch and
 // an empty ring per tile. The consumers' tile loop is closed after the epilogue
 // (tmpl_matmul.cpp).
-const char* const kPersistentLoop =
+const char* const kPersistentStart =
     R"(// Output tile t: M fastest, then N, then the batch.
 auto emmy_tile = [](int t, long long& bz, long long& m0, long long& n0) {
   m0 = (long long)(t % @TILES_M@) * @BM@LL;
@@ -121,7 +124,8 @@ const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = lane >> 2, tig
 if (threadIdx.x == 0) {
   for (int s = 0; s < @STAGES@; ++s) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(emmy_full_at(s)) : "memory");
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_empty_at(s)), "r"(@CW@) : "memory");
+    // The warps that consume a slice hand its stage back.
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_empty_at(s)), "r"(@EMPTY_COUNT@) : "memory");
   }
   // The barriers' initialisation, visible to the copy engine before it completes on them.
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -138,7 +142,7 @@ if (warp >= @CW@) {
       emmy_tile(t, bz, m0, n0);
       for (int kt = 0; kt < @KT@; ++kt, ++u) {
         const int s = u % @STAGES@;
-        // The stage's previous slice (u - stages) handed back by every consumer warp.
+        // The stage's previous slice (u - stages) handed back by the warps that consumed it.
         if (u >= @STAGES@) emmy_wait(emmy_empty_at(s), (unsigned)(u / @STAGES@ - 1) & 1u);
         const unsigned a_dst = emmy_base + (unsigned)s * @STAGE_BYTES@u, b_dst = a_dst + @A_BYTES@u;
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(emmy_full_at(s)), "r"(@STAGE_BYTES@) : "memory");
@@ -154,12 +158,20 @@ auto emmy_release = [&](int s) {
   __syncwarp();
   if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(emmy_empty_at(s)) : "memory");
 };
-const int emmy_wg_m = (warp >> 2) / @WG_N@, emmy_wg_n = (warp >> 2) % @WG_N@;
+)";
+
+// The consumers of the persistent loop: both warpgroups on each tile.
+const char* const kCooperativeTiles =
+    R"(const int emmy_wg_m = (warp >> 2) / @WG_N@, emmy_wg_n = (warp >> 2) % @WG_N@;
 int emmy_u = 0;  // the ring's count of slices before this tile
 for (int emmy_t = blockIdx.x; emmy_t < @TILES@; emmy_t += gridDim.x, emmy_u += @KT@) {
 long long bz, m0, n0;
 emmy_tile(emmy_t, bz, m0, n0);
-float acc[@NJ@][4];
+)";
+
+// One tile's products, as both consumer loops run them (emmy_u: the ring's count before the tile).
+const char* const kTileProducts =
+    R"(float acc[@NJ@][4];
 #pragma unroll
 for (int j = 0; j < @NJ@; ++j) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
 for (int kt = 0; kt < @KT@; ++kt) {
@@ -172,6 +184,35 @@ for (int kt = 0; kt < @KT@; ++kt) {
 }
 asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 emmy_release((emmy_u + @KT@ - 1) % @STAGES@);
+)";
+
+// pingpong=1 (persistent, warps 8, tile_m 64): the two consumer warpgroups own whole output
+// tiles, the block's q-th tile (t = blockIdx.x + q * gridDim.x) warpgroup q % 2's, and take
+// turns on the tensor cores: warpgroup w waits for its turn (named barrier 2 + w) before its
+// tile's first slice and, after its last, lets the other go (barrier 3 - w). Why: in the
+// persistent loop above both warpgroups share each tile, so the tensor cores idle while they
+// store it; here one warpgroup's epilogue runs under the other's products (the cooperative
+// kernel's epilogue is a tenth to a fifth of a 128 x 256 tile's time at K = 1024). The producer
+// is the persistent loop's: tiles in the block's order, the ring's count running on. The turns
+// also keep the ring's phases safe: a warpgroup waits on a slice's "full" barrier only after
+// every earlier slice was consumed, so the barrier is never two phases behind the wait. Each
+// barrier completes exactly as often as there are turns: the last tile's warpgroup hands no turn.
+const char* const kPingpongTiles =
+    R"(const int emmy_pp = warp >> 2;  // this warpgroup: the block's tiles q = emmy_pp, + 2, ...
+const int emmy_wg_m = 0, emmy_wg_n = 0;  // each warpgroup holds its whole tile
+const int emmy_tiles_here = (@TILES@ - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+for (int emmy_q = emmy_pp; emmy_q < emmy_tiles_here; emmy_q += 2) {
+const int emmy_t = (int)blockIdx.x + emmy_q * (int)gridDim.x, emmy_u = emmy_q * @KT@;
+long long bz, m0, n0;
+emmy_tile(emmy_t, bz, m0, n0);
+// This warpgroup's turn: the other's products of the block's previous tile are done.
+if (emmy_q > 0) asm volatile("bar.sync %0, 256;" :: "r"(2 + emmy_pp) : "memory");
+)";
+
+// After a tile's products, the turn handed over.
+const char* const kPingpongHandOver =
+    R"(// The other warpgroup's turn: its tile's products run under this one's epilogue.
+if (emmy_q + 1 < emmy_tiles_here) asm volatile("bar.arrive %0, 256;" :: "r"(3 - emmy_pp) : "memory");
 )";
 
 const char* const kSplitReduction = R"({
@@ -302,13 +343,30 @@ std::string fill_roles(std::string text, const WgmmaTile& tile) {
   return replace_all(text, "@CW@", std::to_string(tile.warps));
 }
 
+// A persistent grid: one block a SM. Why not two where the shared memory would hold them: the
+// registers seldom do (two consumer warpgroups take 232 a thread by setmaxnreg, filling the
+// register file; one warpgroup with the staged epilogue took 170, ptxas), and a block that does
+// not fit only starts once a first one has finished all its tiles, a second wave holding its
+// share of the tiles.
+int64_t persistent_grid(int64_t tiles) {
+  return std::min<int64_t>(tiles, kSms);
+}
+
 }  // namespace
 
 WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, const TmaOperand& a,
                                  const TmaOperand& bop, int64_t K, const WgmmaTile& tile,
                                  const WgmmaGrid& grid) {
   using namespace wgmma_text;
-  const TileGeometry geo = check_tile(dtype, a, bop, K, tile);
+  if (tile.pingpong && (!tile.persistent || tile.warps != 8 || tile.tile_m != 64))
+    throw KnobRefused(
+        "matmul: pingpong=1 takes turns between two consumer warpgroups of their own tiles: "
+        "persistent=1, warps=8 and tile_m=64");
+  // pingpong: each warpgroup's tile as one warpgroup's, all of tile_n, one 64-row wgmma per k16
+  // step.
+  WgmmaTile own = tile;
+  if (tile.pingpong) own.warps = 4;
+  const TileGeometry geo = check_tile(dtype, a, bop, K, own);
   if (tile.stages < 2)
     throw KnobRefused(
         "matmul: wgmma=2 hands stages between warps and needs stages >= 2 (one slice in "
@@ -338,8 +396,13 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
   const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
                     map_b = tensor_map(m, bop, K, tile.tile_k, b_box_rows(tile));
   if (tile.persistent) {
-    std::string text = fill_common(std::string(kRingPreamble) + kPersistentLoop, a, bop, map_a,
-                                   map_b, dtype, K, tile, geo);
+    // pingpong: each warpgroup's tile as one warpgroup's (`own`), a slice consumed by its 4 warps.
+    std::string text = fill_common(
+        std::string(kRingPreamble) + kPersistentStart +
+            (tile.pingpong ? std::string(kPingpongTiles) + kTileProducts + kPingpongHandOver
+                           : std::string(kCooperativeTiles) + kTileProducts),
+        a, bop, map_a, map_b, dtype, K, own, geo);
+    text = replace_all(text, "@EMPTY_COUNT@", tile.pingpong ? "4" : "@CW@");
     text = fill_roles(text, tile);
     text = replace_all(text, "@TILES_M@", std::to_string(tiles_m));
     text = replace_all(text, "@TILES_N@", std::to_string(tiles_n));
@@ -347,7 +410,7 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
     text = replace_all(text, "@TILES@", std::to_string(tiles));
     append_lines(b, text);
     WgmmaLoop loop{geo.smem, geo.n_wg, CT + 128, 1, ""};
-    loop.persistent_blocks = resident_blocks(geo.smem, tiles);
+    loop.persistent_blocks = persistent_grid(tiles);
     return loop;
   }
   std::string text =
@@ -384,6 +447,10 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
                        : "");
   text = replace_all(
       text, "@RELEASE@",
+      // The arrival's default semantics (release at the block's scope), as CUTLASS's consumer
+      // release: the products that read the stage are complete (wait_group) before it, and
+      // nothing this thread wrote needs to be seen by the peer. A release at the cluster's scope
+      // fenced every arrival (two a warp a slice).
       pair ? "// Lane r hands the stage back to block r of the cluster (both read its B halves).\n"
              "auto emmy_release = [&](int s) {\n"
              "  __syncwarp();\n"
@@ -391,7 +458,7 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
              "    unsigned remote;\n"
              "    asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(remote) : "
              "\"r\"(emmy_empty_at(s)), \"r\"(lane));\n"
-             "    asm volatile(\"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\" "
+             "    asm volatile(\"mbarrier.arrive.shared::cluster.b64 _, [%0];\" "
              ":: \"r\"(remote) : \"memory\");\n"
              "  }\n"
              "};"
