@@ -263,6 +263,24 @@ TEST(CudaWgmmaCodegen, StagedEpilogueStoresRowsInSixteenBytePieces) {
       EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
     }
   }
+  // A product with a bias and nothing after it: the staged writes read the bias (the product's
+  // own accumulators packed as they are would drop it), in one pass (128 x 256) and two (64 x 64).
+  for (Knobs k : {specialized(128, 256, 3, 1, 64, 8), wgmma(64, 64, 2)}) {
+    k["staged"] = 1;
+    ir::Slice s;
+    ir::Builder b(s.graph);
+    auto x = b.input("x", {ir::DType::bf16, {200, 256}});
+    auto w = b.input("w", {ir::DType::bf16, {264, 256}}, "weight");
+    auto bias = b.input("bias", {ir::DType::bf16, {264}}, "weight");
+    b.output(b.linear(x, w, bias));
+    s = one_kernel(s.graph, "matmul", k);
+    const std::string source = generate_source(s);
+    const size_t staging = source.find("// The epilogue through shared memory"),
+                 copy_out = source.find("#pragma unroll 4", staging);
+    ASSERT_NE(copy_out, std::string::npos) << describe(k);
+    const std::string writes = source.substr(staging, copy_out - staging);
+    EXPECT_NE(writes.find("in2["), std::string::npos) << describe(k) << "\n" << writes;
+  }
   Knobs plain = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 4}, {"staged", 1}};
   EXPECT_NE(matmul_knob_refusal(plain).find("staged=1"), std::string::npos);
   EXPECT_THROW(generate_source(one_kernel(perf::linear(128, 64, 64, false), "matmul", plain)),

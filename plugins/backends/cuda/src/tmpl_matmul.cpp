@@ -179,8 +179,10 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
     }
     Body store(ij);
     auto write = [&](const std::string& ptr, ir::DType dt, ir::ValueId v, size_t k) {
-      // The product itself, staged: its accumulators rounded and packed by one conversion.
-      if (staged && v == mm && dt == pt.dtype && dt == ir::DType::bf16 && pair && !gated) {
+      // The product itself (no bias: the binding of mm adds it), staged: its accumulators
+      // rounded and packed by one conversion.
+      if (staged && v == mm && !has_bias && dt == pt.dtype && dt == ir::DType::bf16 && pair &&
+          !gated) {
         store.line("asm volatile(\"st.shared.u32 [%0], %1;\" :: \"r\"(" + staged_at +
                    "), \"r\"(emmy_rbf2(" + acc + ", " + acc_next + ")) : \"memory\");");
         return;
