@@ -100,10 +100,16 @@ std::vector<ir::HostTensor> expected_outputs(const ir::Graph& g,
 // EMMY_SWEEP_TILES: '|'-separated pieces of a knob description; a sweep then times only the tiles
 // whose description holds one of them (a GPU session spending its minutes on what it tests).
 // EMMY_SWEEP_M: the one M to time. Unset: everything.
+// The variable's value, "" where it is unset.
+std::string sweep_env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
 bool tile_wanted(const Knobs& k) {
-  const char* want = std::getenv("EMMY_SWEEP_TILES");
-  if (want == nullptr || *want == '\0') return true;
-  const std::string d = perf::describe(k), all = want;
+  const std::string all = sweep_env("EMMY_SWEEP_TILES");
+  if (all.empty()) return true;
+  const std::string d = perf::describe(k);
   for (size_t at = 0; at <= all.size();) {
     const size_t end = std::min(all.find('|', at), all.size());
     if (end > at && d.find(all.substr(at, end - at)) != std::string::npos) return true;
@@ -114,13 +120,13 @@ bool tile_wanted(const Knobs& k) {
 
 // EMMY_SWEEP_PRODUCT: the one product to time (qkv, o_proj, gate+up or down). Unset: all.
 bool product_wanted(const char* what) {
-  const char* want = std::getenv("EMMY_SWEEP_PRODUCT");
-  return want == nullptr || *want == '\0' || std::string(what) == want;
+  const std::string want = sweep_env("EMMY_SWEEP_PRODUCT");
+  return want.empty() || want == what;
 }
 
 bool m_wanted(int64_t M) {
-  const char* want = std::getenv("EMMY_SWEEP_M");
-  return want == nullptr || *want == '\0' || std::to_string(M) == want;
+  const std::string want = sweep_env("EMMY_SWEEP_M");
+  return want.empty() || want == std::to_string(M);
 }
 
 // cuBLASLt's first four heuristic algorithms.

@@ -132,6 +132,16 @@ ir::Graph linear(int64_t m, int64_t k, int64_t n, bool epilogue) {
   return g;
 }
 
+ir::Graph linear_bias(int64_t m, int64_t k, int64_t n) {
+  ir::Graph g;
+  ir::Builder b(g);
+  auto x = b.input("x", {DType::bf16, {m, k}});
+  auto w = b.input("w", {DType::bf16, {n, k}}, "weight");
+  auto bias = b.input("bias", {DType::bf16, {n}}, "weight");
+  b.output(b.linear(x, w, bias));
+  return g;
+}
+
 ir::Graph gated_linear(int64_t m, int64_t k, int64_t h, int64_t batch) {
   ir::Graph g;
   ir::Builder b(g);

@@ -37,6 +37,8 @@ ir::Graph q_and_k_norm_rope(int64_t seq, int64_t q_heads, int64_t kv_heads, int6
 ir::Graph softmax(int64_t rows, int64_t cols, ir::DType t);
 // bf16 x[m, k] @ w[n, k]^T (+ bias, silu when `epilogue`).
 ir::Graph linear(int64_t m, int64_t k, int64_t n, bool epilogue);
+// bf16 x[m, k] x w[n, k]^T + bias[n] (the linear's own bias) and nothing after it.
+ir::Graph linear_bias(int64_t m, int64_t k, int64_t n);
 // SwiGLU over a packed gate+up linear, as fuse_horizontal and fuse_gated_epilogue leave it:
 // y = x @ w^T (w: [2h, k]), then silu(y[:, :h]) * y[:, h:], bf16 (x: [batch..., m, k] folded).
 ir::Graph gated_linear(int64_t m, int64_t k, int64_t h, int64_t batch = 0);

@@ -40,6 +40,15 @@ MeasureResult build(const ir::Slice& s) {
   return test::build_offline(offline_backend(), s);
 }
 
+// The staged epilogue's writes into its tile in shared memory: the source from its comment to
+// the loop that copies the tile out ("" where either is missing).
+std::string staged_writes(const std::string& source) {
+  const size_t staging = source.find("// The epilogue through shared memory");
+  const size_t copy_out =
+      staging == std::string::npos ? staging : source.find("#pragma unroll 4", staging);
+  return copy_out == std::string::npos ? "" : source.substr(staging, copy_out - staging);
+}
+
 // A persistent kernel's checks shared by its tests: one block a SM (never more blocks than
 // tiles), compiled without spills, built by the backend.
 void expect_persistent_kernel_builds(const ir::Slice& s, const std::string& source, int64_t tiles,
@@ -237,11 +246,8 @@ TEST(CudaWgmmaCodegen, StagedEpilogueStoresRowsInSixteenBytePieces) {
       // The writes into the tile: no bounds check (rows and columns past the output's end land
       // in the tile's own room and are never copied out), each pair packed into its word by one
       // conversion or one byte permutation, never as two halves.
-      const size_t staging = source.find("// The epilogue through shared memory"),
-                   copy_out = source.find("#pragma unroll 4", staging);
-      ASSERT_NE(staging, std::string::npos) << describe(k);
-      ASSERT_NE(copy_out, std::string::npos) << describe(k);
-      const std::string writes = source.substr(staging, copy_out - staging);
+      const std::string writes = staged_writes(source);
+      ASSERT_FALSE(writes.empty()) << describe(k);
       EXPECT_EQ(writes.find("if (gm <"), std::string::npos) << describe(k) << "\n" << writes;
       EXPECT_TRUE(writes.find("emmy_rbf2(") != std::string::npos ||
                   writes.find("emmy_bf_pack(") != std::string::npos)
@@ -267,18 +273,9 @@ TEST(CudaWgmmaCodegen, StagedEpilogueStoresRowsInSixteenBytePieces) {
   // own accumulators packed as they are would drop it), in one pass (128 x 256) and two (64 x 64).
   for (Knobs k : {specialized(128, 256, 3, 1, 64, 8), wgmma(64, 64, 2)}) {
     k["staged"] = 1;
-    ir::Slice s;
-    ir::Builder b(s.graph);
-    auto x = b.input("x", {ir::DType::bf16, {200, 256}});
-    auto w = b.input("w", {ir::DType::bf16, {264, 256}}, "weight");
-    auto bias = b.input("bias", {ir::DType::bf16, {264}}, "weight");
-    b.output(b.linear(x, w, bias));
-    s = one_kernel(s.graph, "matmul", k);
-    const std::string source = generate_source(s);
-    const size_t staging = source.find("// The epilogue through shared memory"),
-                 copy_out = source.find("#pragma unroll 4", staging);
-    ASSERT_NE(copy_out, std::string::npos) << describe(k);
-    const std::string writes = source.substr(staging, copy_out - staging);
+    const std::string writes =
+        staged_writes(generate_source(one_kernel(perf::linear_bias(200, 256, 264), "matmul", k)));
+    ASSERT_FALSE(writes.empty()) << describe(k);
     EXPECT_NE(writes.find("in2["), std::string::npos) << describe(k) << "\n" << writes;
   }
   Knobs plain = {{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 16}, {"warps", 4}, {"staged", 1}};

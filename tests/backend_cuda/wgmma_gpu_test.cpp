@@ -89,21 +89,10 @@ void expect_shapes_match(const std::vector<Shape>& shapes, const std::vector<Kno
   }
 }
 
-// x[m, k] x w[n, k]^T + bias[n], nothing after it: the product's own output carries the bias.
-ir::Graph linear_with_bias(int64_t m, int64_t k, int64_t n) {
-  ir::Graph g;
-  ir::Builder b(g);
-  auto x = b.input("x", {ir::DType::bf16, {m, k}});
-  auto w = b.input("w", {ir::DType::bf16, {n, k}}, "weight");
-  auto bias = b.input("bias", {ir::DType::bf16, {n}}, "weight");
-  b.output(b.linear(x, w, bias));
-  return g;
-}
-
 TEST(CudaWgmmaGpu, RaggedShapesMatchTheReference) {
   std::vector<Shape> shapes;
   shapes.push_back({"linear 200x136 -> 72 +bias silu", perf::linear(200, 136, 72, true)});
-  shapes.push_back({"linear 130x256 -> 264 +bias", linear_with_bias(130, 256, 264)});
+  shapes.push_back({"linear 130x256 -> 264 +bias", perf::linear_bias(130, 256, 264)});
   shapes.push_back({"linear 64x64 -> 64", perf::linear(64, 64, 64, false)});
   shapes.push_back({"linear 130x520 -> 264", perf::linear(130, 520, 264, false)});
   shapes.push_back({"a @ w.t() 100x64 -> 72", layout::matmul_transposed_b(100, 64, 72)});

@@ -117,7 +117,8 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   const std::string row = clamped ? "emmy_em" : "gm", col = clamped ? "emmy_en" : "gn";
   const std::string clamp_line = "const long long emmy_em = gm < " + std::to_string(M) +
                                  "LL ? gm : " + std::to_string(M - 1) + "LL, emmy_en = gn < " +
-                                 std::to_string(N) + "LL ? gn : " + std::to_string(N - 2) + "LL;";
+                                 std::to_string(N) + "LL ? gn : " + std::to_string(N - 2) +
+                                 "LL;\n  (void)emmy_em;\n  (void)emmy_en;";  // a bias reads no row
   const std::string next_column = "(" + col + " + 1)";
   Index oi = out_index(row, col), oi1 = out_index(row, next_column);
   const ir::TensorType pt = p.type;
@@ -154,7 +155,6 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
     loop_nest(b, heads, [&](Body& ij) {
       ij.line(coords);
       ij.line(clamp_line);
-      ij.line("(void)emmy_em;");  // a bias alone reads only the column
       const std::string v0 = e.value(o, oi, ij), v1 = e.value(o, oi1, ij);
       ij.line(acc + " = " + v0 + ";");
       ij.line(acc_next + " = " + v1 + ";");
@@ -173,10 +173,7 @@ void Kernel::epilogue(Body& b, const std::vector<std::string>& heads, const std:
   }
   loop_nest(b, heads, [&](Body& ij) {
     ij.line(coords);
-    if (staged) {
-      ij.line(clamp_line);
-      ij.line("(void)emmy_em;\n  (void)emmy_en;");
-    }
+    if (staged) ij.line(clamp_line);
     Body store(ij);
     auto write = [&](const std::string& ptr, ir::DType dt, ir::ValueId v, size_t k) {
       // The product itself (no bias: the binding of mm adds it), staged: its accumulators
