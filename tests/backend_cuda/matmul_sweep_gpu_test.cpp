@@ -27,6 +27,7 @@ using wgmma_test::add_persistent;
 using wgmma_test::add_pingpong;
 using wgmma_test::add_with;
 using wgmma_test::specialized;
+using wgmma_test::wgmma;
 using wgmma_test::with_knobs;
 
 CudaBackend& backend() {
@@ -178,12 +179,26 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
   // clusters of two), alone, in clusters, split and staged.
   for (const Knobs& k : {specialized(64, 64, 12), specialized(64, 64, 8), specialized(64, 128, 8),
                          specialized(64, 64, 12, 1, 64, 4, 2), specialized(64, 64, 8, 2),
-                         specialized(128, 64, 8, 1, 64, 8), specialized(64, 64, 12, 2)})
+                         specialized(128, 64, 8, 1, 64, 8), specialized(64, 64, 12, 2),
+                         // Half the L2-to-SM bytes of 64 x 64 tiles: wider tiles, K split in a
+                         // cluster.
+                         specialized(64, 128, 8, 2), specialized(128, 64, 8, 2, 64, 8),
+                         specialized(128, 128, 6, 4, 64, 8)})
     for (double staged : {0.0, 1.0}) tiles.push_back(with_knobs(k, {{"staged", staged}}));
   // Two warpgroups of their own 64-row tiles taking turns, one's epilogue under the other's
   // products (pingpong=1).
   add_pingpong(tiles, {specialized(64, 256, 4, 1, 64, 8), specialized(64, 256, 3, 1, 64, 8),
                        specialized(64, 128, 6, 1, 64, 8), specialized(64, 128, 4, 1, 64, 8)});
+  // 192 columns: gate+up's 6144 in 32 tiles, 128 tiles on 132 SMs at M = 512 (256: 96, 128:
+  // 192).
+  add_with(tiles,
+           {specialized(128, 192, 4, 1, 64, 8), specialized(128, 192, 3, 1, 64, 8),
+            specialized(128, 192, 4, 1, 64, 8, 2)},
+           {{"staged", 1}});
+  add_with(tiles, {specialized(128, 192, 4, 1, 64, 8), specialized(128, 192, 3, 1, 64, 8)},
+           {{"persistent", 1}, {"staged", 1}});
+  add_pingpong(tiles, {specialized(64, 192, 4, 1, 64, 8)});
+  add_with(tiles, {wgmma(128, 192, 3)}, {{"staged", 1}});
   for (int64_t M : {512, 2048, 4096})
     for (const Product& p : products) {
       if (!m_wanted(M) || !product_wanted(p.what)) continue;
@@ -298,6 +313,15 @@ TEST(MatmulSweepGpu, GatedGateUpBesideCublasLtAndItsSwiGlu) {
            {{"persistent", 1}, {"staged", 1}});
   add_pingpong(tiles, {specialized(64, 128, 4, 1, 64, 8), specialized(64, 128, 3, 1, 64, 8),
                        specialized(64, 64, 6, 1, 64, 8)});
+  // 96 output columns (192 rows of B): 3072 / 96 x 512 / 128 = 128 tiles at M = 512.
+  add_with(tiles, {specialized(128, 96, 4, 1, 64, 8), specialized(128, 96, 3, 1, 64, 8)},
+           {{"staged", 1}});
+  add_with(tiles, {specialized(128, 96, 4, 1, 64, 8)}, {{"persistent", 1}, {"staged", 1}});
+  add_pingpong(tiles, {specialized(64, 96, 4, 1, 64, 8), specialized(64, 96, 6, 1, 64, 8)});
+  // The one-warpgroup-a-64-rows loop (wgmma=1), several blocks an SM: the layer's tune chose
+  // 128 x 32 at M = 512 on 12-06 and 12-07.
+  for (const Knobs& k : {wgmma(128, 32, 3), wgmma(128, 32, 4), wgmma(128, 96, 3)})
+    for (double staged : {0.0, 1.0}) tiles.push_back(with_knobs(k, {{"staged", staged}}));
   for (int64_t M : {512, 2048, 4096}) {
     if (!m_wanted(M)) continue;
     Case gated;

@@ -65,6 +65,8 @@ TEST(CudaPerfCodegen, NewKnobsAreDeclared) {
   EXPECT_NE(std::find(tk.begin(), tk.end(), 64.0), tk.end());
   auto tn = values("matmul", "tile_n");
   EXPECT_NE(std::find(tn.begin(), tn.end(), 256.0), tn.end());
+  EXPECT_NE(std::find(tn.begin(), tn.end(), 192.0), tn.end());
+  EXPECT_NE(std::find(tn.begin(), tn.end(), 96.0), tn.end());
 }
 
 TEST(CudaPerfCodegen, SquaresAndSixteenBitActivationsAreCheap) {

@@ -356,6 +356,60 @@ TEST(CudaWgmmaCodegen, PingpongWarpgroupsTakeAlternateTilesAndTurns) {
   }
 }
 
+// tile_n 192 and 96, the wgmma paths' tiles that cut gate+up at M = 512 into about as many tiles
+// as the GPU has SMs (6144 / 192 x 512 / 128 = 128; gated, 3072 / 96 x 4 = 128): alone, staged,
+// in clusters of two, persistent, gated and with turns, each one wgmma of 192 columns a warpgroup,
+// no spill, built. Off the wgmma paths they are refused by name.
+TEST(CudaWgmmaCodegen, TilesOf192And96ColumnsCompileOnTheWgmmaPaths) {
+  const int64_t M = 512, K = 1024, N = 6144, H = 3072;
+  struct Case {
+    ir::Graph g;
+    Knobs k;
+    int64_t columns;  // the output's
+  };
+  std::vector<Case> cases;
+  for (const Knobs& k :
+       {specialized(128, 192, 4, 1, 64, 8),
+        with_knobs(specialized(128, 192, 4, 1, 64, 8), {{"staged", 1}}),
+        specialized(128, 192, 4, 1, 64, 8, 2), with_knobs(wgmma(128, 192, 3), {{"staged", 1}}),
+        with_knobs(specialized(128, 192, 4, 1, 64, 8), {{"persistent", 1}, {"staged", 1}})})
+    cases.push_back({perf::linear(M, K, N, false), k, N});
+  for (const Knobs& k :
+       {with_knobs(specialized(128, 96, 4, 1, 64, 8), {{"staged", 1}}),
+        with_knobs(specialized(128, 96, 4, 1, 64, 8), {{"persistent", 1}, {"staged", 1}}),
+        with_knobs(specialized(64, 96, 4, 1, 64, 8),
+                   {{"persistent", 1}, {"pingpong", 1}, {"staged", 1}})})
+    cases.push_back({perf::gated_linear(M, K, H), k, H});
+  for (const Case& c : cases) {
+    ir::Slice s = one_kernel(c.g, "matmul", c.k);
+    const std::string source = generate_source(s);
+    EXPECT_NE(source.find("wgmma.mma_async.sync.aligned.m64n192k16"), std::string::npos)
+        << describe(c.k);
+    const int64_t n_step = int64_t(c.k.at("tile_n")),
+                  tiles = (c.columns / n_step) * (M / int64_t(c.k.at("tile_m")));
+    EXPECT_EQ(tiles, c.k.at("tile_m") == 128 ? 128 : 256) << describe(c.k);
+    const Plan plan = parse_plan(source);
+    ASSERT_EQ(plan.launches.size(), 1u) << describe(c.k);
+    EXPECT_EQ(plan.launches[0].grid[0],
+              c.k.count("persistent") ? std::min<int64_t>(tiles, 132) : c.columns / n_step)
+        << describe(c.k);
+    const test::CompileReport report = test::compile_report(source);
+    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
+    std::printf("[ ptxas    ] %-48s %3d registers, %d bytes spilled\n", describe(c.k).c_str(),
+                report.registers, report.spill_bytes);
+    MeasureResult r = build(s);
+    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+  }
+  const Knobs mma = {{"tile_m", 128}, {"tile_n", 192}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}};
+  EXPECT_NE(matmul_knob_refusal(mma).find("tile_n 96 and 192"), std::string::npos);
+  try {
+    generate_source(one_kernel(perf::linear(M, K, N, false), "matmul", mma));
+    ADD_FAILURE() << "mma.sync with tile_n 192 was generated";
+  } catch (const KnobRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("tile_n=192"), std::string::npos) << e.what();
+  }
+}
+
 // persistent=1 (wgmma=2): a 1-D grid of one block a SM, each taking output tiles
 // in turn, the ring's count running on across tiles, the epilogue inside the consumers' tile
 // loop; with staged=1 the staging tile lies after the ring (the producer fills the ring under

@@ -175,6 +175,31 @@ TEST(CudaWgmmaGpu, GatedEpilogueMatchesTheReference) {
   expect_shapes_match(shapes, knobs);
 }
 
+// Tiles of 192 and 96 columns (the wgmma paths'), on ragged shapes and several tiles a block:
+// alone, staged, in clusters, persistent, gated and with turns, against the interpreter.
+TEST(CudaWgmmaGpu, TilesOf192And96ColumnsMatchTheReference) {
+  std::vector<Shape> shapes;
+  shapes.push_back({"linear 200x136 -> 72 +bias silu", perf::linear(200, 136, 72, true)});
+  shapes.push_back({"linear 130x520 -> 264", perf::linear(130, 520, 264, false)});
+  shapes.push_back({"linear 1000x200 -> 1096", perf::linear(1000, 200, 1096, false)});
+  std::vector<Knobs> knobs = {wgmma(128, 192, 3), specialized(128, 192, 4, 1, 64, 8),
+                              specialized(64, 192, 4), specialized(128, 192, 4, 1, 64, 8, 2),
+                              specialized(128, 96, 4, 2, 64, 8)};
+  add_with(knobs, {specialized(128, 192, 4, 1, 64, 8), wgmma(128, 192, 3)}, {{"staged", 1}});
+  add_persistent(knobs, {specialized(128, 192, 4, 1, 64, 8), specialized(64, 96, 4)});
+  add_pingpong(knobs, {specialized(64, 192, 4, 1, 64, 8), specialized(64, 96, 6, 1, 64, 8)});
+  expect_shapes_match(shapes, knobs);
+  std::vector<Shape> gated;
+  gated.push_back({"swiglu 200x136 -> 2x72", perf::gated_linear(200, 136, 72)});
+  gated.push_back({"swiglu 130x520 -> 2x264", perf::gated_linear(130, 520, 264)});
+  gated.push_back({"swiglu 512x1024 -> 2x3072", perf::gated_linear(512, 1024, 3072)});
+  std::vector<Knobs> halves = {with_knobs(specialized(128, 96, 4, 1, 64, 8), {{"staged", 1}}),
+                               specialized(128, 96, 4, 1, 64, 8), wgmma(128, 96, 3)};
+  add_persistent(halves, {specialized(128, 96, 4, 1, 64, 8)});
+  add_pingpong(halves, {specialized(64, 96, 4, 1, 64, 8), specialized(64, 96, 6, 1, 64, 8)});
+  expect_shapes_match(gated, halves);
+}
+
 // torch.matmul's B [K, N] (N contiguous), read MN-major in chunks of 64 columns, on ragged shapes
 // (N not a multiple of 64: TMA's zero fill past the last column) and batched: both wgmma paths,
 // split-K, the staged epilogue and a persistent grid, against the interpreter.

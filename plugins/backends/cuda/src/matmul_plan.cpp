@@ -86,6 +86,9 @@ Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs) {
     throw KnobRefused(
         "matmul: pingpong=1 is a knob of the persistent wgmma=2 path with two consumer "
         "warpgroups of their own tiles (warps=8, tile_m=64)");
+  if ((BN == 96 || BN == 192) && !use_wgmma)
+    throw KnobRefused("matmul: tile_n=" + std::to_string(BN) +
+                      " is a tile of the wgmma paths (wgmma=1 or 2)");
   if (pl.staged && !use_wgmma)
     throw KnobRefused("matmul: staged=1 is a knob of the wgmma paths (wgmma=1 or 2)");
   if (stages > 4 && !pl.specialized)

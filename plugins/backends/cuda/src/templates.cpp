@@ -59,11 +59,21 @@ BackendCaps cuda_capabilities() {
       // multiply). staged: 1 = the epilogue through
       // shared memory, rows stored in 16-byte pieces (wgmma paths only). tile_m x tile_n is the
       // output tile; a gated kernel's (SwiGLU inside the product) reads 2 x tile_n rows of B on
-      // the wgmma paths, both halves' columns.
-      {"wgmma", {0, 1, 2}},        {"tile_m", {64, 32, 128}}, {"tile_n", {64, 32, 128, 256}},
-      {"splits", {1, 2, 4}},       {"cluster", {1, 2}},       {"persistent", {0, 1}},
-      {"tile_k", {16, 8, 32, 64}}, {"warps", {4, 2, 8}},      {"stages", {1, 2, 3, 4, 6, 8, 12}},
-      {"staged", {0, 1}},          {"pingpong", {0, 1}},
+      // the wgmma paths, both halves' columns. tile_n 192 and 96 (wgmma paths only): the tiles
+      // that divide the Qwen3 products' widths into as many tiles as the GPU has SMs at M = 512
+      // (gate+up's 6144 columns in 32 tiles of 192 beside 4 of tile_m 128: 128 tiles on 132 SMs,
+      // where 256 gives 96 and 128 gives 192; gated, its 3072 outputs in 32 tiles of 96).
+      {"wgmma", {0, 1, 2}},
+      {"tile_m", {64, 32, 128}},
+      {"tile_n", {64, 32, 128, 256, 192, 96}},
+      {"splits", {1, 2, 4}},
+      {"cluster", {1, 2}},
+      {"persistent", {0, 1}},
+      {"tile_k", {16, 8, 32, 64}},
+      {"warps", {4, 2, 8}},
+      {"stages", {1, 2, 3, 4, 6, 8, 12}},
+      {"staged", {0, 1}},
+      {"pingpong", {0, 1}},
   };
   caps.constraints["matmul"] = {table_constraint(
       caps.templates["matmul"],
@@ -74,7 +84,8 @@ BackendCaps cuda_capabilities() {
       "multiple of 4 per 64 rows of tile_m, tile_n in multiples of 8 per warpgroup, the stages' "
       "shared memory; wgmma=2: stages >= 2; splits > 1, cluster 2 and stages > 4 only with "
       "wgmma=2; persistent=1 only with wgmma=2, splits 1 and cluster 1; pingpong=1 only persistent "
-      "with warps 8 and tile_m 64; staged=1 only with wgmma 1 or 2; stages > 1: tile_k a "
+      "with warps 8 and tile_m 64; staged=1, tile_n 96 and 192 only with wgmma 1 or 2; stages > 1: "
+      "tile_k a "
       "multiple of 16 and warps tiling the block; else the "
       "tile split over the threads; one stage within 48 KiB of static shared memory)")};
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
@@ -213,6 +224,9 @@ std::string matmul_knob_refusal(const std::map<std::string, double>& knobs) {
   // More bytes in flight cover the copies' latency under load on the specialized path (its
   // consumers waited on the ring's barriers at 4 stages: ncu, docs/PERFORMANCE.md).
   if (stages > 4 && wgmma != 2) return "stages > 4 is a ring depth of the wgmma=2 path only";
+  // The other paths' tilings split tile_n into powers of two (warps, micro-tiles).
+  if ((BN == 96 || BN == 192) && wgmma != 1 && wgmma != 2)
+    return "tile_n 96 and 192 are tiles of the wgmma paths";
   if (wgmma == 1 || wgmma == 2) {
     if (BM != 64 && BM != 128) return "wgmma=1 needs tile_m 64 or 128 (64 rows per warpgroup)";
     if (BK != 16 && BK != 32 && BK != 64) return "wgmma=1 needs tile_k 16, 32 or 64";
