@@ -51,6 +51,18 @@ std::string staged_writes(const std::string& source) {
 
 // A persistent kernel's checks shared by its tests: one block a SM (never more blocks than
 // tiles), compiled without spills, built by the backend.
+// ptxas spills nothing of `source` (s's module, knobs k; its registers printed after `what`), and
+// the backend builds it.
+void expect_builds_without_spills(const ir::Slice& s, const std::string& source, const Knobs& k,
+                                  const char* what) {
+  const test::CompileReport report = test::compile_report(source);
+  EXPECT_EQ(report.spill_bytes, 0) << describe(k) << "\n" << report.log;
+  std::printf("[ ptxas    ] %-10s %-48s %3d registers, %d bytes spilled\n", what,
+              describe(k).c_str(), report.registers, report.spill_bytes);
+  MeasureResult r = build(s);
+  EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
+}
+
 void expect_persistent_kernel_builds(const ir::Slice& s, const std::string& source, int64_t tiles,
                                      const Knobs& k, const char* what) {
   const Plan plan = parse_plan(source);
@@ -58,12 +70,7 @@ void expect_persistent_kernel_builds(const ir::Slice& s, const std::string& sour
   EXPECT_EQ(plan.launches[0].grid[0], std::min<int64_t>(tiles, 132)) << describe(k);
   EXPECT_EQ(plan.launches[0].grid[1], 1) << describe(k);
   EXPECT_EQ(plan.launches[0].grid[2], 1) << describe(k);
-  const test::CompileReport report = test::compile_report(source);
-  EXPECT_EQ(report.spill_bytes, 0) << describe(k) << "\n" << report.log;
-  std::printf("[ ptxas    ] %-10s %-37s %3d registers, %d bytes spilled\n", what,
-              describe(k).c_str(), report.registers, report.spill_bytes);
-  MeasureResult r = build(s);
-  EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
+  expect_builds_without_spills(s, source, k, what);
 }
 
 TEST(CudaWgmmaCodegen, TheKnobIsDeclaredWithMmaSyncFirst) {
@@ -219,12 +226,7 @@ TEST(CudaWgmmaCodegen, SpecializedTilesCompileWithoutSpillsOrBlockBarriersInTheL
     ASSERT_NE(end, std::string::npos);
     EXPECT_EQ(source.substr(consumer, end - consumer).find("__syncthreads"), std::string::npos)
         << describe(c.k);
-    const test::CompileReport report = test::compile_report(source);
-    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
-    std::printf("[ ptxas    ] %-44s %3d registers, %d bytes spilled\n", describe(c.k).c_str(),
-                report.registers, report.spill_bytes);
-    MeasureResult r = build(s);
-    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+    expect_builds_without_spills(s, source, c.k, "specialized");
   }
 }
 
@@ -393,12 +395,7 @@ TEST(CudaWgmmaCodegen, TilesOf192And96ColumnsCompileOnTheWgmmaPaths) {
     EXPECT_EQ(plan.launches[0].grid[0],
               c.k.count("persistent") ? std::min<int64_t>(tiles, 132) : c.columns / n_step)
         << describe(c.k);
-    const test::CompileReport report = test::compile_report(source);
-    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
-    std::printf("[ ptxas    ] %-48s %3d registers, %d bytes spilled\n", describe(c.k).c_str(),
-                report.registers, report.spill_bytes);
-    MeasureResult r = build(s);
-    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+    expect_builds_without_spills(s, source, c.k, "192 / 96");
   }
   const Knobs mma = {{"tile_m", 128}, {"tile_n", 192}, {"tile_k", 32}, {"warps", 8}, {"stages", 3}};
   EXPECT_NE(matmul_knob_refusal(mma).find("tile_n 96 and 192"), std::string::npos);
@@ -497,12 +494,7 @@ TEST(CudaWgmmaCodegen, GatedEpilogueReadsBothHalvesAndStoresHalfTheColumns) {
     if (!k.count("persistent")) {
       EXPECT_EQ(plan.launches[0].grid[0], (H + n_step - 1) / n_step * splits) << describe(k);
     }
-    const test::CompileReport report = test::compile_report(source);
-    EXPECT_EQ(report.spill_bytes, 0) << describe(k) << "\n" << report.log;
-    std::printf("[ ptxas    ] gated %-38s %3d registers, %d bytes spilled\n", describe(k).c_str(),
-                report.registers, report.spill_bytes);
-    MeasureResult r = build(s);
-    EXPECT_EQ(r.failure, FailureKind::none) << describe(k) << ": " << r.message;
+    expect_builds_without_spills(s, source, k, "gated");
   }
   // Two warpgroups side by side along N (tile_m 64, 8 warps) and a cluster of two: refused.
   // And a tile of 256 output columns, whose 512 rows of B are more than one wgmma takes.
@@ -607,12 +599,7 @@ TEST(CudaWgmmaCodegen, BWithNContiguousIsCopiedInChunksOf64ColumnsAndReadTranspo
                           "ull << 16)"),
               std::string::npos)
         << describe(c.k);
-    const test::CompileReport report = test::compile_report(source);
-    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
-    std::printf("[ ptxas    ] N-major B %-44s %3d registers, %d bytes spilled\n",
-                describe(c.k).c_str(), report.registers, report.spill_bytes);
-    MeasureResult r = build(s);
-    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+    expect_builds_without_spills(s, source, c.k, "N-major B");
   }
   // A K-major B keeps its instruction: no transpose bit.
   const std::string k_major =
@@ -661,10 +648,7 @@ TEST(CudaWgmmaCodegen, OProjsTransposedAIsReadThroughMoreMapDims) {
     box[1] = int64_t(c.k.at("tile_m"));
     EXPECT_EQ(plan.tensor_maps[0].box, box) << describe(c.k);
     EXPECT_NE(source.find(c.copy), std::string::npos) << describe(c.k);
-    const test::CompileReport report = test::compile_report(source);
-    EXPECT_EQ(report.spill_bytes, 0) << describe(c.k) << "\n" << report.log;
-    MeasureResult r = build(sl);
-    EXPECT_EQ(r.failure, FailureKind::none) << describe(c.k) << ": " << r.message;
+    expect_builds_without_spills(sl, source, c.k, "o_proj A");
   }
 }
 
