@@ -85,9 +85,8 @@ BackendCaps cuda_capabilities() {
       "shared memory; wgmma=2: stages >= 2; splits > 1, cluster 2 and stages > 4 only with "
       "wgmma=2; persistent=1 only with wgmma=2, splits 1 and cluster 1; pingpong=1 only persistent "
       "with warps 8 and tile_m 64; staged=1, tile_n 96 and 192 only with wgmma 1 or 2; stages > 1: "
-      "tile_k a "
-      "multiple of 16 and warps tiling the block; else the "
-      "tile split over the threads; one stage within 48 KiB of static shared memory)")};
+      "tile_k a multiple of 16 and warps tiling the block; else the tile split over the threads; "
+      "one stage within 48 KiB of static shared memory)")};
   // block_q: query rows per block (16 per warp and m-tile); block_kv: key/value positions per
   // shared-memory tile; warps: per block, 16 query rows each, more split the key/value tiles'
   // columns (tmpl_attention.cpp);
