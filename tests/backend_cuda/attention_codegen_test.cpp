@@ -168,6 +168,47 @@ TEST(CudaAttention, QwenShapeUsesTensorCoresSixteenByteLoadsAndSkipsMaskedTiles)
   }
 }
 
+// Two warpgroups splitting the key tiles (block_q 64, warps 8) over their ring of 3 stages: a
+// stage's tiles alternate between them, so each part has "landed" barriers of its own per stage
+// (slot = stage + 3 x part), each used every 6 tiles (the parity's round), the producer arming
+// the slot of the part that takes the tile. Shared per stage, a part could pass a parity wait on
+// the other part's unfinished phase (a wrong result in the 12-07 layer tune). Without a split,
+// one slot per stage as before.
+TEST(CudaAttention, SplitKeyTilesLandOnBarriersOfTheirPart) {
+  auto source_with = [](double warps, double heads, double block_kv) {
+    Case c = qwen3_attention(512, 8);
+    c.knobs = {{"wgmma", 1},  {"block_q", 64},  {"warps", warps},
+               {"stages", 3}, {"heads", heads}, {"block_kv", block_kv}};
+    return generate_source(slice_of(c));
+  };
+  for (double block_kv : {32.0, 64.0}) {
+    const std::string split = source_with(8, 1, block_kv);
+    ASSERT_NE(split.find("kv-split=2"), std::string::npos);
+    // 1 + 2 x 6 slots + 3 "free" barriers.
+    EXPECT_NE(split.find("for (int i = 0; i < 16; ++i)"), std::string::npos) << block_kv;
+    EXPECT_NE(split.find("emmy_arm((emmy_bar0 + 8u * (1u + (unsigned)((s) + 3 * ((u) % 2)))), "),
+              std::string::npos)
+        << block_kv;
+    EXPECT_NE(split.find("const unsigned parity = (unsigned)((it0 + t) / 6) & 1u;"),
+              std::string::npos)
+        << block_kv;
+    EXPECT_NE(split.find("emmy_wait((emmy_bar0 + 8u * (7u + (unsigned)(((it0 + t - 2) % 3) + 3 * "
+                         "((it0 + t - 2) % 2)))), (unsigned)((it0 + t - 2) / 6) & 1u);"),
+              std::string::npos)
+        << block_kv;
+    EXPECT_EQ(compile_report(split).spill_bytes, 0) << block_kv;
+    // One warpgroup, or two of their own heads: every tile waited by every consumer, a slot a
+    // stage.
+    for (const std::string& own : {source_with(4, 1, block_kv), source_with(8, 2, block_kv)}) {
+      EXPECT_NE(own.find("for (int i = 0; i < 10; ++i)"), std::string::npos) << block_kv;
+      EXPECT_NE(own.find("const unsigned parity = (unsigned)((it0 + t) / 3) & 1u;"),
+                std::string::npos)
+          << block_kv;
+      EXPECT_EQ(own.find(" % 2))"), std::string::npos) << block_kv;
+    }
+  }
+}
+
 TEST(CudaAttention, PathsFollowDtypesMasksAndOperandLayouts) {
   std::string f32 = generate_source(slice_of(causal_f32()));
   EXPECT_NE(f32.find(" simt causal-skip"), std::string::npos);

@@ -28,6 +28,7 @@
 // of the map) — all proven on the host from the element offsets of every batch entry.
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <optional>
 
 #include "attention_parts.hpp"
@@ -186,7 +187,9 @@ struct WgmmaPlan {
   bool staged = false;  // the result stored through shared memory, 16 bytes a thread at a time
   int64_t o_off = -1;  // where it is staged: a buffer of its own at o_off, or (-1) the query buffer
   int64_t tile_bytes = 0, smem = 0, NS = 0, NV = 0, persistent_blocks = 0;
-  int64_t NBAR = 0;                   // mbarriers
+  int64_t NBAR = 0;  // mbarriers
+  // "Landed" barriers per operand (slots) and the tiles between two uses of one (see kSlots).
+  int64_t NF = 0, ROUND = 0;
   std::string q_free, q_full, q_use;  // the query buffers' barriers and use count
   std::string work_loop;              // the loop over a block's work items
   std::string q_scratch;              // q computed in the kernel, [Z, Sq, D] (empty: q is read)
@@ -365,10 +368,27 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   // Persistent only: [1 + 3 * STAGES + b] every consumer warp is done reading query buffer b;
   // with two query buffers, [1 + 3 * STAGES + 2] is buffer 1's "landed" (buffer 0's is [0]).
   // Item j uses buffer qb = j % QB, for the (j / QB)-th time.
-  const int64_t NBAR = 1 + 3 * STAGES + (persistent ? QB : 0) + (QB > 1 ? 1 : 0);
-  const std::string q_free = "(emmy_bar0 + 8u * (" + num(1 + 3 * STAGES) + "u + (unsigned)qb))";
+  // A split's parts take alternate key tiles, and over a ring of 3 stages a stage's tiles then
+  // alternate between them. Were its "landed" barriers the stage's, a part could come to wait for
+  // its tile u while the other part's tile u - 3, the barrier's phase before, has not landed yet
+  // (at the start nothing the part waited for depends on it: tile 1's copy may land after tiles 0
+  // and 2's); a parity wait reads that unfinished phase as u's predecessor done and returns at
+  // once, and the part reads a stage still being filled (NaN in 62 rows of one run in the 12-07
+  // layer tune: block_kv 32, stages 3). So each part has "landed" barriers of its own per stage
+  // (slot = stage + stages x part), each used every lcm(stages, split) tiles, only ever by its
+  // part's tiles in order. A slot cannot run two phases ahead of its waiter either: tile u + 6
+  // needs u + 3's stage back, whose copy needed u's. Without a split one slot per stage.
+  const int64_t NF = SPLIT > 1 ? STAGES * SPLIT : STAGES;
+  const int64_t ROUND = SPLIT > 1 ? std::lcm(STAGES, SPLIT) : STAGES;
+  const int64_t NBAR = 1 + 2 * NF + STAGES + (persistent ? QB : 0) + (QB > 1 ? 1 : 0);
+  if (8 * NBAR > kBarrierBytes)
+    throw KnobRefused(knob_text + ": " + num(NBAR) + " mbarriers do not fit their " +
+                      num(kBarrierBytes) + " bytes");
+  const std::string q_free =
+      "(emmy_bar0 + 8u * (" + num(1 + 2 * NF + STAGES) + "u + (unsigned)qb))";
   const std::string q_full =
-      QB > 1 ? "(qb ? emmy_bar0 + 8u * " + num(1 + 3 * STAGES + 2) + "u : emmy_bar0)" : "emmy_bar0";
+      QB > 1 ? "(qb ? emmy_bar0 + 8u * " + num(1 + 2 * NF + STAGES + 2) + "u : emmy_bar0)"
+             : "emmy_bar0";
   const std::string q_use = QB > 1 ? "(unsigned)(j >> 1)" : "(unsigned)j";
   // The loop over a block's work items (one item when not persistent); `it0` counts the key
   // tiles of earlier items (the ring's stages and parities run on across items), j the items.
@@ -384,7 +404,8 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   pl.k_stage = k_stage, pl.v_stage = v_stage, pl.QB = QB, pl.k_off = k_off, pl.v_off = v_off;
   pl.staged = staged, pl.o_off = o_off, pl.tile_bytes = tile_bytes, pl.smem = smem, pl.NS = NS,
   pl.NV = NV;
-  pl.persistent_blocks = persistent_blocks, pl.NBAR = NBAR, pl.q_free = q_free, pl.q_full = q_full;
+  pl.persistent_blocks = persistent_blocks, pl.NBAR = NBAR, pl.NF = NF, pl.ROUND = ROUND,
+  pl.q_free = q_free, pl.q_full = q_full;
   pl.q_use = q_use, pl.work_loop = work_loop, pl.q_scratch = q_scratch, pl.note = note;
   return pl;
 }
@@ -424,14 +445,21 @@ class WgmmaKernel : private WgmmaPlan {
   }
 
  private:
-  std::string full_k(const std::string& s) const {
-    return "(emmy_bar0 + 8u * (1u + (unsigned)(" + s + ")))";
+  // The "landed" barriers of slot f (slot(): a stage, or a stage and a split's part).
+  std::string full_k(const std::string& f) const {
+    return "(emmy_bar0 + 8u * (1u + (unsigned)(" + f + ")))";
   }
-  std::string full_v(const std::string& s) const {
-    return "(emmy_bar0 + 8u * (" + num(1 + STAGES) + "u + (unsigned)(" + s + ")))";
+  std::string full_v(const std::string& f) const {
+    return "(emmy_bar0 + 8u * (" + num(1 + NF) + "u + (unsigned)(" + f + ")))";
   }
   std::string free_at(const std::string& s) const {
-    return "(emmy_bar0 + 8u * (" + num(1 + 2 * STAGES) + "u + (unsigned)(" + s + ")))";
+    return "(emmy_bar0 + 8u * (" + num(1 + 2 * NF) + "u + (unsigned)(" + s + ")))";
+  }
+  // The slot of tile u (the ring's count; its stage `stage`): the stage, or with a split the
+  // stage and the part taking the tile (u % split: a split is never persistent, so u = t).
+  std::string slot(const std::string& stage, const std::string& u) const {
+    return SPLIT > 1 ? "(" + stage + ") + " + num(STAGES) + " * ((" + u + ") % " + num(SPLIT) + ")"
+                     : stage;
   }
 
   // A work item's coordinates: w (its index; heads fastest, heaviest query tiles first) for a
@@ -455,9 +483,17 @@ class WgmmaKernel : private WgmmaPlan {
 
   void preamble() {
     b.line("extern __shared__ __align__(1024) unsigned char emmy_attn_smem[];");
-    b.line("// Barriers: [0] the query tile landed; per stage s: [1 + s] its keys landed, [" +
-           num(1 + STAGES) + " + s] its values landed, [" + num(1 + 2 * STAGES) +
-           " + s] every consumer warp is done with it.");
+    if (SPLIT > 1)
+      b.line(
+          "// Barriers: [0] the query tile landed; per slot f (a stage and a split's part: f = s "
+          "+ " +
+          num(STAGES) + " * part): [1 + f] its keys landed, [" + num(1 + NF) +
+          " + f] its values landed; per stage s: [" + num(1 + 2 * NF) +
+          " + s] every consumer warp is done with it.");
+    else
+      b.line("// Barriers: [0] the query tile landed; per stage s: [1 + s] its keys landed, [" +
+             num(1 + STAGES) + " + s] its values landed, [" + num(1 + 2 * STAGES) +
+             " + s] every consumer warp is done with it.");
     b.line("// The " + num(NBAR) +
            " barriers lie after the tiles, in the dynamic buffer; its start is the "
            "block's window (no static shared memory), aligned for the swizzle.");
@@ -473,7 +509,7 @@ class WgmmaKernel : private WgmmaPlan {
         "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(emmy_bar0 + 8u * "
         "i), "
         "\"r\"(i < " +
-        num(1 + 2 * STAGES) + (QB > 1 ? " || i == " + num(1 + 3 * STAGES + 2) : std::string()) +
+        num(1 + 2 * NF) + (QB > 1 ? " || i == " + num(1 + 2 * NF + STAGES + 2) : std::string()) +
         " ? 1 : " + num(CW / SPLIT) + ") : \"memory\");  // copies complete the ones of count 1");
     b.line(
         "  // The barriers' initialisation, visible to the copy engine before it completes on "
@@ -694,8 +730,8 @@ class WgmmaKernel : private WgmmaPlan {
                              "u + (unsigned)c * " + num(chunk_bytes) + "u",
                          num(plan.col0) + " + c * 64", "kv0", full));
     };
-    copy_tile(kp, full_k("s"), D, k_off, k_stage, k_chunk);
-    copy_tile(vp, full_v("s"), Dv, v_off, v_stage, v_chunk);
+    copy_tile(kp, full_k(slot("s", "u")), D, k_off, k_stage, k_chunk);
+    copy_tile(vp, full_v(slot("s", "u")), Dv, v_off, v_stage, v_chunk);
     item.block("for (int t = 0; t < n_tiles; ++t)", tile);
     item.line("it0 += n_tiles;");
     one.block(work_loop, item);
@@ -806,10 +842,10 @@ class WgmmaKernel : private WgmmaPlan {
   void tile_scores(Body& kv, bool first) const {
     const std::string prev_stage = previous_stage(), prev_parity = previous_parity();
     kv.line("const int s = (it0 + t) % " + num(STAGES) + ", kv0 = t * " + num(BKV) + ";");
-    kv.line("const unsigned parity = (unsigned)((it0 + t) / " + num(STAGES) + ") & 1u;");
-    kv.line("emmy_wait(" + full_k("s") + ", parity);");
+    kv.line("const unsigned parity = (unsigned)((it0 + t) / " + num(ROUND) + ") & 1u;");
+    kv.line("emmy_wait(" + full_k(slot("s", "it0 + t")) + ", parity);");
     // Every wait before the first wgmma: a spin loop between them would be a divergent path.
-    if (!first) kv.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
+    if (!first) kv.line("emmy_wait(" + full_v(previous_slot()) + ", " + prev_parity + ");");
     kv.line("float sacc[" + num(NS) + "][4];");
     kv.line("#pragma unroll");
     kv.line("for (int j = 0; j < " + num(NS) +
@@ -984,7 +1020,7 @@ class WgmmaKernel : private WgmmaPlan {
       }
       {
         Body last(mine);
-        last.line("emmy_wait(" + full_v(prev_stage) + ", " + prev_parity + ");");
+        last.line("emmy_wait(" + full_v(previous_slot()) + ", " + prev_parity + ");");
         last.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
         issue_pv(last, prev_stage, prev_parity);
         last.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
@@ -998,9 +1034,9 @@ class WgmmaKernel : private WgmmaPlan {
     if (p.causal_skip) {
       Body skip(cb);
       skip.line("const int s = (it0 + t) % " + num(STAGES) + ";");
-      skip.line("const unsigned parity = (unsigned)((it0 + t) / " + num(STAGES) + ") & 1u;");
-      skip.line("emmy_wait(" + full_k("s") + ", parity);");
-      skip.line("emmy_wait(" + full_v("s") + ", parity);");
+      skip.line("const unsigned parity = (unsigned)((it0 + t) / " + num(ROUND) + ") & 1u;");
+      skip.line("emmy_wait(" + full_k(slot("s", "it0 + t")) + ", parity);");
+      skip.line("emmy_wait(" + full_v(slot("s", "it0 + t")) + ", parity);");
       release(skip, "s");
       turn_begin(skip);  // a turn with nothing to issue: the other warpgroup's turns go on
       turn_end(skip);
@@ -1162,8 +1198,9 @@ class WgmmaKernel : private WgmmaPlan {
   // The warpgroup's previous tile: t - SPLIT.
   std::string previous_stage() const { return "(it0 + t - " + num(SPLIT) + ") % " + num(STAGES); }
   std::string previous_parity() const {
-    return "(unsigned)((it0 + t - " + num(SPLIT) + ") / " + num(STAGES) + ") & 1u";
+    return "(unsigned)((it0 + t - " + num(SPLIT) + ") / " + num(ROUND) + ") & 1u";
   }
+  std::string previous_slot() const { return slot(previous_stage(), "it0 + t - " + num(SPLIT)); }
 
   const ir::Graph& g;
   ModuleBuilder& m;
