@@ -378,6 +378,10 @@ WgmmaPlan plan_wgmma(const ir::Graph& g, ModuleBuilder& m, const Parts& p, const
   // (slot = stage + stages x part), each used every lcm(stages, split) tiles, only ever by its
   // part's tiles in order. A slot cannot run two phases ahead of its waiter either: tile u + 6
   // needs u + 3's stage back, whose copy needed u's. Without a split one slot per stage.
+  // (A slot's part is the tile's index modulo the split, which is the ring's count only with one
+  // work item per block: the knob rules keep the split off the persistent grid.)
+  if (SPLIT > 1 && persistent)
+    throw KnobRefused(knob_text + ": a split's parts take key tiles of one item, not persistent");
   const int64_t NF = SPLIT > 1 ? STAGES * SPLIT : STAGES;
   const int64_t ROUND = SPLIT > 1 ? std::lcm(STAGES, SPLIT) : STAGES;
   const int64_t NBAR = 1 + 2 * NF + STAGES + (persistent ? QB : 0) + (QB > 1 ? 1 : 0);
