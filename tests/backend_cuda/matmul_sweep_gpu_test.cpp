@@ -183,7 +183,12 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
                          // Half the L2-to-SM bytes of 64 x 64 tiles: wider tiles, K split in a
                          // cluster.
                          specialized(64, 128, 8, 2), specialized(128, 64, 8, 2, 64, 8),
-                         specialized(128, 128, 6, 4, 64, 8)})
+                         specialized(128, 128, 6, 4, 64, 8),
+                         // Two consumer warpgroups on a 64 x 64 tile, as cuBLAS's kernel for
+                         // these products (384 threads; ncu, 2026-12-07): two accumulator chains
+                         // of m64n32k16 instead of one of m64n64k16; alone and in pairs.
+                         specialized(64, 64, 8, 1, 64, 8), specialized(64, 64, 12, 1, 64, 8),
+                         specialized(64, 64, 8, 1, 64, 8, 2), specialized(64, 64, 8, 1, 64, 4, 2)})
     for (double staged : {0.0, 1.0}) tiles.push_back(with_knobs(k, {{"staged", staged}}));
   // Two warpgroups of their own 64-row tiles taking turns, one's epilogue under the other's
   // products (pingpong=1).
