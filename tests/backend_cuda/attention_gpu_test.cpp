@@ -348,21 +348,22 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
 }
 
 // Two warpgroups splitting the key tiles over their ring of 3 stages (whose stages alternate
-// between them), B=8 S=512, run after run on fresh inputs, each result checked: a part that read
-// a stage still being filled (the 12-07 layer tune: NaN in 62 rows of one run in two) shows as a
-// wrong result in some run. Prints how many runs matched.
+// between them), B=8 S=512, run after run, each result checked: a part that read a stage still
+// being filled (the 12-07 layer tune: NaN in 62 rows of one run in two) shows as a wrong result
+// in some run. The race depends on when copies land, not on the values: one set of inputs (and
+// one reference) serves every run. Prints how many runs matched.
 TEST(AttentionGpu, SplitKeyTilesMatchTheReferenceRunAfterRun) {
   Case c = qwen3_attention(512, 8);
   ir::Slice s = slice_of(c);
+  const auto inputs = ir::random_inputs(s.graph, 100);
+  const auto expected = ir::evaluate(s.graph, inputs);
   constexpr int kRuns = 12;
   for (const Knobs& knobs : {hopper(64, 8, 3, 32), hopper(64, 8, 3, 64), hopper(64, 8, 3, 128)}) {
     s.grouping.kernels.at(0).knobs = knobs;
     int matched = 0;
     for (int run = 0; run < kRuns; ++run) {
-      const auto inputs = ir::random_inputs(s.graph, 100 + uint64_t(run));
-      const auto expected = ir::evaluate(s.graph, inputs);
       Measured m = build_and_measure(s, inputs, run % 2 ? Regime::rank : Regime::deploy, 3);
-      ASSERT_EQ(m.result.outputs.tensors.size(), 1u);
+      ASSERT_EQ(m.result.outputs.tensors.size(), 1u) << perf::describe(knobs) << " run " << run;
       const std::string diff =
           ir::compare(expected[0], ir::HostTensor{expected[0].type, m.result.outputs.tensors[0]});
       EXPECT_EQ(diff, "") << perf::describe(knobs) << " run " << run;
