@@ -335,8 +335,8 @@ TEST(AttentionGpu, Qwen3Batch8At512OneBlockPerTileAndPersistent) {
   std::vector<Knobs> sets = {hopper(64, 4, 3, 64), hopper(64, 4, 2, 128),
                              hopper(64, 4, 3, 64, {"persistent"}),
                              hopper(64, 4, 2, 64, {"persistent"}), hopper(64, 8, 3, 64),
-                             // The split's 32-key tiles: its handover then reaches into the
-                             // value ring (a wrong result in the 12-07 layer tune).
+                             // The split's 32-key tiles (a wrong result in the 12-07 layer
+                             // tune: a part read a stage still being filled).
                              hopper(64, 8, 3, 32), hopper(128, 8, 2, 128), hopper(128, 8, 3, 64),
                              hopper(64, 8, 3, 64, {"heads"}), hopper(64, 8, 2, 64, {"heads"}),
                              hopper(64, 8, 2, 128, {"heads"})};

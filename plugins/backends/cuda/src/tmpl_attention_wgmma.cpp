@@ -188,7 +188,8 @@ struct WgmmaPlan {
   int64_t o_off = -1;  // where it is staged: a buffer of its own at o_off, or (-1) the query buffer
   int64_t tile_bytes = 0, smem = 0, NS = 0, NV = 0, persistent_blocks = 0;
   int64_t NBAR = 0;  // mbarriers
-  // "Landed" barriers per operand (slots) and the tiles between two uses of one (see kSlots).
+  // "Landed" barriers per operand (slots) and the tiles between two uses of one (plan_wgmma says
+  // why a split has a slot per stage and part).
   int64_t NF = 0, ROUND = 0;
   std::string q_free, q_full, q_use;  // the query buffers' barriers and use count
   std::string work_loop;              // the loop over a block's work items
