@@ -8,6 +8,10 @@
 namespace emmy::priors {
 namespace {
 
+double ir_bytes(const char* dtype) {
+  return std::string(dtype) == "f32" ? 4 : 2;
+}
+
 KernelFeatures matmul(std::vector<int64_t> out_shape, double k, const char* dtype = "bf16") {
   KernelFeatures f;
   f.op_class = "matmul";
@@ -16,7 +20,25 @@ KernelFeatures matmul(std::vector<int64_t> out_shape, double k, const char* dtyp
   double mn = 1;
   for (auto d : out_shape) mn *= static_cast<double>(d);
   f.flops = 2 * mn * k;
-  f.bytes = 2 * mn;  // not used by the tile figures of a matmul
+  // A read whole, B (shared by the batch) read whole, the output written.
+  const double n = static_cast<double>(out_shape.back());
+  f.bytes = ir_bytes(dtype) * (mn / n * k + k * n + mn);
+  return f;
+}
+
+// Qwen3's gate+up product with SwiGLU in its epilogue: x [.., M, K] times the packed weight
+// [2H, K], written as silu(gate) * up [.., M, H] (fuse_gated_epilogue); the IR counts a FLOP per
+// element of each pointwise op, so silu and mul add 2 per output to the product's.
+KernelFeatures gated_matmul(std::vector<int64_t> out_shape, double k) {
+  KernelFeatures f;
+  f.op_class = "matmul";
+  f.shape = out_shape;
+  f.dtype = "bf16";
+  double mh = 1;
+  for (auto d : out_shape) mh *= static_cast<double>(d);
+  const double h = static_cast<double>(out_shape.back());
+  f.flops = 2 * mh * 2 * k + 2 * mh;
+  f.bytes = 2 * (mh / h * k + 2 * h * k + mh);
   return f;
 }
 
@@ -95,6 +117,74 @@ TEST(DerivedFeatures, CudaMatmulTilesWavesAndOccupancy) {
   DeviceFacts a100;
   a100.sms = 108;
   EXPECT_EQ(tile_figures(matmul({512, 4096}, 1024), k, Backend::cuda, a100).units, 216);
+}
+
+// A gated product's K is half what its flops say a plain product of its output would have: told
+// by its bytes (A, both halves of B, the output), with or without a batch; a plain product with a
+// residual (more bytes, never fewer) stays plain.
+TEST(DerivedFeatures, GatedMatmulDimsFromItsBytes) {
+  for (const std::vector<int64_t>& out : {std::vector<int64_t>{512, 3072}, {8, 512, 3072}}) {
+    const ProblemDims g = problem_dims(gated_matmul(out, 1024));
+    EXPECT_TRUE(g.gated);
+    EXPECT_EQ(g.k, 1024);
+    EXPECT_EQ(g.n, 3072);
+    EXPECT_EQ(g.m, 512);
+  }
+  // The plain product of the same output and 2K, and one with a residual added.
+  KernelFeatures plain = matmul({512, 3072}, 2048);
+  EXPECT_FALSE(problem_dims(plain).gated);
+  EXPECT_EQ(problem_dims(plain).k, 2048);
+  plain.bytes += 2.0 * 512 * 3072;
+  EXPECT_FALSE(problem_dims(plain).gated);
+  // Attention is never a gated matmul, whatever its bytes.
+  KernelFeatures a = attention({1, 16, 512, 128});
+  a.bytes = 1;
+  EXPECT_FALSE(problem_dims(a).gated);
+}
+
+// A gated tile of 64 x 128 outputs multiplies 64 x 256 of the product: gate+up at M = 512
+// (3072 outputs) is 8 x 24 = 192 tiles, each step copying 64 + 256 rows of 64.
+TEST(DerivedFeatures, GatedMatmulTilesCoverBothHalves) {
+  const std::map<std::string, double> k = {{"tile_m", 64}, {"tile_n", 128}, {"tile_k", 64},
+                                           {"stages", 4},  {"warps", 4},    {"wgmma", 2}};
+  const TileFigures g =
+      tile_figures(gated_matmul({512, 3072}, 1024), k, Backend::cuda, DeviceFacts{});
+  ASSERT_TRUE(g.known);
+  EXPECT_EQ(g.items, 8 * 24);
+  EXPECT_EQ(g.steps, 16);
+  EXPECT_EQ(g.step_bytes, (64 + 256) * 64 * 2);
+  EXPECT_DOUBLE_EQ(g.intensity, 2.0 * 64 * 256 / ((64 + 256) * 2));
+  EXPECT_DOUBLE_EQ(g.per_thread, 64.0 * 256 / (4 * 32 + 128));
+}
+
+// splits: o_proj at M = 512 (1024 columns, K 2048) in 128 x 128 tiles is 4 x 8 = 32 blocks on
+// 132 SMs; split 4 ways, 128 blocks of a quarter of K each. cluster 2: a block copies half of the
+// B tile it shares with its pair, the same shared memory.
+TEST(DerivedFeatures, CudaMatmulSplitsAndClusters) {
+  std::map<std::string, double> k = {{"tile_m", 128}, {"tile_n", 128}, {"tile_k", 64},
+                                     {"stages", 4},   {"warps", 8},    {"wgmma", 2},
+                                     {"splits", 1},   {"cluster", 1},  {"persistent", 0}};
+  const KernelFeatures o_proj = matmul({512, 1024}, 2048);
+  const TileFigures one = tile_figures(o_proj, k, Backend::cuda, DeviceFacts{});
+  k["splits"] = 4;
+  const TileFigures four = tile_figures(o_proj, k, Backend::cuda, DeviceFacts{});
+  EXPECT_EQ(one.items, 32);
+  EXPECT_EQ(four.items, 128);
+  EXPECT_EQ(one.steps, 32);
+  EXPECT_EQ(four.steps, 8);
+  EXPECT_DOUBLE_EQ(four.padding, 1.0);
+  EXPECT_GT(four.wave_efficiency, one.wave_efficiency);
+  // A K of 2048 split 3 ways into 683 pads each part to 704 (11 steps of 64).
+  k["splits"] = 3;
+  EXPECT_DOUBLE_EQ(tile_figures(o_proj, k, Backend::cuda, DeviceFacts{}).padding, 3 * 704 / 2048.0);
+
+  k["splits"] = 1;
+  k["cluster"] = 2;
+  const TileFigures pair = tile_figures(o_proj, k, Backend::cuda, DeviceFacts{});
+  EXPECT_EQ(pair.step_bytes, (128 + 64) * 64 * 2);
+  EXPECT_EQ(pair.smem_bytes, one.smem_bytes);
+  EXPECT_GT(pair.intensity, one.intensity);
+  EXPECT_EQ(pair.items, one.items);
 }
 
 // The cpu matmul: tiles over the `threads` knob; 300 x 200 in 128 x 64 tiles = 3 x 4 = 12

@@ -52,19 +52,31 @@ void matmul_tiles(TileFigures& t, const ProblemDims& p, const std::map<std::stri
                   Backend backend, const DeviceFacts& d) {
   if (!has(k, "tile_m") || !has(k, "tile_n") || !has(k, "tile_k")) return;
   const double tm = k.at("tile_m"), tn = k.at("tile_n"), tk = k.at("tile_k");
-  t.items = p.batch * ceil_div(p.m, tm) * ceil_div(p.n, tn);
-  t.padding =
-      ceil_div(p.m, tm) * tm / p.m * ceil_div(p.n, tn) * tn / p.n * ceil_div(p.k, tk) * tk / p.k;
-  t.step_bytes = (tm + tn) * tk * p.elem;
-  t.steps = ceil_div(p.k, tk);
-  t.intensity = 2 * tm * tn / ((tm + tn) * p.elem);
+  // tile_n is the output tile; a gated tile multiplies both halves' columns (2 tile_n of B).
+  const double bn = p.gated ? 2 * tn : tn;
+  // splits: K cut into that many parts, each a block of its own (partial sums added after).
+  const double splits = backend == Backend::cuda ? knob(k, "splits", 1) : 1;
+  const double k_part = ceil_div(p.k, splits);
+  t.items = p.batch * ceil_div(p.m, tm) * ceil_div(p.n, tn) * splits;
+  t.padding = ceil_div(p.m, tm) * tm / p.m * ceil_div(p.n, tn) * tn / p.n * ceil_div(k_part, tk) *
+              tk * splits / p.k;
+  t.step_bytes = (tm + bn) * tk * p.elem;
+  t.steps = ceil_div(k_part, tk);
+  t.intensity = 2 * tm * bn / ((tm + bn) * p.elem);
   if (backend == Backend::cuda) {
     const double threads = 32 * knob(k, "warps", 4) + (knob(k, "wgmma", 0) > 0 ? 128 : 0);
     t.smem_bytes = std::max(1.0, knob(k, "stages", 1)) * t.step_bytes;
     t.blocks_per_sm = cuda_blocks_per_sm(threads, t.smem_bytes, d);
     t.units = d.sms * std::max(1.0, t.blocks_per_sm);
-    t.per_thread = tm * tn / threads;
+    t.per_thread = tm * bn / threads;
     t.working_set = t.smem_bytes;
+    // cluster 2: a pair of blocks along M each copies half of the B tile they share and
+    // multicasts it to both, so a block reads (tm + bn / 2) tk from L2 per step.
+    const double cluster = knob(k, "cluster", 1);
+    if (cluster > 1) {
+      t.step_bytes = (tm + bn / cluster) * tk * p.elem;
+      t.intensity = 2 * tm * bn / ((tm + bn / cluster) * p.elem);
+    }
   } else {
     // The cpu microkernel: mr rows x nr_vecs vectors of accumulators per call.
     const double vec = knob(k, "vec", 1), nr = knob(k, "nr_vecs", 1);
@@ -172,6 +184,19 @@ void reduction_tiles(TileFigures& t, const ProblemDims& p, const KernelFeatures&
   t.known = true;
 }
 
+// Whether a matmul kernel's bytes are a gated product's rather than a plain one's, given `p` with
+// K read as a plain product's (K1 = flops / 2 b M N). Every matmul kernel reads A and B whole and
+// writes its output, so a plain one moves at least b M K1 + K1 N + b M N elements (B shared by
+// the batch: the least it can be); a gated one, with K = K1 / 2, reads A (b M K), both halves of
+// B (2 N K) and writes b M N: b M K1 / 2 fewer. Bytes within a few percent of the gated figure
+// and below the plain least say gated (a bias or a residual would only add to a plain one's).
+bool gated_bytes(double bytes, const ProblemDims& p) {
+  const double k = p.k / 2;
+  const double plain_least = p.elem * (p.batch * p.m * p.k + p.k * p.n + p.batch * p.m * p.n);
+  const double gated = p.elem * (p.batch * p.m * k + 2 * k * p.n + p.batch * p.m * p.n);
+  return bytes < plain_least * 0.98 && bytes > gated * 0.98 && bytes < gated * 1.05;
+}
+
 }  // namespace
 
 Backend backend_of(const std::set<std::string>& names) {
@@ -204,7 +229,16 @@ ProblemDims problem_dims(const KernelFeatures& f) {
     }
     // 2 FLOPs per multiply-add; attention: two products of Sq x Skv x D.
     const double per = f.op_class == "attention" ? 4 : 2;
-    p.k = std::max(1.0, std::round(f.flops / (per * p.batch * p.m * p.n)));
+    const double k = f.flops / (per * p.batch * p.m * p.n);
+    p.k = std::max(1.0, std::round(k));
+    if (f.op_class == "attention") return p;
+    // A fused epilogue's FLOPs (a residual's add, SwiGLU's few per output) only add to the
+    // product's: K is the whole part (1024.5 for o_proj + residual is K = 1024, not 1025).
+    p.k = std::max(1.0, std::floor(k * (1 + 1e-9)));
+    if (f.op_class == "matmul" && gated_bytes(f.bytes, p)) {
+      p.gated = true;
+      p.k = std::max(1.0, std::floor(k / 2 * (1 + 1e-9)));
+    }
     return p;
   }
   // Rows x cols; a reduction's reduced length from the bytes it reads beyond its output (the

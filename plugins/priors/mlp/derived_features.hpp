@@ -38,6 +38,10 @@ struct ProblemDims {
   double m = 0, n = 0, k = 0;  // matmul M N K; attention Sq D Skv; rows, cols, reduced length
   double batch = 1;            // matmul/attention leading dims (heads included)
   double elem = 4;             // bytes per element
+  // A gated matmul (SwiGLU in the product's epilogue: silu(x W_gate) * (x W_up), one product of
+  // 2n columns written as n): its flops are twice a plain product's of the same output, so K
+  // read as a plain product's would be 2K. Told by its bytes (problem_dims).
+  bool gated = false;
 };
 
 enum class Backend { unknown, cpu, cuda };
