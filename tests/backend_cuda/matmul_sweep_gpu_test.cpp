@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <random>
 
 #include "cublaslt_library.hpp"
 #include "cublaslt_plugin_harness.hpp"
@@ -17,6 +19,9 @@
 #include "gpu_harness.hpp"
 #include "ir/interpreter.hpp"
 #include "perf_graphs.hpp"
+#include "search/prior_row.hpp"
+#include "store/prior_table.hpp"
+#include "templates.hpp"
 #include "wgmma_graphs.hpp"
 
 namespace emmy::cuda::test {
@@ -128,6 +133,45 @@ bool product_wanted(const char* what) {
 bool m_wanted(int64_t M) {
   const std::string want = sweep_env("EMMY_SWEEP_M");
   return want.empty() || want == std::to_string(M);
+}
+
+// EMMY_SWEEP_ROWS: a file to which each timed configuration of the gated sweep is appended as a
+// prior row (bench/prior/README.md's table format): the kernel's features as the tuner records
+// them (search::prior_row), every knob of the template (those a tile leaves out at the template's
+// defaults, as a tune's rows have them), regime deploy (the sweep builds as a tune deploys).
+// Rows a tune never measures (the search follows the prior), so that a prior learns them.
+void append_prior_row(const Case& c, double us) {
+  const std::string path = sweep_env("EMMY_SWEEP_ROWS");
+  if (path.empty() || !(us > 0)) return;
+  const ir::Slice s = slice_of(c);
+  Knobs all;
+  for (const auto& [name, value] : resolve_knobs(c.templ, c.knobs))
+    all[name] = static_cast<double>(value);
+  const PriorRow row =
+      search::prior_row(s.graph, s.grouping.kernels.back(), all, us, Regime::deploy);
+  std::ofstream out(path, std::ios::app);
+  out << store::to_json_line({store::kernel_name_of(row.features), row}) << '\n';
+  EXPECT_TRUE(out.flush()) << "cannot append to " << path;
+}
+
+// EMMY_SWEEP_RANDOM: that many configurations of the matmul template drawn uniformly (seed
+// `seed`) from those its knob rules take (matmul_knob_refusal), beside a sweep's chosen tiles: a
+// prior learns the slow corners too (a kernel's own refusals, e.g. the gated epilogue's, cost a
+// build's microseconds and give no row). 0 where unset.
+std::vector<Knobs> random_matmul_knobs(unsigned seed) {
+  const int n = std::atoi(sweep_env("EMMY_SWEEP_RANDOM").c_str());
+  std::vector<Knobs> out;
+  if (n <= 0) return out;
+  const std::vector<KnobSpec> specs = cuda_capabilities().templates.at("matmul");
+  std::mt19937 rng(seed);
+  for (int tries = 0; static_cast<int>(out.size()) < n && tries < 100000; ++tries) {
+    Knobs k;
+    for (const KnobSpec& spec : specs)
+      k[spec.name] =
+          spec.values[std::uniform_int_distribution<size_t>(0, spec.values.size() - 1)(rng)];
+    if (matmul_knob_refusal(k).empty()) out.push_back(k);
+  }
+  return out;
 }
 
 // cuBLASLt's first four heuristic algorithms.
@@ -331,12 +375,17 @@ TEST(MatmulSweepGpu, GatedGateUpBesideCublasLtAndItsSwiGlu) {
     if (!m_wanted(M)) continue;
     Case gated;
     gated.name = std::to_string(M) + "x1024->2x3072 swiglu";
-    gated.graph = perf::gated_linear(M, K, H);
+    // M = 4096 as the layer has it at B=8 S=512: x [8, 512, 1024] (the same kernel, the batch
+    // folded into M; its rows then carry the layer's features).
+    gated.graph = M == 4096 ? perf::gated_linear(512, K, H, 8) : perf::gated_linear(M, K, H);
     gated.templ = "matmul";
     const std::vector<ir::HostTensor> inputs = ir::random_inputs(gated.graph, 29);
     Case lt = product(M, K, 2 * H, false);
     lt.templ = "cublaslt";
-    const Timed best_lt = fastest(lt, kAlgos, inputs);
+    // The same x, as the 2-d product's [M, K] input.
+    std::vector<ir::HostTensor> lt_inputs = inputs;
+    lt_inputs[0].type = lt.graph.type(lt.graph.inputs()[0]);
+    const Timed best_lt = fastest(lt, kAlgos, lt_inputs);
     ASSERT_GT(best_lt.us, 0) << lt.name;
     // SwiGLU of cuBLASLt's product, as its own pointwise kernel.
     Case act;
@@ -365,11 +414,14 @@ TEST(MatmulSweepGpu, GatedGateUpBesideCublasLtAndItsSwiGlu) {
         expected_outputs(gated.graph, inputs, M == 512, best_act);
     double best = -1;
     std::string best_knobs;
-    for (const Knobs& k : tiles) {
+    std::vector<Knobs> timed = tiles;
+    for (const Knobs& k : random_matmul_knobs(static_cast<unsigned>(M))) timed.push_back(k);
+    for (const Knobs& k : timed) {
       if (!tile_wanted(k)) continue;
       gated.knobs = k;
       Timed t = run(gated, inputs);
       if (t.us < 0) continue;
+      append_prior_row(gated, t.us);
       const std::string what = gated.name + " " + perf::describe(k);
       ASSERT_EQ(t.outputs.size(), 1u) << what;
       EXPECT_EQ(ir::compare(expected[0], ir::HostTensor{expected[0].type, t.outputs[0]}), "")
