@@ -221,18 +221,25 @@ TEST(MatmulSweepGpu, WarpSpecializedProductsBesideCublasLt) {
            {{"staged", 1}});
   // Deep rings of small tiles for the N = 1024 products at M = 512 (cuBLAS: 64 x 64 in 13 stages,
   // clusters of two), alone, in clusters, split and staged.
-  for (const Knobs& k : {specialized(64, 64, 12), specialized(64, 64, 8), specialized(64, 128, 8),
-                         specialized(64, 64, 12, 1, 64, 4, 2), specialized(64, 64, 8, 2),
-                         specialized(128, 64, 8, 1, 64, 8), specialized(64, 64, 12, 2),
-                         // Half the L2-to-SM bytes of 64 x 64 tiles: wider tiles, K split in a
-                         // cluster.
-                         specialized(64, 128, 8, 2), specialized(128, 64, 8, 2, 64, 8),
-                         specialized(128, 128, 6, 4, 64, 8),
-                         // Two consumer warpgroups on a 64 x 64 tile, as cuBLAS's kernel for
-                         // these products (384 threads; ncu, 2026-12-07): two accumulator chains
-                         // of m64n32k16 instead of one of m64n64k16; alone and in pairs.
-                         specialized(64, 64, 8, 1, 64, 8), specialized(64, 64, 12, 1, 64, 8),
-                         specialized(64, 64, 8, 1, 64, 8, 2), specialized(64, 64, 8, 1, 64, 4, 2)})
+  for (const Knobs& k :
+       {specialized(64, 64, 12), specialized(64, 64, 8), specialized(64, 128, 8),
+        specialized(64, 64, 12, 1, 64, 4, 2), specialized(64, 64, 8, 2),
+        specialized(128, 64, 8, 1, 64, 8), specialized(64, 64, 12, 2),
+        // Half the L2-to-SM bytes of 64 x 64 tiles: wider tiles, K split in a
+        // cluster.
+        specialized(64, 128, 8, 2), specialized(128, 64, 8, 2, 64, 8),
+        specialized(128, 128, 6, 4, 64, 8),
+        // Two consumer warpgroups on a 64 x 64 tile, as cuBLAS's kernel for
+        // these products (384 threads; ncu, 2026-12-07): two accumulator chains
+        // of m64n32k16 instead of one of m64n64k16; alone and in pairs.
+        specialized(64, 64, 8, 1, 64, 8), specialized(64, 64, 12, 1, 64, 8),
+        specialized(64, 64, 8, 1, 64, 8, 2), specialized(64, 64, 8, 1, 64, 4, 2),
+        // Those two warpgroups side by side along N (64 x 128, each 64 x 64), in
+        // pairs sharing B: half the blocks, (256 + 256) KiB of L2 reads each for
+        // o_proj, 32 MiB in all, where cuBLAS's kernel read 28.8 and our 64 x 64
+        // tiles 45 (ncu, 2026-12-07); slices of 32 in 12 stages too.
+        specialized(64, 128, 8, 1, 64, 8), specialized(64, 128, 8, 1, 64, 8, 2),
+        specialized(64, 128, 12, 1, 32, 8, 2), specialized(64, 64, 12, 1, 32, 4, 2)})
     for (double staged : {0.0, 1.0}) tiles.push_back(with_knobs(k, {{"staged", staged}}));
   // Two warpgroups of their own 64-row tiles taking turns, one's epilogue under the other's
   // products (pingpong=1).
