@@ -5,12 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "roofline_model.hpp"
+
 namespace emmy::priors {
 namespace {
-
-double ir_bytes(const char* dtype) {
-  return std::string(dtype) == "f32" ? 4 : 2;
-}
 
 KernelFeatures matmul(std::vector<int64_t> out_shape, double k, const char* dtype = "bf16") {
   KernelFeatures f;
@@ -22,7 +20,7 @@ KernelFeatures matmul(std::vector<int64_t> out_shape, double k, const char* dtyp
   f.flops = 2 * mn * k;
   // A read whole, B (shared by the batch) read whole, the output written.
   const double n = static_cast<double>(out_shape.back());
-  f.bytes = ir_bytes(dtype) * (mn / n * k + k * n + mn);
+  f.bytes = dtype_size(dtype) * (mn / n * k + k * n + mn);
   return f;
 }
 

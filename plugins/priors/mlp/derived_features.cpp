@@ -55,28 +55,25 @@ void matmul_tiles(TileFigures& t, const ProblemDims& p, const std::map<std::stri
   // tile_n is the output tile; a gated tile multiplies both halves' columns (2 tile_n of B).
   const double bn = p.gated ? 2 * tn : tn;
   // splits: K cut into that many parts, each a block of its own (partial sums added after).
-  const double splits = backend == Backend::cuda ? knob(k, "splits", 1) : 1;
+  const bool cuda = backend == Backend::cuda;
+  const double splits = cuda ? knob(k, "splits", 1) : 1;
+  // cluster 2: a pair of blocks along M each copies half of the B tile they share and multicasts
+  // it to both, so a block reads (tm + bn / 2) tk from L2 per step (its shared memory holds all).
+  const double b_read = bn / (cuda ? knob(k, "cluster", 1) : 1);
   const double k_part = ceil_div(p.k, splits);
   t.items = p.batch * ceil_div(p.m, tm) * ceil_div(p.n, tn) * splits;
   t.padding = ceil_div(p.m, tm) * tm / p.m * ceil_div(p.n, tn) * tn / p.n * ceil_div(k_part, tk) *
               tk * splits / p.k;
-  t.step_bytes = (tm + bn) * tk * p.elem;
+  t.step_bytes = (tm + b_read) * tk * p.elem;
   t.steps = ceil_div(k_part, tk);
-  t.intensity = 2 * tm * bn / ((tm + bn) * p.elem);
-  if (backend == Backend::cuda) {
+  t.intensity = 2 * tm * bn / ((tm + b_read) * p.elem);
+  if (cuda) {
     const double threads = 32 * knob(k, "warps", 4) + (knob(k, "wgmma", 0) > 0 ? 128 : 0);
-    t.smem_bytes = std::max(1.0, knob(k, "stages", 1)) * t.step_bytes;
+    t.smem_bytes = std::max(1.0, knob(k, "stages", 1)) * (tm + bn) * tk * p.elem;
     t.blocks_per_sm = cuda_blocks_per_sm(threads, t.smem_bytes, d);
     t.units = d.sms * std::max(1.0, t.blocks_per_sm);
     t.per_thread = tm * bn / threads;
     t.working_set = t.smem_bytes;
-    // cluster 2: a pair of blocks along M each copies half of the B tile they share and
-    // multicasts it to both, so a block reads (tm + bn / 2) tk from L2 per step.
-    const double cluster = knob(k, "cluster", 1);
-    if (cluster > 1) {
-      t.step_bytes = (tm + bn / cluster) * tk * p.elem;
-      t.intensity = 2 * tm * bn / ((tm + bn / cluster) * p.elem);
-    }
   } else {
     // The cpu microkernel: mr rows x nr_vecs vectors of accumulators per call.
     const double vec = knob(k, "vec", 1), nr = knob(k, "nr_vecs", 1);
@@ -230,14 +227,17 @@ ProblemDims problem_dims(const KernelFeatures& f) {
     // 2 FLOPs per multiply-add; attention: two products of Sq x Skv x D.
     const double per = f.op_class == "attention" ? 4 : 2;
     const double k = f.flops / (per * p.batch * p.m * p.n);
-    p.k = std::max(1.0, std::round(k));
-    if (f.op_class == "attention") return p;
+    if (f.op_class == "attention") {
+      p.k = std::max(1.0, std::round(k));
+      return p;
+    }
     // A fused epilogue's FLOPs (a residual's add, SwiGLU's few per output) only add to the
     // product's: K is the whole part (1024.5 for o_proj + residual is K = 1024, not 1025).
-    p.k = std::max(1.0, std::floor(k * (1 + 1e-9)));
+    auto whole = [](double x) { return std::max(1.0, std::floor(x * (1 + 1e-9))); };
+    p.k = whole(k);
     if (f.op_class == "matmul" && gated_bytes(f.bytes, p)) {
       p.gated = true;
-      p.k = std::max(1.0, std::floor(k / 2 * (1 + 1e-9)));
+      p.k = whole(k / 2);
     }
     return p;
   }
