@@ -196,17 +196,102 @@ std::optional<int64_t> gated_half(const KernelView& kv, int m, const std::vector
 
 }  // namespace
 
+namespace {
+
+// v's input when v is a cast, else v (casts that a norm may or may not hold, as the frontends
+// drop a cast to the same dtype); a cast passed through is added to `nodes`.
+ValueId through_cast(const Graph& g, ValueId v, std::vector<ValueId>& nodes) {
+  if (g.node(v).op != Op::cast) return v;
+  nodes.push_back(v);
+  return g.node(v).inputs.at(0);
+}
+
+bool constant_value(const Graph& g, ValueId v, double& value) {
+  if (g.node(v).op != Op::constant) return false;
+  value = g.node(v).attr_double("value", 0.0);
+  return true;
+}
+
+// v = cast?(xf * rsqrt(mean(xf^2, -1, keepdim) + eps)) with xf = cast?(x): fills x, eps and
+// the nodes (those of the squares and the mean included).
+bool normalized_rows(const Graph& g, ValueId v, RowNormPrologue& out) {
+  std::vector<ValueId> nodes;
+  const ValueId prod = through_cast(g, v, nodes);
+  const Node& mul = g.node(prod);
+  if (mul.op != Op::mul || mul.inputs.size() != 2) return false;
+  nodes.push_back(prod);
+  for (int side = 0; side < 2; ++side) {
+    std::vector<ValueId> found = nodes;
+    const ValueId xf = mul.inputs[static_cast<size_t>(side)];
+    const ValueId inv = mul.inputs[static_cast<size_t>(1 - side)];
+    const Node& rs = g.node(inv);
+    if (rs.op != Op::rsqrt) continue;
+    const Node& add = g.node(rs.inputs.at(0));
+    if (add.op != Op::add || add.inputs.size() != 2 || add.attr_double("alpha", 1.0) != 1.0)
+      continue;
+    double eps = 0;
+    ValueId var = -1;
+    if (constant_value(g, add.inputs[1], eps))
+      var = add.inputs[0];
+    else if (constant_value(g, add.inputs[0], eps))
+      var = add.inputs[1];
+    else
+      continue;
+    const Node& mean = g.node(var);
+    if (mean.op != Op::mean || mean.attr_int("keepdim", 0) != 1 || !reduces_last_dim(g, mean))
+      continue;
+    const Node& sq = g.node(mean.inputs.at(0));
+    double exponent = 0;
+    const bool squares =
+        (sq.op == Op::pow && sq.inputs.size() == 2 && sq.inputs[0] == xf &&
+         constant_value(g, sq.inputs[1], exponent) && exponent == 2.0) ||
+        (sq.op == Op::mul && sq.inputs.size() == 2 && sq.inputs[0] == xf && sq.inputs[1] == xf);
+    if (!squares || g.type(xf).shape != g.type(v).shape || !ir::is_floating(g.type(xf).dtype))
+      continue;
+    found.insert(found.end(), {inv, rs.inputs.at(0), var, mean.inputs.at(0)});
+    out.x = through_cast(g, xf, found);
+    out.eps = eps;
+    out.nodes = std::move(found);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<RowNormPrologue> match_rms_norm(const Graph& g, ValueId a) {
+  const ir::Shape& shape = g.type(a).shape;
+  if (shape.size() < 2 || g.node(a).op == Op::input) return std::nullopt;
+  RowNormPrologue norm;
+  if (!normalized_rows(g, a, norm)) {
+    // a = w * rows (either order): w over the row, [K].
+    const Node& top = g.node(a);
+    if (top.op != Op::mul || top.inputs.size() != 2) return std::nullopt;
+    bool found = false;
+    for (int side = 0; side < 2 && !found; ++side) {
+      const ValueId w = top.inputs[static_cast<size_t>(side)];
+      const ValueId rows = top.inputs[static_cast<size_t>(1 - side)];
+      const ir::TensorType& wt = g.type(w);
+      if (wt.rank() != 1 || wt.shape[0] != shape.back() || g.type(rows).shape != shape) continue;
+      if (!normalized_rows(g, rows, norm)) continue;
+      norm.weight = w;
+      norm.nodes.push_back(a);
+      found = true;
+    }
+    if (!found) return std::nullopt;
+  }
+  std::sort(norm.nodes.begin(), norm.nodes.end());
+  norm.nodes.erase(std::unique(norm.nodes.begin(), norm.nodes.end()), norm.nodes.end());
+  return norm;
+}
+
 std::optional<MatmulMatch> match_matmul(const Graph& g, const Kernel& k) {
   KernelView kv(g, k);
   int m = -1;
   for (size_t i = 0; i < kv.size(); ++i) {
-    Op op = kv.node(static_cast<int>(i)).op;
-    if (is_matmul_op(op)) {
-      if (m >= 0) return std::nullopt;
-      m = static_cast<int>(i);
-    } else if (!is_pointwise_op(op)) {
-      return std::nullopt;
-    }
+    if (!is_matmul_op(kv.node(static_cast<int>(i)).op)) continue;
+    if (m >= 0) return std::nullopt;
+    m = static_cast<int>(i);
   }
   if (m < 0) return std::nullopt;
   MatmulMatch match;
@@ -214,11 +299,29 @@ std::optional<MatmulMatch> match_matmul(const Graph& g, const Kernel& k) {
   const int64_t numel = kv.node(m).type.numel();
   std::vector<bool> below = kv.descendants(m);
   std::vector<bool> out = kv.outputs();
+  // A computed by a row norm in the kernel: its nodes compute A and nothing else.
+  std::vector<bool> in_norm(kv.size(), false);
+  const ValueId a = kv.node(m).inputs.at(0);
+  if (kv.local(a) >= 0 && !is_index_op(g.node(a).op)) {
+    std::optional<RowNormPrologue> norm = match_rms_norm(g, a);
+    if (!norm || kv.local(norm->x) >= 0) return std::nullopt;
+    for (ValueId v : norm->nodes) {
+      const int l = kv.local(v);
+      if (l < 0 || out[static_cast<size_t>(l)]) return std::nullopt;
+      in_norm[static_cast<size_t>(l)] = true;
+    }
+    for (ValueId v : norm->nodes)
+      for (int u : kv.users(kv.local(v)))
+        if (!in_norm[static_cast<size_t>(u)] && !(u == m && v == a && kv.node(m).inputs[1] != a))
+          return std::nullopt;
+    match.a_norm = std::move(norm);
+  }
   const std::optional<int64_t> half = gated_half(kv, m, out);
   if (half) match.gated_half = *half;
   for (size_t i = 0; i < kv.size(); ++i) {
-    if (static_cast<int>(i) == m) continue;
+    if (static_cast<int>(i) == m || in_norm[i]) continue;
     const Node& n = kv.node(static_cast<int>(i));
+    if (!is_pointwise_op(n.op)) return std::nullopt;
     if (below[i]) {
       // The epilogue never grows or shrinks the iteration space of the matmul's result (gated:
       // it is the iteration space of one half).

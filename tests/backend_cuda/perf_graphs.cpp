@@ -159,6 +159,30 @@ ir::Graph gated_linear(int64_t m, int64_t k, int64_t h, int64_t batch) {
   return g;
 }
 
+ir::Graph rmsnorm_linear(int64_t m, int64_t k, int64_t n, int64_t h, int64_t batch) {
+  ir::Graph g;
+  ir::Builder b(g);
+  const ir::Shape rows = batch > 0 ? ir::Shape{batch, m, k} : ir::Shape{m, k};
+  const int64_t last = static_cast<int64_t>(rows.size()) - 1;
+  auto x = b.input("x", {DType::bf16, rows});
+  auto norm_w = b.input("norm_w", {DType::bf16, {k}}, "weight");
+  auto w = b.input("w", {DType::bf16, {h > 0 ? 2 * h : n, k}}, "weight");
+  auto xf = b.cast(x, DType::f32);
+  auto var = b.mean(b.op(ir::Op::pow, {xf, b.constant(2, DType::i64)}), {last}, true);
+  auto inv = b.unary(ir::Op::rsqrt, b.add(var, b.constant(1e-6, DType::f32)));
+  auto y = b.linear(b.mul(norm_w, b.cast(b.mul(xf, inv), DType::bf16)), w);
+  if (h == 0) {
+    b.output(y);
+    return g;
+  }
+  auto half = [&](int64_t start) {
+    return b.op(ir::Op::slice, {y},
+                {{"dim", last}, {"start", start}, {"end", start + h}, {"step", int64_t{1}}});
+  };
+  b.output(b.mul(b.unary(ir::Op::silu, half(0)), half(h)));
+  return g;
+}
+
 ir::Graph matmul(int64_t m, int64_t k, int64_t n) {
   ir::Graph g;
   ir::Builder b(g);

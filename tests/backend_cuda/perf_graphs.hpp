@@ -42,6 +42,10 @@ ir::Graph linear_bias(int64_t m, int64_t k, int64_t n);
 // SwiGLU over a packed gate+up linear, as fuse_horizontal and fuse_gated_epilogue leave it:
 // y = x @ w^T (w: [2h, k]), then silu(y[:, :h]) * y[:, h:], bf16 (x: [batch..., m, k] folded).
 ir::Graph gated_linear(int64_t m, int64_t k, int64_t h, int64_t batch = 0);
+// Qwen3's RMSNorm of x[batch?, m, k] (bf16, weight [k], eps 1e-6) read by a linear alone: w[n, k]
+// (h = 0), or SwiGLU over a packed gate+up linear, w[2h, k] (h > 0; n ignored). All compute nodes
+// as one kernel are a matmul with A's row norm (emmy::MatmulMatch::a_norm).
+ir::Graph rmsnorm_linear(int64_t m, int64_t k, int64_t n, int64_t h = 0, int64_t batch = 0);
 // bf16 a[m, k] @ b[k, n] (B not k-contiguous).
 ir::Graph matmul(int64_t m, int64_t k, int64_t n);
 

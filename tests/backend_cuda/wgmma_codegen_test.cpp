@@ -358,6 +358,57 @@ TEST(CudaWgmmaCodegen, PingpongWarpgroupsTakeAlternateTilesAndTurns) {
   }
 }
 
+// An absorbed RMSNorm of A (emmy::MatmulMatch::a_norm, fork fuse_matmul_prologue): the
+// warp-specialized path reads the norm's input by TMA, its producer warpgroup's three other warps
+// sum the rows' squares and apply the weight to each landed stage before the consumers take it
+// ("ready" barriers, the async-proxy fence), and the consumers scale their rows before the
+// epilogue. Plain and gated, one block a tile and persistent, either epilogue: compiled without
+// spills, built. Every other path, and splits, clusters, pingpong or tile_k 32, refuse it by name.
+TEST(WgmmaCodegen, AbsorbedRowNormOnTheWarpSpecializedPath) {
+  const ir::Graph plain = perf::rmsnorm_linear(512, 1024, 1024);
+  const ir::Graph gated = perf::rmsnorm_linear(512, 1024, 0, 3072);
+  std::vector<std::pair<const ir::Graph*, Knobs>> cases;
+  for (const Knobs& base : {specialized(128, 128, 4, 1, 64, 8), specialized(64, 128, 6)}) {
+    cases.push_back({&plain, base});
+    cases.push_back({&plain, with_knobs(base, {{"persistent", 1}, {"staged", 1}})});
+  }
+  cases.push_back({&gated, specialized(128, 96, 4, 1, 64, 8)});
+  cases.push_back({&gated, with_knobs(specialized(128, 96, 4, 1, 64, 8), {{"persistent", 1}})});
+  cases.push_back(
+      {&gated, with_knobs(specialized(128, 96, 4, 1, 64, 8), {{"persistent", 1}, {"staged", 1}})});
+  for (const auto& [g, k] : cases) {
+    const ir::Slice s = one_kernel(*g, "matmul", k);
+    const std::string source = generate_source(s);
+    EXPECT_NE(source.find("A's row norm absorbed"), std::string::npos) << describe(k);
+    EXPECT_NE(source.find("fence.proxy.async.shared::cta"), std::string::npos) << describe(k);
+    EXPECT_NE(source.find("emmy_wait(emmy_ready_at(s)"), std::string::npos) << describe(k);
+    EXPECT_EQ(source.find("emmy_wait(emmy_full_at(s), (unsigned)(i /"), std::string::npos)
+        << describe(k);
+    expect_builds_without_spills(s, source, k, "row norm");
+  }
+  auto refusal = [&](const Knobs& k) {
+    try {
+      generate_source(one_kernel(plain, "matmul", k));
+    } catch (const KnobRefused& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  for (const Knobs& k :
+       {wgmma(128, 128, 4), specialized(128, 128, 4, 2, 64, 8), specialized(128, 128, 4, 1, 32, 8),
+        specialized(128, 128, 4, 1, 64, 8, 2),
+        with_knobs(specialized(64, 128, 4, 1, 64, 8), {{"persistent", 1}, {"pingpong", 1}}),
+        Knobs{{"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps", 4}, {"stages", 2}}})
+    EXPECT_NE(refusal(k).find("row norm"), std::string::npos) << describe(k) << ": " << refusal(k);
+  try {
+    generate_source(one_kernel(perf::rmsnorm_linear(512, 256, 1024), "matmul",
+                               specialized(128, 128, 4, 1, 64, 8)));
+    ADD_FAILURE() << "a ring as deep as K's slices was accepted";
+  } catch (const KnobRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("more k-slices"), std::string::npos) << e.what();
+  }
+}
+
 // tile_n 192 and 96, the wgmma paths' tiles that cut gate+up at M = 512 into about as many tiles
 // as the GPU has SMs (6144 / 192 x 512 / 128 = 128; gated, 3072 / 96 x 4 = 128): alone, staged,
 // in clusters of two, persistent, gated and with turns, each one wgmma of 192 columns a warpgroup,

@@ -200,6 +200,43 @@ TEST(CudaWgmmaGpu, TilesOf192And96ColumnsMatchTheReference) {
   expect_shapes_match(gated, halves);
 }
 
+// An absorbed RMSNorm of A (emmy::MatmulMatch::a_norm): the warp-specialized path, one block a
+// tile and persistent, either epilogue, plain and gated, on ragged M and N, batched, and the
+// layer's gate+up at B=1 and B=8 S=512, against the interpreter; then, at those two sizes, the
+// gated kernel with the norm inside beside the same tile reading normalized rows (printed only:
+// what the prologue costs, to set against the norm kernel it saves).
+TEST(CudaWgmmaGpu, AbsorbedRowNormMatchesTheReference) {
+  std::vector<Shape> small;
+  small.push_back({"rmsnorm+linear 200x320 -> 136", perf::rmsnorm_linear(200, 320, 136)});
+  small.push_back({"rmsnorm+linear 3x70x256 -> 96", perf::rmsnorm_linear(70, 256, 96, 0, 3)});
+  small.push_back({"rmsnorm+swiglu 130x512 -> 2x264", perf::rmsnorm_linear(130, 512, 0, 264)});
+  std::vector<Knobs> knobs = {specialized(64, 64, 3), specialized(128, 128, 3, 1, 64, 8),
+                              specialized(128, 96, 2, 1, 64, 8)};
+  add_with(knobs, {specialized(64, 64, 3)}, {{"staged", 1}});
+  add_persistent(knobs, {specialized(64, 64, 3), specialized(128, 96, 3, 1, 64, 8)});
+  expect_shapes_match(small, knobs);
+  std::vector<Shape> layer;
+  layer.push_back({"rmsnorm+qkv 512x1024 -> 4096", perf::rmsnorm_linear(512, 1024, 4096)});
+  layer.push_back({"rmsnorm+swiglu 512x1024 -> 2x3072", perf::rmsnorm_linear(512, 1024, 0, 3072)});
+  layer.push_back(
+      {"rmsnorm+swiglu 8x512x1024 -> 2x3072", perf::rmsnorm_linear(512, 1024, 0, 3072, 8)});
+  std::vector<Knobs> tiles = {specialized(128, 128, 4, 1, 64, 8)};
+  add_persistent(tiles, {specialized(128, 96, 4, 1, 64, 8), specialized(128, 128, 4, 1, 64, 8)});
+  expect_shapes_match(layer, tiles);
+  for (int64_t batch : {int64_t(0), int64_t(8)}) {
+    std::vector<ir::HostTensor> with_norm, without;
+    const std::string at = batch ? "B=8 S=512" : "M=512";
+    for (const Knobs& k : tiles) {
+      const double absorbed = expect_matches_reference(
+          perf::rmsnorm_linear(512, 1024, 0, 3072, batch), k, "norm inside, " + at, 20, with_norm);
+      const double plain = expect_matches_reference(perf::gated_linear(512, 1024, 3072, batch), k,
+                                                    "normalized rows read, " + at, 20, without);
+      std::printf("[ row norm ] %-10s %-62s inside %8.2f us, reading normalized rows %8.2f us\n",
+                  at.c_str(), describe(k).c_str(), absorbed, plain);
+    }
+  }
+}
+
 // torch.matmul's B [K, N] (N contiguous), read MN-major in chunks of 64 columns, on ragged shapes
 // (N not a multiple of 64: TMA's zero fill past the last column) and batched: both wgmma paths,
 // split-K, the staged epilogue and a persistent grid, against the interpreter.

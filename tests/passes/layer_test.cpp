@@ -215,6 +215,52 @@ TEST(Qwen3Layer, SwiGluJoinsThePackedGateUpProductWhereTheBackendGeneratesIt) {
   EXPECT_EQ(gated_forks(elsewhere), 0);
 }
 
+// Each RMSNorm of the layer may be absorbed by the product that alone reads it (fork
+// fuse_matmul_prologue, "separate" by default; option `backends`, default cuda): input_layernorm
+// by the packed qkv product, post_attention_layernorm by the packed gate+up product (gated or
+// not). Absorbed, the layer has no hidden-size norm kernel left, and those products match with
+// A's row norm over the layer's hidden state. q/k-norm, read by the attention, stays. Not offered
+// where the backend is not cuda, nor where the norm's result is read by several products (the
+// projections unpacked).
+TEST(Qwen3Layer, TheNormsJoinTheProductsReadingThemWhereTheBackendGeneratesIt) {
+  auto prologue_forks = [](const ScriptedResolver& r) {
+    const std::vector<std::string> forks = structural_forks(r);
+    return std::count_if(forks.begin(), forks.end(), [](const std::string& f) {
+      return f.rfind("fuse_matmul_prologue@", 0) == 0;
+    });
+  };
+  emmy::BackendCaps cuda = emmy::test::test_caps();
+  cuda.backend = "cuda";
+  ScriptedResolver separate;
+  Program nine = run_default(emmy::test::qwen3_graph(), separate, cuda);
+  EXPECT_EQ(prologue_forks(separate), 2);
+  EXPECT_EQ(nine.grouping.kernels.size(), 9u);
+  for (const char* gated : {"separate", "absorbed"}) {
+    ScriptedResolver absorbed(
+        {{"fuse_matmul_prologue", "absorbed"}, {"fuse_gated_epilogue", gated}});
+    Program p = run_default(emmy::test::qwen3_graph(), absorbed, cuda);
+    const bool both = std::string(gated) == "absorbed";
+    ASSERT_EQ(p.grouping.kernels.size(), both ? 6u : 7u) << gated;
+    EXPECT_EQ(templates_of(p).at("reduction"), 1) << gated;  // q/k-norm + RoPE
+    int normed = 0;
+    for (const auto& k : p.grouping.kernels) {
+      EXPECT_TRUE(emmy::fits_template(p.graph, k, k.templ)) << emmy::ir::kernel_name(p.graph, k);
+      auto m = emmy::match_matmul(p.graph, k);
+      if (!m || !m->a_norm) continue;
+      ++normed;
+      EXPECT_EQ(p.graph.node(m->a_norm->x).type.shape.back(), 64) << gated;  // hidden
+      EXPECT_GE(m->a_norm->weight, 0);
+    }
+    EXPECT_EQ(normed, 2) << gated;
+  }
+  ScriptedResolver unpacked({{"fuse_horizontal", "split"}});
+  run_default(emmy::test::qwen3_graph(), unpacked, cuda);
+  EXPECT_EQ(prologue_forks(unpacked), 0);
+  ScriptedResolver elsewhere;
+  run_default(emmy::test::qwen3_graph(), elsewhere, emmy::test::test_caps());
+  EXPECT_EQ(prologue_forks(elsewhere), 0);
+}
+
 TEST(Qwen3Layer, SplitHorizontalGivesTheSeedsTwelveKernels) {
   ScriptedResolver r({{"fuse_horizontal", "split"}});
   Program p = run_default(emmy::test::qwen3_graph(), r, emmy::test::test_caps());

@@ -58,10 +58,11 @@ void run_passes(ir::Program& program, const std::vector<std::string>& passes, Re
 }
 
 std::vector<std::string> default_pipeline() {
-  return {"fuse_horizontal",         "fold_views",          "fuse_attention",  "fuse_reduction",
-          "fuse_attention_prologue", "fuse_gated_epilogue", "fuse_epilogue",   "fuse_pointwise",
-          "lower_attention",         "lower_matmul",        "lower_reduction", "lower_pointwise",
-          "lower_fallback"};
+  return {
+      "fuse_horizontal",         "fold_views",          "fuse_attention",       "fuse_reduction",
+      "fuse_attention_prologue", "fuse_gated_epilogue", "fuse_matmul_prologue", "fuse_epilogue",
+      "fuse_pointwise",          "lower_attention",     "lower_matmul",         "lower_reduction",
+      "lower_pointwise",         "lower_fallback"};
 }
 
 ir::Program run_default(const ir::Graph& g, Resolver& resolver, const BackendCaps& caps) {

@@ -162,6 +162,58 @@ TEST(Templates, MatmulOperandsMayBeTransposedButNotComputed) {
   EXPECT_FALSE(fits_template(g2, Kernel{{e, m2}, "", {}}, "matmul"));
 }
 
+// An RMSNorm computing a product's A and nothing else is the matmul's row norm
+// (MatmulMatch::a_norm: the norm's input, weight, eps and nodes); read by anything else, or any
+// other computation of A (a sum instead of the mean, no rsqrt), it is not a matmul kernel.
+TEST(Templates, RmsNormComputingAAloneIsTheMatmulsRowNorm) {
+  auto norm_linear = [](Op reduction, bool norm_also_out, bool weighted) {
+    Graph g;
+    Builder b(g);
+    ValueId x = b.input("x", {DType::bf16, {4, 64}});
+    ValueId w = b.input("w", {DType::bf16, {64}}, "weight");
+    ValueId wl = b.input("wl", {DType::bf16, {32, 64}}, "weight");
+    ValueId xf = b.cast(x, DType::f32);
+    ValueId sq = b.mul(xf, xf);
+    ValueId var =
+        b.op(reduction, {sq}, {{"dims", std::vector<int64_t>{1}}, {"keepdim", int64_t(1)}});
+    ValueId inv = b.unary(Op::rsqrt, b.add(b.constant(1e-5), var));
+    ValueId normed = b.cast(b.mul(inv, xf), DType::bf16);
+    ValueId a = weighted ? b.mul(normed, w) : normed;
+    b.output(b.linear(a, wl));
+    if (norm_also_out) b.output(a);
+    return g;
+  };
+  const Graph g = norm_linear(Op::mean, false, true);
+  auto m = emmy::match_matmul(g, all_of(g));
+  ASSERT_TRUE(m && m->a_norm);
+  EXPECT_EQ(m->a_norm->x, 0);
+  EXPECT_EQ(m->a_norm->weight, 1);
+  EXPECT_DOUBLE_EQ(m->a_norm->eps, 1e-5);
+  // cast, x*x, mean, add, rsqrt, mul, cast, mul by the weight: A last.
+  EXPECT_EQ(m->a_norm->nodes.size(), 8u);
+  EXPECT_EQ(m->a_norm->nodes.back(), g.node(m->matmul).inputs[0]);
+  EXPECT_TRUE(m->prologue.empty());
+  EXPECT_TRUE(m->epilogue.empty());
+  EXPECT_EQ(emmy::best_template(g, all_of(g)), "matmul");
+  const Graph unweighted = norm_linear(Op::mean, false, false);
+  auto u = emmy::match_matmul(unweighted, all_of(unweighted));
+  ASSERT_TRUE(u && u->a_norm);
+  EXPECT_EQ(u->a_norm->weight, -1);
+  EXPECT_EQ(u->a_norm->nodes.size(), 7u);
+  const Graph shared = norm_linear(Op::mean, true, true);
+  EXPECT_FALSE(emmy::match_matmul(shared, all_of(shared)));
+  const Graph summed = norm_linear(Op::sum, false, true);
+  EXPECT_FALSE(emmy::match_matmul(summed, all_of(summed)));
+  EXPECT_FALSE(fits_template(summed, all_of(summed), "matmul"));
+  // The reduction template's own RMSNorm graph is no product at all.
+  EXPECT_FALSE(emmy::match_rms_norm(rms_norm_graph(), 0));
+  const Graph alone = rms_norm_graph();
+  auto found = emmy::match_rms_norm(alone, alone.outputs[0]);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->x, 0);
+  EXPECT_DOUBLE_EQ(found->eps, 1e-6);
+}
+
 TEST(Templates, PointwiseNeedsOneIterationSpace) {
   Graph g;
   Builder b(g);

@@ -75,10 +75,10 @@ class PassSpec : public ::testing::Test {
 };
 
 const std::vector<std::string> kDefault = {
-    "fuse_horizontal",         "fold_views",          "fuse_attention",  "fuse_reduction",
-    "fuse_attention_prologue", "fuse_gated_epilogue", "fuse_epilogue",   "fuse_pointwise",
-    "lower_attention",         "lower_matmul",        "lower_reduction", "lower_pointwise",
-    "lower_fallback"};
+    "fuse_horizontal",         "fold_views",          "fuse_attention",       "fuse_reduction",
+    "fuse_attention_prologue", "fuse_gated_epilogue", "fuse_matmul_prologue", "fuse_epilogue",
+    "fuse_pointwise",          "lower_attention",     "lower_matmul",         "lower_reduction",
+    "lower_pointwise",         "lower_fallback"};
 
 TEST_F(PassSpec, TheDefaultPipelineComesFromTheManifests) {
   EXPECT_EQ(resolve(""), kDefault);

@@ -58,13 +58,31 @@ std::string best_template(const ir::Graph& graph, const ir::Kernel& kernel);
 // last dim 2H, is read only by slices of its last dim (step 1) [0, H) and [H, 2H), both present,
 // it is not itself a kernel output, and every epilogue node is over the iteration space of one
 // half, so a generator holding columns c and c + H of a row computes the outputs at column c.
+//
+// A's row norm (`a_norm`): the product's A may be computed in the kernel by an RMSNorm of its
+// rows (match_rms_norm) whose nodes compute A and nothing else, none a kernel output. Its rows are
+// the product's rows and its row length is K, so a generator may absorb it: the row scale r[m] is
+// a factor of the product's row m, computed from the rows' squares as the k-slices go by, and the
+// weight a factor of A's column k.
+struct RowNormPrologue {
+  ir::ValueId x = -1;              // the norm's input, [..., K]: read by the kernel as A's elements
+  ir::ValueId weight = -1;         // its weight over the row, [K] (-1: none)
+  double eps = 0;                  // added to the mean of the squares
+  std::vector<ir::ValueId> nodes;  // the norm's compute nodes, A last
+};
 struct MatmulMatch {
   ir::ValueId matmul = -1;
   std::vector<ir::ValueId> prologue;
   std::vector<ir::ValueId> epilogue;
   int64_t gated_half = 0;
+  std::optional<RowNormPrologue> a_norm;
 };
 std::optional<MatmulMatch> match_matmul(const ir::Graph& graph, const ir::Kernel& kernel);
+
+// transformers' RMSNorm computing value `a` (over the last dim, in f32 or its input's dtype):
+// a = [w *] cast?(xf * rsqrt(mean(xf^2, -1, keepdim) + eps)), xf = cast?(x) (x^2 as pow(xf, 2)
+// or xf * xf; either operand order of each mul and add). nullopt when `a` is not one.
+std::optional<RowNormPrologue> match_rms_norm(const ir::Graph& graph, ir::ValueId a);
 
 // An "attention" kernel: scores = q @ k^T (`scores`), then `score_chain` (scale, mask, casts:
 // elementwise/index ops from scores to the softmax), `softmax`, `prob_chain` (casts between the

@@ -125,7 +125,9 @@ WgmmaOperands plan_wgmma_operands(const ir::Graph& g, const ModuleBuilder& m, co
   const ir::Node& p = g.node(mt.mm);
   WgmmaOperands ops;
   std::string why;
-  if (!tma_operand(g, m, p.inputs[0], mt.batch, mt.M, mt.K, false, ops.a, why))
+  // An absorbed row norm: A's elements are read from the norm's input (tmpl_matmul_wgmma_ws.cpp).
+  const ir::ValueId a = mt.a_norm ? mt.a_norm->x : p.inputs[0];
+  if (!tma_operand(g, m, a, mt.batch, mt.M, mt.K, false, ops.a, why))
     throw KnobRefused("matmul: wgmma=1: A " + why);
   if (!tma_operand(g, m, p.inputs[1], mt.batch, mt.N, mt.K, !mt.linear, ops.b, why))
     throw KnobRefused("matmul: wgmma=1: B " + why);

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "emmy/templates.hpp"
 #include "expr.hpp"
 #include "matmul_wgmma.hpp"
 #include "module.hpp"
@@ -28,6 +30,9 @@ struct Match {
   ir::Shape batch_shape;  // the product's batch dims (none for a linear: all leading dims are M)
   int64_t batch = 1;
   int64_t gated_half = 0;  // > 0: a gated epilogue over the product's halves (emmy::MatmulMatch)
+  // A computed by a row norm in the kernel (emmy::MatmulMatch::a_norm): the wgmma=2 path reads
+  // the norm's input as A and absorbs the norm (tmpl_matmul_wgmma_ws.cpp); the others refuse it.
+  std::optional<RowNormPrologue> a_norm;
 };
 
 // Throws Unsupported ("matmul: ...") for a kernel the template does not take.

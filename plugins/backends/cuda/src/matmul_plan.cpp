@@ -31,8 +31,10 @@ Match match(const ir::Graph& g) {
   mt.batch_shape = mt.linear ? ir::Shape{} : ir::Shape(out.begin(), out.end() - 2);
   mt.batch = numel_of(mt.batch_shape);
   if (mt.batch > 65535) throw Unsupported("matmul: batch too large for grid z");
-  if (auto sdk = emmy::match_matmul(g, backend_support::whole_kernel(g)))
+  if (auto sdk = emmy::match_matmul(g, backend_support::whole_kernel(g))) {
     mt.gated_half = sdk->gated_half;
+    mt.a_norm = sdk->a_norm;
+  }
   return mt;
 }
 
@@ -94,6 +96,12 @@ Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs) {
   if (stages > 4 && !pl.specialized)
     throw KnobRefused("matmul: stages=" + std::to_string(stages) +
                       " is a ring depth of the warp-specialized path (wgmma=2) only");
+  if (mt.a_norm &&
+      (!pl.specialized || pl.splits != 1 || pl.cluster != 1 || pl.pingpong || BK != 64))
+    throw KnobRefused(
+        "matmul: A's row norm is absorbed by the warp-specialized path (wgmma=2) alone, with "
+        "tile_k=64 and without splits, clusters or pingpong (each block must see its rows' whole "
+        "K)");
   // The producer warpgroup comes on top of the `warps` consumers.
   if (pl.specialized) pl.T += 128;
   if (stages > 1 && WM == 0 && !use_wgmma)

@@ -82,6 +82,15 @@ struct WgmmaTile {
   // copied side by side (rows n0.. and n0 + H..), so acc[j] for j < NJ / 2 is column n0 + 8j + ..
   // and acc[j + NJ / 2] its partner; one warpgroup along N, no cluster.
   int64_t gated_half = 0;
+  // An absorbed RMSNorm of A's rows (emmy::MatmulMatch::a_norm; specialized only, tile_k 64, no
+  // splits, clusters or pingpong): A is the norm's input x. Three helper warps of the producer
+  // warpgroup take each stage once it has landed, sum its rows' squares, multiply A's columns
+  // by the norm's weight in place and hand the stage to the consumers ("ready" mbarriers); after
+  // the last slice they leave each row's rsqrt(mean + eps) in shared memory and the consumers
+  // scale their accumulators' rows by it before the epilogue (tmpl_matmul_wgmma_ws.cpp).
+  bool row_norm = false;
+  std::string norm_weight = "";  // the weight's kernel input ("": none)
+  double norm_eps = 0;
   // Output columns per tile: tile_n, or tile_n / 2 when gated.
   int64_t n_step() const { return gated_half > 0 ? tile_n / 2 : tile_n; }
 };

@@ -318,6 +318,18 @@ void emit_wgmma(Kernel& k) {
   tile.persistent = k.pl.persistent;
   tile.pingpong = k.pl.pingpong;
   tile.reduce_in_cluster = !k.pl.staged;
+  if (k.mt.a_norm) {
+    const ir::ValueId w = k.mt.a_norm->weight;
+    if (w >= 0 && k.g.type(w).dtype != k.pl.a_t)
+      throw KnobRefused("matmul: the absorbed row norm's weight is " +
+                        std::string(ir::to_string(k.g.type(w).dtype)) + ", A " +
+                        std::string(ir::to_string(k.pl.a_t)));
+    tile.row_norm = true;
+    tile.norm_weight = w >= 0 ? input_pointer(k.g, k.m, w) : "";
+    if (w >= 0 && tile.norm_weight.empty())
+      throw KnobRefused("matmul: the absorbed row norm's weight is not a kernel input");
+    tile.norm_eps = k.mt.a_norm->eps;
+  }
   const WgmmaLoop loop = tile.specialized
                              ? emit_wgmma_ws_mainloop(k.m, k.b, k.pl.a_t, ops.a, ops.b, k.mt.K,
                                                       tile, WgmmaGrid{k.mt.M, k.n_out, k.mt.batch})
@@ -333,7 +345,8 @@ void emit_wgmma(Kernel& k) {
            (loop.splits > 1 ? " split-K " + std::to_string(loop.splits) : "") +
            (tile.pingpong ? " pingpong" : "") +
            (tile.cluster > 1 ? " B multicast to clusters of 2" : "") +
-           (k.gated ? " gated halves " + std::to_string(k.mt.gated_half) : "");
+           (k.gated ? " gated halves " + std::to_string(k.mt.gated_half) : "") +
+           (tile.row_norm ? " A's row norm absorbed" : "");
   const std::string row = "m0 + emmy_wg_m * 64 + (warp & 3) * 16 + grp";
   const std::string col = "n0 + emmy_wg_n * " + std::to_string(NW) + " + j * 8 + tig * 2";
   // A persistent kernel's consumers are inside their loop over the tiles: the epilogue is the

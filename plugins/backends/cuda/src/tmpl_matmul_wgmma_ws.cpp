@@ -18,6 +18,7 @@
 // counts itself last on the tile's counter (kSplitReduction; the counter is reset by that
 // block, scratch being zeroed when allocated).
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "expr.hpp"
@@ -46,6 +47,7 @@ auto emmy_wait = [](unsigned bar, unsigned parity) {
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
   } while (!done);
 };
+@NORM_DECLS@
 )";
 
 const char* const kSpecializedLoop =
@@ -62,6 +64,7 @@ if (threadIdx.x == 0) {
     // Every consumer warp (of every block of the cluster) hands a stage back.
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_empty_at(s)), "r"(@EMPTY_COUNT@) : "memory");
   }
+  @NORM_INIT@
   @REDUCTION_INIT@
   // The barriers' initialisation, visible to the copy engine before it completes on them.
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -83,6 +86,7 @@ if (warp >= @CW@) {
     }
     @PRODUCER_TAIL@
   }
+  @NORM_HELPERS@
   return;
 }
 @CONSUMER_REGS@
@@ -93,7 +97,7 @@ float acc[@NJ@][4];
 for (int j = 0; j < @NJ@; ++j) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
 for (int kt = emmy_kt0; kt < emmy_kt1; ++kt) {
   const int i = kt - emmy_kt0, s = i % @STAGES@;
-  emmy_wait(emmy_full_at(s), (unsigned)(i / @STAGES@) & 1u);
+  emmy_wait(@CONSUMER_BAR@(s), (unsigned)(i / @STAGES@) & 1u);
   @SLICE_PRODUCTS@
   // Slice i stays in flight; slice i - 1's products are done, so its stage goes back.
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
@@ -101,6 +105,7 @@ for (int kt = emmy_kt0; kt < emmy_kt1; ++kt) {
 }
 asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 if (emmy_n > 0) emmy_release((emmy_n - 1) % @STAGES@);
+@NORM_SCALE@
 )";
 
 // persistent=1: a grid of one block a SM (persistent_grid), each taking the output tiles
@@ -127,6 +132,7 @@ if (threadIdx.x == 0) {
     // The warps that consume a slice hand its stage back.
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(emmy_empty_at(s)), "r"(@EMPTY_COUNT@) : "memory");
   }
+  @NORM_INIT@
   // The barriers' initialisation, visible to the copy engine before it completes on them.
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
@@ -151,6 +157,7 @@ if (warp >= @CW@) {
       }
     }
   }
+  @NORM_HELPERS@
   return;
 }
 @CONSUMER_REGS@
@@ -176,7 +183,7 @@ const char* const kTileProducts =
 for (int j = 0; j < @NJ@; ++j) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
 for (int kt = 0; kt < @KT@; ++kt) {
   const int u = emmy_u + kt, s = u % @STAGES@;
-  emmy_wait(emmy_full_at(s), (unsigned)(u / @STAGES@) & 1u);
+  emmy_wait(@CONSUMER_BAR@(s), (unsigned)(u / @STAGES@) & 1u);
   @SLICE_PRODUCTS@
   // Slice u stays in flight; slice u - 1's products are done, so its stage goes back.
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
@@ -184,6 +191,7 @@ for (int kt = 0; kt < @KT@; ++kt) {
 }
 asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 emmy_release((emmy_u + @KT@ - 1) % @STAGES@);
+@NORM_SCALE@
 )";
 
 // pingpong=1 (persistent, warps 8, tile_m 64): the two consumer warpgroups own whole output
@@ -328,18 +336,149 @@ auto emmy_wait_cluster = [](unsigned bar) {
 };
 )";
 
+// An absorbed row norm (WgmmaTile::row_norm): its barriers and the rows' scales, beside the
+// ring's. "ready" (per stage): the helpers' 96 threads, once the stage's A is multiplied by the
+// weight; "rows": the same threads, once a tile's scales are in emmy_rs. One buffer of scales is
+// enough: the helpers finish a tile only after the consumers have released one of its slices
+// (the tile has more slices than the ring has stages, emit_wgmma_ws_mainloop), so after the
+// consumers read the previous tile's scales.
+const char* const kNormDecls =
+    R"(__shared__ __align__(8) unsigned long long emmy_ready[@STAGES@];
+__shared__ __align__(8) unsigned long long emmy_rows[1];
+__shared__ float emmy_rs[@BM@];
+const unsigned emmy_ready0 = (unsigned)__cvta_generic_to_shared(&emmy_ready[0]);
+const unsigned emmy_rows_bar = (unsigned)__cvta_generic_to_shared(&emmy_rows[0]);
+auto emmy_ready_at = [&](int s) { return emmy_ready0 + 8u * (unsigned)s; };
+// Two 16-bit values of A's row (packed as in memory): their squares added to `ss`, each
+// multiplied by its column's weight (`w`, packed alike), rounded back to 16 bits.
+auto emmy_norm_pair = [](unsigned v, unsigned w, float& ss) -> unsigned {
+  @UNPACK@
+  ss = fmaf(lo, lo, fmaf(hi, hi, ss));
+  @PACK@
+};
+)";
+const char* const kNormInit =
+    R"(for (int s = 0; s < @STAGES@; ++s)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 96;" :: "r"(emmy_ready_at(s)) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 96;" :: "r"(emmy_rows_bar) : "memory");)";
+
+// The helpers: warps 1-3 of the producer warpgroup, 8 lanes a row of the tile (lane c the
+// row's 16-byte chunk c of each slice, rows g, g + 12, ...: a quarter warp reads one 128-byte
+// row, conflict-free under the swizzle). Each keeps its rows' partial sums of squares in
+// registers over the tile's slices; the 8 lanes of a row add theirs at the tile's end.
+const char* const kNormHelpers =
+    R"(if (warp > @CW@) {
+  const int emmy_h = (int)threadIdx.x - (@CW@ + 1) * 32, emmy_c = emmy_h & 7, emmy_g = emmy_h >> 3;
+  @NORM_TILES@ {
+    float emmy_ss[@NORM_ROWS@];
+    #pragma unroll
+    for (int i = 0; i < @NORM_ROWS@; ++i) emmy_ss[i] = 0.f;
+    for (int kt = 0; kt < @KT@; ++kt) {
+      const int u = emmy_q * @KT@ + kt, s = u % @STAGES@;
+      @WEIGHT@
+      emmy_wait(emmy_full_at(s), (unsigned)(u / @STAGES@) & 1u);
+      const unsigned emmy_a = emmy_base + (unsigned)s * @STAGE_BYTES@u;
+      #pragma unroll
+      for (int i = 0; i < @NORM_ROWS@; ++i) {
+        const int r = emmy_g + 12 * i;
+        if (r < @BM@) {
+          // The swizzle moves 16-byte chunk c of row r to chunk c ^ (r % 8) of its 128 bytes.
+          const unsigned at = emmy_a + (unsigned)r * 128u + ((unsigned)(emmy_c ^ (r & 7)) << 4);
+          unsigned v0, v1, v2, v3;
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(at) : "memory");
+          v0 = emmy_norm_pair(v0, emmy_w.x, emmy_ss[i]);
+          v1 = emmy_norm_pair(v1, emmy_w.y, emmy_ss[i]);
+          v2 = emmy_norm_pair(v2, emmy_w.z, emmy_ss[i]);
+          v3 = emmy_norm_pair(v3, emmy_w.w, emmy_ss[i]);
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(at), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
+        }
+      }
+      // This thread's writes, visible to the consumers' wgmma (the async proxy) once they have
+      // seen its arrival.
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(emmy_ready_at(s)) : "memory");
+    }
+    #pragma unroll
+    for (int i = 0; i < @NORM_ROWS@; ++i) {
+      float t = emmy_ss[i];
+      t += __shfl_xor_sync(0xffffffffu, t, 1);
+      t += __shfl_xor_sync(0xffffffffu, t, 2);
+      t += __shfl_xor_sync(0xffffffffu, t, 4);
+      const int r = emmy_g + 12 * i;
+      if (emmy_c == 0 && r < @BM@) emmy_rs[r] = rsqrtf(t / @K@.f + @EPS@);
+    }
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(emmy_rows_bar) : "memory");
+  }
+}
+)";
+
+// The consumers, past a tile's last slice: its rows' scales, multiplied into the accumulators.
+const char* const kNormScale =
+    R"(emmy_wait(emmy_rows_bar, (unsigned)(@TILE_Q@) & 1u);
+{
+  const int emmy_r = emmy_wg_m * 64 + (warp & 3) * 16 + grp;
+  const float emmy_r0 = emmy_rs[emmy_r], emmy_r1 = emmy_rs[emmy_r + 8];
+  #pragma unroll
+  for (int j = 0; j < @NJ@; ++j) {
+    acc[j][0] *= emmy_r0; acc[j][1] *= emmy_r0; acc[j][2] *= emmy_r1; acc[j][3] *= emmy_r1;
+  }
+}
+)";
+
+// Fills the row norm's places of a loop's text (empty, or the ring's barriers without it).
+std::string with_row_norm(std::string text, const WgmmaTile& tile, ir::DType dtype, int64_t K) {
+  const bool on = tile.row_norm;
+  text = replace_all(text, "@NORM_DECLS@", on ? kNormDecls : "");
+  text = replace_all(text, "@NORM_INIT@", on ? kNormInit : "");
+  text = replace_all(text, "@NORM_HELPERS@", on ? kNormHelpers : "");
+  text = replace_all(text, "@NORM_SCALE@", on ? kNormScale : "");
+  text = replace_all(text, "@CONSUMER_BAR@", on ? "emmy_ready_at" : "emmy_full_at");
+  if (!on) return text;
+  const bool bf16 = dtype == ir::DType::bf16;
+  auto unpack = [&](const std::string& v, const std::string& lo, const std::string& hi) {
+    return bf16 ? "const float " + lo + " = emmy_bf_lo(" + v + "), " + hi + " = emmy_bf_hi(" + v +
+                      ");"
+                : "const float " + lo + " = emmy_h2f((unsigned short)(" + v + " & 0xffffu)), " +
+                      hi + " = emmy_h2f((unsigned short)(" + v + " >> 16));";
+  };
+  text = replace_all(text, "@UNPACK@", unpack("v", "lo", "hi") + "\n  " + unpack("w", "w0", "w1"));
+  text = replace_all(text, "@PACK@",
+                     bf16 ? "return emmy_rbf2(lo * w0, hi * w1);"
+                          : "unsigned r;\n  asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : "
+                            "\"f\"(hi * w1), \"f\"(lo * w0));\n  return r;");
+  // The weight's 8 columns of this thread's chunk, once a slice (L1-resident: K elements); ones
+  // without a weight.
+  const std::string w = tile.norm_weight;
+  const std::string one = bf16 ? "0x3f803f80u" : "0x3c003c00u";
+  text = replace_all(
+      text, "@WEIGHT@",
+      w.empty()
+          ? "const uint4 emmy_w = make_uint4(" + one + ", " + one + ", " + one + ", " + one + ");"
+          : "const uint4 emmy_w = __ldg((const uint4*)(" + w + " + kt * 64 + emmy_c * 8));");
+  text = replace_all(text, "@NORM_ROWS@", std::to_string((tile.tile_m + 11) / 12));
+  char eps[40];
+  std::snprintf(eps, sizeof eps, "%.9ef", tile.norm_eps);
+  text = replace_all(text, "@EPS@", eps);
+  return replace_all(text, "@K@", std::to_string(K));
+}
+
 // The producer's and the consumers' register counts and the consumer warps, as both loops
 // take them. Two consumer warpgroups: 2 x 128 x 232 + 128 x 40 registers fit the SM's 64K.
+// With an absorbed row norm the producer warpgroup's helpers keep a tile's sums of squares and a
+// slice's weights in registers: 64 for them (56 spilled in the persistent loop, ptxas), 2 x 128 x
+// 224 + 128 x 64 for the block.
 std::string fill_roles(std::string text, const WgmmaTile& tile) {
   const bool move_registers = tile.warps >= 8;
+  const std::string producer = tile.row_norm ? "64" : "40",
+                    consumer = tile.row_norm ? "224" : "232";
   text = replace_all(text, "@PRODUCER_REGS@",
-                     move_registers
-                         ? "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");"
-                         : "");
+                     move_registers ? "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " + producer +
+                                          ";\" ::: \"memory\");"
+                                    : "");
   text = replace_all(text, "@CONSUMER_REGS@",
-                     move_registers
-                         ? "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\" ::: \"memory\");"
-                         : "");
+                     move_registers ? "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " + consumer +
+                                          ";\" ::: \"memory\");"
+                                    : "");
   return replace_all(text, "@CW@", std::to_string(tile.warps));
 }
 
@@ -393,15 +532,32 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
                       " tiles of tile_m " + std::to_string(tile.tile_m) + " do not pair up");
   if (tile.persistent && (tile.splits > 1 || tile.cluster > 1))
     throw KnobRefused("matmul: persistent=1 takes neither splits > 1 nor cluster=2");
+  if (tile.row_norm) {
+    if (tile.splits != 1 || tile.cluster != 1 || tile.pingpong || tile.tile_k != 64)
+      throw KnobRefused(
+          "matmul: A's row norm is absorbed with tile_k=64 and without splits, clusters or "
+          "pingpong");
+    if (K % 64 != 0)
+      throw KnobRefused("matmul: A's row norm is absorbed where K (" + std::to_string(K) +
+                        ") is a multiple of 64");
+    if (KT <= tile.stages)
+      throw KnobRefused("matmul: A's row norm needs more k-slices (" + std::to_string(KT) +
+                        ") than stages (" + std::to_string(tile.stages) + ")");
+  }
   const std::string map_a = tensor_map(m, a, K, tile.tile_k, tile.tile_m),
                     map_b = tensor_map(m, bop, K, tile.tile_k, b_box_rows(tile));
   if (tile.persistent) {
     // pingpong: each warpgroup's tile as one warpgroup's (`own`), a slice consumed by its 4 warps.
-    std::string text = fill_common(
+    std::string text = with_row_norm(
         std::string(kRingPreamble) + kPersistentStart +
             (tile.pingpong ? std::string(kPingpongTiles) + kTileProducts + kPingpongHandOver
                            : std::string(kCooperativeTiles) + kTileProducts),
-        a, bop, map_a, map_b, dtype, K, own, geo);
+        tile, dtype, K);
+    text = replace_all(text, "@NORM_TILES@",
+                       "int emmy_q = 0;\n  for (int t = blockIdx.x; t < @TILES@; t += gridDim.x, "
+                       "++emmy_q)");
+    text = replace_all(text, "@TILE_Q@", "emmy_u / @KT@");
+    text = fill_common(text, a, bop, map_a, map_b, dtype, K, own, geo);
     text = replace_all(text, "@EMPTY_COUNT@", tile.pingpong ? "4" : "@CW@");
     text = fill_roles(text, tile);
     text = replace_all(text, "@TILES_M@", std::to_string(tiles_m));
@@ -414,9 +570,12 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
     return loop;
   }
   std::string text =
-      fill_common(std::string(kRingPreamble) + (cluster_split ? kClusterReductionBarriers : "") +
-                      kSpecializedLoop,
-                  a, bop, map_a, map_b, dtype, K, tile, geo);
+      with_row_norm(std::string(kRingPreamble) + (cluster_split ? kClusterReductionBarriers : "") +
+                        kSpecializedLoop,
+                    tile, dtype, K);
+  text = replace_all(text, "@NORM_TILES@", "for (int emmy_q = 0; emmy_q < 1; ++emmy_q)");
+  text = replace_all(text, "@TILE_Q@", "0");
+  text = fill_common(text, a, bop, map_a, map_b, dtype, K, tile, geo);
   const bool pair = tile.cluster == 2;
   // Split-K: the splits of a tile side by side along x (a cluster's blocks), else the tiles'
   // columns side by side for each split.

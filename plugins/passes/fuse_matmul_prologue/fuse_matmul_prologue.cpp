@@ -1,0 +1,66 @@
+// The matmul-prologue fork (docs/KERNELS.md, "How the kernels are formed"). A decoder layer
+// normalizes its hidden state (RMSNorm) right before the products that read it: qkv after
+// input_layernorm, gate+up after post_attention_layernorm. The norm is a row kernel of its own
+// that writes the normalized rows and the product reads them back. Its rows are the product's
+// rows and its row length is the product's K, and an RMSNorm's row scale r[m] = rsqrt(mean(x^2) +
+// eps) is a factor of the product's whole row m: a matmul can read x itself, multiply it by the
+// norm's weight as the k-slices arrive, sum the rows' squares from the same slices, and scale
+// its result's rows by r before the epilogue (emmy::MatmulMatch::a_norm). A library cannot: its
+// A must already be in memory. A structural fork per situation, "separate" (the default: two
+// kernels) or "absorbed" (one matmul kernel).
+//
+// Offered only where the norm computes nothing but A (its result read by the product alone) and
+// only on the backends named by option `backends` (default cuda), those whose matmul template
+// absorbs the norm (the cuda warp-specialized path); elsewhere the absorbed kernel has no
+// template that builds it.
+#include <string>
+#include <vector>
+
+#include "common/structural_pass.hpp"
+#include "emmy/plugin.hpp"
+#include "emmy/templates.hpp"
+
+namespace {
+
+using emmy::passes::Partition;
+
+constexpr const char* kFamily = "fuse_matmul_prologue";
+
+class FuseMatmulPrologue final : public emmy::passes::MergingPass {
+ public:
+  explicit FuseMatmulPrologue(const emmy::PluginOptions& options) : backends_(options, "cuda") {}
+  std::string name() const override { return EMMY_PLUGIN_NAME; }
+
+ protected:
+  void fuse(Partition& part, emmy::passes::ForkAsker& forks, emmy::PassContext& ctx) override {
+    if (!backends_.has(ctx)) return;
+    const auto& g = part.graph();
+    for (int m : part.kernels()) {
+      if (!emmy::passes::is_open_matmul_kernel(part, m)) continue;
+      for (int p : part.producers(m)) {
+        if (!emmy::passes::is_row_kernel(part, p) || !emmy::passes::private_to(part, p, m))
+          continue;
+        const std::vector<int> both{m, p};
+        if (!part.can_merge(both)) continue;
+        // The whole row kernel must become A's norm: every node of it computes A.
+        auto match = emmy::match_matmul(g, part.united(both));
+        if (!match || !match->a_norm || match->a_norm->nodes.size() != part.kernel(p).nodes.size())
+          continue;
+        emmy::ForkSite site;
+        site.name = std::string(kFamily) + "@" + emmy::passes::situation_id(g, part.united(both));
+        site.kind = emmy::ForkKind::structural;
+        site.options = {emmy::ForkOption{"separate", {{kFamily, 0.0}}},
+                        emmy::ForkOption{"absorbed", {{kFamily, 1.0}}}};
+        if (forks.ask(site) == 1) part.merge(both);
+        break;
+      }
+    }
+  }
+
+ private:
+  emmy::passes::BackendList backends_;
+};
+
+}  // namespace
+
+EMMY_PLUGIN(FuseMatmulPrologue)
