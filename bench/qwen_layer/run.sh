@@ -34,6 +34,9 @@
 #                        EMMY_BENCH_MEMBOUND_PATIENCE default 50, EMMY_BENCH_MEMBOUND_TIMEOUT s per
 #                        tune, default 150); alone: EMMY_BENCH_SHAPES=none
 #   EMMY_BENCH_BACKEND   emmy's backend (default cuda; cpu runs the Emmy half without a GPU)
+#   EMMY_BENCH_TUNE_ARGS more `emmy tune` (and `emmy trace`) arguments for the layer tunes, split
+#                        on spaces, e.g. "--pass-option fuse_matmul_prologue.backends=cuda" (the
+#                        RMSNorms absorbed by the products reading them, offered on request)
 #   EMMY_BENCH_PY        python with torch + transformers (default /opt/torch/.venv/bin/python3)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -76,19 +79,30 @@ for shape in ${SHAPES//,/ }; do
   s=${shape#*x}
   # Every grouping of the three structural fork families, so that any kernel the tuner picks
   # has its ops, FLOPs and bytes (CPU only, well under a second each).
+  # With EMMY_BENCH_TUNE_ARGS offering the norms' absorption, its kernels too (the fork
+  # answered where it is not offered only warns).
+  read -r -a extra <<<"${EMMY_BENCH_TUNE_ARGS:-}"
   i=0
   for h in fuse split; do
     for a in fused split; do
       for e in fuse split; do
-        "$EMMY" trace "$MODEL" --layer 0 --batch "$b" --seq "$s" --backend "$BACKEND" --json \
-          --fork fuse_horizontal=$h --fork fuse_attention=$a --fork fuse_epilogue=$e \
-          >"$WORK/trace-b$b-s$s-$i.json" 2>>"$LOG" || log "trace $h/$a/$e failed"
-        i=$((i + 1))
+        for p in separate absorbed; do
+          absorb=()
+          if [[ $p == absorbed ]]; then
+            [[ -z ${EMMY_BENCH_TUNE_ARGS:-} ]] && continue
+            absorb=(--fork fuse_matmul_prologue=absorbed --fork fuse_gated_epilogue=absorbed)
+          fi
+          "$EMMY" trace "$MODEL" --layer 0 --batch "$b" --seq "$s" --backend "$BACKEND" --json \
+            --fork fuse_horizontal=$h --fork fuse_attention=$a --fork fuse_epilogue=$e \
+            "${absorb[@]}" "${extra[@]}" \
+            >"$WORK/trace-b$b-s$s-$i.json" 2>>"$LOG" || log "trace $h/$a/$e/$p failed"
+          i=$((i + 1))
+        done
       done
     done
   done
   cmd=("$EMMY" tune "$MODEL" --layer 0 --batch "$b" --seq "$s" --backend "$BACKEND" --patience "$PATIENCE"
-       --no-progress --json "$WORK/tune-b$b-s$s.json")
+       --no-progress --json "$WORK/tune-b$b-s$s.json" "${extra[@]}")
   full=/dev/null  # where the tune's whole output goes: $OUT only with EMMY_BENCH_VERBOSE=1
   [[ ${EMMY_BENCH_VERBOSE:-0} == 1 ]] && cmd+=(-v) && full=$OUT/tune-b$b-s$s.log
   log "== ${cmd[*]}"

@@ -308,6 +308,24 @@ TEST(CpuTemplates, UnsupportedKernelFallsBackAndStaysCorrect) {
   EXPECT_EQ(check_against_reference(g, "fallback", {}), "");
 }
 
+// A product with A's RMSNorm inside (fuse_matmul_prologue's absorbed kernel, asked for on cpu):
+// the cpu matmul template says why it does not take it, and the fallback computes it correctly.
+TEST(CpuTemplates, MatmulWithARowNormOfAFallsBackSayingWhy) {
+  Graph g;
+  Builder b(g);
+  const ir::ValueId x = b.input("x", {DType::f32, {6, 16}});
+  const ir::ValueId w = b.input("w", {DType::f32, {16}}, "weight");
+  const ir::ValueId wl = b.input("wl", {DType::f32, {8, 16}}, "weight");
+  const ir::ValueId var = b.mean(b.op(Op::pow, {x, b.constant(2, DType::i64)}), {1}, true);
+  const ir::ValueId inv = b.unary(Op::rsqrt, b.add(var, b.constant(1e-6)));
+  b.output(b.linear(b.mul(w, b.mul(x, inv)), wl));
+  std::string used;
+  const std::string src = generate_source(whole_graph_slice(g, "matmul", {}), &used);
+  EXPECT_EQ(used, "fallback");
+  EXPECT_NE(src.find("A's row norm"), std::string::npos) << src.substr(0, 300);
+  EXPECT_EQ(check_against_reference(g, "fallback", {}), "");
+}
+
 TEST(CpuTemplates, CapabilitiesListDefaultsFirstAndBadKnobsAreRejected) {
   BackendCaps caps = shared_backend().capabilities();
   EXPECT_EQ(caps.backend, "cpu");

@@ -216,12 +216,13 @@ TEST(Qwen3Layer, SwiGluJoinsThePackedGateUpProductWhereTheBackendGeneratesIt) {
 }
 
 // Each RMSNorm of the layer may be absorbed by the product that alone reads it (fork
-// fuse_matmul_prologue, "separate" by default; option `backends`, default cuda): input_layernorm
+// fuse_matmul_prologue, "separate" by default; option `backends`, none by default until the cuda
+// path has run on a GPU, here cuda): input_layernorm
 // by the packed qkv product, post_attention_layernorm by the packed gate+up product (gated or
 // not). Absorbed, the layer has no hidden-size norm kernel left, and those products match with
 // A's row norm over the layer's hidden state. q/k-norm, read by the attention, stays. Not offered
-// where the backend is not cuda, nor where the norm's result is read by several products (the
-// projections unpacked).
+// where the backend is not named (cuda without the option, or another backend), nor where the
+// norm's result is read by several products (the projections unpacked).
 TEST(Qwen3Layer, TheNormsJoinTheProductsReadingThemWhereTheBackendGeneratesIt) {
   auto prologue_forks = [](const ScriptedResolver& r) {
     const std::vector<std::string> forks = structural_forks(r);
@@ -231,14 +232,18 @@ TEST(Qwen3Layer, TheNormsJoinTheProductsReadingThemWhereTheBackendGeneratesIt) {
   };
   emmy::BackendCaps cuda = emmy::test::test_caps();
   cuda.backend = "cuda";
+  const emmy::test::PassOptions on_cuda = {{"fuse_matmul_prologue", "backends=cuda\n"}};
   ScriptedResolver separate;
-  Program nine = run_default(emmy::test::qwen3_graph(), separate, cuda);
+  Program nine = run_default(emmy::test::qwen3_graph(), separate, cuda, on_cuda);
   EXPECT_EQ(prologue_forks(separate), 2);
+  ScriptedResolver by_default;
+  run_default(emmy::test::qwen3_graph(), by_default, cuda);
+  EXPECT_EQ(prologue_forks(by_default), 0);
   EXPECT_EQ(nine.grouping.kernels.size(), 9u);
   for (const char* gated : {"separate", "absorbed"}) {
     ScriptedResolver absorbed(
         {{"fuse_matmul_prologue", "absorbed"}, {"fuse_gated_epilogue", gated}});
-    Program p = run_default(emmy::test::qwen3_graph(), absorbed, cuda);
+    Program p = run_default(emmy::test::qwen3_graph(), absorbed, cuda, on_cuda);
     const bool both = std::string(gated) == "absorbed";
     ASSERT_EQ(p.grouping.kernels.size(), both ? 6u : 7u) << gated;
     EXPECT_EQ(templates_of(p).at("reduction"), 1) << gated;  // q/k-norm + RoPE
@@ -254,10 +259,10 @@ TEST(Qwen3Layer, TheNormsJoinTheProductsReadingThemWhereTheBackendGeneratesIt) {
     EXPECT_EQ(normed, 2) << gated;
   }
   ScriptedResolver unpacked({{"fuse_horizontal", "split"}});
-  run_default(emmy::test::qwen3_graph(), unpacked, cuda);
+  run_default(emmy::test::qwen3_graph(), unpacked, cuda, on_cuda);
   EXPECT_EQ(prologue_forks(unpacked), 0);
   ScriptedResolver elsewhere;
-  run_default(emmy::test::qwen3_graph(), elsewhere, emmy::test::test_caps());
+  run_default(emmy::test::qwen3_graph(), elsewhere, emmy::test::test_caps(), on_cuda);
   EXPECT_EQ(prologue_forks(elsewhere), 0);
 }
 

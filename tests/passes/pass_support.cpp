@@ -9,7 +9,7 @@
 
 namespace emmy::test {
 
-std::shared_ptr<Pass> load_pass(const std::string& name) {
+std::shared_ptr<Pass> load_pass(const std::string& name, const std::string& options) {
   // The manifest names the library: several passes may share one (the lowering passes do).
   const std::string dir = std::string(EMMY_BUILD_DIR) + "/lib/emmy/plugins/";
   const PluginRecord record = read_manifest(dir + name + ".emmy-manifest");
@@ -26,7 +26,7 @@ std::shared_ptr<Pass> load_pass(const std::string& name) {
   if (info->abi_version != EMMY_SDK_ABI_VERSION || info->kind != EMMY_KIND_PASS)
     throw std::runtime_error(path + " is not a pass plugin of this SDK");
   char error[512] = {0};
-  void* object = info->create("", nullptr, error, sizeof error);
+  void* object = info->create(options.c_str(), nullptr, error, sizeof error);
   if (!object) throw std::runtime_error(std::string("creating pass ") + name + ": " + error);
   return std::shared_ptr<Pass>(static_cast<Pass*>(object), [info](Pass* p) { info->destroy(p); });
 }
@@ -45,10 +45,11 @@ size_t ScriptedResolver::choose(const ForkSite& site) {
 }
 
 void run_passes(ir::Program& program, const std::vector<std::string>& passes, Resolver& resolver,
-                const BackendCaps& caps) {
+                const BackendCaps& caps, const PassOptions& options) {
   PassContext ctx{resolver, caps};
   for (const std::string& name : passes) {
-    std::shared_ptr<Pass> pass = load_pass(name);
+    auto given = options.find(name);
+    std::shared_ptr<Pass> pass = load_pass(name, given == options.end() ? "" : given->second);
     ASSERT_EQ(pass->name(), name);
     Status s = pass->run(program, ctx);
     ASSERT_TRUE(s.ok()) << name << ": " << s.message();
@@ -65,9 +66,10 @@ std::vector<std::string> default_pipeline() {
       "lower_pointwise",         "lower_fallback"};
 }
 
-ir::Program run_default(const ir::Graph& g, Resolver& resolver, const BackendCaps& caps) {
+ir::Program run_default(const ir::Graph& g, Resolver& resolver, const BackendCaps& caps,
+                        const PassOptions& options) {
   ir::Program p{g, ir::singleton_grouping(g)};
-  run_passes(p, default_pipeline(), resolver, caps);
+  run_passes(p, default_pipeline(), resolver, caps, options);
   return p;
 }
 

@@ -15,8 +15,11 @@
 
 namespace emmy::test {
 
-// The pass plugin `name`, loaded with dlopen from EMMY_BUILD_DIR/lib/emmy/plugins.
-std::shared_ptr<Pass> load_pass(const std::string& name);
+// The pass plugin `name`, loaded with dlopen from EMMY_BUILD_DIR/lib/emmy/plugins, created with
+// `options` ("key=value" lines, as the host passes a [plugin NAME] section).
+std::shared_ptr<Pass> load_pass(const std::string& name, const std::string& options = "");
+// Options per pass name ("key=value" lines), for run_passes and run_default.
+using PassOptions = std::map<std::string, std::string>;
 
 // Answers a fork by the option label given for the first matching name prefix (else option 0),
 // and records every site it was asked.
@@ -37,13 +40,14 @@ class ScriptedResolver final : public Resolver {
 // Runs the named passes in order on `program` (starting grouping is whatever program holds);
 // fails the test on a pass error or an invalid grouping.
 void run_passes(ir::Program& program, const std::vector<std::string>& passes, Resolver& resolver,
-                const BackendCaps& caps = {});
+                const BackendCaps& caps = {}, const PassOptions& options = {});
 // The default pipeline's passes in the order the host derives from their manifests' AFTER/BEFORE
 // (plugin_host/pass_order.hpp; tests/plugin_host/pass_order_test.cpp checks that the two agree).
 std::vector<std::string> default_pipeline();
 
 // A program over `g` with the singleton grouping, run through the default pipeline.
-ir::Program run_default(const ir::Graph& g, Resolver& resolver, const BackendCaps& caps = {});
+ir::Program run_default(const ir::Graph& g, Resolver& resolver, const BackendCaps& caps = {},
+                        const PassOptions& options = {});
 
 // Caps with two knobs per template (values {1,2} and {4,8}): what a backend might declare.
 BackendCaps test_caps();

@@ -10,9 +10,12 @@
 // kernels) or "absorbed" (one matmul kernel).
 //
 // Offered only where the norm computes nothing but A (its result read by the product alone) and
-// only on the backends named by option `backends` (default cuda), those whose matmul template
-// absorbs the norm (the cuda warp-specialized path); elsewhere the absorbed kernel has no
-// template that builds it.
+// only on the backends named by option `backends`, those whose matmul template absorbs the norm
+// (the cuda warp-specialized path); elsewhere the absorbed kernel has no template that builds it.
+// None by default: the cuda path is compiled and checked offline (ptxas) but has not yet run on
+// a GPU (`CudaWgmmaGpu.AbsorbedRowNormMatchesTheReference`), so a tune asks for it by name
+// (`[plugin fuse_matmul_prologue]` with `backends = cuda`, or `--pass-option
+// fuse_matmul_prologue.backends=cuda`).
 #include <string>
 #include <vector>
 
@@ -28,7 +31,7 @@ constexpr const char* kFamily = "fuse_matmul_prologue";
 
 class FuseMatmulPrologue final : public emmy::passes::MergingPass {
  public:
-  explicit FuseMatmulPrologue(const emmy::PluginOptions& options) : backends_(options, "cuda") {}
+  explicit FuseMatmulPrologue(const emmy::PluginOptions& options) : backends_(options, "") {}
   std::string name() const override { return EMMY_PLUGIN_NAME; }
 
  protected:

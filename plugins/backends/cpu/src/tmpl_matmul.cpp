@@ -84,6 +84,11 @@ Match match(const ir::Graph& g) {
     if (op == Op::matmul || op == Op::bmm || op == Op::linear) {
       if (G >= 0) throw Unsupported("matmul: more than one matmul");
       G = v;
+    } else if (ir::op_class(op) == ir::OpClass::reduction && G < 0) {
+      // A row norm computing A (emmy::MatmulMatch::a_norm, fork fuse_matmul_prologue).
+      throw Unsupported("matmul: a " + std::string(ir::to_string(op)) +
+                        " before the product (A's row norm) is absorbed by the cuda "
+                        "warp-specialized path only, not by the cpu matmul template");
     } else if (!is_elementwise_op(op) && !is_index_remap(op)) {
       throw Unsupported("matmul: op " + std::string(ir::to_string(op)) + " in the epilogue");
     }

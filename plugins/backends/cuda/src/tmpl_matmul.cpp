@@ -389,7 +389,10 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
         " tile in one stage needs " + std::to_string(static_smem) +
         " bytes of static shared memory, more than 48 KiB (stages > 1 use dynamic memory)");
   // Hopper: 227 KiB of shared memory per block at most (the worker raises the 48 KiB default).
-  if (k.dynamic_smem > 227 * 1024)
+  // An absorbed row norm's static barriers and rows' scales come on top of the ring's barriers
+  // (kStagedTileReserve's share).
+  const int64_t norm_static = k.mt.a_norm ? 8 * stages + 8 + 4 * BM : 0;
+  if (k.dynamic_smem + norm_static > 227 * 1024 - (norm_static > 0 ? kStagedTileReserve : 0))
     throw KnobRefused("matmul: stages=" + std::to_string(stages) + " needs " +
                       std::to_string(k.dynamic_smem) +
                       " bytes of shared memory, more than a block gets");
