@@ -194,10 +194,6 @@ std::optional<int64_t> gated_half(const KernelView& kv, int m, const std::vector
   return h;
 }
 
-}  // namespace
-
-namespace {
-
 // v's input when v is a cast, else v (casts that a norm may or may not hold, as the frontends
 // drop a cast to the same dtype); a cast passed through is added to `nodes`.
 ValueId through_cast(const Graph& g, ValueId v, std::vector<ValueId>& nodes) {

@@ -36,6 +36,13 @@ std::vector<std::string> structural_forks(const ScriptedResolver& r) {
   return out;
 }
 
+// How many structural forks of `family` ("<family>@<situation>") were asked.
+long forks_of(const ScriptedResolver& r, const std::string& family) {
+  const std::vector<std::string> forks = structural_forks(r);
+  return std::count_if(forks.begin(), forks.end(),
+                       [&](const std::string& f) { return f.rfind(family + "@", 0) == 0; });
+}
+
 TEST(Qwen3Layer, DefaultGrouping) {
   ScriptedResolver r;
   Program p = run_default(emmy::test::qwen3_graph(), r, emmy::test::test_caps());
@@ -124,10 +131,7 @@ TEST(Qwen3Layer, SiblingNormsAreOneKernelOrTwo) {
                            [&](const auto& k) { return means(one, k) == 2; });
   ASSERT_NE(both, one.grouping.kernels.end());
   EXPECT_EQ(both->templ, "reduction");
-  const std::vector<std::string> forks = structural_forks(fused);
-  EXPECT_EQ(std::count_if(forks.begin(), forks.end(),
-                          [](const std::string& f) { return f.rfind("fuse_siblings@", 0) == 0; }),
-            1);
+  EXPECT_EQ(forks_of(fused, "fuse_siblings"), 1);
   ScriptedResolver split({{"fuse_siblings", "split"}});
   Program two = run_default(emmy::test::qwen3_graph(), split, emmy::test::test_caps());
   EXPECT_EQ(two.grouping.kernels.size(), one.grouping.kernels.size() + 1);
@@ -144,10 +148,7 @@ TEST(Qwen3Layer, SiblingNormsAreOneKernelOrTwo) {
 // one kernel, nor on another backend.
 TEST(Qwen3Layer, QsNormAndRopeJoinTheAttentionWhereTheBackendGeneratesIt) {
   auto prologue_forks = [](const ScriptedResolver& r) {
-    const std::vector<std::string> forks = structural_forks(r);
-    return std::count_if(forks.begin(), forks.end(), [](const std::string& f) {
-      return f.rfind("fuse_attention_prologue@", 0) == 0;
-    });
+    return forks_of(r, "fuse_attention_prologue");
   };
   auto means = [](const Program& p, const emmy::ir::Kernel& k) {
     return std::count_if(k.nodes.begin(), k.nodes.end(),
@@ -180,12 +181,7 @@ TEST(Qwen3Layer, QsNormAndRopeJoinTheAttentionWhereTheBackendGeneratesIt) {
 // `backends`, default cuda): absorbed, the layer has one kernel less, a matmul whose match is
 // gated at the intermediate size; with gate and up unpacked there is no such product.
 TEST(Qwen3Layer, SwiGluJoinsThePackedGateUpProductWhereTheBackendGeneratesIt) {
-  auto gated_forks = [](const ScriptedResolver& r) {
-    const std::vector<std::string> forks = structural_forks(r);
-    return std::count_if(forks.begin(), forks.end(), [](const std::string& f) {
-      return f.rfind("fuse_gated_epilogue@", 0) == 0;
-    });
-  };
+  auto gated_forks = [](const ScriptedResolver& r) { return forks_of(r, "fuse_gated_epilogue"); };
   emmy::BackendCaps cuda = emmy::test::test_caps();
   cuda.backend = "cuda";
   ScriptedResolver separate;
@@ -225,10 +221,7 @@ TEST(Qwen3Layer, SwiGluJoinsThePackedGateUpProductWhereTheBackendGeneratesIt) {
 // norm's result is read by several products (the projections unpacked).
 TEST(Qwen3Layer, TheNormsJoinTheProductsReadingThemWhereTheBackendGeneratesIt) {
   auto prologue_forks = [](const ScriptedResolver& r) {
-    const std::vector<std::string> forks = structural_forks(r);
-    return std::count_if(forks.begin(), forks.end(), [](const std::string& f) {
-      return f.rfind("fuse_matmul_prologue@", 0) == 0;
-    });
+    return forks_of(r, "fuse_matmul_prologue");
   };
   emmy::BackendCaps cuda = emmy::test::test_caps();
   cuda.backend = "cuda";

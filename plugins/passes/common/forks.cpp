@@ -21,6 +21,14 @@ ForkSite fuse_or_split(const std::string& family, const std::string& situation,
   return site;
 }
 
+ForkSite separate_or_absorbed(const std::string& family, const std::string& situation) {
+  ForkSite site;
+  site.name = family + "@" + situation;
+  site.kind = ForkKind::structural;
+  site.options = {ForkOption{"separate", {{family, 0.0}}}, ForkOption{"absorbed", {{family, 1.0}}}};
+  return site;
+}
+
 size_t ForkAsker::ask(const ForkSite& site) {
   auto it = answers_.find(site.name);
   if (it != answers_.end()) return it->second;

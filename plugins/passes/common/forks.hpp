@@ -20,6 +20,12 @@ ForkSite fuse_or_split(const std::string& family, const std::string& situation,
                        const std::string& fuse_label = "fuse",
                        const std::string& split_label = "split");
 
+// "<family>@<situation>" with options {separate, absorbed}; option 0 keeps the kernels apart (the
+// default), option 1 lets one kernel absorb the other (knob <family> 0 or 1): the forks whose
+// merged kernel only some backends generate (fuse_attention_prologue, fuse_gated_epilogue,
+// fuse_matmul_prologue).
+ForkSite separate_or_absorbed(const std::string& family, const std::string& situation);
+
 // Asks the resolver; a fork already asked in this run (same name) gets the same answer without
 // asking again, so a model with many identical layers adds each structural fork once.
 class ForkAsker {

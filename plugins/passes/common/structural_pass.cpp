@@ -62,4 +62,17 @@ std::vector<int> grow_by_pointwise_readers(
   return group;
 }
 
+RowProducer absorbable_row_producer(
+    const Partition& part, int k,
+    const std::function<bool(const ir::Kernel& united, int producer)>& absorbs) {
+  for (int p : part.producers(k)) {
+    if (!is_row_kernel(part, p) || !private_to(part, p, k)) continue;
+    const std::vector<int> both{k, p};
+    if (!part.can_merge(both)) continue;
+    ir::Kernel united = part.united(both);
+    if (absorbs(united, p)) return RowProducer{p, std::move(united)};
+  }
+  return {};
+}
+
 }  // namespace emmy::passes

@@ -46,4 +46,15 @@ std::vector<int> grow_by_pointwise_readers(
     const Partition& part, std::vector<int> group,
     const std::function<bool(const std::vector<int>&)>& fits);
 
+// A row kernel that kernel k may take in as its prologue: the first producer of k that is a row
+// kernel read by k alone, mergeable with it, and whose union with k `absorbs` accepts (given the
+// union and the producer), with that union (fuse_attention_prologue, fuse_matmul_prologue).
+struct RowProducer {
+  int kernel = -1;  // -1: none
+  ir::Kernel united;
+};
+RowProducer absorbable_row_producer(
+    const Partition& part, int k,
+    const std::function<bool(const ir::Kernel& united, int producer)>& absorbs);
+
 }  // namespace emmy::passes

@@ -40,28 +40,22 @@ class FuseAttentionPrologue final : public emmy::passes::MergingPass {
       if (!part.alive(a) || part.lowered(a)) continue;
       auto match = emmy::match_attention(g, part.kernel(a));
       if (!match) continue;
-      for (int p : part.producers(a)) {
-        if (!emmy::passes::is_row_kernel(part, p) || !emmy::passes::private_to(part, p, a))
-          continue;
-        const std::vector<int> both{a, p};
-        const emmy::ir::Kernel united = part.united(both);
-        auto fused = emmy::match_attention(g, united);
-        // The row kernel must become q's prologue as a whole (match_attention takes reductions
-        // only there): every node of it computes q and nothing else.
-        if (!fused || !part.can_merge(both)) continue;
-        const auto& pro = fused->prologue;
-        if (!std::all_of(part.kernel(p).nodes.begin(), part.kernel(p).nodes.end(), [&](ValueId v) {
+      // The row kernel must become q's prologue as a whole (match_attention takes reductions
+      // only there): every node of it computes q and nothing else.
+      const emmy::passes::RowProducer q = emmy::passes::absorbable_row_producer(
+          part, a, [&](const emmy::ir::Kernel& united, int p) {
+            auto fused = emmy::match_attention(g, united);
+            if (!fused) return false;
+            const auto& pro = fused->prologue;
+            const auto& nodes = part.kernel(p).nodes;
+            return std::all_of(nodes.begin(), nodes.end(), [&](ValueId v) {
               return std::find(pro.begin(), pro.end(), v) != pro.end();
-            }))
-          continue;
-        emmy::ForkSite site;
-        site.name = std::string(kFamily) + "@" + emmy::passes::situation_id(g, united);
-        site.kind = emmy::ForkKind::structural;
-        site.options = {emmy::ForkOption{"separate", {{kFamily, 0.0}}},
-                        emmy::ForkOption{"absorbed", {{kFamily, 1.0}}}};
-        if (forks.ask(site) == 1) part.merge(both);
-        break;
-      }
+            });
+          });
+      if (q.kernel < 0) continue;
+      const emmy::ForkSite site =
+          emmy::passes::separate_or_absorbed(kFamily, emmy::passes::situation_id(g, q.united));
+      if (forks.ask(site) == 1) part.merge({a, q.kernel});
     }
   }
 

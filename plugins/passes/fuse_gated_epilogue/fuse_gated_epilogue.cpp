@@ -37,11 +37,8 @@ class FuseGatedEpilogue final : public emmy::passes::MergingPass {
       if (!emmy::passes::is_open_matmul_kernel(part, m)) continue;
       std::vector<int> group = gated_group(part, m);
       if (group.empty()) continue;
-      emmy::ForkSite site;
-      site.name = std::string(kFamily) + "@" + emmy::passes::situation_id(g, part.united(group));
-      site.kind = emmy::ForkKind::structural;
-      site.options = {emmy::ForkOption{"separate", {{kFamily, 0.0}}},
-                      emmy::ForkOption{"absorbed", {{kFamily, 1.0}}}};
+      const emmy::ForkSite site = emmy::passes::separate_or_absorbed(
+          kFamily, emmy::passes::situation_id(g, part.united(group)));
       if (forks.ask(site) == 1) part.merge(group);
     }
   }

@@ -40,23 +40,17 @@ class FuseMatmulPrologue final : public emmy::passes::MergingPass {
     const auto& g = part.graph();
     for (int m : part.kernels()) {
       if (!emmy::passes::is_open_matmul_kernel(part, m)) continue;
-      for (int p : part.producers(m)) {
-        if (!emmy::passes::is_row_kernel(part, p) || !emmy::passes::private_to(part, p, m))
-          continue;
-        const std::vector<int> both{m, p};
-        if (!part.can_merge(both)) continue;
-        // The whole row kernel must become A's norm: every node of it computes A.
-        auto match = emmy::match_matmul(g, part.united(both));
-        if (!match || !match->a_norm || match->a_norm->nodes.size() != part.kernel(p).nodes.size())
-          continue;
-        emmy::ForkSite site;
-        site.name = std::string(kFamily) + "@" + emmy::passes::situation_id(g, part.united(both));
-        site.kind = emmy::ForkKind::structural;
-        site.options = {emmy::ForkOption{"separate", {{kFamily, 0.0}}},
-                        emmy::ForkOption{"absorbed", {{kFamily, 1.0}}}};
-        if (forks.ask(site) == 1) part.merge(both);
-        break;
-      }
+      // The whole row kernel must become A's norm: every node of it computes A.
+      const emmy::passes::RowProducer norm = emmy::passes::absorbable_row_producer(
+          part, m, [&](const emmy::ir::Kernel& united, int p) {
+            auto match = emmy::match_matmul(g, united);
+            return match && match->a_norm &&
+                   match->a_norm->nodes.size() == part.kernel(p).nodes.size();
+          });
+      if (norm.kernel < 0) continue;
+      const emmy::ForkSite site =
+          emmy::passes::separate_or_absorbed(kFamily, emmy::passes::situation_id(g, norm.united));
+      if (forks.ask(site) == 1) part.merge({m, norm.kernel});
     }
   }
 

@@ -161,6 +161,7 @@ class Kernel {
   int64_t dynamic_smem = 0;
   int64_t grid_x_factor = 1;      // blocks per tile column along grid x (split-K)
   int64_t persistent_blocks = 0;  // > 0: a 1-D grid of this many blocks taking tiles in turn
+  int64_t extra_static_smem = 0;  // the main loop's static shared memory beyond its barriers
   std::string kernel_attributes;
   std::string note;  // the path's summary, after the knobs in the module's first line
 

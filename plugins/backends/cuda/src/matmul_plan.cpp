@@ -96,12 +96,10 @@ Plan plan(const ir::Graph& g, const Match& mt, const KnobValues& knobs) {
   if (stages > 4 && !pl.specialized)
     throw KnobRefused("matmul: stages=" + std::to_string(stages) +
                       " is a ring depth of the warp-specialized path (wgmma=2) only");
-  if (mt.a_norm &&
-      (!pl.specialized || pl.splits != 1 || pl.cluster != 1 || pl.pingpong || BK != 64))
+  // The tiles and ring the path takes it with are its loop's to refuse (emit_wgmma_ws_mainloop).
+  if (mt.a_norm && !pl.specialized)
     throw KnobRefused(
-        "matmul: A's row norm is absorbed by the warp-specialized path (wgmma=2) alone, with "
-        "tile_k=64 and without splits, clusters or pingpong (each block must see its rows' whole "
-        "K)");
+        "matmul: A's row norm is absorbed by the warp-specialized path (wgmma=2) alone");
   // The producer warpgroup comes on top of the `warps` consumers.
   if (pl.specialized) pl.T += 128;
   if (stages > 1 && WM == 0 && !use_wgmma)

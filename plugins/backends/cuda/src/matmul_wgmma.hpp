@@ -108,6 +108,9 @@ struct WgmmaLoop {
   int64_t splits = 1;   // blocks along grid x per tile column: ceil(N / tile_n) * splits
   std::string kernel_attributes;  // e.g. the cluster's dims, before __launch_bounds__
   int64_t persistent_blocks = 0;  // > 0: a 1-D grid of this many blocks (tile.persistent)
+  // Static shared memory the loop declares beyond the ring's barriers (an absorbed row norm's
+  // barriers and rows' scales), on top of `shared_bytes` within the block's limit.
+  int64_t extra_static_bytes = 0;
 };
 
 // Emits the main loop into `b` (threads: 32 * warps) and returns what the launch and the

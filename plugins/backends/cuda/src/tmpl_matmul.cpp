@@ -338,6 +338,7 @@ void emit_wgmma(Kernel& k) {
   k.grid_x_factor = loop.splits;
   k.kernel_attributes = loop.kernel_attributes;
   k.persistent_blocks = loop.persistent_blocks;
+  k.extra_static_smem = loop.extra_static_bytes;
   const int64_t NW = loop.n_per_warpgroup;
   k.thread_results = NW / 2;
   k.note = " wgmma m64n" + std::to_string(NW) + "k16 TMA swizzle " + std::to_string(BK * 2) +
@@ -389,10 +390,10 @@ std::string finish(Kernel& k, const KnobValues& knobs) {
         " tile in one stage needs " + std::to_string(static_smem) +
         " bytes of static shared memory, more than 48 KiB (stages > 1 use dynamic memory)");
   // Hopper: 227 KiB of shared memory per block at most (the worker raises the 48 KiB default).
-  // An absorbed row norm's static barriers and rows' scales come on top of the ring's barriers
+  // The loop's other static memory (an absorbed row norm's) comes on top of the ring's barriers
   // (kStagedTileReserve's share).
-  const int64_t norm_static = k.mt.a_norm ? 8 * stages + 8 + 4 * BM : 0;
-  if (k.dynamic_smem + norm_static > 227 * 1024 - (norm_static > 0 ? kStagedTileReserve : 0))
+  const int64_t extra = k.extra_static_smem;
+  if (k.dynamic_smem + extra > 227 * 1024 - (extra > 0 ? kStagedTileReserve : 0))
     throw KnobRefused("matmul: stages=" + std::to_string(stages) + " needs " +
                       std::to_string(k.dynamic_smem) +
                       " bytes of shared memory, more than a block gets");

@@ -425,6 +425,11 @@ const char* const kNormScale =
 }
 )";
 
+// kNormDecls' static shared memory: the "ready" barriers, the "rows" barrier, the rows' scales.
+int64_t row_norm_static_bytes(const WgmmaTile& tile) {
+  return tile.row_norm ? 8 * tile.stages + 8 + 4 * tile.tile_m : 0;
+}
+
 // Fills the row norm's places of a loop's text (empty, or the ring's barriers without it).
 std::string with_row_norm(std::string text, const WgmmaTile& tile, ir::DType dtype, int64_t K) {
   const bool on = tile.row_norm;
@@ -536,7 +541,7 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
     if (tile.splits != 1 || tile.cluster != 1 || tile.pingpong || tile.tile_k != 64)
       throw KnobRefused(
           "matmul: A's row norm is absorbed with tile_k=64 and without splits, clusters or "
-          "pingpong");
+          "pingpong (each block must see its rows' whole K, in 128-byte rows)");
     if (K % 64 != 0)
       throw KnobRefused("matmul: A's row norm is absorbed where K (" + std::to_string(K) +
                         ") is a multiple of 64");
@@ -567,6 +572,7 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
     append_lines(b, text);
     WgmmaLoop loop{geo.smem, geo.n_wg, CT + 128, 1, ""};
     loop.persistent_blocks = persistent_grid(tiles);
+    loop.extra_static_bytes = row_norm_static_bytes(tile);
     return loop;
   }
   std::string text =
@@ -650,6 +656,7 @@ WgmmaLoop emit_wgmma_ws_mainloop(ModuleBuilder& m, Body& b, ir::DType dtype, con
     append_lines(b, red);
   }
   WgmmaLoop loop{geo.smem, geo.n_wg, CT + 128, tile.splits, ""};
+  loop.extra_static_bytes = row_norm_static_bytes(tile);
   if (pair) loop.kernel_attributes = "__cluster_dims__(1, 2, 1)";
   if (cluster_split) {
     loop.kernel_attributes = "__cluster_dims__(" + std::to_string(tile.splits) + ", 1, 1)";
