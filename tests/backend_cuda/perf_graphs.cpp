@@ -159,7 +159,13 @@ ir::Graph gated_linear(int64_t m, int64_t k, int64_t h, int64_t batch) {
   return g;
 }
 
-ir::Graph rmsnorm_linear(int64_t m, int64_t k, int64_t n, int64_t h, int64_t batch) {
+namespace {
+
+// rmsnorm_linear and rmsnorm_linear_as_absorbed: the norm's input, weight and the product's
+// weight declared alike, the product's A and its rows' scale by `product`, then SwiGLU (h > 0).
+template <typename Product>
+ir::Graph normed_linear(int64_t m, int64_t k, int64_t n, int64_t h, int64_t batch,
+                        Product product) {
   ir::Graph g;
   ir::Builder b(g);
   const ir::Shape rows = batch > 0 ? ir::Shape{batch, m, k} : ir::Shape{m, k};
@@ -170,7 +176,7 @@ ir::Graph rmsnorm_linear(int64_t m, int64_t k, int64_t n, int64_t h, int64_t bat
   auto xf = b.cast(x, DType::f32);
   auto var = b.mean(b.op(ir::Op::pow, {xf, b.constant(2, DType::i64)}), {last}, true);
   auto inv = b.unary(ir::Op::rsqrt, b.add(var, b.constant(1e-6, DType::f32)));
-  auto y = b.linear(b.mul(norm_w, b.cast(b.mul(xf, inv), DType::bf16)), w);
+  auto y = product(b, xf, inv, norm_w, w);
   if (h == 0) {
     b.output(y);
     return g;
@@ -181,6 +187,26 @@ ir::Graph rmsnorm_linear(int64_t m, int64_t k, int64_t n, int64_t h, int64_t bat
   };
   b.output(b.mul(b.unary(ir::Op::silu, half(0)), half(h)));
   return g;
+}
+
+}  // namespace
+
+ir::Graph rmsnorm_linear(int64_t m, int64_t k, int64_t n, int64_t h, int64_t batch) {
+  return normed_linear(
+      m, k, n, h, batch,
+      [](ir::Builder& b, ir::ValueId xf, ir::ValueId inv, ir::ValueId norm_w, ir::ValueId w) {
+        return b.linear(b.mul(norm_w, b.cast(b.mul(xf, inv), DType::bf16)), w);
+      });
+}
+
+ir::Graph rmsnorm_linear_as_absorbed(int64_t m, int64_t k, int64_t n, int64_t h, int64_t batch) {
+  return normed_linear(
+      m, k, n, h, batch,
+      [](ir::Builder& b, ir::ValueId xf, ir::ValueId inv, ir::ValueId norm_w, ir::ValueId w) {
+        auto a = b.cast(b.mul(xf, b.cast(norm_w, DType::f32)), DType::bf16);
+        auto sum = b.linear(b.cast(a, DType::f32), b.cast(w, DType::f32));
+        return b.cast(b.mul(sum, inv), DType::bf16);
+      });
 }
 
 ir::Graph matmul(int64_t m, int64_t k, int64_t n) {

@@ -46,6 +46,13 @@ ir::Graph gated_linear(int64_t m, int64_t k, int64_t h, int64_t batch = 0);
 // (h = 0), or SwiGLU over a packed gate+up linear, w[2h, k] (h > 0; n ignored). All compute nodes
 // as one kernel are a matmul with A's row norm (emmy::MatmulMatch::a_norm).
 ir::Graph rmsnorm_linear(int64_t m, int64_t k, int64_t n, int64_t h = 0, int64_t batch = 0);
+// What the cuda template's absorbed row norm computes for rmsnorm_linear (the same inputs, in the
+// same order, so random_inputs gives both the same tensors): A = bf16(x * w_norm) rounded once,
+// the product summed in f32 and scaled by rsqrt(mean(x^2) + eps) before the output's rounding,
+// where the graph rounds x * r to bf16 and then its product with the weight. Summed over K, the
+// two roundings of A differ by more than bf16's per-element tolerance where the output cancels.
+ir::Graph rmsnorm_linear_as_absorbed(int64_t m, int64_t k, int64_t n, int64_t h = 0,
+                                     int64_t batch = 0);
 // bf16 a[m, k] @ b[k, n] (B not k-contiguous).
 ir::Graph matmul(int64_t m, int64_t k, int64_t n);
 

@@ -468,14 +468,23 @@ std::string with_row_norm(std::string text, const WgmmaTile& tile, ir::DType dty
 }
 
 // The producer's and the consumers' register counts and the consumer warps, as both loops
-// take them. Two consumer warpgroups: 2 x 128 x 232 + 128 x 40 registers fit the SM's 64K.
-// With an absorbed row norm the producer warpgroup's helpers keep a tile's sums of squares and a
-// slice's weights in registers: 64 for them (56 spilled in the persistent loop, ptxas), 2 x 128 x
-// 224 + 128 x 64 for the block.
+// take them. setmaxnreg only moves registers inside the pool the block was launched with: 12
+// warps under __launch_bounds__(384) get 168 registers a thread (65536 / 384, rounded down to 8),
+// 168 x 384 = 64512 for the block, so 128 x 40 for the producer warpgroup leaves 232 for each of
+// the 256 consumer threads. With an absorbed row norm the producer warpgroup's helpers keep a
+// tile's sums of squares and a slice's weights in registers: 64 for them (56 spilled in the
+// persistent loop, ptxas), which leaves 216 (64512 - 128 x 64 = 256 x 220, rounded down to 8).
+// Asking for more than the pool holds is no error: the consumers' setmaxnreg.inc waits forever
+// (224 with 64 did, on an H100).
 std::string fill_roles(std::string text, const WgmmaTile& tile) {
   const bool move_registers = tile.warps >= 8;
-  const std::string producer = tile.row_norm ? "64" : "40",
-                    consumer = tile.row_norm ? "224" : "232";
+  constexpr int kLaunchRegisters = 168, kProducerThreads = 128;
+  const int producer_regs = tile.row_norm ? 64 : 40;
+  const int consumer_threads = static_cast<int>(tile.warps) * 32;
+  const int pool = kLaunchRegisters * (kProducerThreads + consumer_threads);
+  const int consumer_regs = (pool - producer_regs * kProducerThreads) / consumer_threads / 8 * 8;
+  const std::string producer = std::to_string(producer_regs),
+                    consumer = std::to_string(consumer_regs);
   text = replace_all(text, "@PRODUCER_REGS@",
                      move_registers ? "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " + producer +
                                           ";\" ::: \"memory\");"
