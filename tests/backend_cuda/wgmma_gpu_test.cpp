@@ -36,12 +36,11 @@ CudaBackend& backend() {
 }
 
 // Runs g as one matmul kernel with knobs k on seeded random inputs and compares every output
-// with the interpreter's of g, or of `oracle` where given (the same inputs in the same order:
-// what the kernel computes, rounded where it rounds), computed once per graph through
-// `reference`; returns the median µs, or -1 when it failed.
+// with `reference`: the interpreter's of g, computed here when it is empty (once per graph), or
+// what the caller put there (the same seed's inputs) for a kernel held to other roundings than
+// g's; returns the median µs, or -1 when it failed.
 double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::string& what,
-                                int samples, std::vector<ir::HostTensor>& reference,
-                                const ir::Graph* oracle = nullptr) {
+                                int samples, std::vector<ir::HostTensor>& reference) {
   ir::Slice s = one_kernel(g, "matmul", k);
   Artifact art;
   MeasureResult res;
@@ -59,7 +58,7 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
   EXPECT_EQ(res.failure, FailureKind::none) << what << " " << describe(k) << ": " << res.message;
   if (!st.ok() || res.failure != FailureKind::none) return -1;
   std::vector<ir::HostTensor> inputs = ir::random_inputs(s.graph, 17);
-  if (reference.empty()) reference = ir::evaluate(oracle ? *oracle : s.graph, inputs);
+  if (reference.empty()) reference = ir::evaluate(s.graph, inputs);
   MeasureRequest req = test::timing_request(inputs, samples);
   st = backend().measure(s, art, req, res);
   EXPECT_TRUE(st.ok()) << st.message();
@@ -77,20 +76,19 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
   return ok ? res.median_us : -1;
 }
 
-// A graph to check, what to call it in the output, and the graph whose interpreter gives the
-// expected outputs (g itself where empty).
+// A graph to check, what to call it in the output, and its expected outputs where they are not
+// the interpreter's of g (empty: computed from g).
 struct Shape {
   std::string what;
   ir::Graph g;
-  ir::Graph oracle = {};
+  std::vector<ir::HostTensor> reference = {};
 };
 
 // Every shape at every knob set against the interpreter.
 void expect_shapes_match(const std::vector<Shape>& shapes, const std::vector<Knobs>& knobs) {
   for (const Shape& sh : shapes) {
-    std::vector<ir::HostTensor> reference;
-    const ir::Graph* oracle = sh.oracle.nodes.empty() ? nullptr : &sh.oracle;
-    for (const Knobs& k : knobs) expect_matches_reference(sh.g, k, sh.what, 3, reference, oracle);
+    std::vector<ir::HostTensor> reference = sh.reference;
+    for (const Knobs& k : knobs) expect_matches_reference(sh.g, k, sh.what, 3, reference);
   }
 }
 
@@ -219,41 +217,39 @@ TEST(CudaWgmmaGpu, AbsorbedRowNormMatchesWhatItComputes) {
     const char* what;
     int64_t m, k, n, h, batch;
   };
-  auto shapes_of = [](const std::vector<Case>& cases) {
-    std::vector<Shape> shapes;
-    for (const Case& c : cases) {
-      Shape sh{c.what, perf::rmsnorm_linear(c.m, c.k, c.n, c.h, c.batch),
-               perf::rmsnorm_linear_as_absorbed(c.m, c.k, c.n, c.h, c.batch)};
-      const std::vector<ir::HostTensor> inputs = ir::random_inputs(sh.g, 17);
-      std::printf(
-          "[ row norm ] %-34s the graph's rounding against the kernel's: %s\n", c.what,
-          ir::compare(ir::evaluate(sh.g, inputs)[0], ir::evaluate(sh.oracle, inputs)[0]).c_str());
-      shapes.push_back(std::move(sh));
-    }
-    return shapes;
+  // The shape, expected to give what the kernel computes on its seeded inputs; the graph's own
+  // rounding beside that, printed.
+  auto shape_of = [](const Case& c) {
+    Shape sh{c.what, perf::rmsnorm_linear(c.m, c.k, c.n, c.h, c.batch)};
+    const std::vector<ir::HostTensor> inputs = ir::random_inputs(sh.g, 17);
+    sh.reference =
+        ir::evaluate(perf::rmsnorm_linear_as_absorbed(c.m, c.k, c.n, c.h, c.batch), inputs);
+    std::printf("[ row norm ] %-34s the graph's rounding against the kernel's: %s\n", c.what,
+                ir::compare(ir::evaluate(sh.g, inputs)[0], sh.reference[0]).c_str());
+    return sh;
   };
   std::vector<Knobs> knobs = {specialized(64, 64, 3), specialized(128, 128, 3, 1, 64, 8),
                               specialized(128, 96, 2, 1, 64, 8)};
   add_with(knobs, {specialized(64, 64, 3)}, {{"staged", 1}});
   add_persistent(knobs, {specialized(64, 64, 3), specialized(128, 96, 3, 1, 64, 8)});
-  expect_shapes_match(shapes_of({{"rmsnorm+linear 200x320 -> 136", 200, 320, 136, 0, 0},
-                                 {"rmsnorm+linear 3x70x256 -> 96", 70, 256, 96, 0, 3},
-                                 {"rmsnorm+swiglu 130x512 -> 2x264", 130, 512, 0, 264, 0}}),
+  expect_shapes_match({shape_of({"rmsnorm+linear 200x320 -> 136", 200, 320, 136, 0, 0}),
+                       shape_of({"rmsnorm+linear 3x70x256 -> 96", 70, 256, 96, 0, 3}),
+                       shape_of({"rmsnorm+swiglu 130x512 -> 2x264", 130, 512, 0, 264, 0})},
                       knobs);
   std::vector<Knobs> tiles = {specialized(128, 128, 4, 1, 64, 8)};
   add_persistent(tiles, {specialized(128, 96, 4, 1, 64, 8), specialized(128, 128, 4, 1, 64, 8)});
-  expect_shapes_match(shapes_of({{"rmsnorm+qkv 512x1024 -> 4096", 512, 1024, 4096, 0, 0},
-                                 {"rmsnorm+swiglu 512x1024 -> 2x3072", 512, 1024, 0, 3072, 0},
-                                 {"rmsnorm+swiglu 8x512x1024 -> 2x3072", 512, 1024, 0, 3072, 8}}),
-                      tiles);
+  const std::vector<Shape> layer = {
+      shape_of({"rmsnorm+qkv 512x1024 -> 4096", 512, 1024, 4096, 0, 0}),
+      shape_of({"rmsnorm+swiglu 512x1024 -> 2x3072", 512, 1024, 0, 3072, 0}),
+      shape_of({"rmsnorm+swiglu 8x512x1024 -> 2x3072", 512, 1024, 0, 3072, 8})};
+  expect_shapes_match(layer, tiles);
+  // The two gated shapes of the layer: the norm inside, timed beside normalized rows read.
   for (int64_t batch : {int64_t(0), int64_t(8)}) {
-    std::vector<ir::HostTensor> with_norm, without;
+    std::vector<ir::HostTensor> with_norm = layer[batch ? 2 : 1].reference, without;
     const std::string at = batch ? "B=8 S=512" : "M=512";
-    const ir::Graph normed = perf::rmsnorm_linear(512, 1024, 0, 3072, batch),
-                    as_absorbed = perf::rmsnorm_linear_as_absorbed(512, 1024, 0, 3072, batch);
     for (const Knobs& k : tiles) {
       const double absorbed =
-          expect_matches_reference(normed, k, "norm inside, " + at, 20, with_norm, &as_absorbed);
+          expect_matches_reference(layer[batch ? 2 : 1].g, k, "norm inside, " + at, 20, with_norm);
       const double plain = expect_matches_reference(perf::gated_linear(512, 1024, 3072, batch), k,
                                                     "normalized rows read, " + at, 20, without);
       std::printf("[ row norm ] %-10s %-62s inside %8.2f us, reading normalized rows %8.2f us\n",

@@ -478,10 +478,12 @@ std::string with_row_norm(std::string text, const WgmmaTile& tile, ir::DType dty
 // (224 with 64 did, on an H100).
 std::string fill_roles(std::string text, const WgmmaTile& tile) {
   const bool move_registers = tile.warps >= 8;
-  constexpr int kLaunchRegisters = 168, kProducerThreads = 128;
+  constexpr int kProducerThreads = 128;
   const int producer_regs = tile.row_norm ? 64 : 40;
-  const int consumer_threads = static_cast<int>(tile.warps) * 32;
-  const int pool = kLaunchRegisters * (kProducerThreads + consumer_threads);
+  const int consumer_threads = static_cast<int>(tile.warps) * 32,
+            threads = kProducerThreads + consumer_threads;
+  // What __launch_bounds__(threads) gives a thread: the SM's 65536 registers shared, in 8s.
+  const int pool = 65536 / threads / 8 * 8 * threads;
   const int consumer_regs = (pool - producer_regs * kProducerThreads) / consumer_threads / 8 * 8;
   const std::string producer = std::to_string(producer_regs),
                     consumer = std::to_string(consumer_regs);
