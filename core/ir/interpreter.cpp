@@ -245,7 +245,8 @@ double gelu(double x, bool tanh_approx) {
 
 class Interpreter {
  public:
-  explicit Interpreter(const Graph& g) : g_(g), values_(g.nodes.size()) {}
+  // `exact`: floating results are not rounded to their dtypes (ir::evaluate_exact).
+  Interpreter(const Graph& g, bool exact) : g_(g), values_(g.nodes.size()), exact_(exact) {}
 
   std::vector<HostTensor> run(const std::vector<HostTensor>& inputs,
                               const std::function<void()>& before_node) {
@@ -275,14 +276,17 @@ class Interpreter {
         throw Error("evaluate: " + who + " (" + std::string(to_string(n.op)) + "): " + e.what());
       }
       out.type = n.type;
-      round_all(n.type.dtype, out.v);
+      if (!(exact_ && is_floating(n.type.dtype))) round_all(n.type.dtype, out.v);
       values_[i] = std::move(out);
       release_dead(i);
     }
     std::vector<HostTensor> result;
     for (ValueId v : g_.outputs) {
       const Value& val = values_.at(static_cast<size_t>(v));
-      result.push_back(from_doubles(val.type, val.v));
+      if (exact_ && is_floating(val.type.dtype))
+        result.push_back(from_doubles({DType::f64, val.type.shape}, val.v));
+      else
+        result.push_back(from_doubles(val.type, val.v));
     }
     return result;
   }
@@ -742,6 +746,7 @@ class Interpreter {
   std::vector<Value> values_;
   std::vector<size_t> last_use_;
   size_t current_ = 0;  // the node being evaluated
+  bool exact_ = false;
 };
 
 uint64_t splitmix64(uint64_t& state) {
@@ -942,7 +947,13 @@ std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& 
 std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& inputs,
                                  const std::function<void()>& before_node) {
   if (auto msg = verify(g); !msg.empty()) throw Error("evaluate: invalid graph: " + msg);
-  return Interpreter(g).run(inputs, before_node);
+  return Interpreter(g, false).run(inputs, before_node);
+}
+
+std::vector<HostTensor> evaluate_exact(const Graph& g, const std::vector<HostTensor>& inputs,
+                                       const std::function<void()>& before_node) {
+  if (auto msg = verify(g); !msg.empty()) throw Error("evaluate: invalid graph: " + msg);
+  return Interpreter(g, true).run(inputs, before_node);
 }
 
 namespace {
@@ -1097,6 +1108,48 @@ double relative_rms_error(const HostTensor& expected, const HostTensor& actual) 
   if (e.size() != a.size()) return std::numeric_limits<double>::infinity();
   if (den == 0) return num == 0 ? 0 : std::numeric_limits<double>::infinity();
   return std::sqrt(num / den);
+}
+
+std::string compare_accuracy(const HostTensor& expected, const HostTensor& actual,
+                             const HostTensor& exact) {
+  if (expected.type != actual.type)
+    return "type mismatch: expected " + to_string(expected.type) + ", got " +
+           to_string(actual.type);
+  if (exact.type.shape != expected.type.shape)
+    return "the exact outputs are " + to_string(exact.type) + ", the graph's " +
+           to_string(expected.type);
+  if (!is_floating(expected.type.dtype))
+    return to_string(expected.type) + " is not floating: no rounding to weigh";
+  const std::vector<double> e = to_doubles(expected), a = to_doubles(actual), x = to_doubles(exact);
+  double ref_sq = 0, act_sq = 0, ref_max = 0, act_max = 0;
+  size_t worst = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (!std::isfinite(e[i]) || !std::isfinite(a[i]) || !std::isfinite(x[i])) {
+      // Overflow and NaN have no distance to weigh: only the graph's own value is right.
+      if ((std::isnan(e[i]) && std::isnan(a[i])) || e[i] == a[i]) continue;
+      return "at " + index_string(expected.type.shape, static_cast<int64_t>(i)) + " expected " +
+             number(e[i]) + ", got " + number(a[i]) + " (not finite)";
+    }
+    const double de = std::abs(e[i] - x[i]), da = std::abs(a[i] - x[i]);
+    ref_sq += de * de;
+    act_sq += da * da;
+    ref_max = std::max(ref_max, de);
+    if (da > act_max) act_max = da, worst = i;
+  }
+  if (ref_max == 0)
+    return act_max == 0 ? ""
+                        : "the graph's own rounding is exact here, so any difference is an error";
+  const double n = static_cast<double>(e.size());
+  const double ref_rms = std::sqrt(ref_sq / n), act_rms = std::sqrt(act_sq / n);
+  if (act_rms > kAccuracyRmsFactor * ref_rms)
+    return "RMS error against exact arithmetic " + number(act_rms) + ", above " +
+           number(kAccuracyRmsFactor) + " x the graph's own " + number(ref_rms);
+  if (act_max > kAccuracyMaxFactor * ref_max)
+    return "error against exact arithmetic " + number(act_max) + " at " +
+           index_string(expected.type.shape, static_cast<int64_t>(worst)) + " (exact " +
+           number(x[worst]) + ", got " + number(a[worst]) + "), above " +
+           number(kAccuracyMaxFactor) + " x the graph's own worst " + number(ref_max);
+  return "";
 }
 
 DType lowest_precision(const Graph& g) {

@@ -66,6 +66,27 @@ std::string compare(const HostTensor& expected, const HostTensor& actual, DType 
 // ||actual - expected|| / ||expected|| over all elements (infinite on a size mismatch or NaN):
 // the check for a whole assembled graph, whose error compounds over many kernels.
 double relative_rms_error(const HostTensor& expected, const HostTensor& actual);
+// Evaluates `g` as `evaluate` does but without rounding any floating result to its dtype: the
+// graph in exact arithmetic (to double precision) on the same inputs. Floating outputs come back
+// as f64 tensors of the same shapes.
+std::vector<HostTensor> evaluate_exact(const Graph& g, const std::vector<HostTensor>& inputs,
+                                       const std::function<void()>& before_node = {});
+
+// How much worse than the graph's own rounding a kernel may be against exact arithmetic, as an
+// RMS and at its worst element (compare_accuracy).
+inline constexpr double kAccuracyRmsFactor = 1.25;
+inline constexpr double kAccuracyMaxFactor = 1.5;
+// "" when `actual` is about as close to exact arithmetic (`exact`, from evaluate_exact) as the
+// graph's own rounding (`expected`, from evaluate): its RMS error against `exact` at most
+// kAccuracyRmsFactor times the graph's and its worst error at most kAccuracyMaxFactor times the
+// graph's worst; non-finite values must equal the graph's. For a kernel that rounds differently
+// from the graph by design (a product absorbing its A's RMSNorm rounds x * w once where the graph
+// rounds x * r and then its product with w), where per-element tolerance fails on outputs that
+// cancel though the kernel is the more accurate one. A fault moves some element further from
+// exact arithmetic than the graph's own worst rounding, or the bulk of them further than its
+// RMS, and fails. Else a message saying which.
+std::string compare_accuracy(const HostTensor& expected, const HostTensor& actual,
+                             const HostTensor& exact);
 // The floating dtype with the fewest mantissa bits any node of `g` produces (f64 if none).
 DType lowest_precision(const Graph& g);
 

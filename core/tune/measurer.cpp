@@ -45,6 +45,13 @@ MeasureSettings MeasureSettings::of(const TuneOptions& options) {
   return {options.warmup, options.samples, options.timeout_s, options.hopeless_factor};
 }
 
+const std::vector<ir::HostTensor>& ExactOutputs::of(const ir::Graph& g,
+                                                    const std::vector<ir::HostTensor>& inputs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!outputs_) outputs_ = ir::evaluate_exact(g, inputs, check_interrupt);
+  return *outputs_;
+}
+
 double whole_graph_error_limit(ir::DType precision) {
   switch (precision) {
     case ir::DType::bf16:
@@ -151,8 +158,9 @@ store::MeasurementRecord Measurer::measure(const CandidateMeasurement& c,
   cached = false;
   const Reference& ref = reference();
   std::vector<KnobFacts> described;
-  store::MeasurementRecord rec = build_and_measure(*c.program, c.regime, ref.inputs, ref.expected,
-                                                   false, c.limit_s, 0, false, nullptr, &described);
+  store::MeasurementRecord rec =
+      build_and_measure(*c.program, c.regime, ref.inputs, ref.expected, false, c.limit_s, 0, false,
+                        nullptr, &described, ref.exact.get());
   if (rec.failure == FailureKind::timeout && c.relative) {
     // Cut short, not measured: a timeout row that names its relative limit, so a run allowing
     // longer measures it again and no time is ever recorded for it.
@@ -192,12 +200,10 @@ store::MeasurementRecord Measurer::measure(const CandidateMeasurement& c,
   return rec;
 }
 
-store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program, Regime regime,
-                                                     const std::vector<ir::HostTensor>& inputs,
-                                                     const std::vector<ir::HostTensor>& expected,
-                                                     bool whole_graph, double timeout_s,
-                                                     int samples, bool end_to_end, Buffers* lent,
-                                                     std::vector<KnobFacts>* variants) {
+store::MeasurementRecord Measurer::build_and_measure(
+    const ir::Program& program, Regime regime, const std::vector<ir::HostTensor>& inputs,
+    const std::vector<ir::HostTensor>& expected, bool whole_graph, double timeout_s, int samples,
+    bool end_to_end, Buffers* lent, std::vector<KnobFacts>* variants, ExactOutputs* exact) {
   store::MeasurementRecord rec;
   rec.regime = regime;
   rec.env = s_.env;
@@ -267,6 +273,7 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
     return rec;
   }
   const ir::DType precision = ir::lowest_precision(program.graph);
+  bool accurate_not_alike = false;
   for (size_t i = 0; i < expected.size(); ++i) {
     ir::HostTensor actual{expected[i].type, result.outputs.tensors[i]};
     std::string diff;
@@ -280,6 +287,16 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
         diff = "relative RMS error " + std::to_string(err) + " above " + std::to_string(limit);
     } else {
       diff = ir::compare(expected[i], actual, precision);
+      // Rounded otherwise than the graph: right if no further from exact arithmetic.
+      if (!diff.empty() && exact && ir::is_floating(actual.type.dtype)) {
+        AddElapsed timed(s_.counters.reference_us);
+        const std::string accuracy =
+            ir::compare_accuracy(expected[i], actual, exact->of(program.graph, inputs).at(i));
+        if (accuracy.empty())
+          diff.clear(), accurate_not_alike = true;
+        else
+          diff += "; against exact arithmetic: " + accuracy;
+      }
     }
     if (!diff.empty()) {
       rec.failure = FailureKind::wrong_result;
@@ -287,6 +304,7 @@ store::MeasurementRecord Measurer::build_and_measure(const ir::Program& program,
       return rec;
     }
   }
+  if (accurate_not_alike) ++s_.counters.accurate_not_alike;
   rec.median_us = result.median_us;
   rec.samples_us = result.samples_us;
   if (variants) *variants = std::move(result.variants);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ struct Counters {
   // and the search drops them; counted apart so that a run's failures are the real ones.
   std::atomic<long> refused{0};
   std::atomic<long> cut{0};  // candidates cut short by the limit relative to the best known time
+  // Candidates whose outputs differ from the graph's rounding beyond the per-element tolerance
+  // but are as close to exact arithmetic as the graph's own (ir::compare_accuracy): accepted.
+  std::atomic<long> accurate_not_alike{0};
   // Where the time went, in microseconds summed over the threads that spent it (kernels tuned
   // side by side overlap): the backend's build() and measure() calls, the reference interpreter,
   // the searches' prior (predict, learn) and their look-ahead descents.
@@ -97,9 +101,24 @@ struct MeasurerServices {
   Counters& counters;
 };
 
+// A kernel's outputs in exact arithmetic (ir::evaluate_exact) on its reference inputs, computed
+// the first time a candidate needs them (one whose outputs differ from the graph's own rounding
+// beyond the per-element tolerance) and then kept for the kernel's other candidates. Shared by
+// the kernel's candidates, which may be measured side by side.
+class ExactOutputs {
+ public:
+  const std::vector<ir::HostTensor>& of(const ir::Graph& g,
+                                        const std::vector<ir::HostTensor>& inputs);
+
+ private:
+  std::mutex mutex_;
+  std::optional<std::vector<ir::HostTensor>> outputs_;
+};
+
 // A kernel's random inputs and the reference interpreter's outputs for them.
 struct Reference {
   std::vector<ir::HostTensor> inputs, expected;
+  std::shared_ptr<ExactOutputs> exact = std::make_shared<ExactOutputs>();
 };
 
 // One configuration of a kernel's search to look up or measure.
@@ -157,21 +176,22 @@ class Measurer {
   // stored. Throws MachineryFailure when the backend's build or measure fails twice (non-ok
   // Status) and Interrupted when Ctrl-C came meanwhile. A whole assembled graph (`whole_graph`) is
   // checked by its relative RMS error, since rounding error compounds over its kernels; a kernel
-  // element by element. `timeout_s` > 0 replaces --timeout as the limit of the measurement
-  // (rec.timeout_s records it). `templ` is set (to "fallback") only when the backend built its
-  // fallback kernel for a one-kernel program lowered to a template. `samples` > 0 overrides
+  // element by element, and, where that fails and `exact` is given, by its accuracy: accepted when
+  // its outputs are as close to exact arithmetic as the graph's own rounding
+  // (ir::compare_accuracy; counted in Counters::accurate_not_alike). `timeout_s` > 0 replaces
+  // --timeout as the limit of the measurement (rec.timeout_s records it). `templ` is set (to
+  // "fallback") only when the backend built its fallback kernel for a one-kernel program lowered to
+  // a template. `samples` > 0 overrides
   // --samples (the validation's short rounds). `end_to_end` times a program of several kernels as
   // one (MeasureRequest::end_to_end). `lent`: `inputs` already as Buffers, moved into the request
   // and back for the call instead of copied (a whole model's validation sends its weights, 2.4 GB
   // in f32, in every request). `variants` (optional): MeasureResult::variants of a measurement
   // that worked.
-  store::MeasurementRecord build_and_measure(const ir::Program& program, Regime regime,
-                                             const std::vector<ir::HostTensor>& inputs,
-                                             const std::vector<ir::HostTensor>& expected,
-                                             bool whole_graph = false, double timeout_s = 0,
-                                             int samples = 0, bool end_to_end = false,
-                                             Buffers* lent = nullptr,
-                                             std::vector<KnobFacts>* variants = nullptr);
+  store::MeasurementRecord build_and_measure(
+      const ir::Program& program, Regime regime, const std::vector<ir::HostTensor>& inputs,
+      const std::vector<ir::HostTensor>& expected, bool whole_graph = false, double timeout_s = 0,
+      int samples = 0, bool end_to_end = false, Buffers* lent = nullptr,
+      std::vector<KnobFacts>* variants = nullptr, ExactOutputs* exact = nullptr);
 
   // A stored row for (key, config, regime) in this environment, counted as a cache hit.
   std::optional<store::MeasurementRecord> look_up(const std::string& key, const std::string& config,

@@ -35,6 +35,7 @@ nlohmann::json TuneReport::to_json() const {
   j["failures"] = failures;
   j["refused"] = refused;
   j["candidates_cut"] = candidates_cut;
+  j["accurate_not_alike"] = accurate_not_alike;
   j["built_ahead"] = built_ahead;
   j["built_ahead_used"] = built_ahead_used;
   j["time_s"] = {{"build", build_s},
@@ -141,6 +142,10 @@ std::string TuneReport::table() const {
            "nothing; `emmy eval failures --kind refused` lists them)\n";
   if (candidates_cut > 0)
     out << candidates_cut << " candidates cut short (far slower than their kernel's best)\n";
+  if (accurate_not_alike > 0)
+    out << accurate_not_alike
+        << " measurements rounded otherwise than the graph, beyond its per-element tolerance, "
+           "and accepted: no further from exact arithmetic than the graph's own rounding\n";
   std::snprintf(line, sizeof line,
                 "time: build %.1f s, measure %.1f s, reference %.1f s, prior %.1f s, look-ahead "
                 "%.1f s (summed over kernels tuned side by side), wall %.1f s\n",

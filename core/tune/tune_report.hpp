@@ -95,9 +95,12 @@ struct TuneReport {
   long cache_hits = 0;
   long launches = 0;  // measurements run on the device (rank and deploy)
   long deploy_measurements = 0;
-  long failures = 0;          // candidates built or run that failed (refusals apart)
-  long refused = 0;           // knob values a template refused to generate: nothing built or run
-  long candidates_cut = 0;    // cut short by the limit relative to their kernel's best time
+  long failures = 0;        // candidates built or run that failed (refusals apart)
+  long refused = 0;         // knob values a template refused to generate: nothing built or run
+  long candidates_cut = 0;  // cut short by the limit relative to their kernel's best time
+  // Measurements whose outputs differ from the graph's rounding beyond the per-element tolerance,
+  // accepted as no further from exact arithmetic than the graph's own (Counters)
+  long accurate_not_alike = 0;
   long built_ahead = 0;       // candidates built ahead (tune/build_ahead.hpp)
   long built_ahead_used = 0;  // of those, built again by the search (a compile-cache hit)
   // Where the time went (Counters' *_us, in seconds): summed over threads, so kernels tuned side

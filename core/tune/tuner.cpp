@@ -110,6 +110,7 @@ void take_counters(const Counters& counters, TuneReport& report) {
   report.failures = counters.failures;
   report.refused = counters.refused;
   report.candidates_cut = counters.cut;
+  report.accurate_not_alike = counters.accurate_not_alike;
   report.build_s = counters.build_us * 1e-6;
   report.measure_s = counters.measure_us * 1e-6;
   report.reference_s = counters.reference_us * 1e-6;

@@ -40,7 +40,9 @@ CudaBackend& backend() {
 // what the caller put there (the same seed's inputs) for a kernel held to other roundings than
 // g's; returns the median µs, or -1 when it failed.
 double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::string& what,
-                                int samples, std::vector<ir::HostTensor>& reference) {
+                                int samples, std::vector<ir::HostTensor>& reference,
+                                const std::vector<ir::HostTensor>* graph_rounding = nullptr,
+                                const std::vector<ir::HostTensor>* exact = nullptr) {
   ir::Slice s = one_kernel(g, "matmul", k);
   Artifact art;
   MeasureResult res;
@@ -70,6 +72,14 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
         ir::compare(reference[i], ir::HostTensor{reference[i].type, res.outputs.tensors[i]});
     EXPECT_EQ(diff, "") << what << " " << describe(k) << " output " << i;
     ok = ok && diff.empty();
+    if (graph_rounding && exact) {  // rounded otherwise than g: as the tuner accepts it
+      diff = ir::compare_accuracy((*graph_rounding)[i],
+                                  ir::HostTensor{reference[i].type, res.outputs.tensors[i]},
+                                  (*exact)[i]);
+      EXPECT_EQ(diff, "") << what << " " << describe(k) << " output " << i
+                          << " against exact arithmetic";
+      ok = ok && diff.empty();
+    }
   }
   std::printf("[ wgmma    ] %-4s %-34s %-62s %9.2f us\n", ok ? "ok" : "BAD", what.c_str(),
               describe(k).c_str(), res.median_us);
@@ -78,17 +88,24 @@ double expect_matches_reference(const ir::Graph& g, const Knobs& k, const std::s
 
 // A graph to check, what to call it in the output, and its expected outputs where they are not
 // the interpreter's of g (empty: computed from g).
+// Where `reference` rounds otherwise than g, g's own outputs and its exact ones
+// (ir::evaluate_exact): the kernel is also held to ir::compare_accuracy, the tuner's check.
 struct Shape {
   std::string what;
   ir::Graph g;
   std::vector<ir::HostTensor> reference = {};
+  std::vector<ir::HostTensor> graph_rounding = {}, exact = {};
 };
 
 // Every shape at every knob set against the interpreter.
 void expect_shapes_match(const std::vector<Shape>& shapes, const std::vector<Knobs>& knobs) {
   for (const Shape& sh : shapes) {
     std::vector<ir::HostTensor> reference = sh.reference;
-    for (const Knobs& k : knobs) expect_matches_reference(sh.g, k, sh.what, 3, reference);
+    const bool otherwise = !sh.graph_rounding.empty();
+    for (const Knobs& k : knobs)
+      expect_matches_reference(sh.g, k, sh.what, 3, reference,
+                               otherwise ? &sh.graph_rounding : nullptr,
+                               otherwise ? &sh.exact : nullptr);
   }
 }
 
@@ -206,12 +223,12 @@ TEST(CudaWgmmaGpu, TilesOf192And96ColumnsMatchTheReference) {
 // An absorbed RMSNorm of A (emmy::MatmulMatch::a_norm): the warp-specialized path, one block a
 // tile and persistent, either epilogue, plain and gated, on ragged M and N, batched, and the
 // layer's products at B=1 and B=8 S=512, against what it computes (perf::
-// rmsnorm_linear_as_absorbed: A = bf16(x * w) rounded once, r applied to the f32 sum); how far
-// that is from the graph's own rounding (x * r rounded, then times w) is printed, not asserted:
-// beyond bf16's per-element tolerance where the output cancels, which is why the tuner, checking
-// against the graph, rejects these kernels and the fork is not offered by default. Then, at the
-// two layer sizes, the gated kernel with the norm inside beside the same tile reading normalized
-// rows (printed only: what the prologue costs, to set against the norm kernel it saves).
+// rmsnorm_linear_as_absorbed: A = bf16(x * w) rounded once, r applied to the f32 sum), and as the
+// tuner checks it: beyond bf16's per-element tolerance of the graph's own rounding (x * r rounded,
+// then times w) where the output cancels (printed), so held to ir::compare_accuracy: no further
+// from exact arithmetic than the graph. Then, at the two layer sizes, the gated kernel with the
+// norm inside beside the same tile reading normalized rows (printed only: what the prologue
+// costs, to set against the norm kernel it saves).
 TEST(CudaWgmmaGpu, AbsorbedRowNormMatchesWhatItComputes) {
   struct Case {
     const char* what;
@@ -224,8 +241,10 @@ TEST(CudaWgmmaGpu, AbsorbedRowNormMatchesWhatItComputes) {
     const std::vector<ir::HostTensor> inputs = ir::random_inputs(sh.g, 17);
     sh.reference =
         ir::evaluate(perf::rmsnorm_linear_as_absorbed(c.m, c.k, c.n, c.h, c.batch), inputs);
+    sh.graph_rounding = ir::evaluate(sh.g, inputs);
+    sh.exact = ir::evaluate_exact(sh.g, inputs);
     std::printf("[ row norm ] %-34s the graph's rounding against the kernel's: %s\n", c.what,
-                ir::compare(ir::evaluate(sh.g, inputs)[0], sh.reference[0]).c_str());
+                ir::compare(sh.graph_rounding[0], sh.reference[0]).c_str());
     return sh;
   };
   std::vector<Knobs> knobs = {specialized(64, 64, 3), specialized(128, 128, 3, 1, 64, 8),

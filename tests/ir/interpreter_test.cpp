@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend_cuda/perf_graphs.hpp"
 #include "emmy/half.hpp"
 #include "emmy/ir.hpp"
 #include "emmy/status.hpp"
@@ -570,6 +571,80 @@ TEST(Compare, TolerancesAndMessages) {
             "");
   EXPECT_NE(compare(from_doubles(n, {1, -kInf}), from_doubles(n, {std::nan(""), kInf})), "");
   EXPECT_NE(compare(e, from_doubles(n, {1, 2})).find("type mismatch"), std::string::npos);
+}
+
+// evaluate_exact rounds no floating result: 1 + 2^-10 is 1 in bf16, itself in exact arithmetic,
+// and comes back as f64; integers compute as before.
+TEST(Interpreter, EvaluateExactRoundsNoFloatingResult) {
+  Case c;
+  ValueId x = c.in(DType::bf16, {2}, {1, 2});
+  ValueId y = c.in(DType::bf16, {2}, {0.0009765625, 0.5});
+  ValueId i = c.in(DType::i32, {2}, {7, 8});
+  c.g.outputs = {c.b.add(x, y), c.b.add(i, i)};
+  const std::vector<HostTensor> rounded = evaluate(c.g, c.inputs);
+  const std::vector<HostTensor> exact = evaluate_exact(c.g, c.inputs);
+  EXPECT_EQ(to_doubles(rounded[0]), (std::vector<double>{1, 2.5}));
+  EXPECT_EQ(exact[0].type, (TensorType{DType::f64, {2}}));
+  EXPECT_EQ(to_doubles(exact[0]), (std::vector<double>{1.0009765625, 2.5}));
+  EXPECT_EQ(exact[1].type, (TensorType{DType::i32, {2}}));
+  EXPECT_EQ(to_doubles(exact[1]), (std::vector<double>{14, 16}));
+}
+
+// The case compare_accuracy is for: a product that absorbs its A's RMSNorm rounds x * w once and
+// scales the f32 sums by r, where the graph rounds x * r and then its product with w. Where
+// outputs cancel that is beyond bf16's per-element tolerance of the graph's values, yet no
+// further from exact arithmetic than the graph's own rounding (nearer, here). Faults are not:
+// one element moved past the graph's worst error, every error twice the graph's, a NaN.
+TEST(CompareAccuracy, AcceptsOtherRoundingAsAccurateAsTheGraphsAndNoFault) {
+  const Graph g = cuda::perf::rmsnorm_linear(200, 320, 136);
+  const std::vector<HostTensor> inputs = random_inputs(g, 17);
+  const HostTensor expected = evaluate(g, inputs)[0];
+  const HostTensor exact = evaluate_exact(g, inputs)[0];
+  const HostTensor absorbed =
+      evaluate(cuda::perf::rmsnorm_linear_as_absorbed(200, 320, 136), inputs)[0];
+  ASSERT_EQ(exact.type.dtype, DType::f64);
+  const std::string per_element = compare(expected, absorbed, DType::bf16);
+  EXPECT_NE(per_element.find("differ beyond tolerance"), std::string::npos) << per_element;
+  EXPECT_EQ(compare_accuracy(expected, absorbed, exact), "");
+  EXPECT_EQ(compare_accuracy(expected, expected, exact), "");
+
+  const std::vector<double> e = to_doubles(expected), x = to_doubles(exact);
+  std::vector<double> a = to_doubles(absorbed);
+  double graph_worst = 0;
+  for (size_t i = 0; i < e.size(); ++i) graph_worst = std::max(graph_worst, std::abs(e[i] - x[i]));
+  ASSERT_GT(graph_worst, 0);
+  std::vector<double> moved = a;
+  moved[137] = x[137] + 2 * graph_worst;  // [1,1]
+  std::string msg = compare_accuracy(expected, from_doubles(expected.type, moved), exact);
+  EXPECT_NE(msg.find("at [1,1]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the graph's own worst"), std::string::npos) << msg;
+
+  std::vector<double> twice(e.size());
+  for (size_t i = 0; i < e.size(); ++i) twice[i] = x[i] + 2 * (e[i] - x[i]);
+  msg = compare_accuracy(expected, from_doubles(TensorType{DType::f64, expected.type.shape}, twice),
+                         exact);
+  EXPECT_NE(msg.find("type mismatch"), std::string::npos) << msg;
+  msg = compare_accuracy(expected, from_doubles(expected.type, twice), exact);
+  EXPECT_NE(msg.find("RMS error against exact arithmetic"), std::string::npos) << msg;
+
+  std::vector<double> nan = a;
+  nan[5] = std::nan("");
+  msg = compare_accuracy(expected, from_doubles(expected.type, nan), exact);
+  EXPECT_NE(msg.find("not finite"), std::string::npos) << msg;
+}
+
+// Where the graph's rounding is exact there is no envelope to be within: any difference fails.
+TEST(CompareAccuracy, NothingIsWithinAnExactGraphsRounding) {
+  TensorType t{DType::bf16, {2}};
+  const HostTensor e = from_doubles(t, {1, 2});
+  const HostTensor exact = from_doubles({DType::f64, {2}}, {1, 2});
+  EXPECT_EQ(compare_accuracy(e, e, exact), "");
+  const std::string msg = compare_accuracy(e, from_doubles(t, {1, 2.015625}), exact);
+  EXPECT_NE(msg.find("exact here"), std::string::npos) << msg;
+  TensorType i{DType::i32, {2}};
+  EXPECT_NE(
+      compare_accuracy(from_doubles(i, {1, 2}), from_doubles(i, {1, 3}), from_doubles(i, {1, 2})),
+      "");
 }
 
 }  // namespace

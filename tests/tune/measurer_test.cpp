@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "backend_cuda/perf_graphs.hpp"
 #include "ir/interpreter.hpp"
 #include "store/tuning_store.hpp"
 
@@ -217,6 +218,46 @@ TEST_F(MeasurerTest, AWrongResultIsAFailureOfTheCandidate) {
   EXPECT_NE(rec.message.find("output 0"), std::string::npos) << rec.message;
   EXPECT_EQ(counters_.failures, 1);
   EXPECT_TRUE(rows_.rows().empty());
+}
+
+// A kernel rounding otherwise than the graph (an RMSNorm absorbed by its product: x * w rounded
+// once, r on the f32 sums) fails the per-element check where outputs cancel, yet is as close to
+// exact arithmetic as the graph: accepted and counted, the exact outputs computed once for the
+// kernel's candidates. The same outputs with one element moved past the graph's worst rounding
+// error are a wrong result that says so.
+TEST_F(MeasurerTest, ADifferentRoundingAsAccurateAsTheGraphsIsAccepted) {
+  program_ = {};
+  program_.graph = cuda::perf::rmsnorm_linear(200, 320, 136);
+  ir::Kernel k;
+  for (size_t v = 0; v < program_.graph.nodes.size(); ++v)
+    if (program_.graph.nodes[v].op != ir::Op::input &&
+        program_.graph.nodes[v].op != ir::Op::constant)
+      k.nodes.push_back(static_cast<ir::ValueId>(v));
+  k.templ = "matmul";
+  k.knobs = {{"tile_m", 64}};
+  program_.grouping.kernels = {k};
+  reference_.inputs = ir::random_inputs(program_.graph, 17);
+  reference_.expected = ir::evaluate(program_.graph, reference_.inputs);
+  const std::vector<ir::HostTensor> absorbed =
+      ir::evaluate(cuda::perf::rmsnorm_linear_as_absorbed(200, 320, 136), reference_.inputs);
+  ASSERT_NE(ir::compare(reference_.expected[0], absorbed[0], ir::DType::bf16), "");
+  backend_.outputs = to_buffers(absorbed);
+  bool cached = true;
+  store::MeasurementRecord rec = measure(candidate(), cached);
+  EXPECT_TRUE(rec.ok()) << rec.message;
+  EXPECT_EQ(counters_.accurate_not_alike, 1);
+  EXPECT_EQ(counters_.failures, 0);
+
+  std::vector<double> moved = ir::to_doubles(absorbed[0]);
+  moved[0] += 1.0;  // the graph's worst error against exact arithmetic is 0.08
+  backend_.outputs = to_buffers({ir::from_doubles(absorbed[0].type, moved)});
+  program_.grouping.kernels[0].knobs["tile_m"] = 128;  // another configuration: measured
+  rec = measure(candidate(), cached);
+  EXPECT_EQ(rec.failure, FailureKind::wrong_result);
+  EXPECT_NE(rec.message.find("against exact arithmetic"), std::string::npos) << rec.message;
+  EXPECT_NE(rec.message.find("at [0,0]"), std::string::npos) << rec.message;
+  EXPECT_EQ(counters_.accurate_not_alike, 1);
+  EXPECT_EQ(counters_.failures, 1);
 }
 
 TEST_F(MeasurerTest, ATimeoutUnderAShorterLimitIsMeasuredAgain) {
