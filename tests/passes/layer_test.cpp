@@ -212,8 +212,8 @@ TEST(Qwen3Layer, SwiGluJoinsThePackedGateUpProductWhereTheBackendGeneratesIt) {
 }
 
 // Each RMSNorm of the layer may be absorbed by the product that alone reads it (fork
-// fuse_matmul_prologue, "separate" by default; option `backends`, none by default because the cuda
-// kernel's rounding is not the graph's, here cuda): input_layernorm
+// fuse_matmul_prologue, "separate" by default; option `backends`, none by default until a GPU
+// run of the layer shows the absorbed kernels win, here cuda): input_layernorm
 // by the packed qkv product, post_attention_layernorm by the packed gate+up product (gated or
 // not). Absorbed, the layer has no hidden-size norm kernel left, and those products match with
 // A's row norm over the layer's hidden state. q/k-norm, read by the attention, stays. Not offered
