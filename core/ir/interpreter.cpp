@@ -944,16 +944,24 @@ std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& 
   return evaluate(g, inputs, {});
 }
 
+namespace {
+
+std::vector<HostTensor> run_verified(const Graph& g, const std::vector<HostTensor>& inputs,
+                                     const std::function<void()>& before_node, bool exact) {
+  if (auto msg = verify(g); !msg.empty()) throw Error("evaluate: invalid graph: " + msg);
+  return Interpreter(g, exact).run(inputs, before_node);
+}
+
+}  // namespace
+
 std::vector<HostTensor> evaluate(const Graph& g, const std::vector<HostTensor>& inputs,
                                  const std::function<void()>& before_node) {
-  if (auto msg = verify(g); !msg.empty()) throw Error("evaluate: invalid graph: " + msg);
-  return Interpreter(g, false).run(inputs, before_node);
+  return run_verified(g, inputs, before_node, false);
 }
 
 std::vector<HostTensor> evaluate_exact(const Graph& g, const std::vector<HostTensor>& inputs,
                                        const std::function<void()>& before_node) {
-  if (auto msg = verify(g); !msg.empty()) throw Error("evaluate: invalid graph: " + msg);
-  return Interpreter(g, true).run(inputs, before_node);
+  return run_verified(g, inputs, before_node, true);
 }
 
 namespace {

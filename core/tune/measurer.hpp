@@ -43,8 +43,9 @@ struct Counters {
   // and the search drops them; counted apart so that a run's failures are the real ones.
   std::atomic<long> refused{0};
   std::atomic<long> cut{0};  // candidates cut short by the limit relative to the best known time
-  // Candidates whose outputs differ from the graph's rounding beyond the per-element tolerance
-  // but are as close to exact arithmetic as the graph's own (ir::compare_accuracy): accepted.
+  // Measurements (the validation's re-measurements included) whose outputs differ from the
+  // graph's rounding beyond the per-element tolerance but are as close to exact arithmetic as the
+  // graph's own (ir::compare_accuracy): accepted.
   std::atomic<long> accurate_not_alike{0};
   // Where the time went, in microseconds summed over the threads that spent it (kernels tuned
   // side by side overlap): the backend's build() and measure() calls, the reference interpreter,
@@ -181,12 +182,11 @@ class Measurer {
   // (ir::compare_accuracy; counted in Counters::accurate_not_alike). `timeout_s` > 0 replaces
   // --timeout as the limit of the measurement (rec.timeout_s records it). `templ` is set (to
   // "fallback") only when the backend built its fallback kernel for a one-kernel program lowered to
-  // a template. `samples` > 0 overrides
-  // --samples (the validation's short rounds). `end_to_end` times a program of several kernels as
-  // one (MeasureRequest::end_to_end). `lent`: `inputs` already as Buffers, moved into the request
-  // and back for the call instead of copied (a whole model's validation sends its weights, 2.4 GB
-  // in f32, in every request). `variants` (optional): MeasureResult::variants of a measurement
-  // that worked.
+  // a template. `samples` > 0 overrides --samples (the validation's short rounds). `end_to_end`
+  // times a program of several kernels as one (MeasureRequest::end_to_end). `lent`: `inputs`
+  // already as Buffers, moved into the request and back for the call instead of copied (a whole
+  // model's validation sends its weights, 2.4 GB in f32, in every request). `variants` (optional):
+  // MeasureResult::variants of a measurement that worked.
   store::MeasurementRecord build_and_measure(
       const ir::Program& program, Regime regime, const std::vector<ir::HostTensor>& inputs,
       const std::vector<ir::HostTensor>& expected, bool whole_graph = false, double timeout_s = 0,
